@@ -1,0 +1,5 @@
+import sys
+
+from odradek.cli.main import main
+
+sys.exit(main())

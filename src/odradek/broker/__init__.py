@@ -1,0 +1,1 @@
+"""The IO shell: asyncio server, one handler module per API, purgatory."""

@@ -1,0 +1,1 @@
+"""A small async Kafka client over odradek.wire (CLI, replica fetchers, tests)."""

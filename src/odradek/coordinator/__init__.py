@@ -1,0 +1,1 @@
+"""Group and transaction coordinators as pure state machines: records in, records out."""

@@ -1,0 +1,1 @@
+"""Cluster metadata image built by replaying metadata records."""

@@ -1,0 +1,1 @@
+"""The KRaft-style metadata quorum as a pure state machine."""

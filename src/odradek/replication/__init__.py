@@ -1,0 +1,1 @@
+"""Partition replication state: leader epoch, ISR, high watermark (pure)."""

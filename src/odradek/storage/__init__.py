@@ -1,0 +1,1 @@
+"""The partition log: segments, indexes, checkpoints (sync file IO through a seam)."""

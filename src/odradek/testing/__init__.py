@@ -1,0 +1,1 @@
+"""An in-process broker for users' test suites."""
