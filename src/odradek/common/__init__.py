@@ -1,0 +1,1 @@
+"""Seams shared by every layer: the clock. Imports nothing from odradek."""
