@@ -1,0 +1,1 @@
+"""Developer tools (code generation). Not part of the installed package."""

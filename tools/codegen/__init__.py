@@ -1,0 +1,1 @@
+"""Generates odradek.wire.messages from Kafka's JSON message specs."""

@@ -1,0 +1,5 @@
+import sys
+
+from tools.codegen.generate import main
+
+sys.exit(main())
