@@ -36,7 +36,7 @@ from typing import Final
 
 from crc32c import crc32c
 
-from odradek.wire.primitives import Buffer, DecodeError
+from odradek.wire.primitives import Buffer, DecodeError, EncodeError
 
 BATCH_HEADER_SIZE: Final = 61
 LOG_OVERHEAD: Final = 12  # baseOffset + batchLength
@@ -129,6 +129,19 @@ def read_batch_header(buf: Buffer, pos: int = 0) -> BatchHeader:
     if pos < 0 or pos + BATCH_HEADER_SIZE > len(buf):
         raise DecodeError(f"short input reading a batch header at offset {pos}")
     return BatchHeader(*_HEADER.unpack_from(buf, pos))
+
+
+def encode_batch_header(header: BatchHeader) -> bytes:
+    """The 61 header bytes for ``header``, exactly as given (the CRC is not computed)."""
+    try:
+        return _HEADER.pack(
+            header.base_offset, header.batch_length, header.partition_leader_epoch,
+            header.magic, header.crc, header.attributes, header.last_offset_delta,
+            header.base_timestamp, header.max_timestamp, header.producer_id,
+            header.producer_epoch, header.base_sequence, header.records_count,
+        )  # fmt: skip
+    except struct.error as exc:
+        raise EncodeError(f"batch header field out of range: {exc}") from exc
 
 
 def compute_crc(buf: Buffer, pos: int, size: int) -> int:
