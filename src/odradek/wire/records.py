@@ -174,17 +174,25 @@ def _decode_records(data: bytes, header: BatchHeader) -> list[Record]:
     return records
 
 
+def _varint(data: bytes, pos: int) -> tuple[int, int]:
+    """read_varint with a fast path for the one-byte values that dominate records."""
+    if pos < len(data) and data[pos] < 0x80:
+        byte = data[pos]
+        return (byte >> 1) ^ -(byte & 1), pos + 1
+    return read_varint(data, pos)
+
+
 def _decode_record(
     data: bytes, pos: int, header: BatchHeader, fixed_timestamp: int | None
 ) -> tuple[Record, int]:
-    length, pos = read_varint(data, pos)
+    length, pos = _varint(data, pos)
     end = pos + length
     if length < _MIN_RECORD_BYTES - 1 or end > len(data):
         raise CorruptBatchError(f"record length {length} at offset {pos} does not fit")
     attributes = data[pos]
     attributes -= 256 if attributes > 127 else 0
     timestamp_delta, pos = read_varlong(data, pos + 1)
-    offset_delta, pos = read_varint(data, pos)
+    offset_delta, pos = _varint(data, pos)
     key, pos = _read_field(data, pos, end, "key")
     value, pos = _read_field(data, pos, end, "value")
     headers, pos = _read_headers(data, pos, end)
@@ -204,7 +212,7 @@ def _decode_record(
 
 def _read_field(data: bytes, pos: int, end: int, what: str) -> tuple[bytes | None, int]:
     """varint length (-1 = null) then bytes, all inside ``[pos, end)``."""
-    length, pos = read_varint(data, pos)
+    length, pos = _varint(data, pos)
     if length == -1:
         return None, pos
     stop = pos + length
@@ -214,7 +222,7 @@ def _read_field(data: bytes, pos: int, end: int, what: str) -> tuple[bytes | Non
 
 
 def _read_headers(data: bytes, pos: int, end: int) -> tuple[Headers, int]:
-    count, pos = read_varint(data, pos)
+    count, pos = _varint(data, pos)
     # Each header takes at least two bytes (two one-byte lengths).
     if count < 0 or pos + 2 * count > end:
         raise CorruptBatchError(f"header count {count} at offset {pos} does not fit its record")
