@@ -1,0 +1,186 @@
+"""Broker configuration by Kafka's names, with Kafka's defaults.
+
+Read from a ``server.properties``-style file (``key=value`` lines, ``#`` and
+``!`` comments, as Java's Properties) and ``--override KEY=VALUE`` flags, the
+way ``kafka-server-start.sh`` takes them. Unknown keys are kept (so topic-level
+defaults such as ``log.retention.ms`` flow through to the log) but a key Odradek
+interprets must parse, or :class:`ConfigError` says which and why.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlsplit
+
+
+class ConfigError(ValueError):
+    """A configuration value that cannot be used; the message is one line."""
+
+
+# Kafka's broker defaults for the keys Odradek reads (name → default as text).
+DEFAULTS: dict[str, str] = {
+    "node.id": "1",
+    "process.roles": "broker,controller",
+    "listeners": "PLAINTEXT://127.0.0.1:9092",
+    "advertised.listeners": "",
+    "log.dirs": "./odradek-data",
+    "num.partitions": "1",
+    "default.replication.factor": "1",
+    "auto.create.topics.enable": "true",
+    "delete.topic.enable": "true",
+    "message.max.bytes": "1048588",
+    "socket.request.max.bytes": "104857600",
+    "log.segment.bytes": "1073741824",
+    "log.roll.ms": "604800000",
+    "log.retention.ms": "604800000",
+    "log.retention.bytes": "-1",
+    "log.retention.check.interval.ms": "300000",
+    "log.index.interval.bytes": "4096",
+    "log.index.size.max.bytes": "10485760",
+    "log.flush.interval.messages": "9223372036854775807",
+    "log.flush.interval.ms": "9223372036854775807",
+    "log.message.timestamp.type": "CreateTime",
+    "log.cleanup.policy": "delete",
+    "min.insync.replicas": "1",
+    "offsets.topic.num.partitions": "50",
+    "offsets.topic.replication.factor": "1",
+    "group.initial.rebalance.delay.ms": "3000",
+    "group.min.session.timeout.ms": "6000",
+    "group.max.session.timeout.ms": "1800000",
+    "connections.max.idle.ms": "600000",
+    "cluster.id": "",
+}
+
+_INT_KEYS = {
+    "node.id", "num.partitions", "default.replication.factor", "message.max.bytes",
+    "socket.request.max.bytes", "log.segment.bytes", "log.roll.ms", "log.retention.ms",
+    "log.retention.bytes", "log.retention.check.interval.ms", "log.index.interval.bytes",
+    "log.index.size.max.bytes", "log.flush.interval.messages", "log.flush.interval.ms",
+    "min.insync.replicas", "offsets.topic.num.partitions", "offsets.topic.replication.factor",
+    "group.initial.rebalance.delay.ms", "group.min.session.timeout.ms",
+    "group.max.session.timeout.ms", "connections.max.idle.ms",
+}
+_BOOL_KEYS = {"auto.create.topics.enable", "delete.topic.enable"}
+
+
+@dataclass(frozen=True, slots=True)
+class Listener:
+    name: str
+    host: str
+    port: int
+
+
+def parse_listeners(text: str, key: str) -> list[Listener]:
+    """``PLAINTEXT://127.0.0.1:9092,OTHER://:9093`` → listeners (port 0 = ephemeral)."""
+    out: list[Listener] = []
+    for item in filter(None, (x.strip() for x in text.split(","))):
+        parts = urlsplit(item)
+        try:
+            port = parts.port
+        except ValueError as exc:
+            raise ConfigError(f"{key}: bad port in {item!r}") from exc
+        if not parts.scheme or port is None:
+            raise ConfigError(f"{key}: expected NAME://HOST:PORT, got {item!r}")
+        out.append(Listener(parts.scheme.upper(), parts.hostname or "", port))
+    if not out:
+        raise ConfigError(f"{key}: no listener given")
+    return out
+
+
+def read_properties(path: Path) -> dict[str, str]:
+    """Java-properties subset: ``key=value`` or ``key: value``, comments, blank lines."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read {path}: {exc.strerror}") from exc
+    props: dict[str, str] = {}
+    for lineno, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if not line or line[0] in "#!":
+            continue
+        sep = min((i for i in (line.find("="), line.find(":")) if i >= 0), default=-1)
+        if sep <= 0:
+            raise ConfigError(f"{path}:{lineno}: expected key=value")
+        props[line[:sep].strip()] = line[sep + 1 :].strip()
+    return props
+
+
+def parse_overrides(items: Iterable[str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--override expects KEY=VALUE, got {item!r}")
+        out[key.strip()] = value.strip()
+    return out
+
+
+@dataclass(slots=True)
+class BrokerConfig:
+    """The effective configuration: Kafka defaults, then file, then overrides."""
+
+    props: dict[str, str] = field(default_factory=dict)
+    explicit: dict[str, str] = field(default_factory=dict)
+    """Keys set by the file or overrides (DescribeConfigs reports them as static)."""
+
+    @classmethod
+    def from_sources(
+        cls, file_props: Mapping[str, str] | None = None, overrides: Mapping[str, str] | None = None
+    ) -> BrokerConfig:
+        explicit = dict(file_props or {})
+        explicit.update(overrides or {})
+        props = dict(DEFAULTS)
+        props.update(explicit)
+        config = cls(props, explicit)
+        config.validate()
+        return config
+
+    def get(self, key: str) -> str:
+        return self.props.get(key, DEFAULTS.get(key, ""))
+
+    def get_int(self, key: str) -> int:
+        raw = self.get(key)
+        try:
+            return int(raw)
+        except ValueError as exc:
+            raise ConfigError(f"{key}: expected an integer, got {raw!r}") from exc
+
+    def get_bool(self, key: str) -> bool:
+        raw = self.get(key).lower()
+        if raw not in ("true", "false"):
+            raise ConfigError(f"{key}: expected true or false, got {raw!r}")
+        return raw == "true"
+
+    def validate(self) -> None:
+        for key in _INT_KEYS:
+            self.get_int(key)
+        for key in _BOOL_KEYS:
+            self.get_bool(key)
+        if self.get_int("num.partitions") < 1:
+            raise ConfigError("num.partitions: must be at least 1")
+        if self.get_int("message.max.bytes") < 0:
+            raise ConfigError("message.max.bytes: must not be negative")
+        if self.get_int("socket.request.max.bytes") < 1:
+            raise ConfigError("socket.request.max.bytes: must be positive")
+        self.listeners()
+        self.advertised_listeners()
+        if not self.get("log.dirs").strip():
+            raise ConfigError("log.dirs: must name a directory")
+
+    @property
+    def node_id(self) -> int:
+        return self.get_int("node.id")
+
+    @property
+    def log_dir(self) -> Path:
+        # One directory per node today; several log.dirs come with JBOD support.
+        return Path(self.get("log.dirs").split(",")[0].strip())
+
+    def listeners(self) -> list[Listener]:
+        return parse_listeners(self.get("listeners"), "listeners")
+
+    def advertised_listeners(self) -> list[Listener]:
+        text = self.get("advertised.listeners")
+        return parse_listeners(text, "advertised.listeners") if text else self.listeners()

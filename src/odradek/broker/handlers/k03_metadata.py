@@ -1,0 +1,92 @@
+"""Metadata (key 3), versions 0–12.
+
+Behaviour: one broker (this node) leads every partition. A null topic list
+(or an empty one at v0) means all topics. A requested topic that does not exist
+is created when ``auto.create.topics.enable`` is true and the request allows it
+(always at v0–3), with ``num.partitions`` partitions; otherwise it gets
+UNKNOWN_TOPIC_OR_PARTITION, and an illegal name INVALID_TOPIC_EXCEPTION.
+
+Version notes: v1 controller id and is_internal; v2 cluster id; v4 the
+auto-creation flag; v5 offline replicas; v7 leader epochs; v8–10 authorized
+operations (unset, -2^31); v10 topic ids; v12 lookup by topic id.
+"""
+
+from __future__ import annotations
+
+from odradek.broker.context import RequestContext
+from odradek.broker.handlers.topics import auto_create
+from odradek.broker.registry import handler
+from odradek.metadata.controller import topic_name_error
+from odradek.metadata.image import TopicImage
+from odradek.wire.errors import ErrorCode
+from odradek.wire.messages.metadata_request import MetadataRequest
+from odradek.wire.messages.metadata_response import (
+    MetadataResponse,
+    MetadataResponseBroker,
+    MetadataResponsePartition,
+    MetadataResponseTopic,
+)
+
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+
+
+def _topic(t: TopicImage) -> MetadataResponseTopic:
+    partitions = [
+        MetadataResponsePartition(
+            error_code=0,
+            partition_index=p.partition,
+            leader_id=p.leader,
+            leader_epoch=p.leader_epoch,
+            replica_nodes=list(p.replicas),
+            isr_nodes=list(p.isr),
+            offline_replicas=[],
+        )
+        for _, p in sorted(t.partitions.items())
+    ]
+    return MetadataResponseTopic(
+        error_code=0, name=t.name, topic_id=t.topic_id,
+        is_internal=t.name in INTERNAL_TOPICS, partitions=partitions,
+    )
+
+
+def _error_topic(name: str | None, code: ErrorCode) -> MetadataResponseTopic:
+    return MetadataResponseTopic(error_code=code, name=name, partitions=[])
+
+
+@handler(3, (0, 12))
+async def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataResponse:
+    state = ctx.broker
+    image = state.image
+    version = ctx.api_version
+    topics: list[MetadataResponseTopic] = []
+    wanted = request.topics
+    if wanted is None or (version == 0 and not wanted):
+        topics = [_topic(t) for _, t in sorted(image.topics.items())]
+    else:
+        allow = request.allow_auto_topic_creation if version >= 4 else True
+        for item in wanted:
+            name = item.name
+            if name is None:  # v12: by topic id
+                found = image.by_id.get(item.topic_id)
+                if found is None:
+                    topics.append(_error_topic(None, ErrorCode.UNKNOWN_TOPIC_ID))
+                    continue
+                name = found
+            if topic_name_error(name):
+                topics.append(_error_topic(name, ErrorCode.INVALID_TOPIC_EXCEPTION))
+                continue
+            if name not in image.topics and allow:
+                auto_create(state, name)
+            t = image.topics.get(name)
+            if t is None:
+                topics.append(_error_topic(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+            else:
+                topics.append(_topic(t))
+    brokers = [
+        MetadataResponseBroker(node_id=state.node_id, host=adv.host, port=adv.port, rack=None)
+        for adv in state.advertised[:1]
+    ]
+    return MetadataResponse(
+        throttle_time_ms=0, brokers=brokers, cluster_id=state.cluster_id,
+        controller_id=state.node_id, topics=topics,
+    )

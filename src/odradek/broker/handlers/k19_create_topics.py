@@ -1,0 +1,93 @@
+"""CreateTopics (key 19), versions 0–7.
+
+Behaviour: each topic is validated with Kafka's rules (name, partition count,
+replication factor against the live brokers, configs) and created by the
+controller; ``validate_only`` checks without creating. Manual replica
+assignments are accepted only when they name this node.
+
+Version notes: v1 validate_only and error messages; v5 returns partitions,
+replication factor and every config with its source; v7 topic ids.
+"""
+
+from __future__ import annotations
+
+from odradek.broker.context import RequestContext
+from odradek.broker.registry import handler
+from odradek.metadata import controller
+from odradek.metadata.topic_configs import effective_config
+from odradek.wire.errors import ErrorCode
+from odradek.wire.messages.create_topics_request import CreatableTopic, CreateTopicsRequest
+from odradek.wire.messages.create_topics_response import (
+    CreatableTopicConfigs,
+    CreatableTopicResult,
+    CreateTopicsResponse,
+)
+
+CONFIG_SOURCE = {"topic": 1, "broker": 4, "default": 5}
+
+
+def _create(
+    ctx: RequestContext, topic: CreatableTopic, validate_only: bool
+) -> CreatableTopicResult:
+    state = ctx.broker
+    version = ctx.api_version
+    result = CreatableTopicResult(name=topic.name, error_code=0, error_message=None)
+    partitions, rf = topic.num_partitions, topic.replication_factor
+    if topic.assignments:
+        if partitions != -1 or rf != -1:
+            result.error_code = ErrorCode.INVALID_REQUEST
+            result.error_message = (
+                "Both numPartitions or replicationFactor and replicasAssignments were set."
+            )
+            return result
+        if any(a.broker_ids != [state.node_id] for a in topic.assignments):
+            result.error_code = ErrorCode.INVALID_REPLICA_ASSIGNMENT
+            result.error_message = f"Replicas must be exactly [{state.node_id}] on this cluster."
+            return result
+        partitions, rf = len(topic.assignments), 1
+    configs = {c.name: c.value for c in topic.configs}
+    outcome = controller.create_topic(
+        state.image, topic.name, partitions, rf, configs,
+        node_id=state.node_id, default_partitions=state.config.get_int("num.partitions"),
+    )
+    if outcome.error:
+        result.error_code = outcome.error
+        result.error_message = outcome.message if version >= 1 else None
+        return result
+    if not validate_only:
+        state.commit(outcome.records)
+    if version >= 5:
+        created = state.image.topics.get(topic.name)
+        overrides = created.configs if created else {k: v for k, v in configs.items() if v}
+        result.num_partitions = len(created.partitions) if created else (
+            partitions if partitions != -1 else state.config.get_int("num.partitions")
+        )
+        result.replication_factor = 1
+        result.configs = [
+            CreatableTopicConfigs(
+                name=name, value=value, read_only=False,
+                config_source=CONFIG_SOURCE[source], is_sensitive=False,
+            )
+            for name, (value, source) in sorted(
+                effective_config(overrides, state.config.explicit).items()
+            )
+        ]
+        if created and version >= 7:
+            result.topic_id = created.topic_id
+    return result
+
+
+@handler(19, (0, 7))
+async def handle(ctx: RequestContext, request: CreateTopicsRequest) -> CreateTopicsResponse:
+    seen: set[str] = set()
+    results = []
+    for topic in request.topics:
+        if topic.name in seen:
+            results.append(CreatableTopicResult(
+                name=topic.name, error_code=ErrorCode.INVALID_REQUEST,
+                error_message="Duplicate topic in request." if ctx.api_version >= 1 else None,
+            ))
+            continue
+        seen.add(topic.name)
+        results.append(_create(ctx, topic, request.validate_only))
+    return CreateTopicsResponse(throttle_time_ms=0, topics=results)

@@ -1,0 +1,57 @@
+"""DeleteTopics (key 20), versions 0–6.
+
+Behaviour: deletes by name (and from v6 by topic id); unknown topics get
+UNKNOWN_TOPIC_OR_PARTITION (UNKNOWN_TOPIC_ID by id); with
+``delete.topic.enable=false`` every topic gets TOPIC_DELETION_DISABLED.
+
+Version notes: v5 error messages; v6 topics as (name, id) pairs.
+"""
+
+from __future__ import annotations
+
+from odradek.broker.context import RequestContext
+from odradek.broker.registry import handler
+from odradek.metadata import controller
+from odradek.wire.errors import ErrorCode
+from odradek.wire.messages.delete_topics_request import DeleteTopicsRequest
+from odradek.wire.messages.delete_topics_response import (
+    DeletableTopicResult,
+    DeleteTopicsResponse,
+)
+from odradek.wire.primitives import ZERO_UUID
+
+
+@handler(20, (0, 6))
+async def handle(ctx: RequestContext, request: DeleteTopicsRequest) -> DeleteTopicsResponse:
+    state = ctx.broker
+    v = ctx.api_version
+    wanted = (
+        [(t.name, t.topic_id) for t in request.topics]
+        if v >= 6 else [(n, ZERO_UUID) for n in request.topic_names]
+    )
+    enabled = state.config.get_bool("delete.topic.enable")
+    results = []
+    for name, topic_id in wanted:
+        result = DeletableTopicResult(name=name, topic_id=topic_id, error_code=0)
+        if name is None:
+            name = state.image.by_id.get(topic_id)
+            result.name = name
+            if name is None:
+                result.error_code = ErrorCode.UNKNOWN_TOPIC_ID
+                results.append(result)
+                continue
+        if not enabled:
+            result.error_code = ErrorCode.TOPIC_DELETION_DISABLED
+            results.append(result)
+            continue
+        outcome = controller.delete_topic(state.image, name)
+        if outcome.error:
+            result.error_code = outcome.error
+            if v >= 5:
+                result.error_message = outcome.message
+        else:
+            if v >= 6:
+                result.topic_id = state.image.topics[name].topic_id
+            state.commit(outcome.records)
+        results.append(result)
+    return DeleteTopicsResponse(throttle_time_ms=0, responses=results)

@@ -1,0 +1,36 @@
+"""CreatePartitions (key 37), versions 0–3.
+
+Behaviour: grows a topic to ``count`` partitions (never shrinks:
+INVALID_PARTITIONS); ``validate_only`` checks without changing anything.
+
+Version notes: v2 is the first flexible version; v3 is the same body.
+"""
+
+from __future__ import annotations
+
+from odradek.broker.context import RequestContext
+from odradek.broker.registry import handler
+from odradek.metadata import controller
+from odradek.wire.messages.create_partitions_request import CreatePartitionsRequest
+from odradek.wire.messages.create_partitions_response import (
+    CreatePartitionsResponse,
+    CreatePartitionsTopicResult,
+)
+
+
+@handler(37, (0, 3))
+async def handle(
+    ctx: RequestContext, request: CreatePartitionsRequest
+) -> CreatePartitionsResponse:
+    state = ctx.broker
+    results = []
+    for topic in request.topics:
+        outcome = controller.create_partitions(
+            state.image, topic.name, topic.count, node_id=state.node_id
+        )
+        if not outcome.error and not request.validate_only:
+            state.commit(outcome.records)
+        results.append(CreatePartitionsTopicResult(
+            name=topic.name, error_code=outcome.error, error_message=outcome.message,
+        ))
+    return CreatePartitionsResponse(throttle_time_ms=0, results=results)

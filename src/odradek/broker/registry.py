@@ -1,0 +1,66 @@
+"""Handler registration: each API module registers the versions it serves.
+
+The ApiVersions answer is built from these registrations, so a version is
+advertised if and only if a handler serves it (DESIGN.md decision 2). A
+registration may advertise versions it answers only with UNSUPPORTED_VERSION
+(Produce 0–2: librdkafka checks that Produce v0 is advertised, KAFKA-18659).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from odradek.broker.context import RequestContext
+
+Handler = Callable[["RequestContext", Any], Awaitable[Any]]
+ErrorResponder = Callable[[Any, int], Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Registration:
+    api_key: int
+    min_version: int
+    max_version: int
+    handle: Handler
+    rejected_versions: tuple[int, int] | None = None
+    error_response: ErrorResponder | None = None
+
+    def serves(self, version: int) -> bool:
+        return self.min_version <= version <= self.max_version
+
+    def rejects(self, version: int) -> bool:
+        r = self.rejected_versions
+        return r is not None and r[0] <= version <= r[1]
+
+
+HANDLERS: dict[int, Registration] = {}
+
+
+def handler(
+    api_key: int,
+    versions: tuple[int, int],
+    *,
+    rejected_versions: tuple[int, int] | None = None,
+    error_response: ErrorResponder | None = None,
+) -> Callable[[Handler], Handler]:
+    """Register ``fn`` as the handler of ``api_key`` for ``versions`` (inclusive)."""
+
+    def register(fn: Handler) -> Handler:
+        if api_key in HANDLERS:
+            raise RuntimeError(f"API {api_key} registered twice")
+        if rejected_versions is not None and error_response is None:
+            raise RuntimeError(f"API {api_key} rejects versions but has no error response")
+        HANDLERS[api_key] = Registration(
+            api_key, versions[0], versions[1], fn, rejected_versions, error_response
+        )
+        return fn
+
+    return register
+
+
+def advertised() -> list[tuple[int, int, int]]:
+    """(api key, min version, max version) for every registered API, by key."""
+    return [(r.api_key, r.min_version, r.max_version) for _, r in sorted(HANDLERS.items())]

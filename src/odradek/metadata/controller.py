@@ -1,0 +1,168 @@
+"""The controller's decisions as pure functions: requests in, records out.
+
+Nothing here changes the image; the caller appends the returned records to the
+metadata log and replays them (DESIGN.md decision 4). Validation follows
+Kafka's rules and error codes.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from odradek.metadata.image import TOPIC_RESOURCE, MetadataImage
+from odradek.metadata.topic_configs import validate_topic_config
+from odradek.wire.errors import ErrorCode
+from odradek.wire.internal.config_record import ConfigRecord
+from odradek.wire.internal.partition_record import PartitionRecord
+from odradek.wire.internal.remove_topic_record import RemoveTopicRecord
+from odradek.wire.internal.topic_record import TopicRecord
+
+MAX_TOPIC_NAME = 249
+MAX_PARTITIONS = 100_000
+_LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
+
+
+@dataclass(slots=True)
+class Outcome:
+    """What a controller call decided: an error (or NONE) and the records to write."""
+
+    error: ErrorCode = ErrorCode.NONE
+    message: str | None = None
+    records: list[Any] = field(default_factory=list)
+
+    @classmethod
+    def fail(cls, error: ErrorCode, message: str) -> Outcome:
+        return cls(error, message, [])
+
+
+def topic_name_error(name: str) -> str | None:
+    if not name:
+        return "Topic name is illegal, it can't be empty"
+    if name in (".", ".."):
+        return "Topic name cannot be \".\" or \"..\""
+    if len(name) > MAX_TOPIC_NAME:
+        return f"Topic name is longer than {MAX_TOPIC_NAME} characters"
+    if not _LEGAL.match(name):
+        return (
+            f"Topic name {name!r} contains characters other than "
+            "ASCII alphanumerics, '.', '_' and '-'"
+        )
+    return None
+
+
+def _collides(image: MetadataImage, name: str) -> str | None:
+    norm = name.replace(".", "_")
+    for existing in image.topics:
+        if existing != name and existing.replace(".", "_") == norm:
+            return existing
+    return None
+
+
+def create_topic(
+    image: MetadataImage,
+    name: str,
+    num_partitions: int,
+    replication_factor: int,
+    configs: Mapping[str, str | None],
+    *,
+    node_id: int,
+    default_partitions: int,
+    live_brokers: int = 1,
+    topic_id: uuid.UUID | None = None,
+) -> Outcome:
+    """Records for a new topic, or the error Kafka would return."""
+    problem = topic_name_error(name)
+    if problem:
+        return Outcome.fail(ErrorCode.INVALID_TOPIC_EXCEPTION, problem)
+    if name in image.topics:
+        return Outcome.fail(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+    other = _collides(image, name)
+    if other:
+        return Outcome.fail(
+            ErrorCode.INVALID_TOPIC_EXCEPTION,
+            f"Topic '{name}' collides with existing topic: {other}",
+        )
+    partitions = default_partitions if num_partitions == -1 else num_partitions
+    if partitions < 1 or partitions > MAX_PARTITIONS:
+        return Outcome.fail(ErrorCode.INVALID_PARTITIONS, "Number of partitions must be positive.")
+    rf = 1 if replication_factor == -1 else replication_factor
+    if rf < 1:
+        return Outcome.fail(
+            ErrorCode.INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0."
+        )
+    if rf > live_brokers:
+        return Outcome.fail(
+            ErrorCode.INVALID_REPLICATION_FACTOR,
+            f"Unable to replicate the partition {rf} time(s): The target replication factor "
+            f"of {rf} cannot be reached because only {live_brokers} broker(s) are registered.",
+        )
+    for key, value in configs.items():
+        problem = validate_topic_config(key, value)
+        if problem:
+            return Outcome.fail(ErrorCode.INVALID_CONFIG, problem)
+    tid = topic_id or uuid.uuid4()
+    records: list[Any] = [
+        ConfigRecord(TOPIC_RESOURCE, name, key, value)
+        for key, value in sorted(configs.items())
+        if value is not None
+    ]
+    records.append(TopicRecord(name=name, topic_id=tid))
+    records += _partition_records(tid, range(partitions), node_id)
+    return Outcome(records=records)
+
+
+def _partition_records(tid: uuid.UUID, ids: range, node_id: int) -> list[Any]:
+    return [
+        PartitionRecord(
+            partition_id=p, topic_id=tid, replicas=[node_id], isr=[node_id],
+            removing_replicas=[], adding_replicas=[], leader=node_id,
+            leader_recovery_state=0, leader_epoch=0, partition_epoch=0,
+        )
+        for p in ids
+    ]
+
+
+def create_partitions(image: MetadataImage, name: str, count: int, *, node_id: int) -> Outcome:
+    topic = image.topics.get(name)
+    if topic is None:
+        return Outcome.fail(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' does not exist.")
+    current = len(topic.partitions)
+    if count < current:
+        return Outcome.fail(
+            ErrorCode.INVALID_PARTITIONS,
+            f"Topic currently has {current} partitions, "
+            f"which is higher than the requested {count}.",
+        )
+    if count == current:
+        return Outcome.fail(
+            ErrorCode.INVALID_PARTITIONS, f"Topic already has {current} partitions."
+        )
+    if count > MAX_PARTITIONS:
+        return Outcome.fail(ErrorCode.INVALID_PARTITIONS, "Too many partitions.")
+    return Outcome(records=_partition_records(topic.topic_id, range(current, count), node_id))
+
+
+def delete_topic(image: MetadataImage, name: str) -> Outcome:
+    topic = image.topics.get(name)
+    if topic is None:
+        return Outcome.fail(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' does not exist.")
+    return Outcome(records=[RemoveTopicRecord(topic_id=topic.topic_id)])
+
+
+def alter_topic_configs(
+    image: MetadataImage, name: str, changes: Mapping[str, str | None]
+) -> Outcome:
+    """``changes`` maps a config to its new value, or None to remove the override."""
+    if name not in image.topics:
+        return Outcome.fail(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' does not exist.")
+    for key, value in changes.items():
+        problem = validate_topic_config(key, value)
+        if problem:
+            return Outcome.fail(ErrorCode.INVALID_CONFIG, problem)
+    return Outcome(
+        records=[ConfigRecord(TOPIC_RESOURCE, name, k, v) for k, v in sorted(changes.items())]
+    )

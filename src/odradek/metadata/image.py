@@ -1,0 +1,86 @@
+"""The cluster metadata image: topics, partitions and configs, built by replay.
+
+Only :meth:`MetadataImage.replay` changes the image; it takes the generated
+classes of Kafka's metadata records (``odradek.wire.internal``). Start-up replays
+the ``__cluster_metadata`` log, so what the controller wrote is what is served.
+Invariant: partition ids of a topic are 0..n-1 with none missing.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from odradek.wire.internal.config_record import ConfigRecord
+from odradek.wire.internal.partition_change_record import PartitionChangeRecord
+from odradek.wire.internal.partition_record import PartitionRecord
+from odradek.wire.internal.remove_topic_record import RemoveTopicRecord
+from odradek.wire.internal.topic_record import TopicRecord
+
+TOPIC_RESOURCE = 2
+BROKER_RESOURCE = 4
+
+
+@dataclass(slots=True)
+class PartitionImage:
+    partition: int
+    replicas: list[int]
+    isr: list[int]
+    leader: int
+    leader_epoch: int
+    partition_epoch: int
+
+
+@dataclass(slots=True)
+class TopicImage:
+    name: str
+    topic_id: uuid.UUID
+    partitions: dict[int, PartitionImage] = field(default_factory=dict)
+    configs: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class MetadataImage:
+    topics: dict[str, TopicImage] = field(default_factory=dict)
+    by_id: dict[uuid.UUID, str] = field(default_factory=dict)
+    broker_configs: dict[str, str] = field(default_factory=dict)
+    pending_configs: dict[str, dict[str, str]] = field(default_factory=dict)
+
+    def replay(self, record: Any) -> None:
+        if isinstance(record, TopicRecord):
+            topic = TopicImage(record.name, record.topic_id)
+            topic.configs.update(self.pending_configs.pop(record.name, {}))
+            self.topics[record.name] = topic
+            self.by_id[record.topic_id] = record.name
+        elif isinstance(record, PartitionRecord):
+            t = self.topics[self.by_id[record.topic_id]]
+            t.partitions[record.partition_id] = PartitionImage(
+                record.partition_id, list(record.replicas), list(record.isr),
+                record.leader, record.leader_epoch, record.partition_epoch,
+            )
+        elif isinstance(record, PartitionChangeRecord):
+            p = self.topics[self.by_id[record.topic_id]].partitions[record.partition_id]
+            if record.leader != -2:  # -2: no change
+                p.leader = record.leader
+                p.leader_epoch += 1
+            if record.isr is not None:
+                p.isr = list(record.isr)
+            p.partition_epoch += 1
+        elif isinstance(record, ConfigRecord):
+            self._replay_config(record)
+        elif isinstance(record, RemoveTopicRecord):
+            name = self.by_id.pop(record.topic_id)
+            del self.topics[name]
+
+    def _replay_config(self, record: ConfigRecord) -> None:
+        if record.resource_type == BROKER_RESOURCE:
+            target = self.broker_configs
+        elif record.resource_name in self.topics:
+            target = self.topics[record.resource_name].configs
+        else:  # configs of a topic precede its TopicRecord in one batch
+            target = self.pending_configs.setdefault(record.resource_name, {})
+        if record.value is None:
+            target.pop(record.name, None)
+        else:
+            target[record.name] = record.value
