@@ -11,6 +11,7 @@ import errno
 import logging
 import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from odradek.broker.config import BrokerConfig, ConfigError, parse_overrides, read_properties
@@ -43,9 +44,9 @@ def _serve(args: argparse.Namespace) -> int:
     try:
         import uvloop
 
-        runner = uvloop.run
+        loop_factory: Callable[[], asyncio.AbstractEventLoop] | None = uvloop.new_event_loop
     except ImportError:  # pragma: no cover - uvloop is a dependency on POSIX
-        runner = asyncio.run
+        loop_factory = None
 
     async def main() -> None:
         stop = asyncio.Event()
@@ -58,7 +59,9 @@ def _serve(args: argparse.Namespace) -> int:
         except OSError as exc:
             await app.stop()
             if exc.errno == errno.EADDRINUSE:
-                raise CliError(f"listener address already in use ({config.get('listeners')})")
+                raise CliError(
+                    f"listener address already in use ({config.get('listeners')})"
+                ) from exc
             raise CliError(f"cannot listen on {config.get('listeners')}: {exc.strerror}") from exc
         print(f"odradek: serving on {app.bootstrap_servers}", flush=True)
         try:
@@ -66,7 +69,8 @@ def _serve(args: argparse.Namespace) -> int:
         finally:
             await app.stop()
 
-    runner(main())
+    with asyncio.Runner(loop_factory=loop_factory) as runner:
+        runner.run(main())
     return 0
 
 
