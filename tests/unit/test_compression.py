@@ -21,7 +21,7 @@ CODECS = [c.NONE, c.GZIP, c.SNAPPY, c.LZ4, c.ZSTD]
 COMPRESSED = [c.GZIP, c.SNAPPY, c.LZ4, c.ZSTD]
 MiB = 1024 * 1024
 
-FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FAST = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 payloads = st.one_of(
     st.binary(max_size=2048),

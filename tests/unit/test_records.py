@@ -44,7 +44,7 @@ from odradek.wire.records import (
 
 CODECS = [0, 1, 2, 3, 4]
 MiB = 1024 * 1024
-FAST = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FAST = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -335,7 +335,7 @@ edit = st.tuples(st.integers(0, 3), st.integers(0, 10**6), st.integers(0, 255))
 edits_st = st.lists(edit, min_size=1, max_size=4)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=500, deadline=None)
 @given(codec=st.sampled_from(CODECS), edits=edits_st)
 def test_mutated_records_behind_a_valid_crc(codec: int, edits: list[tuple[int, int, int]]) -> None:
     """The record parser itself, not the CRC, must catch every inconsistency."""

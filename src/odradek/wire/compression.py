@@ -30,9 +30,10 @@ a v2 batch (or the value of a legacy wrapper message) is one compressed blob:
   streaming reader stops quietly at a cut) and a declared content size over
   the budget is refused without any work.
 
-:func:`decompress` never holds more than ``max_output_bytes`` (+ one 64 KiB
-step) of output: every codec runs in bounded steps and stops with
-:class:`DecodeError` as soon as the budget is exceeded. zstd's window is capped
+:func:`decompress` never produces more than ``max_output_bytes + 1`` bytes of
+output: gzip, lz4 and zstd run in steps of at most 64 KiB, each asking only for
+what the budget still allows, and snappy blocks are sized from their header
+before they are inflated; going over raises :class:`DecodeError`. zstd's window is capped
 at ``max(max_output_bytes, 8 MiB)`` so a frame cannot demand a huge window.
 Every failure of the underlying libraries surfaces as :class:`DecodeError`.
 """
