@@ -4,4 +4,8 @@ import odradek.broker.handlers.k03_metadata
 import odradek.broker.handlers.k18_api_versions
 import odradek.broker.handlers.k19_create_topics
 import odradek.broker.handlers.k20_delete_topics
-import odradek.broker.handlers.k37_create_partitions  # noqa: F401
+import odradek.broker.handlers.k32_describe_configs
+import odradek.broker.handlers.k33_alter_configs
+import odradek.broker.handlers.k37_create_partitions
+import odradek.broker.handlers.k44_incremental_alter_configs
+import odradek.broker.handlers.k60_describe_cluster  # noqa: F401

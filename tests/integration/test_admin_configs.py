@@ -1,0 +1,113 @@
+"""Describe and alter configs, and describe the cluster, with real admin clients."""
+
+from __future__ import annotations
+
+import pytest
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+)
+
+from odradek.metadata.topic_configs import TOPIC_CONFIGS
+from odradek.testing.broker import Broker
+
+
+def _admin(b: Broker) -> AdminClient:
+    return AdminClient({"bootstrap.servers": b.bootstrap_servers})
+
+
+def _describe(admin: AdminClient, topic: str) -> dict[str, ConfigEntry]:
+    res = ConfigResource(ConfigResource.Type.TOPIC, topic)
+    configs: dict[str, ConfigEntry] = admin.describe_configs([res])[res].result(10)
+    return configs
+
+
+def test_describe_lists_every_config_with_source() -> None:
+    with Broker(**{"log.retention.ms": "3600000"}) as b:
+        admin = _admin(b)
+        new = NewTopic("cfg", 1, 1, config={"cleanup.policy": "compact"})
+        admin.create_topics([new])["cfg"].result(10)
+        configs = _describe(admin, "cfg")
+        assert set(configs) == set(TOPIC_CONFIGS)
+        assert configs["cleanup.policy"].value == "compact"
+        assert configs["cleanup.policy"].source == 1  # dynamic topic config
+        assert configs["retention.ms"].value == "3600000"
+        assert configs["retention.ms"].source == 4  # static broker config
+        assert configs["segment.bytes"].value == "1073741824"
+        assert configs["segment.bytes"].source == 5  # default
+
+
+def test_incremental_alter_set_delete_append() -> None:
+    with Broker() as b:
+        admin = _admin(b)
+        admin.create_topics([NewTopic("inc", 1, 1)])["inc"].result(10)
+        res = ConfigResource(
+            ConfigResource.Type.TOPIC, "inc",
+            incremental_configs=[
+                ConfigEntry("retention.ms", "1000", incremental_operation=AlterConfigOpType.SET),
+                ConfigEntry("cleanup.policy", "compact",
+                            incremental_operation=AlterConfigOpType.APPEND),
+            ],
+        )
+        admin.incremental_alter_configs([res])[res].result(10)
+        configs = _describe(admin, "inc")
+        assert configs["retention.ms"].value == "1000"
+        assert configs["cleanup.policy"].value == "delete,compact"
+        res = ConfigResource(
+            ConfigResource.Type.TOPIC, "inc",
+            incremental_configs=[
+                ConfigEntry("retention.ms", None, incremental_operation=AlterConfigOpType.DELETE)
+            ],
+        )
+        admin.incremental_alter_configs([res])[res].result(10)
+        assert _describe(admin, "inc")["retention.ms"].value == "604800000"
+        bad = ConfigResource(
+            ConfigResource.Type.TOPIC, "inc",
+            incremental_configs=[
+                ConfigEntry("retention.ms", "soon", incremental_operation=AlterConfigOpType.SET)
+            ],
+        )
+        with pytest.raises(Exception, match="INVALID_CONFIG"):
+            admin.incremental_alter_configs([bad])[bad].result(10)
+
+
+def test_alter_configs_replaces_the_override_set() -> None:
+    with Broker() as b:
+        admin = _admin(b)
+        new = NewTopic("alt", 1, 1, config={"retention.ms": "5000"})
+        admin.create_topics([new])["alt"].result(10)
+        res = ConfigResource(ConfigResource.Type.TOPIC, "alt", set_config={"segment.ms": "60000"})
+        with pytest.warns(DeprecationWarning):  # the client's own notice; the API still works
+            admin.alter_configs([res])[res].result(10)
+        configs = _describe(admin, "alt")
+        assert configs["segment.ms"].value == "60000"
+        assert configs["retention.ms"].value == "604800000"  # no longer overridden
+
+
+def test_describe_unknown_topic_fails() -> None:
+    with Broker() as b, pytest.raises(Exception, match="UNKNOWN_TOPIC"):
+        _describe(_admin(b), "missing")
+
+
+def test_kafka_python_describe_configs_and_cluster() -> None:
+    from kafka import KafkaAdminClient
+    from kafka.admin import ConfigResource as KConfigResource
+    from kafka.admin import ConfigResourceType
+    from kafka.admin import NewTopic as KNewTopic
+
+    with Broker() as b:
+        admin = KafkaAdminClient(bootstrap_servers=b.bootstrap_servers)
+        try:
+            admin.create_topics([KNewTopic("kcfg", 1, 1, topic_configs={"retention.ms": "42"})])
+            result = admin.describe_configs([KConfigResource(ConfigResourceType.TOPIC, "kcfg")])
+            text = repr(result)
+            assert "retention.ms" in text and "42" in text
+            cluster = admin.describe_cluster()
+            assert cluster["controller_id"] == 1
+            assert [br["broker_id"] for br in cluster["brokers"]] == [1]
+            assert cluster["cluster_id"]
+        finally:
+            admin.close()
