@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from odradek.broker.config import BrokerConfig, Listener
@@ -51,6 +51,8 @@ class BrokerState:
     clock: Clock
     image: MetadataImage
     advertised: list[Listener]
+    producer_ids: list[int] = field(default_factory=list)
+    """Reserved, not yet handed out producer ids (popped from the end)."""
 
     @classmethod
     def open(

@@ -18,6 +18,7 @@ from odradek.metadata.topic_configs import validate_topic_config
 from odradek.wire.errors import ErrorCode
 from odradek.wire.internal.config_record import ConfigRecord
 from odradek.wire.internal.partition_record import PartitionRecord
+from odradek.wire.internal.producer_ids_record import ProducerIdsRecord
 from odradek.wire.internal.remove_topic_record import RemoveTopicRecord
 from odradek.wire.internal.topic_record import TopicRecord
 
@@ -166,3 +167,14 @@ def alter_topic_configs(
     return Outcome(
         records=[ConfigRecord(TOPIC_RESOURCE, name, k, v) for k, v in sorted(changes.items())]
     )
+
+
+PRODUCER_ID_BLOCK = 1000
+
+
+def allocate_producer_ids(image: MetadataImage, node_id: int) -> tuple[range, Outcome]:
+    """A block of fresh producer ids and the record that reserves it."""
+    start = image.next_producer_id
+    block = range(start, start + PRODUCER_ID_BLOCK)
+    record = ProducerIdsRecord(broker_id=node_id, broker_epoch=-1, next_producer_id=block.stop)
+    return block, Outcome(records=[record])

@@ -15,6 +15,7 @@ from typing import Any
 from odradek.wire.internal.config_record import ConfigRecord
 from odradek.wire.internal.partition_change_record import PartitionChangeRecord
 from odradek.wire.internal.partition_record import PartitionRecord
+from odradek.wire.internal.producer_ids_record import ProducerIdsRecord
 from odradek.wire.internal.remove_topic_record import RemoveTopicRecord
 from odradek.wire.internal.topic_record import TopicRecord
 
@@ -46,6 +47,8 @@ class MetadataImage:
     by_id: dict[uuid.UUID, str] = field(default_factory=dict)
     broker_configs: dict[str, str] = field(default_factory=dict)
     pending_configs: dict[str, dict[str, str]] = field(default_factory=dict)
+    next_producer_id: int = 0
+    """Every producer id below this one has been handed out (never reused)."""
 
     def replay(self, record: Any) -> None:
         if isinstance(record, TopicRecord):
@@ -69,6 +72,8 @@ class MetadataImage:
             p.partition_epoch += 1
         elif isinstance(record, ConfigRecord):
             self._replay_config(record)
+        elif isinstance(record, ProducerIdsRecord):
+            self.next_producer_id = max(self.next_producer_id, record.next_producer_id)
         elif isinstance(record, RemoveTopicRecord):
             name = self.by_id.pop(record.topic_id)
             del self.topics[name]

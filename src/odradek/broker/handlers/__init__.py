@@ -4,6 +4,7 @@ import odradek.broker.handlers.k03_metadata
 import odradek.broker.handlers.k18_api_versions
 import odradek.broker.handlers.k19_create_topics
 import odradek.broker.handlers.k20_delete_topics
+import odradek.broker.handlers.k22_init_producer_id
 import odradek.broker.handlers.k32_describe_configs
 import odradek.broker.handlers.k33_alter_configs
 import odradek.broker.handlers.k37_create_partitions
