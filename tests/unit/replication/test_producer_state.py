@@ -57,7 +57,8 @@ def test_only_the_last_five_batches_are_remembered() -> None:
 
 def test_sequence_wraps_after_int_max() -> None:
     assert in_sequence(MAX_SEQUENCE, 0)
-    assert not in_sequence(MAX_SEQUENCE, MAX_SEQUENCE + 1)
+    assert not in_sequence(MAX_SEQUENCE, 1)
+    assert not in_sequence(5, 5)
 
 
 def test_forget_below_log_start_lets_a_producer_continue_anywhere() -> None:
@@ -82,6 +83,6 @@ def test_random_retries_never_append_twice(ops: list[tuple[int, int, bool]]) -> 
             continue
         h = header(9, 0, next_seq, count)
         append(t, h, offset)
-        sent = (sent + [(next_seq, count)])[-MAX_REMEMBERED:]
+        sent = [*sent, (next_seq, count)][-MAX_REMEMBERED:]
         next_seq += count
         offset += count
