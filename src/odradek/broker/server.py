@@ -22,6 +22,7 @@ import odradek.broker.handlers  # noqa: F401  (registers every handler)
 from odradek.broker.context import RequestContext
 from odradek.broker.registry import HANDLERS
 from odradek.broker.state import BrokerState
+from odradek.broker.transfer import write_parts
 from odradek.wire.frames import BadRequest, FrameError, Request, ServerConnection, encode_response
 
 log = logging.getLogger("odradek.broker")
@@ -144,11 +145,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def _write(self, parts: list[Any]) -> None:
         if self.transport is None or self.transport.is_closing():
             return
-        for part in parts:
-            if isinstance(part, bytes | bytearray | memoryview):
-                self.transport.write(part)
-            else:
-                self.transport.write(part.read_bytes())
+        write_parts(self.transport, parts)
 
 
 class KafkaServer:

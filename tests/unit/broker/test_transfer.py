@@ -1,0 +1,77 @@
+"""Responses with file slices arrive byte-exact and in order, mostly by sendfile."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import uvloop
+
+from odradek.broker import transfer
+from odradek.broker.transfer import FileSlice, write_parts
+
+
+class _File:
+    def __init__(self, path: Path) -> None:
+        self.fd = os.open(path, os.O_RDONLY)
+
+    def pread(self, position: int, length: int) -> bytes:
+        return os.pread(self.fd, length, position)
+
+    def fileno(self) -> int:
+        return self.fd
+
+    def close(self) -> None:
+        os.close(self.fd)
+
+
+LOOPS: dict[str, Callable[[], asyncio.AbstractEventLoop]] = {
+    "asyncio": asyncio.new_event_loop,
+    "uvloop": uvloop.new_event_loop,
+}
+
+
+@pytest.mark.parametrize("loop_name", sorted(LOOPS))
+def test_parts_arrive_in_order(tmp_path: Path, loop_name: str) -> None:
+    data = os.urandom(3 << 20)
+    path = tmp_path / "segment.log"
+    path.write_bytes(data)
+    f = _File(path)
+    slices = [(0, 1000), (5000, 2 << 20), (100, 1)]
+    parts: list[object] = []
+    expected = b""
+    for i, (pos, length) in enumerate(slices):
+        head = f"head{i}".encode()
+        parts += [head, FileSlice(f, pos, length)]
+        expected += head + data[pos : pos + length]
+    parts.append(b"tail")
+    expected += b"tail"
+    before = transfer.STATS.sendfile_bytes
+
+    async def main() -> bytes:
+        class Sender(asyncio.Protocol):
+            def connection_made(self, t: asyncio.BaseTransport) -> None:
+                assert isinstance(t, asyncio.Transport)
+                write_parts(t, parts)
+                t.close()
+
+        server = await asyncio.get_running_loop().create_server(Sender, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        got = await asyncio.wait_for(reader.read(-1), 30)
+        writer.close()
+        server.close()
+        await server.wait_closed()
+        return got
+
+    loop = LOOPS[loop_name]()
+    try:
+        got = loop.run_until_complete(main())
+    finally:
+        loop.close()
+        f.close()
+    assert got == expected
+    assert transfer.STATS.sendfile_bytes > before  # at least the first slice went by sendfile
