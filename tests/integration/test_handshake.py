@@ -131,3 +131,11 @@ def test_aiokafka_admin_round_trip(broker: Broker) -> None:
             await admin.close()
 
     asyncio.run(run())
+
+
+def test_broker_on_uvloop_serves_real_clients() -> None:
+    # odradek serve runs on uvloop, whose transports are not asyncio.Transport.
+    with Broker(use_uvloop=True) as b:
+        admin = AdminClient({"bootstrap.servers": b.bootstrap_servers})
+        assert admin.create_topics([NewTopic("uv", 2, 1)])["uv"].result(10) is None
+        assert len(admin.list_topics(timeout=10).topics["uv"].partitions) == 2

@@ -18,7 +18,7 @@ from odradek.broker.config import BrokerConfig
 class Broker:
     """``with Broker() as b: ... b.bootstrap_servers ...``"""
 
-    def __init__(self, **overrides: str) -> None:
+    def __init__(self, *, use_uvloop: bool = False, **overrides: str) -> None:
         props = {"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": "odradek-test-data"}
         props.update({k.replace("_", "."): v for k, v in overrides.items()})
         self.config = BrokerConfig.from_sources(None, props)
@@ -28,6 +28,7 @@ class Broker:
         self._stop: asyncio.Event | None = None
         self._ready = threading.Event()
         self._error: BaseException | None = None
+        self._use_uvloop = use_uvloop
 
     @property
     def bootstrap_servers(self) -> str:
@@ -42,7 +43,12 @@ class Broker:
         return self
 
     def _run(self) -> None:
-        loop = asyncio.new_event_loop()
+        if self._use_uvloop:
+            import uvloop
+
+            loop = uvloop.new_event_loop()
+        else:
+            loop = asyncio.new_event_loop()
         self._loop = loop
         try:
             loop.run_until_complete(self._main())
