@@ -43,6 +43,7 @@ class Broker:
         return self
 
     def _run(self) -> None:
+        loop: asyncio.AbstractEventLoop
         if self._use_uvloop:
             import uvloop
 
