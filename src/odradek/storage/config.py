@@ -1,0 +1,239 @@
+"""Log configuration by Kafka's names, with Kafka's defaults.
+
+:class:`LogConfig` holds the topic-level settings one partition log obeys
+(``segment.bytes``, ``retention.ms``, ...). :meth:`LogConfig.from_properties`
+reads them from a mapping of topic-level names; :func:`log_config_from_server`
+reads the broker-level ``log.*`` names of a ``server.properties`` that supply the
+defaults. :class:`LogManagerConfig` holds the broker-wide settings of the log
+manager (``log.dir``, checkpoint and retention-check intervals).
+
+Kafka accepts some settings we ignore on purpose (``preallocate``,
+``compression.type`` other than ``producer``, ``cleanup.policy=compact``
+until the cleaner exists); they are parsed and kept so a topic's configuration
+round-trips, and the docstring of each field says what we do with it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Final
+
+LONG_MAX: Final = 2**63 - 1
+INT_MAX: Final = 2**31 - 1
+
+CREATE_TIME: Final = "CreateTime"
+LOG_APPEND_TIME: Final = "LogAppendTime"
+
+# topic-level name -> LogConfig field
+_TOPIC_KEYS: Final = {
+    "segment.bytes": "segment_bytes",
+    "segment.ms": "segment_ms",
+    "segment.index.bytes": "segment_index_bytes",
+    "index.interval.bytes": "index_interval_bytes",
+    "retention.ms": "retention_ms",
+    "retention.bytes": "retention_bytes",
+    "max.message.bytes": "max_message_bytes",
+    "flush.messages": "flush_messages",
+    "flush.ms": "flush_ms",
+    "message.timestamp.type": "message_timestamp_type",
+    "message.timestamp.before.max.ms": "message_timestamp_before_max_ms",
+    "message.timestamp.after.max.ms": "message_timestamp_after_max_ms",
+    "file.delete.delay.ms": "file_delete_delay_ms",
+    "cleanup.policy": "cleanup_policy",
+    "compression.type": "compression_type",
+    "preallocate": "preallocate",
+}
+
+# broker-level name -> topic-level name (the broker value is the topic default)
+_SERVER_KEYS: Final = {
+    "log.segment.bytes": "segment.bytes",
+    "log.roll.ms": "segment.ms",
+    "log.index.size.max.bytes": "segment.index.bytes",
+    "log.index.interval.bytes": "index.interval.bytes",
+    "log.retention.ms": "retention.ms",
+    "log.retention.bytes": "retention.bytes",
+    "message.max.bytes": "max.message.bytes",
+    "log.flush.interval.messages": "flush.messages",
+    "log.flush.interval.ms": "flush.ms",
+    "log.message.timestamp.type": "message.timestamp.type",
+    "log.message.timestamp.before.max.ms": "message.timestamp.before.max.ms",
+    "log.message.timestamp.after.max.ms": "message.timestamp.after.max.ms",
+    "log.segment.delete.delay.ms": "file.delete.delay.ms",
+    "log.cleanup.policy": "cleanup.policy",
+    "compression.type": "compression.type",
+    "log.preallocate": "preallocate",
+}
+
+# Kafka's coarser broker-level spellings, lowest precedence last.
+_SERVER_UNITS: Final = (
+    ("log.roll.hours", "segment.ms", 3_600_000),
+    ("log.retention.minutes", "retention.ms", 60_000),
+    ("log.retention.hours", "retention.ms", 3_600_000),
+)
+
+Props = Mapping[str, object]
+
+
+def _as_int(key: str, value: object) -> int:
+    if isinstance(value, bool):
+        raise ValueError(f"{key}: expected an integer, got {value!r}")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str):
+        try:
+            return int(value.strip())
+        except ValueError:
+            pass
+    raise ValueError(f"{key}: expected an integer, got {value!r}")
+
+
+def _as_bool(key: str, value: object) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    raise ValueError(f"{key}: expected true or false, got {value!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class LogConfig:
+    segment_bytes: int = 1024 * 1024 * 1024
+    """``segment.bytes``: roll when the active segment would grow past this.
+    Kafka 4 refuses values under 1 MiB; we accept any value that holds a batch
+    header, so tests can roll often."""
+    segment_ms: int = 7 * 24 * 3_600_000
+    """``segment.ms``: roll when the time since the segment's first batch passes this."""
+    segment_index_bytes: int = 10 * 1024 * 1024
+    """``segment.index.bytes``: largest index file; a full index rolls the segment."""
+    index_interval_bytes: int = 4096
+    """``index.interval.bytes``: log bytes between two offset-index entries."""
+    retention_ms: int = 7 * 24 * 3_600_000
+    """``retention.ms``: delete segments whose newest timestamp is older; -1 = forever."""
+    retention_bytes: int = -1
+    """``retention.bytes``: delete oldest segments while the log is larger; -1 = no limit."""
+    max_message_bytes: int = 1_048_588
+    """``max.message.bytes``: largest batch (whole, with its 12-byte log overhead)."""
+    flush_messages: int = LONG_MAX
+    """``flush.messages``: fsync after this many appended records."""
+    flush_ms: int = LONG_MAX
+    """``flush.ms``: fsync when this long has passed since the last fsync."""
+    message_timestamp_type: str = CREATE_TIME
+    """``message.timestamp.type``: ``CreateTime`` or ``LogAppendTime``."""
+    message_timestamp_before_max_ms: int = LONG_MAX
+    """``message.timestamp.before.max.ms``: oldest CreateTime accepted (relative to now).
+    Checked against each batch's first timestamp only (records are not decoded)."""
+    message_timestamp_after_max_ms: int = 3_600_000
+    """``message.timestamp.after.max.ms``: newest CreateTime accepted (Kafka 4 default,
+    1 hour). Exact: a batch's max timestamp bounds every record in it."""
+    file_delete_delay_ms: int = 60_000
+    """``file.delete.delay.ms``: how long a deleted segment lingers as ``*.deleted``."""
+    cleanup_policy: str = "delete"
+    """``cleanup.policy``: only ``delete`` acts today (no compaction yet)."""
+    compression_type: str = "producer"
+    """``compression.type``: kept for the record; batches are stored as produced."""
+    preallocate: bool = False
+    """``preallocate``: ignored, segment files grow as written."""
+
+    def __post_init__(self) -> None:
+        if self.segment_bytes < 61:
+            raise ValueError("segment.bytes must hold at least one batch header (61 bytes)")
+        if self.segment_bytes > INT_MAX:
+            raise ValueError("segment.bytes must fit a 32-bit index position")
+        if self.segment_index_bytes < 8 * 2:
+            raise ValueError("segment.index.bytes must hold at least two entries")
+        if self.index_interval_bytes < 0:
+            raise ValueError("index.interval.bytes must not be negative")
+        if self.segment_ms < 1:
+            raise ValueError("segment.ms must be positive")
+        if self.max_message_bytes < 0:
+            raise ValueError("max.message.bytes must not be negative")
+        if self.flush_messages < 1 or self.flush_ms < 0:
+            raise ValueError("flush.messages must be >= 1 and flush.ms >= 0")
+        if self.message_timestamp_type not in (CREATE_TIME, LOG_APPEND_TIME):
+            raise ValueError(f"message.timestamp.type: unknown {self.message_timestamp_type!r}")
+        if self.retention_ms < -1 or self.retention_bytes < -1:
+            raise ValueError("retention.ms and retention.bytes must be >= -1")
+        if self.file_delete_delay_ms < 0:
+            raise ValueError("file.delete.delay.ms must not be negative")
+
+    @property
+    def log_append_time(self) -> bool:
+        return self.message_timestamp_type == LOG_APPEND_TIME
+
+    @classmethod
+    def from_properties(cls, props: Props, defaults: LogConfig | None = None) -> LogConfig:
+        """Overlay topic-level properties on ``defaults``. Unknown names are ignored
+        (other layers own them); a known name with a bad value raises ValueError."""
+        changes: dict[str, object] = {}
+        for key, value in props.items():
+            attr = _TOPIC_KEYS.get(key)
+            if attr is None:
+                continue
+            if attr in ("message_timestamp_type", "cleanup_policy", "compression_type"):
+                changes[attr] = str(value).strip()
+            elif attr == "preallocate":
+                changes[attr] = _as_bool(key, value)
+            else:
+                changes[attr] = _as_int(key, value)
+        return dataclasses.replace(defaults or cls(), **changes)  # type: ignore[arg-type]
+
+    def to_properties(self) -> dict[str, str]:
+        return {key: str(getattr(self, attr)) for key, attr in _TOPIC_KEYS.items()}
+
+
+def log_config_from_server(props: Props) -> LogConfig:
+    """Topic defaults from broker-level names (``log.segment.bytes``, ``log.retention.hours``...).
+
+    As in Kafka, the finer unit wins: ``log.retention.ms`` over ``.minutes`` over ``.hours``.
+    """
+    topic: dict[str, object] = {}
+    for key, unit_key, unit_ms in reversed(_SERVER_UNITS):
+        if key in props:
+            topic[unit_key] = _as_int(key, props[key]) * unit_ms
+    for key, topic_key in _SERVER_KEYS.items():
+        if key in props and props[key] is not None and str(props[key]).strip() != "":
+            topic[topic_key] = props[key]
+    return LogConfig.from_properties(topic)
+
+
+@dataclass(frozen=True, slots=True)
+class LogManagerConfig:
+    log_dir: str = "/tmp/kafka-logs"
+    """``log.dir`` (the first of ``log.dirs`` when given; one directory for now)."""
+    recovery_point_checkpoint_interval_ms: int = 60_000
+    """``log.flush.offset.checkpoint.interval.ms``."""
+    log_start_offset_checkpoint_interval_ms: int = 60_000
+    """``log.flush.start.offset.checkpoint.interval.ms``."""
+    high_watermark_checkpoint_interval_ms: int = 5_000
+    """``replica.high.watermark.checkpoint.interval.ms``."""
+    retention_check_interval_ms: int = 300_000
+    """``log.retention.check.interval.ms``."""
+    max_open_files: int = 4096
+    """Cap on segment and index files held open at once (an LRU closes the rest).
+    Not a Kafka setting: Kafka keeps every segment open and relies on a large
+    ``ulimit -n``."""
+
+    @classmethod
+    def from_properties(cls, props: Props) -> LogManagerConfig:
+        changes: dict[str, object] = {}
+        dirs = props.get("log.dirs") or props.get("log.dir")
+        if dirs:
+            changes["log_dir"] = str(dirs).split(",")[0].strip()
+        for key, attr in (
+            ("log.flush.offset.checkpoint.interval.ms", "recovery_point_checkpoint_interval_ms"),
+            (
+                "log.flush.start.offset.checkpoint.interval.ms",
+                "log_start_offset_checkpoint_interval_ms",
+            ),
+            (
+                "replica.high.watermark.checkpoint.interval.ms",
+                "high_watermark_checkpoint_interval_ms",
+            ),
+            ("log.retention.check.interval.ms", "retention_check_interval_ms"),
+            ("odradek.log.max.open.files", "max_open_files"),
+        ):
+            if key in props:
+                changes[attr] = _as_int(key, props[key])
+        return dataclasses.replace(cls(), **changes)  # type: ignore[arg-type]

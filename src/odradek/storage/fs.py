@@ -1,0 +1,207 @@
+"""The file-system seam: every byte storage reads or writes goes through here.
+
+Two implementations: :class:`OsFileSystem` (real files, positional
+``pread``/``pwritev``, no user-space buffering, so a write is in the page cache
+when it returns) and :class:`~odradek.storage.memfs.MemoryFileSystem` (a model
+that remembers what has been synced, can fail or tear the next write or sync,
+and can "crash", dropping whatever was not synced).
+
+Paths are POSIX strings. ``fsync`` and ``sync_dir`` take paths rather than
+handles so that a flush running on an executor thread needs none of the log's
+handles: on Linux an ``fsync`` through any descriptor of a file flushes the
+file. Everything that can fail raises :class:`OSError` (``FileNotFoundError``
+for a missing path).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import posixpath
+import shutil
+from collections.abc import Sequence
+from typing import Protocol
+
+from odradek.wire.primitives import Buffer
+
+_IOV_MAX = 512
+
+
+class FileHandle(Protocol):
+    """An open file. Writes are positional; there is no shared file offset."""
+
+    def pread(self, position: int, length: int) -> bytes:
+        """Up to ``length`` bytes from ``position`` (fewer only at end of file)."""
+        ...
+
+    def pwrite(self, position: int, chunks: Sequence[Buffer]) -> None:
+        """Write the concatenation of ``chunks`` at ``position``, all of it or raise."""
+        ...
+
+    def truncate(self, size: int) -> None: ...
+
+    def size(self) -> int: ...
+
+    def fileno(self) -> int:
+        """The OS descriptor (for ``sendfile``), or -1 when there is none."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class FileSystem(Protocol):
+    def open(self, path: str, *, create: bool = False) -> FileHandle:
+        """Open for reading and writing; ``create`` makes a missing file."""
+        ...
+
+    def read_file(self, path: str) -> bytes: ...
+
+    def write_file(self, path: str, data: Buffer) -> None:
+        """Create or replace ``path`` with ``data``. Not synced."""
+        ...
+
+    def fsync(self, path: str) -> None:
+        """Make the file's data durable."""
+        ...
+
+    def sync_dir(self, path: str) -> None:
+        """Make the directory's entries (creations, renames, removals) durable."""
+        ...
+
+    def exists(self, path: str) -> bool: ...
+
+    def is_dir(self, path: str) -> bool: ...
+
+    def listdir(self, path: str) -> list[str]: ...
+
+    def makedirs(self, path: str) -> None:
+        """Create ``path`` and missing parents; no error if it exists."""
+        ...
+
+    def remove(self, path: str) -> None: ...
+
+    def rmtree(self, path: str) -> None: ...
+
+    def rename(self, src: str, dst: str) -> None:
+        """Atomic rename, replacing ``dst`` if it exists."""
+        ...
+
+    def size(self, path: str) -> int: ...
+
+    def mtime_ms(self, path: str) -> int: ...
+
+
+class OsFileHandle:
+    __slots__ = ("_fd", "path")
+
+    def __init__(self, path: str, fd: int) -> None:
+        self.path = path
+        self._fd = fd
+
+    def pread(self, position: int, length: int) -> bytes:
+        out = os.pread(self._fd, length, position)
+        if len(out) == length or not out:
+            return out
+        # A regular file returns short reads only at its end, but be exact.
+        parts = [out]
+        got = len(out)
+        while got < length:
+            more = os.pread(self._fd, length - got, position + got)
+            if not more:
+                break
+            parts.append(more)
+            got += len(more)
+        return b"".join(parts)
+
+    def pwrite(self, position: int, chunks: Sequence[Buffer]) -> None:
+        pending = [memoryview(c) for c in chunks if len(c)]
+        while pending:
+            batch = pending[:_IOV_MAX]
+            written = os.pwritev(self._fd, batch, position)
+            if written <= 0:
+                raise OSError(errno.EIO, f"pwritev wrote {written} bytes to {self.path}")
+            position += written
+            # Drop what was written, keep the unwritten tail of a partly written chunk.
+            while written and pending:
+                head = pending[0]
+                if written >= len(head):
+                    written -= len(head)
+                    pending.pop(0)
+                else:
+                    pending[0] = head[written:]
+                    written = 0
+
+    def truncate(self, size: int) -> None:
+        os.ftruncate(self._fd, size)
+
+    def size(self) -> int:
+        return os.fstat(self._fd).st_size
+
+    def fileno(self) -> int:
+        return self._fd
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            fd, self._fd = self._fd, -1
+            os.close(fd)
+
+
+class OsFileSystem:
+    """Real files."""
+
+    def open(self, path: str, *, create: bool = False) -> OsFileHandle:
+        flags = os.O_RDWR | os.O_CLOEXEC | (os.O_CREAT if create else 0)
+        return OsFileHandle(path, os.open(path, flags, 0o644))
+
+    def read_file(self, path: str) -> bytes:
+        with open(path, "rb") as f:
+            return f.read()
+
+    def write_file(self, path: str, data: Buffer) -> None:
+        with open(path, "wb") as f:
+            f.write(data)
+
+    def fsync(self, path: str) -> None:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def sync_dir(self, path: str) -> None:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | getattr(os, "O_DIRECTORY", 0))
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def exists(self, path: str) -> bool:
+        return os.path.exists(path)
+
+    def is_dir(self, path: str) -> bool:
+        return os.path.isdir(path)
+
+    def listdir(self, path: str) -> list[str]:
+        return os.listdir(path)
+
+    def makedirs(self, path: str) -> None:
+        os.makedirs(path, exist_ok=True)
+
+    def remove(self, path: str) -> None:
+        os.remove(path)
+
+    def rmtree(self, path: str) -> None:
+        shutil.rmtree(path)
+
+    def rename(self, src: str, dst: str) -> None:
+        os.replace(src, dst)
+
+    def size(self, path: str) -> int:
+        return os.stat(path).st_size
+
+    def mtime_ms(self, path: str) -> int:
+        return os.stat(path).st_mtime_ns // 1_000_000
+
+
+def parent_dir(path: str) -> str:
+    return posixpath.dirname(posixpath.normpath(path)) or "/"

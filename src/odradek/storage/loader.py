@@ -1,0 +1,152 @@
+"""Opening a partition directory: list segments, then trust or recover them.
+
+Start-up work by case:
+
+* Leftovers first: ``*.deleted`` and ``*.tmp`` files are removed, and index
+  files without a ``.log`` are orphans and removed too.
+* Clean shutdown: nothing is read except the active segment's indexes and the
+  log bytes after its last offset-index entry. Inactive segments stay unopened
+  until used; their sizes come from ``stat``.
+* Unclean stop: segments wholly below the recovery point are trusted as after a
+  clean shutdown, except that one with a missing index is validated and
+  re-indexed (Kafka does the same). The segment holding the recovery point is
+  validated from it; later segments are validated whole. The first invalid
+  batch ends the log: its segment is cut there and later segments are deleted,
+  so the log never has a hole.
+"""
+
+from __future__ import annotations
+
+import itertools
+from bisect import bisect_right
+from dataclasses import dataclass, field
+
+from odradek.storage.config import LogConfig
+from odradek.storage.fs import FileSystem
+from odradek.storage.handles import HandleCache
+from odradek.storage.names import (
+    DELETED_SUFFIX,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    TMP_SUFFIX,
+    parse_segment_file_name,
+    segment_file_name,
+)
+from odradek.storage.recovery import open_active_clean, recover_segment
+from odradek.storage.segment import Segment
+
+
+@dataclass(slots=True)
+class LoadReport:
+    clean: bool
+    segments: int = 0
+    recovered_segments: int = 0
+    validated_bytes: int = 0
+    truncated_bytes: int = 0
+    deleted_segments: int = 0
+    removed_files: list[str] = field(default_factory=list)
+
+
+def _list_segments(fs: FileSystem, dir_path: str, report: LoadReport) -> tuple[list[int], set[str]]:
+    names = fs.listdir(dir_path)
+    bases: list[int] = []
+    present = set(names)
+    for name in names:
+        if name.endswith(DELETED_SUFFIX) or name.endswith(TMP_SUFFIX):
+            fs.remove(f"{dir_path}/{name}")
+            report.removed_files.append(name)
+            present.discard(name)
+            continue
+        parsed = parse_segment_file_name(name)
+        if parsed is None:
+            continue
+        base, suffix = parsed
+        if suffix == LOG_SUFFIX:
+            bases.append(base)
+        elif segment_file_name(base, LOG_SUFFIX) not in names:
+            fs.remove(f"{dir_path}/{name}")
+            report.removed_files.append(name)
+            present.discard(name)
+    bases.sort()
+    return bases, present
+
+
+def load_segments(
+    fs: FileSystem,
+    handles: HandleCache,
+    dir_path: str,
+    config: LogConfig,
+    *,
+    now_ms: int,
+    clean: bool,
+    recovery_point: int,
+) -> tuple[list[Segment], LoadReport]:
+    """The segments of ``dir_path`` in offset order, recovered as needed (see module doc).
+    Returns an empty list for a directory without segments."""
+    report = LoadReport(clean=clean)
+    bases, present = _list_segments(fs, dir_path, report)
+    segments = [
+        Segment(
+            fs,
+            handles,
+            dir_path,
+            base,
+            max_index_bytes=config.segment_index_bytes,
+            index_interval_bytes=config.index_interval_bytes,
+            size=fs.size(f"{dir_path}/{segment_file_name(base, LOG_SUFFIX)}"),
+            created_ms=now_ms,
+        )
+        for base in bases
+    ]
+    report.segments = len(segments)
+    if not segments:
+        return segments, report
+    for seg, nxt in itertools.pairwise(segments):
+        seg.next_offset = nxt.base_offset
+    if clean:
+        active = segments[-1]
+        if not open_active_clean(active):
+            _recover(active, None, report)
+        return segments, report
+    first = max(bisect_right(bases, recovery_point) - 1, 0)
+    for seg in segments[:first]:
+        indexed = all(
+            segment_file_name(seg.base_offset, s) in present
+            for s in (INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+        )
+        if not indexed and (
+            _recover(seg, None, report) or seg.next_offset != _next_base(segments, seg)
+        ):
+            return _drop_after(segments, seg, report), report
+    for i in range(first, len(segments)):
+        seg = segments[i]
+        point = recovery_point if i == first else None
+        cut = _recover(seg, point, report)
+        if i + 1 < len(segments) and (cut or seg.next_offset != segments[i + 1].base_offset):
+            return _drop_after(segments, seg, report), report
+    return segments, report
+
+
+def _next_base(segments: list[Segment], seg: Segment) -> int:
+    i = segments.index(seg)
+    return segments[i + 1].base_offset if i + 1 < len(segments) else seg.next_offset
+
+
+def _recover(seg: Segment, recovery_point: int | None, report: LoadReport) -> bool:
+    result = recover_segment(seg, recovery_point)
+    report.recovered_segments += 1
+    report.validated_bytes += result.validated_bytes
+    report.truncated_bytes += result.truncated_bytes
+    return result.truncated_bytes > 0
+
+
+def _drop_after(segments: list[Segment], keep_last: Segment, report: LoadReport) -> list[Segment]:
+    i = segments.index(keep_last)
+    for seg in segments[i + 1 :]:
+        for path in seg.paths:
+            seg.handles.discard(path)
+            if seg.fs.exists(path):
+                seg.fs.remove(path)
+        report.deleted_segments += 1
+    return segments[: i + 1]

@@ -1,0 +1,844 @@
+"""The partition log: an ordered list of segments and the offsets that bound it.
+
+State and its invariants (checked by the property tests after every step)::
+
+    log_start_offset <= high_watermark <= log_end_offset
+    log_start_offset <= recovery_point <= log_end_offset   (after the first flush)
+    segments sorted by base offset; only the last (active) one is appended to;
+    each segment's first batch has the segment's base offset, and offsets are
+    contiguous across batches and segments.
+
+* ``log_end_offset`` (LEO): the offset the next appended record gets.
+* ``high_watermark`` (HW): the broker (or replication) moves it with
+  :meth:`Log.advance_high_watermark`; it never moves back, except when a
+  follower truncates its log below it (:meth:`Log.truncate_to`). Consumers
+  read only below it; retention never deletes at or above it.
+* ``log_start_offset``: the first offset readable; moved by retention and
+  DeleteRecords (:meth:`Log.delete_records_before`), never back.
+* ``recovery_point``: everything below it has been fsynced. Recovery after an
+  unclean stop starts there.
+
+Appends (:meth:`Log.append`) validate each batch header (framing, magic, CRC,
+``lastOffsetDelta == recordsCount - 1``, timestamps), assign offsets by writing
+``baseOffset`` into a copy of the 16-byte batch prefix, and write the bytes as
+they came with one ``pwritev``; records are never decoded. Reads
+(:meth:`Log.read`) return byte ranges of segment files covering whole batches,
+for ``sendfile``. See :mod:`odradek.storage.flush` for fsync and
+:mod:`odradek.storage.retention` for deletion.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import posixpath
+import struct
+import uuid
+from bisect import bisect_right
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Final
+
+from odradek.common.clock import Clock
+from odradek.storage import retention, timestamps
+from odradek.storage.checkpoint import (
+    format_partition_metadata,
+    parse_partition_metadata,
+    write_atomically,
+)
+from odradek.storage.config import INT_MAX, LogConfig
+from odradek.storage.errors import (
+    CorruptRecordError,
+    InvalidRecordError,
+    InvalidTimestampError,
+    KafkaStorageError,
+    OffsetOutOfRangeError,
+    RecordListTooLargeError,
+    RecordTooLargeError,
+)
+from odradek.storage.flush import FlushJob, FlushPolicy
+from odradek.storage.fs import FileSystem, parent_dir
+from odradek.storage.handles import HandleCache
+from odradek.storage.loader import LoadReport, load_segments
+from odradek.storage.names import PARTITION_METADATA_FILE, parse_partition_dir_name
+from odradek.storage.segment import BatchMeta, Segment
+from odradek.storage.timestamps import RecordTimestampSearch, TimestampOffset
+from odradek.wire.batch import (
+    LOG_OVERHEAD,
+    MIN_BATCH_LENGTH,
+    BatchHeader,
+    peek_offset_and_length,
+    set_base_offset,
+    set_log_append_time,
+    validate_batch,
+)
+from odradek.wire.primitives import Buffer, DecodeError
+
+_EPOCH: Final = struct.Struct(">i")
+_PREFIX: Final = 16  # baseOffset, batchLength, partitionLeaderEpoch: outside the CRC
+
+
+@dataclass(frozen=True, slots=True)
+class AppendInfo:
+    first_offset: int
+    """Offset of the first record appended; -1 when ``records`` held no batch."""
+    last_offset: int
+    log_append_time_ms: int
+    """The broker time written into the batches for LogAppendTime topics, else -1."""
+    max_timestamp: int
+    records: int
+    batches: int
+    size_bytes: int
+    log_start_offset: int
+    flush_due: bool
+    """A flush is due now (``flush.messages`` reached, or a segment was rolled). With
+    ``flush.messages`` set, Kafka acknowledges such an append only after the flush."""
+
+
+@dataclass(frozen=True, slots=True)
+class FileSlice:
+    """``length`` bytes at ``position`` of the segment file ``path``: whole batches."""
+
+    path: str
+    position: int
+    length: int
+    first_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class _Validated:
+    metas: list[tuple[int, int, int, int, int]]  # position, size, offsets, max ts, records
+    records: int
+    max_timestamp: int
+
+
+class Log:
+    """One partition's log. Not thread safe: use it from one thread (the event loop);
+    only :meth:`FlushJob.run` may run elsewhere."""
+
+    def __init__(
+        self,
+        fs: FileSystem,
+        handles: HandleCache,
+        clock: Clock,
+        dir_path: str,
+        config: LogConfig,
+        segments: list[Segment],
+        *,
+        log_start_offset: int,
+        recovery_point: int,
+        high_watermark: int,
+        topic_id: uuid.UUID | None,
+        load_report: LoadReport,
+    ) -> None:
+        parsed = parse_partition_dir_name(posixpath.basename(dir_path))
+        if parsed is None:
+            raise ValueError(f"{dir_path} is not named <topic>-<partition>")
+        self.topic, self.partition = parsed
+        self.fs = fs
+        self.handles = handles
+        self.clock = clock
+        self.dir_path = dir_path
+        self.config = config
+        self.topic_id = topic_id
+        self.load_report = load_report
+        self._policy = FlushPolicy(config.flush_messages, config.flush_ms)
+        self._segments = segments
+        self._bases = [s.base_offset for s in segments]
+        self._leo = segments[-1].next_offset
+        self._log_start = log_start_offset
+        self._recovery_point = recovery_point
+        self._hw = high_watermark
+        self._unflushed_messages = 0
+        self._last_flush_ms = clock.monotonic_ms()
+        self._flush_in_flight: FlushJob | None = None
+        self._truncated_during_flush: int | None = None
+        self._dir_dirty = False
+        self._offline = False
+        self.pending_deletes: list[tuple[int, list[str]]] = []
+
+    # -- opening --------------------------------------------------------------------
+
+    @classmethod
+    def open(
+        cls,
+        fs: FileSystem,
+        dir_path: str,
+        config: LogConfig,
+        clock: Clock,
+        *,
+        handles: HandleCache | None = None,
+        clean_shutdown: bool = False,
+        recovery_point: int = 0,
+        log_start_offset: int = 0,
+        high_watermark: int | None = None,
+        topic_id: uuid.UUID | None = None,
+    ) -> Log:
+        """Open (creating if needed) the log in ``dir_path``, named ``<topic>-<partition>``.
+
+        ``recovery_point``, ``log_start_offset`` and ``high_watermark`` come from the
+        log directory's checkpoint files; ``clean_shutdown`` from its marker.
+        """
+        handles = handles or HandleCache(fs, 64)
+        created = not fs.exists(dir_path)
+        if created:
+            fs.makedirs(dir_path)
+            fs.sync_dir(parent_dir(dir_path))
+        now = clock.now_ms()
+        segments, report = load_segments(
+            fs,
+            handles,
+            dir_path,
+            config,
+            now_ms=now,
+            clean=clean_shutdown,
+            recovery_point=recovery_point,
+        )
+        start = max(log_start_offset, segments[0].base_offset if segments else log_start_offset)
+        if not segments or start > segments[-1].next_offset:
+            # Nothing on disk, or everything below the checkpointed start is gone:
+            # start empty at the log start so offsets never repeat.
+            for seg in segments:
+                seg.rename_deleted()
+            for name in fs.listdir(dir_path):
+                if name.endswith(".deleted"):
+                    fs.remove(f"{dir_path}/{name}")
+            segments = [cls._new_segment(fs, handles, dir_path, config, start, now)]
+        leo = segments[-1].next_offset
+        recovery = min(max(recovery_point, start), leo) if not created else leo
+        if clean_shutdown:
+            recovery = leo
+        hw = min(max(high_watermark if high_watermark is not None else start, start), leo)
+        topic_id = cls._partition_metadata(fs, dir_path, topic_id)
+        log = cls(
+            fs,
+            handles,
+            clock,
+            dir_path,
+            config,
+            segments,
+            log_start_offset=start,
+            recovery_point=recovery,
+            high_watermark=hw,
+            topic_id=topic_id,
+            load_report=report,
+        )
+        log._dir_dirty = True
+        return log
+
+    @staticmethod
+    def _partition_metadata(
+        fs: FileSystem, dir_path: str, topic_id: uuid.UUID | None
+    ) -> uuid.UUID | None:
+        path = posixpath.join(dir_path, PARTITION_METADATA_FILE)
+        if fs.exists(path):
+            try:
+                stored = parse_partition_metadata(fs.read_file(path))
+            except ValueError:
+                stored = None
+            if stored is not None and (topic_id is None or stored == topic_id):
+                return stored
+        if topic_id is not None:
+            write_atomically(fs, path, format_partition_metadata(topic_id))
+        return topic_id
+
+    @staticmethod
+    def _new_segment(
+        fs: FileSystem,
+        handles: HandleCache,
+        dir_path: str,
+        config: LogConfig,
+        base: int,
+        now_ms: int,
+    ) -> Segment:
+        return Segment.create(
+            fs,
+            handles,
+            dir_path,
+            base,
+            max_index_bytes=config.segment_index_bytes,
+            index_interval_bytes=config.index_interval_bytes,
+            now_ms=now_ms,
+        )
+
+    # -- state ------------------------------------------------------------------------
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._leo
+
+    @property
+    def high_watermark(self) -> int:
+        return self._hw
+
+    @property
+    def recovery_point(self) -> int:
+        """Every offset below this is durable (fsynced)."""
+        return self._recovery_point
+
+    @property
+    def offline(self) -> bool:
+        return self._offline
+
+    @property
+    def segments(self) -> Sequence[Segment]:
+        return tuple(self._segments)
+
+    @property
+    def active_segment(self) -> Segment:
+        return self._segments[-1]
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(s.size for s in self._segments)
+
+    def update_config(self, config: LogConfig) -> None:
+        """New topic configuration; applies to the next append, roll and retention pass."""
+        self.config = config
+        self._policy = FlushPolicy(config.flush_messages, config.flush_ms)
+        for seg in self._segments:
+            seg.index_interval_bytes = config.index_interval_bytes
+
+    def advance_high_watermark(self, offset: int) -> bool:
+        """Move the HW up to ``offset`` (clamped to the LEO). Returns whether it moved."""
+        new = min(offset, self._leo)
+        if new <= self._hw:
+            return False
+        self._hw = new
+        return True
+
+    def _check_online(self) -> None:
+        if self._offline:
+            raise KafkaStorageError(f"log {self.dir_path} is offline after an IO error")
+
+    def _io_failed(self, what: str, error: OSError) -> KafkaStorageError:
+        self._offline = True
+        return KafkaStorageError(f"{what} failed in {self.dir_path}: {error}")
+
+    # -- append -----------------------------------------------------------------------
+
+    def append(self, records: Buffer, *, leader_epoch: int = -1) -> AppendInfo:
+        """Append a produce request's records field (one or more batches) as the leader.
+
+        Offsets are assigned from the LEO; ``leader_epoch`` >= 0 is written into each
+        batch's partitionLeaderEpoch. For LogAppendTime topics each batch gets the
+        broker's time as max timestamp. All or nothing: one bad batch rejects all.
+        """
+        self._check_online()
+        view = memoryview(records)
+        if len(view) == 0:
+            return self._empty_append()
+        if len(view) > self.config.segment_bytes:
+            raise RecordListTooLargeError(
+                f"{len(view)} bytes of records exceed segment.bytes {self.config.segment_bytes}"
+            )
+        now = self.clock.now_ms()
+        checked = self._validate_client(view, now)
+        append_time = now if self.config.log_append_time else -1
+        max_ts = now if append_time >= 0 else checked.max_timestamp
+        chunks: list[Buffer] = []
+        metas: list[BatchMeta] = []
+        offset = self._leo
+        copy = bytearray(view) if append_time >= 0 else None
+        for pos, size, count, batch_ts, _ in checked.metas:
+            last = offset + count - 1
+            if copy is not None:
+                set_base_offset(copy, pos, offset)
+                if leader_epoch >= 0:
+                    _EPOCH.pack_into(copy, pos + 12, leader_epoch)
+                set_log_append_time(copy, pos, size, now)
+                batch_ts = now
+            else:
+                head = bytearray(view[pos : pos + _PREFIX])
+                set_base_offset(head, 0, offset)
+                if leader_epoch >= 0:
+                    _EPOCH.pack_into(head, 12, leader_epoch)
+                chunks.append(head)
+                chunks.append(view[pos + _PREFIX : pos + size])
+            metas.append((last, batch_ts, size))
+            offset = last + 1
+        if copy is not None:
+            chunks = [copy]
+        self._write(chunks, metas, len(view), max_ts, now)
+        return self._appended(checked.records, len(metas), len(view), append_time, max_ts)
+
+    def append_replicated(self, records: Buffer) -> AppendInfo:
+        """Append batches that already carry their offsets (a follower, or a Raft
+        log). They must continue the log exactly: first base offset == LEO and no
+        gaps. Only framing and CRC are checked; timestamps are kept as they are."""
+        self._check_online()
+        view = memoryview(records)
+        if len(view) == 0:
+            return self._empty_append()
+        metas: list[BatchMeta] = []
+        expected = self._leo
+        max_ts = -1
+        records_count = 0
+        pos = 0
+        while pos < len(view):
+            h = self._validate_one(view, pos)
+            if h.base_offset != expected:
+                raise CorruptRecordError(
+                    f"replicated batch at offset {h.base_offset}, expected {expected}"
+                )
+            metas.append((h.last_offset, h.max_timestamp, h.size))
+            max_ts = max(max_ts, h.max_timestamp)
+            records_count += h.records_count
+            expected = h.next_offset
+            pos += h.size
+        if len(view) > self.config.segment_bytes:
+            raise RecordListTooLargeError(f"{len(view)} bytes exceed segment.bytes")
+        self._write([view], metas, len(view), max_ts, self.clock.now_ms())
+        return self._appended(records_count, len(metas), len(view), -1, max_ts)
+
+    def _empty_append(self) -> AppendInfo:
+        return AppendInfo(-1, -1, -1, -1, 0, 0, 0, self._log_start, False)
+
+    def _validate_one(self, view: memoryview, pos: int) -> BatchHeader:
+        try:
+            _, length = peek_offset_and_length(view, pos)
+            if length + LOG_OVERHEAD > self.config.max_message_bytes and (
+                length >= MIN_BATCH_LENGTH and pos + LOG_OVERHEAD + length <= len(view)
+            ):
+                raise RecordTooLargeError(
+                    f"batch of {length + LOG_OVERHEAD} bytes exceeds max.message.bytes "
+                    f"{self.config.max_message_bytes}"
+                )
+            return validate_batch(view, pos)
+        except DecodeError as e:
+            raise CorruptRecordError(str(e)) from e
+
+    def _validate_client(self, view: memoryview, now: int) -> _Validated:
+        cfg = self.config
+        metas: list[tuple[int, int, int, int, int]] = []
+        records = 0
+        max_ts = -1
+        pos = 0
+        while pos < len(view):
+            h = self._validate_one(view, pos)
+            count = h.records_count
+            if count <= 0 or h.last_offset_delta != count - 1:
+                raise InvalidRecordError(
+                    f"inconsistent batch: lastOffsetDelta {h.last_offset_delta}, "
+                    f"recordsCount {count}"
+                )
+            if h.is_control:
+                raise InvalidRecordError("clients may not write control batches")
+            if h.producer_id >= 0 and h.base_sequence < 0:
+                raise InvalidRecordError(
+                    f"producer id {h.producer_id} with base sequence {h.base_sequence}"
+                )
+            if not cfg.log_append_time:
+                if h.max_timestamp > now + min(cfg.message_timestamp_after_max_ms, 2**62):
+                    raise InvalidTimestampError(
+                        f"timestamp {h.max_timestamp} is more than "
+                        f"{cfg.message_timestamp_after_max_ms} ms ahead of {now}"
+                    )
+                if 0 <= h.base_timestamp < now - min(cfg.message_timestamp_before_max_ms, 2**62):
+                    raise InvalidTimestampError(
+                        f"timestamp {h.base_timestamp} is more than "
+                        f"{cfg.message_timestamp_before_max_ms} ms before {now}"
+                    )
+            metas.append((pos, h.size, count, h.max_timestamp, count))
+            records += count
+            max_ts = max(max_ts, h.max_timestamp)
+            pos += h.size
+        return _Validated(metas, records, max_ts)
+
+    def _write(
+        self,
+        chunks: Sequence[Buffer],
+        metas: Sequence[BatchMeta],
+        size: int,
+        max_ts: int,
+        now: int,
+    ) -> None:
+        self._maybe_roll(size, max_ts, metas[-1][0], now)
+        seg = self._segments[-1]
+        before = seg.size
+        try:
+            seg.append(chunks, metas)
+        except OSError as e:
+            error = self._io_failed("append", e)
+            with contextlib.suppress(OSError):
+                seg.log_handle().truncate(before)
+            raise error from e
+        self._leo = seg.next_offset
+
+    def _appended(
+        self, records: int, batches: int, size: int, append_time: int, max_ts: int
+    ) -> AppendInfo:
+        first = self._leo - records
+        self._unflushed_messages += records
+        return AppendInfo(
+            first_offset=first,
+            last_offset=self._leo - 1,
+            log_append_time_ms=append_time,
+            max_timestamp=max_ts,
+            records=records,
+            batches=batches,
+            size_bytes=size,
+            log_start_offset=self._log_start,
+            flush_due=self.flush_due(),
+        )
+
+    # -- roll -------------------------------------------------------------------------
+
+    def _maybe_roll(self, size: int, max_ts: int, last_offset: int, now: int) -> None:
+        seg = self._segments[-1]
+        if seg.size == 0:
+            return
+        cfg = self.config
+        rolling = seg.rolling_timestamp()
+        waited = max_ts - rolling if rolling >= 0 else now - seg.created_ms
+        if (
+            seg.size > cfg.segment_bytes - size
+            or waited > cfg.segment_ms
+            or seg.offset_index().is_full
+            or seg.time_index().is_full
+            or last_offset - seg.base_offset > INT_MAX
+        ):
+            self.roll()
+
+    def roll(self) -> Segment:
+        """Start a new active segment at the LEO (no-op if the active one is empty)."""
+        self._check_online()
+        active = self._segments[-1]
+        if active.size == 0:
+            return active
+        try:
+            active.become_inactive()
+            seg = self._new_segment(
+                self.fs, self.handles, self.dir_path, self.config, self._leo, self.clock.now_ms()
+            )
+        except OSError as e:
+            raise self._io_failed("roll", e) from e
+        self._segments.append(seg)
+        self._bases.append(seg.base_offset)
+        self._dir_dirty = True
+        return seg
+
+    # -- reads --------------------------------------------------------------------------
+
+    def read(
+        self,
+        offset: int,
+        max_bytes: int,
+        *,
+        max_offset: int | None = None,
+        min_one_batch: bool = True,
+    ) -> list[FileSlice]:
+        """Byte ranges holding the batches from the one containing ``offset`` on.
+
+        Whole batches only, none with an offset at or past ``max_offset`` (the HW for
+        consumers; default the LEO), at most ``max_bytes`` in total except that the
+        first batch is returned whole even if larger when ``min_one_batch`` (KIP-74).
+        Raises OffsetOutOfRangeError unless log_start <= offset <= LEO.
+        """
+        self._check_online()
+        if offset < self._log_start or offset > self._leo:
+            raise OffsetOutOfRangeError(
+                f"offset {offset} outside [{self._log_start}, {self._leo}] of {self.dir_path}"
+            )
+        limit = self._leo if max_offset is None else min(max_offset, self._leo)
+        out: list[FileSlice] = []
+        budget = max_bytes
+        i = max(bisect_right(self._bases, offset) - 1, 0)
+        try:
+            while offset < limit and i < len(self._segments):
+                seg = self._segments[i]
+                taken = self._read_segment(seg, offset, limit, budget, min_one_batch and not out)
+                if taken is None:
+                    break
+                if taken.length:
+                    out.append(taken)
+                    budget -= taken.length
+                i += 1
+                if i < len(self._segments):
+                    offset = self._segments[i].base_offset
+        except (OSError, DecodeError) as e:
+            raise KafkaStorageError(f"read of {self.dir_path} failed: {e}") from e
+        return out
+
+    def _read_segment(
+        self, seg: Segment, offset: int, limit: int, budget: int, min_one: bool
+    ) -> FileSlice | None:
+        """The slice of ``seg`` to return; None to stop reading after this segment."""
+        found = seg.find_batch(offset)
+        if found is None:
+            return FileSlice(seg.log_path, 0, 0, offset)  # empty segment: go on
+        start, header = found
+        if header.last_offset >= limit:
+            return None
+        end = seg.size
+        if limit < seg.next_offset:
+            stop = seg.find_batch(limit)
+            end = stop[0] if stop is not None else seg.size
+        if end - start <= budget:
+            return FileSlice(seg.log_path, start, end - start, header.base_offset)
+        cut, first_size = seg.boundary_at_or_before(start, start + max(budget, 0))
+        if cut == start and min_one:
+            cut = start + first_size
+        if cut == start:
+            return None
+        return FileSlice(seg.log_path, start, cut - start, header.base_offset)
+
+    def read_bytes(self, slices: Sequence[FileSlice]) -> bytes:
+        """The bytes of ``slices`` (what ``sendfile`` would send), concatenated."""
+        try:
+            return b"".join(self.handles.get(s.path).pread(s.position, s.length) for s in slices)
+        except OSError as e:
+            raise KafkaStorageError(f"read of {self.dir_path} failed: {e}") from e
+
+    def read_records(self, offset: int, max_bytes: int, **kwargs: object) -> bytes:
+        """:meth:`read` then :meth:`read_bytes`, for tests and the in-memory fs."""
+        return self.read_bytes(self.read(offset, max_bytes, **kwargs))  # type: ignore[arg-type]
+
+    # -- timestamps ---------------------------------------------------------------------
+
+    def list_offsets(
+        self,
+        timestamp: int,
+        *,
+        max_offset: int | None = None,
+        record_search: RecordTimestampSearch | None = None,
+    ) -> TimestampOffset:
+        """ListOffsets for one partition: a timestamp >= 0 or one of Kafka's sentinels
+        (see :mod:`odradek.storage.timestamps`). ``max_offset`` is the last fetchable
+        offset (HW for consumers)."""
+        self._check_online()
+        limit = self._leo if max_offset is None else min(max_offset, self._leo)
+        try:
+            return timestamps.list_offsets(
+                self._segments, self._log_start, limit, timestamp, record_search
+            )
+        except (OSError, DecodeError) as e:
+            raise KafkaStorageError(f"timestamp lookup in {self.dir_path} failed: {e}") from e
+
+    def offset_for_timestamp(
+        self,
+        timestamp: int,
+        *,
+        max_offset: int | None = None,
+        record_search: RecordTimestampSearch | None = None,
+    ) -> TimestampOffset | None:
+        """The first batch (at or after log start, below ``max_offset``) whose max
+        timestamp is >= ``timestamp``; None if there is none."""
+        if timestamp < 0:
+            raise ValueError("use list_offsets for negative (sentinel) timestamps")
+        result = self.list_offsets(timestamp, max_offset=max_offset, record_search=record_search)
+        return None if result.offset < 0 else result
+
+    # -- deletion and truncation --------------------------------------------------------
+
+    def delete_records_before(self, offset: int) -> int:
+        """DeleteRecords: move the log start to ``offset`` (<= HW). Returns the new log
+        start (the low watermark). Segments wholly below it are deleted."""
+        self._check_online()
+        if offset > self._hw or offset < 0:
+            raise OffsetOutOfRangeError(
+                f"cannot delete records before {offset}: high watermark is {self._hw}"
+            )
+        if offset > self._log_start:
+            self._log_start = offset
+            self._recovery_point = max(self._recovery_point, min(offset, self._leo))
+            retention.delete_start_breached(self)
+        return self._log_start
+
+    def delete_old_segments(self) -> int:
+        """One retention pass (log start, ``retention.ms``, ``retention.bytes``).
+        Returns how many segments were deleted."""
+        self._check_online()
+        return retention.delete_old_segments(self, self.clock.now_ms())
+
+    def run_pending_deletes(self) -> int | None:
+        """Remove ``*.deleted`` files whose ``file.delete.delay.ms`` has passed. Returns
+        the monotonic time of the next pending removal, or None."""
+        return retention.run_pending_deletes(self, self.clock.monotonic_ms())
+
+    def remove_segments(self, victims: Sequence[Segment]) -> None:
+        """Take the oldest ``victims`` out of the log and schedule their files' deletion."""
+        if not victims:
+            return
+        n = len(victims)
+        if victims[-1] is self._segments[-1]:
+            self.roll()
+        assert self._segments[:n] == list(victims)
+        del self._segments[:n]
+        del self._bases[:n]
+        self._log_start = max(self._log_start, self._segments[0].base_offset)
+        self._recovery_point = max(self._recovery_point, self._segments[0].base_offset)
+        self._schedule_delete(victims)
+
+    def _schedule_delete(self, victims: Sequence[Segment]) -> None:
+        paths: list[str] = []
+        try:
+            for seg in victims:
+                paths.extend(seg.rename_deleted())
+        except OSError as e:
+            raise self._io_failed("segment delete", e) from e
+        self._dir_dirty = True
+        due = self.clock.monotonic_ms() + self.config.file_delete_delay_ms
+        self.pending_deletes.append((due, paths))
+        if self.config.file_delete_delay_ms == 0:
+            self.run_pending_deletes()
+
+    def truncate_to(self, offset: int) -> None:
+        """Follower truncation: remove every batch with a last offset >= ``offset``
+        (a batch containing ``offset`` goes whole). HW and recovery point follow down."""
+        self._check_online()
+        if offset >= self._leo:
+            return
+        if offset < self._segments[0].base_offset or offset < self._log_start:
+            self.truncate_fully_and_start_at(offset)
+            return
+        i = max(bisect_right(self._bases, offset) - 1, 0)
+        try:
+            seg = self._segments[i]
+            found = seg.find_batch(offset)
+            keep_until = found[1].base_offset if found is not None else seg.next_offset
+            victims = self._segments[i + 1 :]
+            del self._segments[i + 1 :]
+            del self._bases[i + 1 :]
+            self._schedule_delete(victims)
+            if found is not None:
+                retention.truncate_segment(seg, found[0], keep_until)
+        except (OSError, DecodeError) as e:
+            raise self._io_failed("truncate", e if isinstance(e, OSError) else OSError(e)) from e
+        self._after_truncate(seg.next_offset)
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Delete every segment and start empty at ``offset`` (a replica far behind)."""
+        self._check_online()
+        victims = list(self._segments)
+        try:
+            seg = (
+                self._new_segment(
+                    self.fs, self.handles, self.dir_path, self.config, offset, self.clock.now_ms()
+                )
+                if offset not in self._bases
+                else None
+            )
+        except OSError as e:
+            raise self._io_failed("truncate", e) from e
+        self._segments = []
+        self._bases = []
+        self._schedule_delete(victims)
+        if seg is None:
+            seg = self._new_segment(
+                self.fs, self.handles, self.dir_path, self.config, offset, self.clock.now_ms()
+            )
+        self._segments = [seg]
+        self._bases = [offset]
+        self._log_start = offset
+        self._after_truncate(offset)
+        self._hw = offset
+        self._recovery_point = offset
+
+    def _after_truncate(self, leo: int) -> None:
+        self._leo = leo
+        self._hw = min(self._hw, leo)
+        self._recovery_point = min(self._recovery_point, leo)
+        self._unflushed_messages = max(self._unflushed_messages, 1)
+        self._dir_dirty = True
+        if self._flush_in_flight is not None:
+            low = self._truncated_during_flush
+            self._truncated_during_flush = leo if low is None else min(low, leo)
+
+    # -- flush ----------------------------------------------------------------------------
+
+    def flush_due(self) -> bool:
+        """Is a flush wanted now? (``flush.messages`` / ``flush.ms`` reached, or a rolled
+        segment not yet flushed.)"""
+        if self._offline or self._flush_in_flight is not None:
+            return False
+        if self._recovery_point < self._segments[-1].base_offset:
+            return True
+        return self._policy.due(
+            unflushed_messages=self._unflushed_messages,
+            last_flush_ms=self._last_flush_ms,
+            now_ms=self.clock.monotonic_ms(),
+        )
+
+    def next_flush_deadline_ms(self) -> int | None:
+        """Monotonic time at which a flush becomes due by ``flush.ms``, if one will."""
+        if self._recovery_point < self._segments[-1].base_offset:
+            return self.clock.monotonic_ms()
+        return self._policy.deadline_ms(
+            unflushed_messages=self._unflushed_messages, last_flush_ms=self._last_flush_ms
+        )
+
+    def begin_flush(self) -> FlushJob | None:
+        """Prepare a flush of everything appended so far; None if one is already
+        running or there is nothing to flush. Run ``job.run()`` on a thread, then
+        ``job.complete(error)`` here."""
+        self._check_online()
+        if self._flush_in_flight is not None:
+            return None
+        if self._leo <= self._recovery_point and not self._dir_dirty:
+            self._unflushed_messages = 0
+            return None
+        files: list[str] = []
+        try:
+            for seg in self._segments:
+                if seg.next_offset > self._recovery_point or seg is self._segments[-1]:
+                    seg.write_indexes()
+                    files.extend(seg.paths)
+        except OSError as e:
+            raise self._io_failed("index write", e) from e
+        dirs = [self.dir_path] if self._dir_dirty else []
+        self._dir_dirty = False
+        job = FlushJob(
+            fs=self.fs,
+            owner=self,
+            up_to_offset=self._leo,
+            files=files,
+            dirs=dirs,
+            messages=self._unflushed_messages,
+            started_ms=self.clock.monotonic_ms(),
+        )
+        self._flush_in_flight = job
+        self._truncated_during_flush = None
+        return job
+
+    def complete_flush(self, job: FlushJob, error: BaseException | None) -> None:
+        if self._flush_in_flight is job:
+            self._flush_in_flight = None
+        if error is not None:
+            self._offline = True
+            self._dir_dirty = True
+            return
+        durable = job.up_to_offset
+        if self._truncated_during_flush is not None:
+            durable = min(durable, self._truncated_during_flush)
+            self._truncated_during_flush = None
+        self._recovery_point = min(max(self._recovery_point, durable), self._leo)
+        self._unflushed_messages = max(self._unflushed_messages - job.messages, 0)
+        self._last_flush_ms = job.started_ms
+
+    def flush(self) -> None:
+        """Flush now on the calling thread (tests, shutdown)."""
+        job = self.begin_flush()
+        if job is None:
+            return
+        try:
+            job.run()
+        except OSError as e:
+            job.complete(e)
+            raise self._io_failed("fsync", e) from e
+        job.complete(None)
+
+    # -- close -----------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Write index tails (and final time-index entries) and close every file.
+        Does not flush: call :meth:`flush` first for a clean shutdown."""
+        for seg in self._segments:
+            try:
+                seg.close()
+            except OSError:
+                self._offline = True
+        self.handles.discard_under(self.dir_path)

@@ -1,0 +1,88 @@
+"""File and directory names of a log directory, exactly as Kafka spells them.
+
+A log directory (``log.dir``) holds one directory per partition, named
+``<topic>-<partition>``, plus the checkpoint files and the clean-shutdown marker.
+A partition directory holds, for each segment, three files named by the
+segment's base offset written as 20 decimal digits, zero padded::
+
+    00000000000000000000.log        record batches
+    00000000000000000000.index      offset index
+    00000000000000000000.timeindex  time index
+
+plus ``partition.metadata``. Files of a deleted segment get the suffix
+``.deleted`` until ``file.delete.delay.ms`` has passed; a deleted partition
+directory is renamed ``<topic>-<partition>.<32 hex digits>-delete``.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+import uuid
+from typing import Final
+
+LOG_SUFFIX: Final = ".log"
+INDEX_SUFFIX: Final = ".index"
+TIME_INDEX_SUFFIX: Final = ".timeindex"
+DELETED_SUFFIX: Final = ".deleted"
+TMP_SUFFIX: Final = ".tmp"
+SEGMENT_SUFFIXES: Final = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+
+PARTITION_METADATA_FILE: Final = "partition.metadata"
+CLEAN_SHUTDOWN_FILE: Final = ".kafka_cleanshutdown"
+RECOVERY_POINT_CHECKPOINT: Final = "recovery-point-offset-checkpoint"
+LOG_START_OFFSET_CHECKPOINT: Final = "log-start-offset-checkpoint"
+HIGH_WATERMARK_CHECKPOINT: Final = "replication-offset-checkpoint"
+DELETE_DIR_SUFFIX: Final = "-delete"
+FUTURE_DIR_SUFFIX: Final = "-future"
+STRAY_DIR_SUFFIX: Final = "-stray"
+
+_TOPIC_RE: Final = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
+_SEGMENT_RE: Final = re.compile(r"^(\d{20})(\.log|\.index|\.timeindex)$")
+
+
+def segment_file_name(base_offset: int, suffix: str) -> str:
+    """``00000000000000000042.log`` for base offset 42."""
+    if base_offset < 0:
+        raise ValueError(f"negative base offset {base_offset}")
+    return f"{base_offset:020d}{suffix}"
+
+
+def segment_path(dir_path: str, base_offset: int, suffix: str) -> str:
+    return posixpath.join(dir_path, segment_file_name(base_offset, suffix))
+
+
+def parse_segment_file_name(name: str) -> tuple[int, str] | None:
+    """(base offset, suffix) of a segment file name, or None for other files."""
+    match = _SEGMENT_RE.match(name)
+    if match is None:
+        return None
+    return int(match.group(1)), match.group(2)
+
+
+def is_valid_topic(topic: str) -> bool:
+    return bool(_TOPIC_RE.match(topic)) and topic not in (".", "..")
+
+
+def partition_dir_name(topic: str, partition: int) -> str:
+    if not is_valid_topic(topic):
+        raise ValueError(f"illegal topic name {topic!r}")
+    if partition < 0:
+        raise ValueError(f"negative partition {partition}")
+    return f"{topic}-{partition}"
+
+
+def parse_partition_dir_name(name: str) -> tuple[str, int] | None:
+    """(topic, partition) of ``<topic>-<partition>``; None for anything else
+    (including ``-delete``, ``-future`` and ``-stray`` directories)."""
+    topic, sep, part = name.rpartition("-")
+    if not sep or not part.isdigit() or not is_valid_topic(topic):
+        return None
+    if part != str(int(part)):
+        return None
+    return topic, int(part)
+
+
+def deleted_dir_name(topic: str, partition: int) -> str:
+    """Kafka's name for a partition directory scheduled for deletion."""
+    return f"{partition_dir_name(topic, partition)}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"

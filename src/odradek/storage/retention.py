@@ -1,0 +1,120 @@
+"""Deleting whole segments: retention by time and size, log start, delayed removal.
+
+A segment may go only when every offset in it is below the high watermark.
+Kafka's rules, in order, each deleting from the oldest segment and stopping at
+the first one that does not qualify:
+
+1. log start: the segment's successor starts at or below ``log_start_offset``
+   (DeleteRecords moved the start past the whole segment);
+2. ``retention.ms``: the segment's newest timestamp (its file's mtime when no
+   batch has a timestamp) is more than ``retention.ms`` old;
+3. ``retention.bytes``: deleting the segment keeps the log at or above
+   ``retention.bytes``.
+
+The active segment is never deleted while active: when every segment
+qualifies, the log first rolls (so the data goes and appends continue in a new
+empty segment at the same log end offset), which is what Kafka does.
+
+Deleted segments are renamed ``*.deleted`` and removed ``file.delete.delay.ms``
+later, so a ``sendfile`` already under way finishes on the open descriptor.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from odradek.storage.index import NO_TIMESTAMP
+from odradek.storage.segment import Segment
+
+if TYPE_CHECKING:
+    from odradek.storage.log import Log
+
+Predicate = Callable[[Segment, int], bool]
+
+
+def _delete_while(log: Log, predicate: Predicate) -> int:
+    segments = log.segments
+    victims: list[Segment] = []
+    for i, seg in enumerate(segments):
+        last = i == len(segments) - 1
+        upper = log.log_end_offset if last else segments[i + 1].base_offset
+        if upper > log.high_watermark or (last and seg.size == 0):
+            break
+        if not predicate(seg, upper):
+            break
+        victims.append(seg)
+    log.remove_segments(victims)
+    return len(victims)
+
+
+def delete_start_breached(log: Log) -> int:
+    start = log.log_start_offset
+    return _delete_while(log, lambda seg, upper: upper <= start)
+
+
+def _newest_ms(seg: Segment) -> int:
+    ts = seg.max_timestamp()[0]
+    if ts > NO_TIMESTAMP:
+        return ts
+    return seg.fs.mtime_ms(seg.log_path)
+
+
+def delete_old_segments(log: Log, now_ms: int) -> int:
+    deleted = delete_start_breached(log)
+    cfg = log.config
+    if cfg.retention_ms >= 0:
+        limit = cfg.retention_ms
+        deleted += _delete_while(log, lambda seg, _: now_ms - _newest_ms(seg) > limit)
+    if cfg.retention_bytes >= 0:
+        excess = log.size_bytes - cfg.retention_bytes
+
+        def over_size(seg: Segment, _: int) -> bool:
+            nonlocal excess
+            if excess - seg.size < 0:
+                return False
+            excess -= seg.size
+            return True
+
+        deleted += _delete_while(log, over_size)
+    return deleted
+
+
+def run_pending_deletes(log: Log, now_mono_ms: int) -> int | None:
+    remaining: list[tuple[int, list[str]]] = []
+    for due, paths in log.pending_deletes:
+        if due > now_mono_ms:
+            remaining.append((due, paths))
+            continue
+        for path in paths:
+            with contextlib.suppress(FileNotFoundError):
+                log.fs.remove(path)
+    log.pending_deletes = remaining
+    return min((due for due, _ in remaining), default=None)
+
+
+def truncate_segment(seg: Segment, position: int, next_offset: int) -> None:
+    """Cut ``seg`` at ``position`` (a batch boundary; ``next_offset`` is the base offset
+    of the batch that started there) and bring its indexes and counters along."""
+    oi = seg.offset_index()
+    ti = seg.time_index()
+    seg.log_handle().truncate(position)
+    seg.size = position
+    oi.truncate_to_offset(next_offset)
+    ti.truncate_to_offset(next_offset)
+    last = oi.last()
+    start = 0 if last is None else last[1]
+    max_ts, max_off = ti.last() or (NO_TIMESTAMP, seg.base_offset)
+    for _, h in seg.iter_headers(start, position):
+        if h.max_timestamp > max_ts:
+            max_ts, max_off = h.max_timestamp, h.last_offset
+    seg.install_indexes(
+        oi,
+        ti,
+        bytes_since_index=position - start,
+        max_ts=(max_ts, max_off),
+        next_offset=next_offset,
+    )
+    if position == 0:
+        seg.forget_rolling_timestamp()
