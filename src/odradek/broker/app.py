@@ -9,21 +9,31 @@ import asyncio
 import logging
 
 from odradek.broker.config import BrokerConfig
+from odradek.broker.journal import LogJournal
+from odradek.broker.partitions import PartitionManager
 from odradek.broker.server import KafkaServer
-from odradek.broker.state import BrokerState, MemoryJournal, MetadataJournal
+from odradek.broker.state import BrokerState, MetadataJournal
+from odradek.common.clock import Clock, SystemClock
+from odradek.storage.fs import OsFileSystem
 
 log = logging.getLogger("odradek.broker")
 
 
 class BrokerApp:
-    def __init__(self, config: BrokerConfig, journal: MetadataJournal | None = None) -> None:
+    def __init__(self, config: BrokerConfig, clock: Clock | None = None) -> None:
         self.config = config
-        self.journal = journal or MemoryJournal()
+        self.clock = clock or SystemClock()
+        self.journal: MetadataJournal | None = None
+        self.partitions: PartitionManager | None = None
         self.state: BrokerState | None = None
         self.server: KafkaServer | None = None
 
     async def start(self) -> None:
-        self.state = BrokerState.open(self.config, self.journal)
+        log_dir = str(self.config.log_dir)
+        fs = OsFileSystem()
+        self.partitions = PartitionManager(log_dir, self.config.props, self.clock, fs)
+        self.journal = LogJournal(fs, log_dir, self.clock)
+        self.state = BrokerState.open(self.config, self.journal, self.partitions, self.clock)
         self.server = KafkaServer(self.state)
         await self.server.start()
         log.info("odradek broker %d listening on %s", self.state.node_id,
@@ -37,7 +47,14 @@ class BrokerApp:
     async def stop(self) -> None:
         if self.server is not None:
             await self.server.stop()
-        self.journal.close()
+            self.server = None
+        if self.partitions is not None:
+            await self.partitions.flush_all()
+            self.partitions.close()
+            self.partitions = None
+        if self.journal is not None:
+            self.journal.close()
+            self.journal = None
 
     async def serve_until(self, stop: asyncio.Event) -> None:
         await self.start()

@@ -15,6 +15,10 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from odradek.broker.context import RequestContext
 
+class CloseConnection(Exception):
+    """Raised by a handler to close the client's connection instead of answering."""
+
+
 Handler = Callable[["RequestContext", Any], Awaitable[Any]]
 ErrorResponder = Callable[[Any, int], Any]
 

@@ -20,7 +20,7 @@ from typing import Any, cast
 
 import odradek.broker.handlers  # noqa: F401  (registers every handler)
 from odradek.broker.context import RequestContext
-from odradek.broker.registry import HANDLERS
+from odradek.broker.registry import HANDLERS, CloseConnection
 from odradek.broker.state import BrokerState
 from odradek.broker.transfer import write_parts
 from odradek.wire.frames import BadRequest, FrameError, Request, ServerConnection, encode_response
@@ -138,7 +138,12 @@ class KafkaConnection(asyncio.BufferedProtocol):
             body = reg.error_response(req.body, 35)
         else:
             ctx = RequestContext(self.state, req.api_version, req.header, self.peer)
-            body = await reg.handle(ctx, req.body)
+            try:
+                body = await reg.handle(ctx, req.body)
+            except CloseConnection as exc:
+                log.info("closing %s: %s", self.peer, exc)
+                self.close()
+                return
         if body is not None and not self._closed:
             self._write(encode_response(req.api_key, req.api_version, req.correlation_id, body))
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from odradek.broker.config import BrokerConfig, Listener
+from odradek.broker.partitions import PartitionManager
 from odradek.common.clock import Clock, SystemClock
 from odradek.metadata.image import MetadataImage
 
@@ -51,18 +52,24 @@ class BrokerState:
     clock: Clock
     image: MetadataImage
     advertised: list[Listener]
+    partitions: PartitionManager
     producer_ids: list[int] = field(default_factory=list)
     """Reserved, not yet handed out producer ids (popped from the end)."""
 
     @classmethod
     def open(
-        cls, config: BrokerConfig, journal: MetadataJournal, clock: Clock | None = None
+        cls,
+        config: BrokerConfig,
+        journal: MetadataJournal,
+        partitions: PartitionManager,
+        clock: Clock | None = None,
     ) -> BrokerState:
         image = MetadataImage()
         for record in journal.replay():
             image.replay(record)
         cluster_id = config.get("cluster.id") or _cluster_id_from(config)
-        return cls(config, journal, cluster_id, clock or SystemClock(), image, [])
+        partitions.reconcile(image)
+        return cls(config, journal, cluster_id, clock or SystemClock(), image, [], partitions)
 
     @property
     def node_id(self) -> int:
@@ -74,6 +81,7 @@ class BrokerState:
         self.journal.append(records)
         for record in records:
             self.image.replay(record)
+        self.partitions.reconcile(self.image)
 
 
 def _cluster_id_from(config: BrokerConfig) -> str:
@@ -86,4 +94,9 @@ def _cluster_id_from(config: BrokerConfig) -> str:
             if line.startswith("cluster.id="):
                 return line.split("=", 1)[1].strip()
     raw = uuid.uuid4().bytes
-    return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
+    cluster_id = base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(
+        f"version=1\ncluster.id={cluster_id}\nnode.id={config.node_id}\n", encoding="utf-8"
+    )
+    return cluster_id

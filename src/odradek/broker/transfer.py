@@ -43,6 +43,19 @@ class FileSlice:
         return data
 
 
+@dataclass(frozen=True, slots=True)
+class FileRecords:
+    """Several file slices sent back to back as one records value."""
+
+    slices: tuple[FileSlice, ...]
+
+    def __len__(self) -> int:
+        return sum(s.length for s in self.slices)
+
+    def read_bytes(self) -> bytes:
+        return b"".join(s.read_bytes() for s in self.slices)
+
+
 @dataclass(slots=True)
 class TransferStats:
     sendfile_bytes: int = 0
@@ -88,17 +101,24 @@ def _sendfile(transport: asyncio.Transport, part: FileSlice) -> int:
     return sent
 
 
+def _write_slice(transport: asyncio.Transport, part: FileSlice) -> None:
+    sent = _sendfile(transport, part)
+    STATS.sendfile_bytes += sent
+    if sent < part.length:
+        rest = FileSlice(part.file, part.position + sent, part.length - sent)
+        STATS.copied_bytes += rest.length
+        transport.write(rest.read_bytes())
+
+
 def write_parts(transport: asyncio.Transport, parts: list[Any]) -> None:
     """Write a response's parts in order (see the module docstring)."""
     for part in parts:
         if isinstance(part, bytes | bytearray | memoryview):
             transport.write(part)
         elif isinstance(part, FileSlice):
-            sent = _sendfile(transport, part)
-            STATS.sendfile_bytes += sent
-            if sent < part.length:
-                rest = FileSlice(part.file, part.position + sent, part.length - sent)
-                STATS.copied_bytes += rest.length
-                transport.write(rest.read_bytes())
+            _write_slice(transport, part)
+        elif isinstance(part, FileRecords):
+            for piece in part.slices:
+                _write_slice(transport, piece)
         else:
             transport.write(part.read_bytes())

@@ -8,6 +8,7 @@ own loop) can both talk to it.
 from __future__ import annotations
 
 import asyncio
+import tempfile
 import threading
 from types import TracebackType
 
@@ -18,8 +19,12 @@ from odradek.broker.config import BrokerConfig
 class Broker:
     """``with Broker() as b: ... b.bootstrap_servers ...``"""
 
-    def __init__(self, *, use_uvloop: bool = False, **overrides: str) -> None:
-        props = {"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": "odradek-test-data"}
+    def __init__(
+        self, *, use_uvloop: bool = False, data_dir: str | None = None, **overrides: str
+    ) -> None:
+        self._tmp = None if data_dir else tempfile.TemporaryDirectory(prefix="odradek-")
+        data = data_dir or (self._tmp.name if self._tmp else "")
+        props = {"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": data}
         props.update({k.replace("_", "."): v for k, v in overrides.items()})
         self.config = BrokerConfig.from_sources(None, props)
         self.app = BrokerApp(self.config)
@@ -73,6 +78,9 @@ class Broker:
             self._loop.call_soon_threadsafe(self._stop.set)
             self._thread.join()
             self._thread = None
+        if self._tmp is not None:
+            self._tmp.cleanup()
+            self._tmp = None
 
     def __enter__(self) -> Broker:
         return self.start()

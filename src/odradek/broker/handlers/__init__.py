@@ -1,9 +1,13 @@
 """One module per API, named by key; importing this package registers them all."""
 
+import odradek.broker.handlers.k00_produce
+import odradek.broker.handlers.k01_fetch
+import odradek.broker.handlers.k02_list_offsets
 import odradek.broker.handlers.k03_metadata
 import odradek.broker.handlers.k18_api_versions
 import odradek.broker.handlers.k19_create_topics
 import odradek.broker.handlers.k20_delete_topics
+import odradek.broker.handlers.k21_delete_records
 import odradek.broker.handlers.k22_init_producer_id
 import odradek.broker.handlers.k32_describe_configs
 import odradek.broker.handlers.k33_alter_configs

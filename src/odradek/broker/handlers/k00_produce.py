@@ -1,0 +1,126 @@
+"""Produce (key 0), versions 3–9 served; 0–2 advertised but rejected.
+
+Behaviour: each partition's records (one or more RecordBatch v2) are validated
+by the log (framing, magic 2, CRC, offset deltas, ``max.message.bytes``,
+timestamps) and appended as bytes with offsets assigned. Batches with a
+producer id pass the idempotence check first: a retried batch equal to one of
+the producer's last five is acknowledged with its original offsets and not
+written again; an older epoch gets INVALID_PRODUCER_EPOCH and a gap
+OUT_OF_ORDER_SEQUENCE_NUMBER. ``acks`` must be -1, 0 or 1 (one node: -1 is 1).
+``acks=0`` gets no response; if such a request fails, the connection is
+closed so the client notices, as Kafka does. Transactional produce is not
+served yet.
+
+Version notes: v0–2 (magic 0/1) get UNSUPPORTED_VERSION — advertised because
+librdkafka checks for Produce v0 (KAFKA-18659); v3 transactional id and v2
+batches; v5 log start offset; v8 record errors and messages; v9 flexible.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from odradek.broker.context import RequestContext
+from odradek.broker.partitions import Partition, batch_headers
+from odradek.broker.registry import CloseConnection, handler
+from odradek.replication.producer_state import Verdict
+from odradek.storage.errors import StorageError
+from odradek.wire.errors import ErrorCode
+from odradek.wire.messages.produce_request import ProduceRequest
+from odradek.wire.messages.produce_response import (
+    PartitionProduceResponse,
+    ProduceResponse,
+    TopicProduceResponse,
+)
+from odradek.wire.primitives import DecodeError
+
+log = logging.getLogger("odradek.broker")
+
+
+def error_response(request: ProduceRequest, code: int) -> ProduceResponse:
+    return ProduceResponse(responses=[
+        TopicProduceResponse(t.name, [
+            PartitionProduceResponse(index=p.index, error_code=code, base_offset=-1)
+            for p in t.partition_data
+        ])
+        for t in request.topic_data
+    ])
+
+
+async def _append(
+    ctx: RequestContext, part: Partition, records: memoryview
+) -> PartitionProduceResponse:
+    resp = PartitionProduceResponse(index=part.index, error_code=0, base_offset=-1)
+    plog = part.log
+    try:
+        headers = batch_headers(records)
+    except DecodeError as exc:
+        resp.error_code, resp.error_message = ErrorCode.CORRUPT_MESSAGE, str(exc)
+        return resp
+    for h in headers:
+        check = part.producers.check(h)
+        if check.verdict is Verdict.APPEND:
+            continue
+        if check.verdict is Verdict.DUPLICATE and len(headers) == 1:
+            assert check.duplicate_of is not None
+            resp.base_offset = check.duplicate_of.first_offset
+            resp.log_start_offset = plog.log_start_offset
+            return resp
+        resp.error_code = (
+            ErrorCode.INVALID_PRODUCER_EPOCH if check.verdict is Verdict.INVALID_EPOCH
+            else ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+        )
+        resp.error_message = check.message or None
+        return resp
+    try:
+        info = plog.append(records, leader_epoch=part.leader_epoch)
+    except StorageError as exc:
+        resp.error_code = exc.error_code
+        resp.error_message = str(exc)
+        return resp
+    part.record_appended(headers, info.first_offset)
+    plog.advance_high_watermark(plog.log_end_offset)
+    part.notify()
+    if info.flush_due:
+        await ctx.broker.partitions.flush(part)
+    resp.base_offset = info.first_offset
+    resp.log_append_time_ms = info.log_append_time_ms
+    resp.log_start_offset = info.log_start_offset
+    return resp
+
+
+@handler(0, (0, 9), rejected_versions=(0, 2), error_response=error_response)
+async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceResponse | None:
+    state = ctx.broker
+    acks = request.acks
+    if acks not in (-1, 0, 1):
+        return error_response(request, ErrorCode.INVALID_REQUIRED_ACKS)
+    if request.transactional_id is not None:
+        return error_response(request, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    failed = False
+    responses = []
+    for topic in request.topic_data:
+        parts = []
+        for pdata in topic.partition_data:
+            part = state.partitions.get(topic.name, pdata.index)
+            if part is None:
+                resp = PartitionProduceResponse(
+                    index=pdata.index, base_offset=-1,
+                    error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                )
+            elif pdata.records is None:
+                resp = PartitionProduceResponse(
+                    index=pdata.index, base_offset=-1, error_code=ErrorCode.CORRUPT_MESSAGE
+                )
+            else:
+                resp = await _append(ctx, part, memoryview(pdata.records))  # type: ignore[arg-type]
+            if ctx.api_version < 8:
+                resp.error_message = None
+            failed |= resp.error_code != 0
+            parts.append(resp)
+        responses.append(TopicProduceResponse(topic.name, parts))
+    if acks == 0:
+        if failed:
+            raise CloseConnection("acks=0 produce failed")
+        return None
+    return ProduceResponse(responses=responses, throttle_time_ms=0)

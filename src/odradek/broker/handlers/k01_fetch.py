@@ -1,0 +1,124 @@
+"""Fetch (key 1), versions 4–12, for consumers.
+
+Behaviour: for each partition, whole batches from the one holding
+``fetch_offset`` (clients drop records before it), up to the high watermark,
+within ``partition_max_bytes`` and the request's ``max_bytes`` — except that
+the first non-empty partition returns at least one whole batch, even a larger
+one (KIP-74). The bytes are slices of segment files, written with
+``sendfile``. When fewer than ``min_bytes`` are ready the request waits up to
+``max_wait_ms`` for an append to any of its partitions (long poll); one
+connection's long poll does not hold up others. An offset outside
+[log start, log end] gets OFFSET_OUT_OF_RANGE. Fetch sessions are declined
+(session id 0 in every response, so clients stay sessionless, KIP-227); a
+request naming a session gets FETCH_SESSION_ID_NOT_FOUND. With no
+transactions yet, the last stable offset equals the high watermark for both
+isolation levels.
+
+Version notes: v4 isolation level and aborted transactions; v5 log start
+offset; v7 sessions; v11 rack and preferred read replica; v12 flexible.
+Versions 13+ address topics by id and are not advertised.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from odradek.broker.context import RequestContext
+from odradek.broker.partitions import Partition
+from odradek.broker.registry import handler
+from odradek.broker.transfer import FileRecords, FileSlice
+from odradek.storage.errors import StorageError
+from odradek.wire.errors import ErrorCode
+from odradek.wire.messages.fetch_request import FetchPartition, FetchRequest
+from odradek.wire.messages.fetch_response import (
+    FetchableTopicResponse,
+    FetchResponse,
+    PartitionData,
+)
+
+MAX_WAIT_MS_CAP = 300_000
+
+
+def _read(
+    part: Partition, req: FetchPartition, budget: int, first: bool
+) -> tuple[PartitionData, int]:
+    plog = part.log
+    hw = plog.high_watermark
+    data = PartitionData(
+        partition_index=req.partition, error_code=0, high_watermark=hw,
+        last_stable_offset=hw, log_start_offset=plog.log_start_offset,
+        aborted_transactions=None, preferred_read_replica=-1, records=b"",
+    )
+    limit = min(req.partition_max_bytes, budget)
+    if limit <= 0 and not first:
+        return data, 0
+    try:
+        slices = plog.read(req.fetch_offset, max(limit, 0), max_offset=hw, min_one_batch=first)
+    except StorageError as exc:
+        data.error_code = exc.error_code
+        return data, 0
+    size = sum(s.length for s in slices)
+    if size:
+        handles = plog.handles
+        data.records = FileRecords(
+            tuple(FileSlice(handles.get(s.path), s.position, s.length) for s in slices)
+        )
+    return data, size
+
+
+def _collect(
+    ctx: RequestContext, request: FetchRequest
+) -> tuple[FetchResponse, int, list[Partition]]:
+    state = ctx.broker
+    budget = request.max_bytes if request.max_bytes > 0 else 0
+    total = 0
+    watched: list[Partition] = []
+    topics = []
+    for topic in request.topics:
+        out = []
+        for preq in topic.partitions:
+            part = state.partitions.get(topic.topic, preq.partition)
+            if part is None:
+                out.append(PartitionData(
+                    partition_index=preq.partition,
+                    error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                    high_watermark=-1, records=b"",
+                ))
+                continue
+            watched.append(part)
+            data, size = _read(part, preq, budget - total, first=total == 0)
+            total += size
+            out.append(data)
+        topics.append(FetchableTopicResponse(topic=topic.topic, partitions=out))
+    response = FetchResponse(throttle_time_ms=0, error_code=0, session_id=0, responses=topics)
+    return response, total, watched
+
+
+async def _wait_for_append(parts: list[Partition], timeout_ms: float) -> None:
+    loop = asyncio.get_running_loop()
+    fut: asyncio.Future[None] = loop.create_future()
+    for part in parts:
+        part.waiters.add(fut)
+    try:
+        await asyncio.wait_for(fut, timeout_ms / 1000)
+    except TimeoutError:
+        pass
+    finally:
+        for part in parts:
+            part.waiters.discard(fut)
+
+
+@handler(1, (4, 12))
+async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
+    if ctx.api_version >= 7 and request.session_id != 0:
+        return FetchResponse(
+            error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND, session_id=0, responses=[]
+        )
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + min(max(request.max_wait_ms, 0), MAX_WAIT_MS_CAP) / 1000
+    while True:
+        response, total, watched = _collect(ctx, request)
+        remaining_ms = (deadline - loop.time()) * 1000
+        if total >= request.min_bytes or remaining_ms <= 0 or not watched:
+            return response
+        await _wait_for_append(watched, remaining_ms)

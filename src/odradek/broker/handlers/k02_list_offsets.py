@@ -1,0 +1,65 @@
+"""ListOffsets (key 2), versions 1–7.
+
+Behaviour: per partition, timestamp -2 (earliest) gives the log start offset,
+-1 (latest) the high watermark (also for read_committed: no transactions yet,
+so the last stable offset is the high watermark), -3 (max timestamp, v7) the
+offset and timestamp of the record with the largest timestamp, and a
+timestamp >= 0 the first record whose timestamp is at or after it — offset
+-1 and timestamp -1 when there is none. Unknown partitions get
+UNKNOWN_TOPIC_OR_PARTITION.
+
+Version notes: v1 single offset with timestamp; v2 isolation level; v4 leader
+epochs; v6 flexible; v7 max timestamp (KIP-734).
+"""
+
+from __future__ import annotations
+
+from odradek.broker.context import RequestContext
+from odradek.broker.partitions import first_record_at_or_after
+from odradek.broker.registry import handler
+from odradek.storage.errors import StorageError
+from odradek.wire.errors import ErrorCode
+from odradek.wire.messages.list_offsets_request import ListOffsetsPartition, ListOffsetsRequest
+from odradek.wire.messages.list_offsets_response import (
+    ListOffsetsPartitionResponse,
+    ListOffsetsResponse,
+    ListOffsetsTopicResponse,
+)
+
+MAX_TIMESTAMP = -3
+
+
+def _lookup(
+    ctx: RequestContext, topic: str, req: ListOffsetsPartition
+) -> ListOffsetsPartitionResponse:
+    resp = ListOffsetsPartitionResponse(partition_index=req.partition_index, error_code=0)
+    part = ctx.broker.partitions.get(topic, req.partition_index)
+    if part is None:
+        resp.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        return resp
+    if req.timestamp < MAX_TIMESTAMP or (req.timestamp == MAX_TIMESTAMP and ctx.api_version < 7):
+        resp.error_code = ErrorCode.UNSUPPORTED_VERSION
+        return resp
+    plog = part.log
+    try:
+        found = plog.list_offsets(
+            req.timestamp, max_offset=plog.high_watermark, record_search=first_record_at_or_after
+        )
+    except StorageError as exc:
+        resp.error_code = exc.error_code
+        return resp
+    resp.offset, resp.timestamp = found.offset, found.timestamp
+    if ctx.api_version >= 4:
+        resp.leader_epoch = found.leader_epoch if found.offset >= 0 else -1
+    return resp
+
+
+@handler(2, (1, 7))
+async def handle(ctx: RequestContext, request: ListOffsetsRequest) -> ListOffsetsResponse:
+    return ListOffsetsResponse(
+        throttle_time_ms=0,
+        topics=[
+            ListOffsetsTopicResponse(t.name, [_lookup(ctx, t.name, p) for p in t.partitions])
+            for t in request.topics
+        ],
+    )

@@ -1,0 +1,101 @@
+"""The metadata journal on disk: the ``__cluster_metadata-0`` log.
+
+Each committed group of metadata records is one RecordBatch v2 appended to the
+log and fsynced before the change is applied or answered. Each record has a
+null key and a value framed as KRaft frames it::
+
+    frame version  unsigned varint  (1)
+    api key        unsigned varint  (TopicRecord = 2, PartitionRecord = 3, ...)
+    version        unsigned varint
+    data           the record in that version (``odradek.wire.internal``)
+
+Start-up reads the log from its start and replays every record. Today the
+fsync runs on the event loop: metadata changes are rare (topic admin), and the
+Raft quorum replaces this file when clusters arrive.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from collections.abc import Iterable
+from functools import cache
+from typing import Any
+
+import odradek.wire.internal as internal_pkg
+from odradek.common.clock import Clock
+from odradek.storage.config import LogConfig
+from odradek.storage.fs import FileSystem
+from odradek.storage.log import Log
+from odradek.wire.primitives import DecodeError, read_uvarint, write_uvarint
+from odradek.wire.records import Record, build_batch, decode_batch
+from odradek.wire.schema import Message
+
+METADATA_DIR = "__cluster_metadata-0"
+FRAME_VERSION = 1
+
+
+@cache
+def _record_classes() -> dict[int, type[Message]]:
+    out: dict[int, type[Message]] = {}
+    for info in pkgutil.iter_modules(internal_pkg.__path__):
+        mod = importlib.import_module(f"{internal_pkg.__name__}.{info.name}")
+        for name in mod.__all__:
+            cls = getattr(mod, name)
+            is_message = isinstance(cls, type) and issubclass(cls, Message)
+            if is_message and cls.MESSAGE_TYPE == "metadata":
+                out[cls.API_KEY] = cls
+    return out
+
+
+def encode_record(record: Message) -> bytes:
+    version = record.VALID_VERSIONS[1]
+    out = bytearray()
+    write_uvarint(out, FRAME_VERSION)
+    write_uvarint(out, record.API_KEY)
+    write_uvarint(out, version)
+    out += record.encode(version)
+    return bytes(out)
+
+
+def decode_record(value: bytes) -> Message:
+    frame, pos = read_uvarint(value, 0)
+    if frame != FRAME_VERSION:
+        raise DecodeError(f"unknown metadata frame version {frame}")
+    key, pos = read_uvarint(value, pos)
+    version, pos = read_uvarint(value, pos)
+    cls = _record_classes().get(key)
+    if cls is None:
+        raise DecodeError(f"unknown metadata record type {key}")
+    return cls.decode(memoryview(value)[pos:], version)
+
+
+class LogJournal:
+    def __init__(self, fs: FileSystem, log_dir: str, clock: Clock) -> None:
+        self.clock = clock
+        config = LogConfig(segment_bytes=64 << 20)
+        self.log = Log.open(fs, f"{log_dir}/{METADATA_DIR}", config, clock)
+        self.log.advance_high_watermark(self.log.log_end_offset)
+
+    def append(self, records: list[Any]) -> None:
+        now = self.clock.now_ms()
+        batch = build_batch(
+            [Record(i, now, None, encode_record(r)) for i, r in enumerate(records)]
+        )
+        self.log.append(batch)
+        self.log.advance_high_watermark(self.log.log_end_offset)
+        self.log.flush()
+
+    def replay(self) -> Iterable[Any]:
+        data = self.log.read_records(self.log.log_start_offset, 1 << 62)
+        pos = 0
+        while pos < len(data):
+            header, records = decode_batch(data, pos)
+            for r in records:
+                if r.value is not None:
+                    yield decode_record(r.value)
+            pos += header.size
+
+    def close(self) -> None:
+        self.log.flush()
+        self.log.close()
