@@ -44,6 +44,12 @@ class BrokerApp:
         assert self.state is not None
         return ",".join(f"{a.host}:{a.port}" for a in self.state.advertised)
 
+    def bound_address(self) -> str:
+        """host:port of the first listener as bound (not as advertised)."""
+        assert self.server is not None
+        host = self.config.listeners()[0].host or "127.0.0.1"
+        return f"{host}:{self.server.bound_ports()[0]}"
+
     async def stop(self) -> None:
         if self.server is not None:
             await self.server.stop()

@@ -1,0 +1,126 @@
+"""Idempotent producers: retried batches are written once."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from odradek.testing.broker import Broker
+from odradek.wire.errors import ErrorCode
+from odradek.wire.messages.init_producer_id_request import InitProducerIdRequest
+from odradek.wire.messages.produce_request import (
+    PartitionProduceData,
+    ProduceRequest,
+    TopicProduceData,
+)
+from odradek.wire.records import Record, build_batch
+from tests.support.proxy import Proxy
+from tests.support.rawclient import RawClient
+
+
+def _count(bootstrap: str, topic: str) -> list[bytes]:
+    # no auto-commit: group coordination is not part of this test
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "count",
+                         "enable.auto.commit": False})
+    try:
+        _, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        values: list[bytes] = []
+        deadline = time.monotonic() + 20
+        while len(values) < high and time.monotonic() < deadline:
+            for m in consumer.consume(500, 0.5):
+                assert m.error() is None
+                values.append(m.value())
+        return values
+    finally:
+        consumer.close()
+
+
+def test_librdkafka_retries_through_held_responses_write_no_duplicates() -> None:
+    proxy = Proxy()
+    # The broker advertises the proxy, so every connection of the client goes through it.
+    broker = Broker(**{"advertised.listeners": f"PLAINTEXT://{proxy.address}"}).start()
+    try:
+        _retries_through_proxy(broker, proxy.start(broker.app.bound_address()))
+    finally:
+        proxy.close()
+        broker.stop()
+
+
+def _retries_through_proxy(broker: Broker, proxy: Proxy) -> None:
+    admin = AdminClient({"bootstrap.servers": proxy.address})
+    admin.create_topics([NewTopic("idem", 1, 1)])["idem"].result(10)
+    delivered: list[bytes] = []
+    errors: list[str] = []
+    lock = threading.Lock()
+
+    def on_delivery(err: object, msg: object) -> None:
+        with lock:
+            if err is None:
+                delivered.append(msg.value())  # type: ignore[attr-defined]
+            else:
+                errors.append(str(err))
+
+    producer = Producer({
+        "bootstrap.servers": proxy.address, "enable.idempotence": True,
+        # socket.timeout.ms is librdkafka's client-side request timeout
+        "socket.timeout.ms": 1000, "request.timeout.ms": 500,
+        "message.timeout.ms": 60000, "linger.ms": 5,
+        "retry.backoff.ms": 50,
+    })
+    for i in range(200):
+        producer.produce("idem", f"a{i}".encode(), partition=0, on_delivery=on_delivery)
+    assert producer.flush(20) == 0
+    connections_before = proxy.connections
+    proxy.hold_responses.set()  # the broker appends, the client never hears back
+    for i in range(300):
+        producer.produce("idem", f"b{i}".encode(), partition=0, on_delivery=on_delivery)
+    deadline = time.monotonic() + 3  # past socket.timeout.ms: requests time out
+    while time.monotonic() < deadline:
+        producer.poll(0.1)
+    proxy.hold_responses.clear()
+    assert producer.flush(30) == 0
+    assert errors == []
+    assert proxy.connections > connections_before  # it did reconnect and retry
+    values = _count(proxy.address, "idem")
+    expected = [f"a{i}".encode() for i in range(200)] + [f"b{i}".encode() for i in range(300)]
+    assert values == expected  # every record once, in order
+    assert sorted(delivered) == sorted(expected)
+
+
+def test_duplicate_batch_is_acked_with_original_offset_and_gaps_are_refused(
+    broker: Broker,
+) -> None:
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+    admin.create_topics([NewTopic("seq", 1, 1)])["seq"].result(10)
+    client = RawClient(broker.bootstrap_servers)
+    try:
+        pid_resp = client.request(InitProducerIdRequest(transactional_id=None,
+                                                        transaction_timeout_ms=60000), 4)
+        pid, epoch = pid_resp.producer_id, pid_resp.producer_epoch
+        assert pid_resp.error_code == 0 and pid >= 0
+
+        def send(seq: int, n: int, e: int = epoch) -> tuple[int, int]:
+            batch = build_batch([Record(i, 1, None, b"v") for i in range(n)],
+                                producer_id=pid, producer_epoch=e, base_sequence=seq)
+            req = ProduceRequest(acks=-1, timeout_ms=5000, topic_data=[
+                TopicProduceData("seq", [PartitionProduceData(0, batch)])])
+            p = client.request(req, 9).responses[0].partition_responses[0]
+            return p.error_code, p.base_offset
+
+        assert send(0, 3) == (0, 0)
+        assert send(3, 2) == (0, 3)
+        assert send(0, 3) == (0, 0)  # duplicate: original offsets, not appended
+        assert send(9, 1)[0] == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+        bumped = client.request(InitProducerIdRequest(
+            transactional_id=None, transaction_timeout_ms=60000,
+            producer_id=pid, producer_epoch=epoch), 4)
+        assert (bumped.producer_id, bumped.producer_epoch) == (pid, epoch + 1)
+        assert send(0, 1, epoch + 1) == (0, 5)
+        assert send(5, 1, epoch)[0] == ErrorCode.INVALID_PRODUCER_EPOCH  # fenced zombie
+    finally:
+        client.close()
+    assert len(_count(broker.bootstrap_servers, "seq")) == 6
