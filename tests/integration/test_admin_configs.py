@@ -111,3 +111,42 @@ def test_kafka_python_describe_configs_and_cluster() -> None:
             assert cluster["cluster_id"]
         finally:
             admin.close()
+
+
+def test_kafka_python_describe_log_dirs_reports_partition_sizes() -> None:
+    from kafka import KafkaAdminClient, KafkaProducer
+
+    with Broker() as b:
+        admin_client = _admin(b)  # keep a reference until the future resolves
+        admin_client.create_topics([NewTopic("dirs", 2, 1)])["dirs"].result(10)
+        producer = KafkaProducer(bootstrap_servers=b.bootstrap_servers)
+        for _ in range(100):
+            producer.send("dirs", b"x" * 100, partition=0)
+        producer.flush(10)
+        producer.close()
+        admin = KafkaAdminClient(bootstrap_servers=b.bootstrap_servers)
+        try:
+            text = repr(admin.describe_log_dirs())
+        finally:
+            admin.close()
+        assert "dirs" in text
+        sizes = _log_dir_sizes(b)
+        assert sizes[("dirs", 0)] > 100 * 100 and sizes[("dirs", 1)] == 0
+
+
+def _log_dir_sizes(b: Broker) -> dict[tuple[str, int], int]:
+    from odradek.wire.messages.describe_log_dirs_request import DescribeLogDirsRequest
+    from tests.support.rawclient import RawClient
+
+    client = RawClient(b.bootstrap_servers)
+    try:
+        out = {}
+        for version in (1, 4):
+            resp = client.request(DescribeLogDirsRequest(topics=None), version)
+            (result,) = resp.results
+            assert (result.total_bytes > 0) == (version >= 4)
+            out = {(t.name, p.partition_index): p.partition_size
+                   for t in result.topics for p in t.partitions}
+        return out
+    finally:
+        client.close()

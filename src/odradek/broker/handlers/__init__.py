@@ -11,6 +11,7 @@ import odradek.broker.handlers.k21_delete_records
 import odradek.broker.handlers.k22_init_producer_id
 import odradek.broker.handlers.k32_describe_configs
 import odradek.broker.handlers.k33_alter_configs
+import odradek.broker.handlers.k35_describe_log_dirs
 import odradek.broker.handlers.k37_create_partitions
 import odradek.broker.handlers.k44_incremental_alter_configs
 import odradek.broker.handlers.k60_describe_cluster  # noqa: F401
