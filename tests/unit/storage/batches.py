@@ -55,10 +55,7 @@ def make_batch(
     records_count: int | None = None,
 ) -> bytes:
     n = len(values)
-    if isinstance(timestamps, int):
-        stamps = [timestamps] * n
-    else:
-        stamps = list(timestamps)
+    stamps = [timestamps] * n if isinstance(timestamps, int) else list(timestamps)
     first_ts = stamps[0] if stamps else -1
     keys = keys if keys is not None else [None] * n
     records = b"".join(
