@@ -4,6 +4,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m pip install --quiet --disable-pip-version-check -e '.[test]'
+# kcat is one of the real clients the integration tests drive (Debian package).
+if ! command -v kcat >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+    (apt-get update -qq && apt-get install -y -qq kcat) >/dev/null 2>&1 \
+        || echo "scripts/test.sh: could not install kcat; its tests will be skipped" >&2
+fi
 status=0
 python3 -m ruff check src tools tests benchmarks || status=1
 python3 -m mypy || status=1
