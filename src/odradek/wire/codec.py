@@ -130,9 +130,23 @@ def _default_expr(f: FieldDef, ns: dict[str, Any], idx: int) -> str:
 # -- decoder generation ------------------------------------------------------
 
 
+def _emit_read_uvarint(src: _Source, n: str) -> None:
+    # Nearly every compact length and tag count fits in one byte, and records
+    # up to 16 KiB in two: read those inline rather than call read_uvarint.
+    # Past the end, buf[pos] raises IndexError, which decode_from reports as DecodeError.
+    src(f"{n} = buf[pos]")
+    src(f"if {n} < 128:")
+    src("    pos += 1")
+    src("elif (_b := buf[pos + 1]) < 128:")
+    src(f"    {n} = ({n} & 127) | (_b << 7)")
+    src("    pos += 2")
+    src("else:")
+    src(f"    {n}, pos = _uv(buf, pos)")
+
+
 def _emit_read_length(src: _Source, n: str, compact: bool, width: str) -> None:
     if compact:
-        src(f"{n}, pos = _uv(buf, pos)")
+        _emit_read_uvarint(src, n)
         src(f"{n} -= 1")
     else:
         src(f"{n}, = _r_{width}(buf, pos)")
@@ -261,7 +275,9 @@ def _build_decoder(cls: type[Struct], version: int, flexible: bool) -> Decoder:
         else:
             _emit_read_field(src, f, var, version, flexible, ns)
     if flexible:
-        src("_nt, pos = _uv(buf, pos)")
+        _emit_read_uvarint(src, "_nt")
+        src("if _nt:")
+        src.level += 1
         src("if _nt > blen - pos: raise _DecodeError('too many tagged fields')")
         src("for _ in range(_nt):")
         src("    _tag, pos = _uv(buf, pos)")
@@ -278,6 +294,7 @@ def _build_decoder(cls: type[Struct], version: int, flexible: bool) -> Decoder:
             kw = "elif"
         src("    else:" if tagged else "    if True:")
         src("        pos = _end")
+        src.level -= 1
     src(f"return _cls({', '.join(args)}), pos")
     body = "\n".join(src.lines)
     code = f"def _decode(buf, pos):\n{body}\n"
@@ -299,7 +316,12 @@ def _get_decoder(cls: type[Struct], version: int, flexible: bool) -> Decoder:
 
 def _emit_write_length(src: _Source, expr: str, compact: bool, width: str) -> None:
     if compact:
-        src(f"_wuv(out, {expr} + 1)")
+        n = src.tmp()
+        src(f"{n} = {expr} + 1")
+        src(f"if {n} < 128:")
+        src(f"    out.append({n})")
+        src("else:")
+        src(f"    _wuv(out, {n})")
     else:
         src(f"out += _w_{width}({expr})")
 
@@ -317,6 +339,8 @@ def _emit_write_scalar(src: _Source, f: FieldDef, v: str, compact: bool, nullabl
         src(f"out += _w_{t}({v})")
         return
     if t == "bool":
+        # Every other type fails on None by itself; a bool would quietly become false.
+        src(f"if {v} is None: raise _EncodeError('null in non-nullable bool {f.kafka_name}')")
         src(f"out.append(1 if {v} else 0)")
         return
     if t == "uuid":
@@ -407,6 +431,12 @@ def _emit_non_default_test(f: FieldDef, v: str, idx: int, ns: dict[str, Any]) ->
         return f"{v} is not None"
     if f.array:
         return f"{v}"
+    if f.kind == "struct":
+        # One default instance per compiled encoder, only ever compared with, so
+        # each encode does not build a fresh struct per tagged or absent field.
+        assert f.struct is not None
+        ns[f"_DS{idx}"] = f.struct()
+        return f"{v} != _DS{idx}"
     return f"{v} != {_default_expr(f, ns, idx)}"
 
 
@@ -446,11 +476,14 @@ def _build_encoder(cls: type[Struct], version: int, flexible: bool) -> Encoder:
                 src(f"_tags.append(({f.tag}, out))")
                 src("out = _outer")
                 src.level -= 1
-            src("_wuv(out, len(_tags))")
-            src("for _tag, _data in _tags:")
-            src("    _wuv(out, _tag)")
-            src("    _wuv(out, len(_data))")
-            src("    out += _data")
+            src("if not _tags:")
+            src("    out.append(0)")
+            src("else:")
+            src("    _wuv(out, len(_tags))")
+            src("    for _tag, _data in _tags:")
+            src("        _wuv(out, _tag)")
+            src("        _wuv(out, len(_data))")
+            src("        out += _data")
     if not src.lines:
         src("pass")
     body = "\n".join(src.lines)

@@ -116,24 +116,26 @@ class _FrameReader:
         scratch = self._scratch
         end = self._scratch_len
         pos = 0
-        while end - pos >= 4:
-            size = _I32.unpack_from(scratch, pos)[0]
-            if size < 0 or size > self.max_frame_bytes:
-                self._failed = FrameError(
-                    f"frame size {size} outside [0, {self.max_frame_bytes}]"
-                )
-                raise self._failed
-            avail = end - pos - 4
-            if avail >= size:
-                self._frames.append(bytes(scratch[pos + 4 : pos + 4 + size]))
-                pos += 4 + size
-                continue
-            if size > DIRECT_FRAME_BYTES:
-                frame = bytearray(size)
-                frame[:avail] = scratch[pos + 4 : end]
-                self._frame, self._filled = frame, avail
-                pos = end
-            break
+        # Copy out through a view: slicing the bytearray itself would copy twice.
+        with memoryview(scratch) as view:
+            while end - pos >= 4:
+                size = _I32.unpack_from(scratch, pos)[0]
+                if size < 0 or size > self.max_frame_bytes:
+                    self._failed = FrameError(
+                        f"frame size {size} outside [0, {self.max_frame_bytes}]"
+                    )
+                    raise self._failed
+                avail = end - pos - 4
+                if avail >= size:
+                    self._frames.append(bytes(view[pos + 4 : pos + 4 + size]))
+                    pos += 4 + size
+                    continue
+                if size > DIRECT_FRAME_BYTES:
+                    frame = bytearray(size)
+                    frame[:avail] = view[pos + 4 : end]
+                    self._frame, self._filled = frame, avail
+                    pos = end
+                break
         if pos:
             remaining = end - pos
             scratch[:remaining] = scratch[pos:end]
@@ -207,7 +209,7 @@ def encode_response(
         return [out]
     parts.append(out)
     first = bytearray(parts[0])
-    _I32.pack_into(first, 0, sum(len(p) for p in parts) - 4)
+    _I32.pack_into(first, 0, sum(map(len, parts)) - 4)
     parts[0] = first
     return parts
 
