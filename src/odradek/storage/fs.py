@@ -205,3 +205,22 @@ class OsFileSystem:
 
 def parent_dir(path: str) -> str:
     return posixpath.dirname(posixpath.normpath(path)) or "/"
+
+
+def makedirs_durable(fs: FileSystem, path: str) -> bool:
+    """Create ``path`` and any missing parents, syncing each new entry's parent
+    directory so the whole chain survives a crash. Returns whether anything was made."""
+    missing: list[str] = []
+    probe = posixpath.normpath(path)
+    while not fs.exists(probe):
+        missing.append(probe)
+        parent = parent_dir(probe)
+        if parent == probe:
+            break
+        probe = parent
+    if not missing:
+        return False
+    fs.makedirs(path)
+    for created in reversed(missing):
+        fs.sync_dir(parent_dir(created))
+    return True

@@ -56,7 +56,7 @@ from odradek.storage.errors import (
     RecordTooLargeError,
 )
 from odradek.storage.flush import FlushJob, FlushPolicy
-from odradek.storage.fs import FileSystem, parent_dir
+from odradek.storage.fs import FileSystem, makedirs_durable
 from odradek.storage.handles import HandleCache
 from odradek.storage.loader import LoadReport, load_segments
 from odradek.storage.names import PARTITION_METADATA_FILE, parse_partition_dir_name
@@ -151,7 +151,7 @@ class Log:
         self._unflushed_messages = 0
         self._last_flush_ms = clock.monotonic_ms()
         self._flush_in_flight: FlushJob | None = None
-        self._truncated_during_flush: int | None = None
+        self._recovery_cap: int | None = None
         self._dir_dirty = False
         self._offline = False
         self.pending_deletes: list[tuple[int, list[str]]] = []
@@ -179,10 +179,7 @@ class Log:
         log directory's checkpoint files; ``clean_shutdown`` from its marker.
         """
         handles = handles or HandleCache(fs, 64)
-        created = not fs.exists(dir_path)
-        if created:
-            fs.makedirs(dir_path)
-            fs.sync_dir(parent_dir(dir_path))
+        created = makedirs_durable(fs, dir_path)
         now = clock.now_ms()
         segments, report = load_segments(
             fs,
@@ -519,7 +516,16 @@ class Log:
         self._segments.append(seg)
         self._bases.append(seg.base_offset)
         self._dir_dirty = True
+        # The old segment's final index entries are not durable until the next flush,
+        # so recovery must not trust it yet: cap the recovery point at its base.
+        self._cap_recovery_point(active.base_offset)
         return seg
+
+    def _cap_recovery_point(self, offset: int) -> None:
+        self._recovery_point = min(self._recovery_point, offset)
+        if self._flush_in_flight is not None:
+            low = self._recovery_cap
+            self._recovery_cap = offset if low is None else min(low, offset)
 
     # -- reads --------------------------------------------------------------------------
 
@@ -550,12 +556,14 @@ class Log:
         try:
             while offset < limit and i < len(self._segments):
                 seg = self._segments[i]
-                taken = self._read_segment(seg, offset, limit, budget, min_one_batch and not out)
-                if taken is None:
-                    break
-                if taken.length:
+                taken, more = self._read_segment(
+                    seg, offset, limit, budget, min_one_batch and not out
+                )
+                if taken is not None:
                     out.append(taken)
                     budget -= taken.length
+                if not more:
+                    break
                 i += 1
                 if i < len(self._segments):
                     offset = self._segments[i].base_offset
@@ -565,26 +573,26 @@ class Log:
 
     def _read_segment(
         self, seg: Segment, offset: int, limit: int, budget: int, min_one: bool
-    ) -> FileSlice | None:
-        """The slice of ``seg`` to return; None to stop reading after this segment."""
+    ) -> tuple[FileSlice | None, bool]:
+        """(the slice of ``seg`` to return, whether to go on to the next segment)."""
         found = seg.find_batch(offset)
         if found is None:
-            return FileSlice(seg.log_path, 0, 0, offset)  # empty segment: go on
+            return None, True  # nothing at or after ``offset`` here: try the next one
         start, header = found
         if header.last_offset >= limit:
-            return None
+            return None, False
         end = seg.size
         if limit < seg.next_offset:
             stop = seg.find_batch(limit)
             end = stop[0] if stop is not None else seg.size
         if end - start <= budget:
-            return FileSlice(seg.log_path, start, end - start, header.base_offset)
+            return FileSlice(seg.log_path, start, end - start, header.base_offset), end == seg.size
         cut, first_size = seg.boundary_at_or_before(start, start + max(budget, 0))
         if cut == start and min_one:
             cut = start + first_size
         if cut == start:
-            return None
-        return FileSlice(seg.log_path, start, cut - start, header.base_offset)
+            return None, False
+        return FileSlice(seg.log_path, start, cut - start, header.base_offset), False
 
     def read_bytes(self, slices: Sequence[FileSlice]) -> bytes:
         """The bytes of ``slices`` (what ``sendfile`` would send), concatenated."""
@@ -706,6 +714,10 @@ class Log:
             self._schedule_delete(victims)
             if found is not None:
                 retention.truncate_segment(seg, found[0], keep_until)
+            # Make the cut durable before anything is appended over it: otherwise a
+            # crash could bring back stale batches right where new ones end.
+            self.fs.fsync(seg.log_path)
+            self.fs.sync_dir(self.dir_path)
         except (OSError, DecodeError) as e:
             raise self._io_failed("truncate", e if isinstance(e, OSError) else OSError(e)) from e
         self._after_truncate(seg.next_offset)
@@ -733,6 +745,10 @@ class Log:
             )
         self._segments = [seg]
         self._bases = [offset]
+        try:
+            self.fs.sync_dir(self.dir_path)
+        except OSError as e:
+            raise self._io_failed("truncate", e) from e
         self._log_start = offset
         self._after_truncate(offset)
         self._hw = offset
@@ -740,13 +756,12 @@ class Log:
 
     def _after_truncate(self, leo: int) -> None:
         self._leo = leo
+        # A cut inside the batch holding the log start leaves nothing at or above it.
+        self._log_start = min(self._log_start, leo)
         self._hw = min(self._hw, leo)
-        self._recovery_point = min(self._recovery_point, leo)
+        self._cap_recovery_point(leo)
         self._unflushed_messages = max(self._unflushed_messages, 1)
         self._dir_dirty = True
-        if self._flush_in_flight is not None:
-            low = self._truncated_during_flush
-            self._truncated_during_flush = leo if low is None else min(low, leo)
 
     # -- flush ----------------------------------------------------------------------------
 
@@ -784,8 +799,9 @@ class Log:
         files: list[str] = []
         try:
             for seg in self._segments:
-                if seg.next_offset > self._recovery_point or seg is self._segments[-1]:
+                if seg.dirty or seg.next_offset > self._recovery_point:
                     seg.write_indexes()
+                    seg.dirty = False
                     files.extend(seg.paths)
         except OSError as e:
             raise self._io_failed("index write", e) from e
@@ -801,7 +817,7 @@ class Log:
             started_ms=self.clock.monotonic_ms(),
         )
         self._flush_in_flight = job
-        self._truncated_during_flush = None
+        self._recovery_cap = None
         return job
 
     def complete_flush(self, job: FlushJob, error: BaseException | None) -> None:
@@ -812,9 +828,10 @@ class Log:
             self._dir_dirty = True
             return
         durable = job.up_to_offset
-        if self._truncated_during_flush is not None:
-            durable = min(durable, self._truncated_during_flush)
-            self._truncated_during_flush = None
+        if self._recovery_cap is not None:
+            # Truncated or rolled while the job ran: what it synced may not cover it.
+            durable = min(durable, self._recovery_cap)
+            self._recovery_cap = None
         self._recovery_point = min(max(self._recovery_point, durable), self._leo)
         self._unflushed_messages = max(self._unflushed_messages - job.messages, 0)
         self._last_flush_ms = job.started_ms

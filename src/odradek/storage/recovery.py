@@ -145,11 +145,15 @@ def recover_segment(seg: Segment, recovery_point: int | None) -> RecoveryResult:
     truncated = seg.size - valid_end
     if truncated:
         seg.log_handle().truncate(valid_end)
+        seg.dirty = True
         seg.size = valid_end
     if resume is not None and valid_end == start:
         # Damage at or below the recovery point: nothing to trust, start over.
         seg.rebuild_indexes()
         return RecoveryResult(truncated, valid_end)
+    # As Kafka does, end the time index with the segment's newest timestamp, so the
+    # segment's maximum is known from the file alone once it is below the recovery point.
+    ti.maybe_append(max_ts, max_off, force=True)
     seg.install_indexes(
         oi, ti, bytes_since_index=since, max_ts=(max_ts, max_off), next_offset=expected
     )

@@ -100,6 +100,7 @@ def truncate_segment(seg: Segment, position: int, next_offset: int) -> None:
     oi = seg.offset_index()
     ti = seg.time_index()
     seg.log_handle().truncate(position)
+    seg.dirty = True
     seg.size = position
     oi.truncate_to_offset(next_offset)
     ti.truncate_to_offset(next_offset)

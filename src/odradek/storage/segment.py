@@ -69,6 +69,7 @@ class Segment:
         "bytes_since_index",
         "created_ms",
         "dir_path",
+        "dirty",
         "fs",
         "handles",
         "index_interval_bytes",
@@ -105,6 +106,7 @@ class Segment:
         self.time_index_path = segment_path(dir_path, base_offset, TIME_INDEX_SUFFIX)
         self.next_offset = base_offset
         self.bytes_since_index = 0
+        self.dirty = False  # files changed since the last flush took them
         self._oi: OffsetIndex | None = None
         self._ti: TimeIndex | None = None
         self._ti_checked = False
@@ -182,6 +184,7 @@ class Segment:
             if data:
                 handle.pwrite(position, [data])
             index.mark_written()
+            self.dirty = True
 
     def become_inactive(self) -> None:
         """Record the segment's newest timestamp as a final time-index entry and write
@@ -257,6 +260,7 @@ class Segment:
                 since = 0
             since += h.size
             next_offset = h.next_offset
+        ti.maybe_append(max_ts, max_off, force=True)
         self.install_indexes(
             oi, ti, bytes_since_index=since, max_ts=(max_ts, max_off), next_offset=next_offset
         )
@@ -332,6 +336,7 @@ class Segment:
         ti = self.time_index()
         max_ts, max_off = self.max_timestamp()
         self.log_handle().pwrite(position, chunks)
+        self.dirty = True
         if position == 0 and batches:
             self._rolling_ts = batches[0][1]
         interval = self.index_interval_bytes

@@ -58,9 +58,7 @@ def make_batch(
     stamps = [timestamps] * n if isinstance(timestamps, int) else list(timestamps)
     first_ts = stamps[0] if stamps else -1
     keys = keys if keys is not None else [None] * n
-    records = b"".join(
-        _record(i, stamps[i] - first_ts, keys[i], values[i]) for i in range(n)
-    )
+    records = b"".join(_record(i, stamps[i] - first_ts, keys[i], values[i]) for i in range(n))
     lod = n - 1 if last_offset_delta is None else last_offset_delta
     count = n if records_count is None else records_count
     max_ts = max(stamps) if stamps else -1

@@ -1,0 +1,331 @@
+"""All partition logs of one log directory, their checkpoints and housekeeping.
+
+Layout of ``log.dir``::
+
+    .kafka_cleanshutdown               present only between a clean close and the next start
+    recovery-point-offset-checkpoint   per partition: offsets below are fsynced
+    log-start-offset-checkpoint        per partition: the log start offset
+    replication-offset-checkpoint      per partition: the high watermark
+    <topic>-<partition>/               one directory per partition log (see log.py)
+    <topic>-<partition>.<hex>-delete/  a deleted partition, removed after file.delete.delay.ms
+
+Start-up (:meth:`LogManager.startup`) reads the checkpoints, removes the
+clean-shutdown marker (and syncs that removal) before touching any log, so a
+crash during start-up is never mistaken for a clean stop, then opens every
+partition directory: trusting the files after a clean shutdown, recovering
+from each log's recovery point otherwise.
+
+The broker drives the rest without blocking its loop: :meth:`LogManager.tick`
+runs cheap housekeeping in place (retention passes, delayed file removal) and
+returns the fsync work (:class:`~odradek.storage.flush.FlushJob`, checkpoint
+writes) as jobs for an executor, plus the monotonic time at which to call it
+again. Files are opened through one shared, capped handle cache.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import posixpath
+import uuid
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+
+from odradek.common.clock import Clock
+from odradek.storage.checkpoint import (
+    CheckpointFormatError,
+    TopicPartition,
+    clean_shutdown_path,
+    format_offsets,
+    read_offsets,
+    write_atomically,
+    write_clean_shutdown,
+)
+from odradek.storage.config import LogConfig, LogManagerConfig
+from odradek.storage.errors import KafkaStorageError
+from odradek.storage.flush import IoJob
+from odradek.storage.fs import FileSystem, makedirs_durable
+from odradek.storage.handles import HandleCache
+from odradek.storage.log import Log
+from odradek.storage.names import (
+    DELETE_DIR_SUFFIX,
+    HIGH_WATERMARK_CHECKPOINT,
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+    deleted_dir_name,
+    parse_partition_dir_name,
+    partition_dir_name,
+)
+
+_IDLE_MS = 60_000
+
+
+@dataclass(slots=True)
+class CheckpointJob:
+    """Replace some checkpoint files (write, fsync, rename, sync dir) off the loop."""
+
+    fs: FileSystem
+    manager: LogManager
+    files: list[tuple[str, bytes]]
+    done: bool = field(default=False)
+
+    def run(self) -> None:
+        for path, data in self.files:
+            write_atomically(self.fs, path, data)
+
+    def complete(self, error: BaseException | None = None) -> None:
+        if not self.done:
+            self.done = True
+            self.manager.checkpoint_done(error)
+
+
+@dataclass(frozen=True, slots=True)
+class Tick:
+    jobs: list[IoJob]
+    """Run each job's ``run()`` on an executor, then its ``complete()`` on the loop."""
+    next_deadline_ms: int
+    """Monotonic time at which to call :meth:`LogManager.tick` again (or sooner)."""
+
+
+class LogManager:
+    def __init__(
+        self,
+        fs: FileSystem,
+        clock: Clock,
+        config: LogManagerConfig,
+        default_log_config: LogConfig | None = None,
+        *,
+        broker_epoch: int = -1,
+    ) -> None:
+        self.fs = fs
+        self.clock = clock
+        self.config = config
+        self.default_log_config = default_log_config or LogConfig()
+        self.broker_epoch = broker_epoch
+        self.log_dir = config.log_dir.rstrip("/") or "/"
+        self.handles = HandleCache(fs, config.max_open_files)
+        self._logs: dict[TopicPartition, Log] = {}
+        self._dir_deletes: list[tuple[int, str]] = []
+        self._checkpoint_in_flight = False
+        now = clock.monotonic_ms()
+        self._next = {
+            RECOVERY_POINT_CHECKPOINT: now + config.recovery_point_checkpoint_interval_ms,
+            LOG_START_OFFSET_CHECKPOINT: now + config.log_start_offset_checkpoint_interval_ms,
+            HIGH_WATERMARK_CHECKPOINT: now + config.high_watermark_checkpoint_interval_ms,
+        }
+        self._next_retention_ms = now + config.retention_check_interval_ms
+        self.had_clean_shutdown = False
+        self.failed: BaseException | None = None
+
+    # -- start-up -------------------------------------------------------------------------
+
+    def startup(self, config_for: Callable[[str], LogConfig] | None = None) -> None:
+        """Open every partition log in ``log.dir`` (creating the directory if needed).
+        ``config_for(topic)`` supplies per-topic configs; default: the manager default."""
+        fs = self.fs
+        makedirs_durable(fs, self.log_dir)
+        marker = clean_shutdown_path(self.log_dir)
+        clean = fs.exists(marker)
+        recovery = self._read_checkpoint(RECOVERY_POINT_CHECKPOINT)
+        if recovery is None:
+            clean, recovery = False, {}
+        starts = self._read_checkpoint(LOG_START_OFFSET_CHECKPOINT) or {}
+        hws = self._read_checkpoint(HIGH_WATERMARK_CHECKPOINT) or {}
+        if fs.exists(marker):
+            fs.remove(marker)
+            fs.sync_dir(self.log_dir)
+        self.had_clean_shutdown = clean
+        for name in sorted(fs.listdir(self.log_dir)):
+            path = posixpath.join(self.log_dir, name)
+            if not fs.is_dir(path):
+                continue
+            if name.endswith(DELETE_DIR_SUFFIX):
+                fs.rmtree(path)
+                continue
+            tp = parse_partition_dir_name(name)
+            if tp is None:
+                continue  # -future, -stray, or not ours
+            config = config_for(tp[0]) if config_for is not None else self.default_log_config
+            self._logs[tp] = Log.open(
+                fs,
+                path,
+                config,
+                self.clock,
+                handles=self.handles,
+                clean_shutdown=clean,
+                recovery_point=recovery.get(tp, 0),
+                log_start_offset=starts.get(tp, 0),
+                high_watermark=hws.get(tp),
+            )
+
+    def _read_checkpoint(self, name: str) -> dict[TopicPartition, int] | None:
+        """Entries of a checkpoint; None when it is unreadable (then recover everything)."""
+        try:
+            return read_offsets(self.fs, posixpath.join(self.log_dir, name))
+        except (CheckpointFormatError, UnicodeDecodeError):
+            return None
+
+    # -- logs -----------------------------------------------------------------------------
+
+    def get_log(self, topic: str, partition: int) -> Log | None:
+        return self._logs.get((topic, partition))
+
+    def get_or_create_log(
+        self,
+        topic: str,
+        partition: int,
+        config: LogConfig | None = None,
+        *,
+        topic_id: uuid.UUID | None = None,
+    ) -> Log:
+        log = self._logs.get((topic, partition))
+        if log is None:
+            path = posixpath.join(self.log_dir, partition_dir_name(topic, partition))
+            log = Log.open(
+                self.fs,
+                path,
+                config or self.default_log_config,
+                self.clock,
+                handles=self.handles,
+                topic_id=topic_id,
+            )
+            self._logs[(topic, partition)] = log
+        return log
+
+    def delete_log(self, topic: str, partition: int) -> None:
+        """Close the log and rename its directory ``...-delete``; its files are removed
+        after ``file.delete.delay.ms``."""
+        log = self._logs.pop((topic, partition), None)
+        if log is None:
+            return
+        log.close()
+        target = posixpath.join(self.log_dir, deleted_dir_name(topic, partition))
+        self.fs.rename(log.dir_path, target)
+        self.fs.sync_dir(self.log_dir)
+        due = self.clock.monotonic_ms() + log.config.file_delete_delay_ms
+        self._dir_deletes.append((due, target))
+        if log.config.file_delete_delay_ms == 0:
+            self._run_dir_deletes(self.clock.monotonic_ms())
+
+    def logs(self) -> Mapping[TopicPartition, Log]:
+        return self._logs
+
+    def __iter__(self) -> Iterator[Log]:
+        return iter(self._logs.values())
+
+    @property
+    def open_files(self) -> int:
+        return self.handles.open_count
+
+    # -- housekeeping -----------------------------------------------------------------------
+
+    def tick(self) -> Tick:
+        """Due housekeeping. Retention and delayed removals run here (renames and
+        unlinks); flushes and checkpoint writes come back as jobs."""
+        now = self.clock.monotonic_ms()
+        jobs: list[IoJob] = []
+        deadline = now + _IDLE_MS
+        retention_due = now >= self._next_retention_ms
+        if retention_due:
+            self._next_retention_ms = now + self.config.retention_check_interval_ms
+        for log in self._logs.values():
+            if log.offline:
+                continue
+            try:
+                if retention_due:
+                    log.delete_old_segments()
+                if log.pending_deletes:
+                    due = log.run_pending_deletes()
+                    deadline = min(deadline, due if due is not None else deadline)
+                if log.flush_due():
+                    job = log.begin_flush()
+                    if job is not None:
+                        jobs.append(job)
+                due = log.next_flush_deadline_ms()
+                if due is not None:
+                    deadline = min(deadline, max(due, now + 1))
+            except KafkaStorageError:
+                continue
+        deadline = min(deadline, self._run_dir_deletes(now) or deadline)
+        checkpoint = self._checkpoint_job(now)
+        if checkpoint is not None:
+            jobs.append(checkpoint)
+        deadline = min(deadline, self._next_retention_ms, *self._next.values())
+        return Tick(jobs, deadline)
+
+    def _run_dir_deletes(self, now: int) -> int | None:
+        remaining = []
+        for due, path in self._dir_deletes:
+            if due > now:
+                remaining.append((due, path))
+            elif self.fs.exists(path):
+                self.fs.rmtree(path)
+        self._dir_deletes = remaining
+        return min((due for due, _ in remaining), default=None)
+
+    def _checkpoint_job(self, now: int) -> CheckpointJob | None:
+        if self._checkpoint_in_flight:
+            return None
+        names = [name for name, due in self._next.items() if due <= now]
+        if not names:
+            return None
+        intervals = {
+            RECOVERY_POINT_CHECKPOINT: self.config.recovery_point_checkpoint_interval_ms,
+            LOG_START_OFFSET_CHECKPOINT: self.config.log_start_offset_checkpoint_interval_ms,
+            HIGH_WATERMARK_CHECKPOINT: self.config.high_watermark_checkpoint_interval_ms,
+        }
+        for name in names:
+            self._next[name] = now + intervals[name]
+        self._checkpoint_in_flight = True
+        return self.checkpoint_job(names)
+
+    def checkpoint_job(self, names: list[str] | None = None) -> CheckpointJob:
+        """A job writing the named checkpoint files (default: all three) as of now."""
+        contents = self._checkpoint_contents()
+        chosen = names or list(contents)
+        files = [(posixpath.join(self.log_dir, n), format_offsets(contents[n])) for n in chosen]
+        return CheckpointJob(self.fs, self, files)
+
+    def _checkpoint_contents(self) -> dict[str, dict[TopicPartition, int]]:
+        return {
+            RECOVERY_POINT_CHECKPOINT: {tp: log.recovery_point for tp, log in self._logs.items()},
+            LOG_START_OFFSET_CHECKPOINT: {
+                tp: log.log_start_offset for tp, log in self._logs.items()
+            },
+            HIGH_WATERMARK_CHECKPOINT: {tp: log.high_watermark for tp, log in self._logs.items()},
+        }
+
+    def checkpoint_done(self, error: BaseException | None) -> None:
+        self._checkpoint_in_flight = False
+        if error is not None:
+            # As in Kafka, a log directory whose checkpoints cannot be written is offline.
+            self.failed = error
+
+    def write_checkpoints(self) -> None:
+        """Write all checkpoint files now, on the calling thread."""
+        job = self.checkpoint_job()
+        try:
+            job.run()
+        except OSError as e:
+            job.complete(e)
+            raise KafkaStorageError(f"checkpoint write in {self.log_dir} failed: {e}") from e
+        job.complete(None)
+
+    # -- shutdown ---------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Flush and close every log, write the checkpoints and, if every log is
+        healthy, the clean-shutdown marker."""
+        healthy = self.failed is None
+        for log in self._logs.values():
+            if not log.offline:
+                with contextlib.suppress(KafkaStorageError):
+                    log.flush()
+            log.close()
+            healthy = healthy and not log.offline
+        try:
+            self.write_checkpoints()
+            if healthy:
+                write_clean_shutdown(self.fs, self.log_dir, self.broker_epoch)
+        finally:
+            self.handles.close_all()
+            self._logs.clear()
