@@ -37,6 +37,9 @@ from odradek.wire.schema import Message
 DEFAULT_MAX_FRAME_BYTES: Final = 104_857_600  # socket.request.max.bytes
 SCRATCH_BYTES: Final = 65_536
 DIRECT_FRAME_BYTES: Final = 16_384
+# A frame small enough to stay in the scratch buffer must fit in it whole,
+# or get_buffer would hand out an empty view and receive_data could not progress.
+assert DIRECT_FRAME_BYTES + 4 <= SCRATCH_BYTES
 
 _I32: Final = struct.Struct(">i")
 _KEY_VERSION_CORR: Final = struct.Struct(">hhi")
