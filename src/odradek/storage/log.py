@@ -63,6 +63,7 @@ from odradek.storage.names import PARTITION_METADATA_FILE, parse_partition_dir_n
 from odradek.storage.segment import BatchMeta, Segment
 from odradek.storage.timestamps import RecordTimestampSearch, TimestampOffset
 from odradek.wire.batch import (
+    BATCH_HEADER_SIZE,
     LOG_OVERHEAD,
     MIN_BATCH_LENGTH,
     BatchHeader,
@@ -75,6 +76,9 @@ from odradek.wire.primitives import Buffer, DecodeError
 
 _EPOCH: Final = struct.Struct(">i")
 _PREFIX: Final = 16  # baseOffset, batchLength, partitionLeaderEpoch: outside the CRC
+# length, attributes, timestamp delta, offset delta, key length, value length, header
+# count: one byte each at the least.
+_MIN_RECORD_BYTES: Final = 7
 
 
 @dataclass(frozen=True, slots=True)
@@ -422,6 +426,10 @@ class Log:
                     f"inconsistent batch: lastOffsetDelta {h.last_offset_delta}, "
                     f"recordsCount {count}"
                 )
+            if not h.compression and count * _MIN_RECORD_BYTES > h.size - BATCH_HEADER_SIZE:
+                # Records are not decoded here, but an uncompressed record takes at least
+                # 7 bytes, so a count the bytes cannot hold is a lie about offsets.
+                raise InvalidRecordError(f"{count} records cannot fit in {h.size} bytes")
             if h.is_control:
                 raise InvalidRecordError("clients may not write control batches")
             if h.producer_id >= 0 and h.base_sequence < 0:
