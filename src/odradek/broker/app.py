@@ -32,8 +32,10 @@ class BrokerApp:
         log_dir = str(self.config.log_dir)
         fs = OsFileSystem()
         self.partitions = PartitionManager(log_dir, self.config.props, self.clock, fs)
-        self.journal = LogJournal(fs, log_dir, self.clock)
+        self.partitions.startup()
+        self.journal = LogJournal(self.partitions.metadata_log(), self.clock)
         self.state = BrokerState.open(self.config, self.journal, self.partitions, self.clock)
+        self.partitions.start_housekeeping()
         self.server = KafkaServer(self.state)
         await self.server.start()
         log.info("odradek broker %d listening on %s", self.state.node_id,
@@ -54,13 +56,12 @@ class BrokerApp:
         if self.server is not None:
             await self.server.stop()
             self.server = None
-        if self.partitions is not None:
-            await self.partitions.flush_all()
-            self.partitions.close()
-            self.partitions = None
         if self.journal is not None:
             self.journal.close()
             self.journal = None
+        if self.partitions is not None:
+            await self.partitions.close()
+            self.partitions = None
 
     async def serve_until(self, stop: asyncio.Event) -> None:
         await self.start()

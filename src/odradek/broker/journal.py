@@ -24,14 +24,11 @@ from typing import Any
 
 import odradek.wire.internal as internal_pkg
 from odradek.common.clock import Clock
-from odradek.storage.config import LogConfig
-from odradek.storage.fs import FileSystem
 from odradek.storage.log import Log
 from odradek.wire.primitives import DecodeError, read_uvarint, write_uvarint
 from odradek.wire.records import Record, build_batch, decode_batch
 from odradek.wire.schema import Message
 
-METADATA_DIR = "__cluster_metadata-0"
 FRAME_VERSION = 1
 
 
@@ -71,10 +68,11 @@ def decode_record(value: bytes) -> Message:
 
 
 class LogJournal:
-    def __init__(self, fs: FileSystem, log_dir: str, clock: Clock) -> None:
+    """Journal on a log owned by the LogManager (which closes it)."""
+
+    def __init__(self, metadata_log: Log, clock: Clock) -> None:
         self.clock = clock
-        config = LogConfig(segment_bytes=64 << 20)
-        self.log = Log.open(fs, f"{log_dir}/{METADATA_DIR}", config, clock)
+        self.log = metadata_log
         self.log.advance_high_watermark(self.log.log_end_offset)
 
     def append(self, records: list[Any]) -> None:
@@ -97,5 +95,5 @@ class LogJournal:
             pos += header.size
 
     def close(self) -> None:
-        self.log.flush()
-        self.log.close()
+        if not self.log.offline:
+            self.log.flush()

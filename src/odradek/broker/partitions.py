@@ -16,24 +16,27 @@ moves to the log end right after each append (the ISR is this node).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
 from odradek.common.clock import Clock
 from odradek.metadata.image import MetadataImage
 from odradek.replication.producer_state import ProducerStateTable
-from odradek.storage.config import LogConfig, log_config_from_server
+from odradek.storage.config import LogConfig, LogManagerConfig, log_config_from_server
+from odradek.storage.flush import FlushJob, IoJob
 from odradek.storage.fs import FileSystem, OsFileSystem
 from odradek.storage.handles import HandleCache
 from odradek.storage.log import Log
-from odradek.storage.names import partition_dir_name
+from odradek.storage.manager import LogManager
 from odradek.wire.batch import BatchHeader, read_batch_header
 from odradek.wire.primitives import DecodeError
 from odradek.wire.records import decode_batch
 
 log = logging.getLogger("odradek.broker")
+
+METADATA_TOPIC = "__cluster_metadata"
 
 
 @dataclass(slots=True)
@@ -83,18 +86,35 @@ def first_record_at_or_after(batch: bytes, target_timestamp: int) -> tuple[int, 
 
 
 class PartitionManager:
+    """The broker's view of the log directory, on top of storage's LogManager."""
+
     def __init__(
         self, log_dir: str, server_props: dict[str, str], clock: Clock,
-        fs: FileSystem | None = None, max_open_files: int = 4096,
+        fs: FileSystem | None = None,
     ) -> None:
         self.log_dir = log_dir
         self.fs = fs or OsFileSystem()
         self.clock = clock
-        self.handles = HandleCache(self.fs, max_open_files)
         self.defaults = log_config_from_server(server_props)
+        props = dict(server_props)
+        props["log.dir"] = props["log.dirs"] = log_dir
+        self.logs = LogManager(
+            self.fs, clock, LogManagerConfig.from_properties(props), self.defaults
+        )
         self.partitions: dict[tuple[str, int], Partition] = {}
         self._flushing: dict[tuple[str, int], asyncio.Future[None]] = {}
-        self.fs.makedirs(log_dir)
+        self._housekeeping: asyncio.Task[None] | None = None
+
+    @property
+    def handles(self) -> HandleCache:
+        return self.logs.handles
+
+    def startup(self) -> None:
+        """Open every log on disk: after a clean stop trust it, else recover its tail."""
+        self.logs.startup()
+
+    def metadata_log(self) -> Log:
+        return self.logs.get_or_create_log(METADATA_TOPIC, 0)
 
     def config_for(self, overrides: dict[str, str]) -> LogConfig:
         return LogConfig.from_properties(overrides, self.defaults)
@@ -102,8 +122,12 @@ class PartitionManager:
     def get(self, topic: str, index: int) -> Partition | None:
         return self.partitions.get((topic, index))
 
-    def reconcile(self, image: MetadataImage) -> None:
-        """Open logs for new partitions, apply config changes, drop removed topics."""
+    def reconcile(self, image: MetadataImage, *, remove: bool = True) -> None:
+        """Open logs for new partitions, apply config changes, drop removed topics.
+
+        With ``remove`` false (start-up), logs the image does not know are kept
+        and reported rather than deleted: a lost journal must not delete data.
+        """
         wanted: set[tuple[str, int]] = set()
         for topic in image.topics.values():
             config = self.config_for(topic.configs)
@@ -112,20 +136,29 @@ class PartitionManager:
                 wanted.add(key)
                 part = self.partitions.get(key)
                 if part is None:
-                    self.partitions[key] = self._open(topic.name, p.partition, config,
-                                                      topic.topic_id, p.leader_epoch)
+                    plog = self.logs.get_or_create_log(
+                        topic.name, p.partition, config, topic_id=topic.topic_id
+                    )
+                    if plog.config != config:
+                        plog.update_config(config)
+                    self.partitions[key] = self._adopt(topic.name, p.partition, plog,
+                                                       p.leader_epoch)
                 elif part.log.config != config:
                     part.log.update_config(config)
         for key in [k for k in self.partitions if k not in wanted]:
-            self._delete(self.partitions.pop(key))
+            part = self.partitions.pop(key)
+            part.notify()
+            self.logs.delete_log(*key)
+        strays = [tp for tp in self.logs.logs() if tp not in wanted and tp[0] != METADATA_TOPIC]
+        for tp in strays:
+            if remove:
+                self.logs.delete_log(*tp)
+            else:
+                log.warning("log %s-%d has no topic in the metadata; kept as is", *tp)
 
-    def _open(self, topic: str, index: int, config: LogConfig, topic_id: object,
-              leader_epoch: int) -> Partition:
-        path = os.path.join(self.log_dir, partition_dir_name(topic, index))
-        plog = Log.open(self.fs, path, config, self.clock, handles=self.handles,
-                        topic_id=topic_id)  # type: ignore[arg-type]
-        # Nothing else checkpoints the high watermark yet: on one node every
-        # recovered batch was acknowledged or is the tail of one being written.
+    def _adopt(self, topic: str, index: int, plog: Log, leader_epoch: int) -> Partition:
+        # One node: every batch on disk was acknowledged or is the recovered tail
+        # of one being written, so the high watermark is the log end.
         plog.advance_high_watermark(plog.log_end_offset)
         part = Partition(topic, index, plog, leader_epoch)
         for h in self._iter_headers(plog):
@@ -139,28 +172,13 @@ class PartitionManager:
                 if header.last_offset >= plog.log_start_offset:
                     yield header
 
-    def _delete(self, part: Partition) -> None:
-        part.notify()
-        part.log.close()
-        self.handles.discard_under(part.log.dir_path)
-        self.fs.rmtree(part.log.dir_path)
+    # -- fsync and housekeeping, off the event loop -----------------------------------
 
-    async def flush(self, part: Partition) -> None:
-        """fsync everything appended to ``part`` so far, on a worker thread.
-
-        Concurrent callers share one fsync when it starts after their append.
-        """
-        key = (part.topic, part.index)
-        while True:
-            running = self._flushing.get(key)
-            if running is None:
-                break
-            await asyncio.shield(running)
-        job = part.log.begin_flush()
-        if job is None:
-            return
-        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._flushing[key] = fut
+    async def _run_job(self, job: IoJob, key: tuple[str, int] | None) -> None:
+        fut: asyncio.Future[None] | None = None
+        if key is not None:
+            fut = asyncio.get_running_loop().create_future()
+            self._flushing[key] = fut
         try:
             error: BaseException | None = None
             try:
@@ -169,18 +187,49 @@ class PartitionManager:
                 error = exc
             job.complete(error)
         finally:
-            del self._flushing[key]
-            fut.set_result(None)
+            if key is not None and fut is not None:
+                del self._flushing[key]
+                fut.set_result(None)
 
-    async def flush_all(self) -> None:
-        for part in list(self.partitions.values()):
-            try:
-                await self.flush(part)
-            except Exception:  # one bad log must not stop the others
-                log.exception("flush of %s-%d failed", part.topic, part.index)
+    async def flush(self, part: Partition) -> None:
+        """fsync everything appended to ``part`` so far, on a worker thread.
 
-    def close(self) -> None:
+        Waits for a flush already running (started before this append) and
+        then flushes what it did not cover; concurrent appends share fsyncs.
+        """
+        key = (part.topic, part.index)
+        while (running := self._flushing.get(key)) is not None:
+            await asyncio.shield(running)
+        job = part.log.begin_flush()
+        if job is not None:
+            await self._run_job(job, key)
+
+    async def _housekeep(self) -> None:
+        while True:
+            tick = self.logs.tick()
+            for job in tick.jobs:
+                key = None
+                if isinstance(job, FlushJob):
+                    owner = job.owner
+                    assert isinstance(owner, Log)
+                    key = (owner.topic, owner.partition)
+                await self._run_job(job, key)
+            wait_ms = tick.next_deadline_ms - self.clock.monotonic_ms()
+            await asyncio.sleep(min(max(wait_ms, 1), 1000) / 1000)
+
+    def start_housekeeping(self) -> None:
+        self._housekeeping = asyncio.get_running_loop().create_task(self._housekeep())
+
+    async def close(self) -> None:
+        """Stop housekeeping, wait for running fsyncs, then close cleanly
+        (flush, checkpoints, clean-shutdown marker)."""
+        if self._housekeeping is not None:
+            self._housekeeping.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._housekeeping
+            self._housekeeping = None
+        for fut in list(self._flushing.values()):
+            await asyncio.shield(fut)
         for part in self.partitions.values():
             part.notify()
-            part.log.close()
-        self.handles.close_all()
+        await asyncio.to_thread(self.logs.close)

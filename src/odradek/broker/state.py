@@ -68,7 +68,7 @@ class BrokerState:
         for record in journal.replay():
             image.replay(record)
         cluster_id = config.get("cluster.id") or _cluster_id_from(config)
-        partitions.reconcile(image)
+        partitions.reconcile(image, remove=False)
         return cls(config, journal, cluster_id, clock or SystemClock(), image, [], partitions)
 
     @property
