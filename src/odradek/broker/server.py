@@ -88,7 +88,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     async def _serve(self) -> None:
         try:
-            while not self._closed:
+            while not self._closed and not self.server.draining:
                 event = self.conn.next_event()
                 if event is None:
                     if self._paused and self.transport:
@@ -160,6 +160,7 @@ class KafkaServer:
         self.state = state
         self.connections: set[KafkaConnection] = set()
         self._servers: list[asyncio.Server] = []
+        self.draining = False
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
@@ -184,15 +185,24 @@ class KafkaServer:
     def bound_ports(self) -> list[int]:
         return [s.sockets[0].getsockname()[1] for s in self._servers if s.sockets]
 
-    async def stop(self) -> None:
+    async def stop(self, drain_timeout_s: float = 5.0) -> None:
+        """Stop accepting, let each connection finish the request it is serving
+        (long polls are woken to answer now), then close every connection."""
         for server in self._servers:
             server.close()
+        self.draining = True
+        for part in self.state.partitions.partitions.values():
+            part.notify()
+        for conn in list(self.connections):
+            conn._wake.set()
+        tasks = [c._task for c in list(self.connections) if c._task]
+        if tasks:
+            await asyncio.wait(tasks, timeout=drain_timeout_s)
         for conn in list(self.connections):
             conn.close()
-        for server in self._servers:
-            await server.wait_closed()
-        tasks = [c._task for c in list(self.connections) if c._task]
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        for server in self._servers:
+            await server.wait_closed()
         self._servers.clear()

@@ -114,7 +114,28 @@ class OsFileHandle:
         return b"".join(parts)
 
     def pwrite(self, position: int, chunks: Sequence[Buffer]) -> None:
+        if len(chunks) <= _IOV_MAX:
+            # One call almost always writes everything to a regular file.
+            total = 0
+            for chunk in chunks:
+                total += len(chunk)
+            written = os.pwritev(self._fd, chunks, position)
+            if written == total:
+                return
+            skip = written
+        else:
+            skip = 0
         pending = [memoryview(c) for c in chunks if len(c)]
+        while skip and pending:
+            head = pending[0]
+            if skip >= len(head):
+                skip -= len(head)
+                position += len(head)
+                pending.pop(0)
+            else:
+                pending[0] = head[skip:]
+                position += skip
+                skip = 0
         while pending:
             batch = pending[:_IOV_MAX]
             written = os.pwritev(self._fd, batch, position)

@@ -31,15 +31,19 @@ from __future__ import annotations
 
 import contextlib
 import posixpath
-import struct
 import uuid
 from bisect import bisect_right
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Final
+from typing import NamedTuple
 
 from odradek.common.clock import Clock
 from odradek.storage import retention, timestamps
+from odradek.storage.append import (
+    check_batch,
+    check_client_batches,
+    patch_create_time,
+    patch_log_append_time,
+)
 from odradek.storage.checkpoint import (
     format_partition_metadata,
     parse_partition_metadata,
@@ -48,12 +52,9 @@ from odradek.storage.checkpoint import (
 from odradek.storage.config import INT_MAX, LogConfig
 from odradek.storage.errors import (
     CorruptRecordError,
-    InvalidRecordError,
-    InvalidTimestampError,
     KafkaStorageError,
     OffsetOutOfRangeError,
     RecordListTooLargeError,
-    RecordTooLargeError,
 )
 from odradek.storage.flush import FlushJob, FlushPolicy
 from odradek.storage.fs import FileSystem, makedirs_durable
@@ -62,27 +63,12 @@ from odradek.storage.loader import LoadReport, load_segments
 from odradek.storage.names import PARTITION_METADATA_FILE, parse_partition_dir_name
 from odradek.storage.segment import BatchMeta, Segment
 from odradek.storage.timestamps import RecordTimestampSearch, TimestampOffset
-from odradek.wire.batch import (
-    BATCH_HEADER_SIZE,
-    LOG_OVERHEAD,
-    MIN_BATCH_LENGTH,
-    BatchHeader,
-    peek_offset_and_length,
-    set_base_offset,
-    set_log_append_time,
-    validate_batch,
-)
 from odradek.wire.primitives import Buffer, DecodeError
 
-_EPOCH: Final = struct.Struct(">i")
-_PREFIX: Final = 16  # baseOffset, batchLength, partitionLeaderEpoch: outside the CRC
-# length, attributes, timestamp delta, offset delta, key length, value length, header
-# count: one byte each at the least.
-_MIN_RECORD_BYTES: Final = 7
 
+class AppendInfo(NamedTuple):
+    """What an append did (a NamedTuple: the append path builds one per request)."""
 
-@dataclass(frozen=True, slots=True)
-class AppendInfo:
     first_offset: int
     """Offset of the first record appended; -1 when ``records`` held no batch."""
     last_offset: int
@@ -98,21 +84,14 @@ class AppendInfo:
     ``flush.messages`` set, Kafka acknowledges such an append only after the flush."""
 
 
-@dataclass(frozen=True, slots=True)
-class FileSlice:
-    """``length`` bytes at ``position`` of the segment file ``path``: whole batches."""
+class FileSlice(NamedTuple):
+    """``length`` bytes at ``position`` of the segment file ``path``: whole batches,
+    the first of which starts at ``first_offset``."""
 
     path: str
     position: int
     length: int
     first_offset: int
-
-
-@dataclass(frozen=True, slots=True)
-class _Validated:
-    metas: list[tuple[int, int, int, int, int]]  # position, size, offsets, max ts, records
-    records: int
-    max_timestamp: int
 
 
 class Log:
@@ -327,60 +306,47 @@ class Log:
         Offsets are assigned from the LEO; ``leader_epoch`` >= 0 is written into each
         batch's partitionLeaderEpoch. For LogAppendTime topics each batch gets the
         broker's time as max timestamp. All or nothing: one bad batch rejects all.
+        Checks and byte handling: :mod:`odradek.storage.append`.
         """
+        if self._offline:
+            self._check_online()
+        view = memoryview(records)
+        size = len(view)
+        config = self.config
+        if size == 0:
+            return self._empty_append()
+        if size > config.segment_bytes:
+            raise RecordListTooLargeError(
+                f"{size} bytes of records exceed segment.bytes {config.segment_bytes}"
+            )
+        now = self.clock.now_ms()
+        checked = check_client_batches(view, config, now)
+        if config.log_append_time:
+            chunks, metas = patch_log_append_time(view, checked, self._leo, leader_epoch, now)
+            append_time = max_ts = now
+        else:
+            chunks, metas = patch_create_time(view, checked, self._leo, leader_epoch)
+            append_time, max_ts = -1, checked.max_timestamp
+        self._write(chunks, metas, size, max_ts, now)
+        return self._appended(checked.records, len(metas), size, append_time, max_ts)
+
+    def append_replicated(self, records: Buffer) -> AppendInfo:
+        """Append batches that already carry their offsets (a follower, or a Raft
+        log). They must continue the log exactly: first base offset == LEO and no
+        gaps. Only size, framing and CRC are checked; timestamps are kept."""
         self._check_online()
         view = memoryview(records)
         if len(view) == 0:
             return self._empty_append()
         if len(view) > self.config.segment_bytes:
-            raise RecordListTooLargeError(
-                f"{len(view)} bytes of records exceed segment.bytes {self.config.segment_bytes}"
-            )
-        now = self.clock.now_ms()
-        checked = self._validate_client(view, now)
-        append_time = now if self.config.log_append_time else -1
-        max_ts = now if append_time >= 0 else checked.max_timestamp
-        chunks: list[Buffer] = []
-        metas: list[BatchMeta] = []
-        offset = self._leo
-        copy = bytearray(view) if append_time >= 0 else None
-        for pos, size, count, batch_ts, _ in checked.metas:
-            last = offset + count - 1
-            if copy is not None:
-                set_base_offset(copy, pos, offset)
-                if leader_epoch >= 0:
-                    _EPOCH.pack_into(copy, pos + 12, leader_epoch)
-                set_log_append_time(copy, pos, size, now)
-                batch_ts = now
-            else:
-                head = bytearray(view[pos : pos + _PREFIX])
-                set_base_offset(head, 0, offset)
-                if leader_epoch >= 0:
-                    _EPOCH.pack_into(head, 12, leader_epoch)
-                chunks.append(head)
-                chunks.append(view[pos + _PREFIX : pos + size])
-            metas.append((last, batch_ts, size))
-            offset = last + 1
-        if copy is not None:
-            chunks = [copy]
-        self._write(chunks, metas, len(view), max_ts, now)
-        return self._appended(checked.records, len(metas), len(view), append_time, max_ts)
-
-    def append_replicated(self, records: Buffer) -> AppendInfo:
-        """Append batches that already carry their offsets (a follower, or a Raft
-        log). They must continue the log exactly: first base offset == LEO and no
-        gaps. Only framing and CRC are checked; timestamps are kept as they are."""
-        self._check_online()
-        view = memoryview(records)
-        if len(view) == 0:
-            return self._empty_append()
+            raise RecordListTooLargeError(f"{len(view)} bytes exceed segment.bytes")
         metas: list[BatchMeta] = []
         expected = self._leo
         max_ts = -1
         records_count = 0
         pos = 0
         while pos < len(view):
-            h = self._validate_one(view, pos)
+            h = check_batch(view, pos, self.config)
             if h.base_offset != expected:
                 raise CorruptRecordError(
                     f"replicated batch at offset {h.base_offset}, expected {expected}"
@@ -390,68 +356,11 @@ class Log:
             records_count += h.records_count
             expected = h.next_offset
             pos += h.size
-        if len(view) > self.config.segment_bytes:
-            raise RecordListTooLargeError(f"{len(view)} bytes exceed segment.bytes")
         self._write([view], metas, len(view), max_ts, self.clock.now_ms())
         return self._appended(records_count, len(metas), len(view), -1, max_ts)
 
     def _empty_append(self) -> AppendInfo:
         return AppendInfo(-1, -1, -1, -1, 0, 0, 0, self._log_start, False)
-
-    def _validate_one(self, view: memoryview, pos: int) -> BatchHeader:
-        try:
-            _, length = peek_offset_and_length(view, pos)
-            if length + LOG_OVERHEAD > self.config.max_message_bytes and (
-                length >= MIN_BATCH_LENGTH and pos + LOG_OVERHEAD + length <= len(view)
-            ):
-                raise RecordTooLargeError(
-                    f"batch of {length + LOG_OVERHEAD} bytes exceeds max.message.bytes "
-                    f"{self.config.max_message_bytes}"
-                )
-            return validate_batch(view, pos)
-        except DecodeError as e:
-            raise CorruptRecordError(str(e)) from e
-
-    def _validate_client(self, view: memoryview, now: int) -> _Validated:
-        cfg = self.config
-        metas: list[tuple[int, int, int, int, int]] = []
-        records = 0
-        max_ts = -1
-        pos = 0
-        while pos < len(view):
-            h = self._validate_one(view, pos)
-            count = h.records_count
-            if count <= 0 or h.last_offset_delta != count - 1:
-                raise InvalidRecordError(
-                    f"inconsistent batch: lastOffsetDelta {h.last_offset_delta}, "
-                    f"recordsCount {count}"
-                )
-            if not h.compression and count * _MIN_RECORD_BYTES > h.size - BATCH_HEADER_SIZE:
-                # Records are not decoded here, but an uncompressed record takes at least
-                # 7 bytes, so a count the bytes cannot hold is a lie about offsets.
-                raise InvalidRecordError(f"{count} records cannot fit in {h.size} bytes")
-            if h.is_control:
-                raise InvalidRecordError("clients may not write control batches")
-            if h.producer_id >= 0 and h.base_sequence < 0:
-                raise InvalidRecordError(
-                    f"producer id {h.producer_id} with base sequence {h.base_sequence}"
-                )
-            if not cfg.log_append_time:
-                if h.max_timestamp > now + min(cfg.message_timestamp_after_max_ms, 2**62):
-                    raise InvalidTimestampError(
-                        f"timestamp {h.max_timestamp} is more than "
-                        f"{cfg.message_timestamp_after_max_ms} ms ahead of {now}"
-                    )
-                if 0 <= h.base_timestamp < now - min(cfg.message_timestamp_before_max_ms, 2**62):
-                    raise InvalidTimestampError(
-                        f"timestamp {h.base_timestamp} is more than "
-                        f"{cfg.message_timestamp_before_max_ms} ms before {now}"
-                    )
-            metas.append((pos, h.size, count, h.max_timestamp, count))
-            records += count
-            max_ts = max(max_ts, h.max_timestamp)
-            pos += h.size
-        return _Validated(metas, records, max_ts)
 
     def _write(
         self,

@@ -332,10 +332,10 @@ class Segment:
         """Write the batches' bytes at the end of the file and index them.
         On an IO error nothing in memory changes (the caller repairs the file)."""
         position = self.size
-        oi = self.offset_index()
-        ti = self.time_index()
-        max_ts, max_off = self.max_timestamp()
-        self.log_handle().pwrite(position, chunks)
+        oi = self._oi if self._oi is not None else self.offset_index()
+        ti = self._ti if self._ti is not None else self.time_index()
+        max_ts, max_off = self._max_ts if self._max_ts is not None else self.max_timestamp()
+        self.handles.get(self.log_path).pwrite(position, chunks)
         self.dirty = True
         if position == 0 and batches:
             self._rolling_ts = batches[0][1]
