@@ -9,6 +9,7 @@ import asyncio
 import logging
 
 from odradek.broker.config import BrokerConfig
+from odradek.broker.groups import GroupRuntime
 from odradek.broker.journal import LogJournal
 from odradek.broker.partitions import PartitionManager
 from odradek.broker.server import KafkaServer
@@ -36,6 +37,8 @@ class BrokerApp:
         self.journal = LogJournal(self.partitions.metadata_log(), self.clock)
         self.state = BrokerState.open(self.config, self.journal, self.partitions, self.clock)
         self.partitions.start_housekeeping()
+        self.state.groups = GroupRuntime(self.state)
+        self.state.groups.start()
         self.server = KafkaServer(self.state)
         await self.server.start()
         log.info("odradek broker %d listening on %s", self.state.node_id,
@@ -56,6 +59,9 @@ class BrokerApp:
         if self.server is not None:
             await self.server.stop()
             self.server = None
+        if self.state is not None and self.state.groups is not None:
+            await self.state.groups.close()
+            self.state.groups = None
         if self.journal is not None:
             self.journal.close()
             self.journal = None

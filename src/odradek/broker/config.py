@@ -49,6 +49,8 @@ DEFAULTS: dict[str, str] = {
     "group.initial.rebalance.delay.ms": "3000",
     "group.min.session.timeout.ms": "6000",
     "group.max.session.timeout.ms": "1800000",
+    "group.max.size": "2147483647",
+    "offset.metadata.max.bytes": "4096",
     "connections.max.idle.ms": "600000",
     "cluster.id": "",
 }
@@ -60,7 +62,8 @@ _INT_KEYS = {
     "log.index.size.max.bytes", "log.flush.interval.messages", "log.flush.interval.ms",
     "min.insync.replicas", "offsets.topic.num.partitions", "offsets.topic.replication.factor",
     "group.initial.rebalance.delay.ms", "group.min.session.timeout.ms",
-    "group.max.session.timeout.ms", "connections.max.idle.ms",
+    "group.max.session.timeout.ms", "group.max.size", "offset.metadata.max.bytes",
+    "connections.max.idle.ms",
 }
 _BOOL_KEYS = {"auto.create.topics.enable", "delete.topic.enable"}
 

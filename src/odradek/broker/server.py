@@ -50,8 +50,14 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.transport = cast(asyncio.Transport, transport)
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        if self.server.draining:  # accepted from the backlog while stopping
+            self._closed = True
+            transport.close()
+            return
         self.server.connections.add(self)
         self._task = asyncio.get_running_loop().create_task(self._serve())
+        self.server.tasks.add(self._task)
+        self._task.add_done_callback(self.server.tasks.discard)
 
     def get_buffer(self, sizehint: int) -> memoryview:
         return self.conn.get_buffer(sizehint)
@@ -159,6 +165,8 @@ class KafkaServer:
     def __init__(self, state: BrokerState) -> None:
         self.state = state
         self.connections: set[KafkaConnection] = set()
+        self.tasks: set[asyncio.Task[None]] = set()
+        """Every connection's serving task until it ends (closed connections too)."""
         self._servers: list[asyncio.Server] = []
         self.draining = False
 
@@ -200,6 +208,7 @@ class KafkaServer:
             await asyncio.wait(tasks, timeout=drain_timeout_s)
         for conn in list(self.connections):
             conn.close()
+        tasks = list(self.tasks)
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)

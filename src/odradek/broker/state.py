@@ -10,12 +10,15 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from odradek.broker.config import BrokerConfig, Listener
 from odradek.broker.partitions import PartitionManager
 from odradek.common.clock import Clock, SystemClock
 from odradek.metadata.image import MetadataImage
+
+if TYPE_CHECKING:
+    from odradek.broker.groups import GroupRuntime
 
 
 class MetadataJournal(Protocol):
@@ -55,6 +58,8 @@ class BrokerState:
     partitions: PartitionManager
     producer_ids: list[int] = field(default_factory=list)
     """Reserved, not yet handed out producer ids (popped from the end)."""
+    groups: GroupRuntime | None = None
+    """The group coordinator's shell, set once the broker starts serving."""
 
     @classmethod
     def open(

@@ -11,6 +11,9 @@ the first one that does not qualify:
 3. ``retention.bytes``: deleting the segment keeps the log at or above
    ``retention.bytes``.
 
+Rules 2 and 3 apply only when ``cleanup.policy`` includes ``delete``: a
+compact-only log (``__consumer_offsets``) is never shortened by age or size.
+
 The active segment is never deleted while active: when every segment
 qualifies, the log first rolls (so the data goes and appends continue in a new
 empty segment at the same log end offset), which is what Kafka does.
@@ -64,6 +67,10 @@ def _newest_ms(seg: Segment) -> int:
 def delete_old_segments(log: Log, now_ms: int) -> int:
     deleted = delete_start_breached(log)
     cfg = log.config
+    if "delete" not in cfg.cleanup_policy.split(","):
+        # cleanup.policy=compact alone: time and size retention never delete
+        # (Kafka); such a log shrinks only by compaction and DeleteRecords.
+        return deleted
     if cfg.retention_ms >= 0:
         limit = cfg.retention_ms
         deleted += _delete_while(log, lambda seg, _: now_ms - _newest_ms(seg) > limit)

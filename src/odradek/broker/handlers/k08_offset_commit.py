@@ -1,0 +1,69 @@
+"""OffsetCommit (key 8), versions 2–8.
+
+Behaviour: see :mod:`odradek.coordinator.coordinator`. Each partition gets its
+own error: UNKNOWN_TOPIC_OR_PARTITION for a partition that does not exist,
+OFFSET_METADATA_TOO_LARGE past ``offset.metadata.max.bytes``; the committer's
+errors (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS,
+FENCED_INSTANCE_ID, COORDINATOR_LOAD_IN_PROGRESS) apply to every partition.
+The answer is sent once the records are in ``__consumer_offsets``.
+
+Version notes: v2–4 retention time (an explicit one is stored as the offset's
+expire time); v3 throttle time; v5 no retention; v6 committed leader epoch;
+v7 group instance id; v8 flexible. v0–1 (removed in Kafka 4) are not served.
+"""
+
+from __future__ import annotations
+
+from odradek.broker.context import RequestContext
+from odradek.broker.groups import CoordinatorWriteError
+from odradek.broker.handlers.group_common import group_runtime
+from odradek.broker.registry import handler
+from odradek.coordinator.coordinator import Commit, CommitRequest
+from odradek.wire.errors import ErrorCode
+from odradek.wire.messages.offset_commit_request import OffsetCommitRequest
+from odradek.wire.messages.offset_commit_response import (
+    OffsetCommitResponse,
+    OffsetCommitResponsePartition,
+    OffsetCommitResponseTopic,
+)
+
+
+def _answer(req: OffsetCommitRequest, errors: dict[tuple[str, int], int]) -> OffsetCommitResponse:
+    return OffsetCommitResponse(topics=[
+        OffsetCommitResponseTopic(name=t.name, partitions=[
+            OffsetCommitResponsePartition(
+                partition_index=p.partition_index, error_code=errors[(t.name, p.partition_index)]
+            )
+            for p in t.partitions
+        ])
+        for t in req.topics
+    ])
+
+
+@handler(8, (2, 8))
+async def handle(ctx: RequestContext, req: OffsetCommitRequest) -> OffsetCommitResponse:
+    version = ctx.api_version
+    commits = [
+        Commit(t.name, p.partition_index, p.committed_offset,
+               p.committed_leader_epoch if version >= 6 else -1, p.committed_metadata)
+        for t in req.topics for p in t.partitions
+    ]
+    runtime = group_runtime(ctx)
+    if runtime is None:
+        return _answer(req, {(c.topic, c.partition): ErrorCode.COORDINATOR_NOT_AVAILABLE
+                             for c in commits})
+    commit = CommitRequest(
+        group_id=req.group_id, generation=req.generation_id_or_member_epoch,
+        member_id=req.member_id,
+        group_instance_id=req.group_instance_id if version >= 7 else None,
+        retention_ms=req.retention_time_ms if version <= 4 else -1, commits=commits,
+    )
+    partitions = ctx.broker.partitions
+    now = runtime.clock.now_ms()
+    try:
+        errors = await runtime.call(lambda t: runtime.coordinator.commit_offsets(
+            t, now, commit, lambda topic, p: partitions.get(topic, p) is not None
+        ))
+    except CoordinatorWriteError:
+        errors = {(c.topic, c.partition): ErrorCode.COORDINATOR_NOT_AVAILABLE for c in commits}
+    return _answer(req, errors)

@@ -1,0 +1,93 @@
+"""OffsetFetch (key 9), versions 1–8.
+
+Behaviour: the committed offset, leader epoch and metadata of each asked
+partition; -1 and empty metadata for one never committed (and for a group
+that does not exist). A null topic list asks for every committed partition.
+While the group's ``__consumer_offsets`` partition loads the answer is
+COORDINATOR_LOAD_IN_PROGRESS. ``require_stable`` has nothing to wait for
+until transactions land.
+
+Version notes: v1 from ``__consumer_offsets``; v2 null topics = all, and a
+top-level error; v3 throttle time; v5 leader epochs; v6 flexible; v7
+require_stable; v8 several groups in one request, errors per group.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from odradek.broker.context import RequestContext
+from odradek.broker.handlers.group_common import group_runtime
+from odradek.broker.registry import handler
+from odradek.coordinator.coordinator import FetchedOffset
+from odradek.wire.errors import ErrorCode
+from odradek.wire.messages.offset_fetch_request import OffsetFetchRequest
+from odradek.wire.messages.offset_fetch_response import (
+    OffsetFetchResponse,
+    OffsetFetchResponseGroup,
+    OffsetFetchResponsePartition,
+    OffsetFetchResponsePartitions,
+    OffsetFetchResponseTopic,
+    OffsetFetchResponseTopics,
+)
+
+Wanted = list[tuple[str, int]] | None
+
+
+def _fetch(ctx: RequestContext, group_id: str, wanted: Wanted) -> tuple[int, list[FetchedOffset]]:
+    runtime = group_runtime(ctx)
+    if runtime is None:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, []
+    return runtime.coordinator.fetch_offsets(group_id, wanted)
+
+
+def _by_topic(offsets: Iterable[FetchedOffset]) -> dict[str, list[FetchedOffset]]:
+    out: dict[str, list[FetchedOffset]] = {}
+    for o in offsets:
+        out.setdefault(o.topic, []).append(o)
+    return out
+
+
+def _single(ctx: RequestContext, req: OffsetFetchRequest) -> OffsetFetchResponse:
+    wanted: Wanted = None
+    if req.topics is not None:
+        wanted = [(t.name, p) for t in req.topics for p in t.partition_indexes]
+    code, offsets = _fetch(ctx, req.group_id, wanted)
+    if code and wanted is not None:
+        offsets = [FetchedOffset(t, p, -1, -1, "") for t, p in wanted]
+    per_partition = code if ctx.api_version < 2 else 0
+    topics = [
+        OffsetFetchResponseTopic(name=topic, partitions=[
+            OffsetFetchResponsePartition(
+                partition_index=o.partition, committed_offset=o.offset,
+                committed_leader_epoch=o.leader_epoch, metadata=o.metadata,
+                error_code=per_partition,
+            )
+            for o in items
+        ])
+        for topic, items in _by_topic(offsets).items()
+    ]
+    return OffsetFetchResponse(topics=topics, error_code=code)
+
+
+@handler(9, (1, 8))
+async def handle(ctx: RequestContext, req: OffsetFetchRequest) -> OffsetFetchResponse:
+    if ctx.api_version < 8:
+        return _single(ctx, req)
+    groups = []
+    for g in req.groups:
+        wanted: Wanted = None
+        if g.topics is not None:
+            wanted = [(t.name, p) for t in g.topics for p in t.partition_indexes]
+        code, offsets = _fetch(ctx, g.group_id, wanted)
+        groups.append(OffsetFetchResponseGroup(group_id=g.group_id, error_code=code, topics=[
+            OffsetFetchResponseTopics(name=topic, partitions=[
+                OffsetFetchResponsePartitions(
+                    partition_index=o.partition, committed_offset=o.offset,
+                    committed_leader_epoch=o.leader_epoch, metadata=o.metadata,
+                )
+                for o in items
+            ])
+            for topic, items in _by_topic(offsets).items()
+        ]))
+    return OffsetFetchResponse(groups=groups)

@@ -1,0 +1,50 @@
+"""FindCoordinator (key 10), versions 0–4.
+
+Behaviour: this node coordinates every group (one node: it leads every
+``__consumer_offsets`` partition), which is created here on first use. Key
+type 1 (transactions) gets COORDINATOR_NOT_AVAILABLE until transactions land;
+any other key type INVALID_REQUEST.
+
+Version notes: v1 key type, throttle and error message; v3 flexible; v4 a
+batch of keys answered one coordinator each (KIP-699).
+"""
+
+from __future__ import annotations
+
+from odradek.broker.context import RequestContext
+from odradek.broker.handlers.group_common import group_runtime
+from odradek.broker.registry import handler
+from odradek.wire.errors import ErrorCode
+from odradek.wire.messages.find_coordinator_request import FindCoordinatorRequest
+from odradek.wire.messages.find_coordinator_response import Coordinator, FindCoordinatorResponse
+
+
+def _find(ctx: RequestContext, key: str, key_type: int) -> Coordinator:
+    if key_type == 1:
+        return Coordinator(key=key, node_id=-1, host="", port=-1,
+                           error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                           error_message="transactions are not supported yet")
+    if key_type != 0:
+        return Coordinator(key=key, node_id=-1, host="", port=-1,
+                           error_code=ErrorCode.INVALID_REQUEST,
+                           error_message=f"unknown key type {key_type}")
+    if group_runtime(ctx) is None:
+        return Coordinator(key=key, node_id=-1, host="", port=-1,
+                           error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                           error_message="the group coordinator is not available")
+    adv = ctx.broker.advertised[0]
+    return Coordinator(key=key, node_id=ctx.broker.node_id, host=adv.host, port=adv.port,
+                       error_code=0, error_message=None)
+
+
+@handler(10, (0, 4))
+async def handle(ctx: RequestContext, req: FindCoordinatorRequest) -> FindCoordinatorResponse:
+    if ctx.api_version >= 4:
+        return FindCoordinatorResponse(
+            coordinators=[_find(ctx, key, req.key_type) for key in req.coordinator_keys]
+        )
+    c = _find(ctx, req.key, req.key_type)
+    return FindCoordinatorResponse(
+        error_code=c.error_code, error_message=c.error_message, node_id=c.node_id,
+        host=c.host, port=c.port,
+    )

@@ -1,0 +1,40 @@
+"""LeaveGroup (key 13), versions 0–4.
+
+Behaviour: the members leave at once (no session timeout to wait out) and the
+rest of the group rebalances. A static member may leave by instance id; an
+instance id now held by another member id is FENCED_INSTANCE_ID.
+
+Version notes: v0–2 one member id, its error at the top level; v3 a batch of
+members (KIP-345) with an error each; v4 flexible.
+"""
+
+from __future__ import annotations
+
+from odradek.broker.context import RequestContext
+from odradek.broker.handlers.group_common import group_runtime
+from odradek.broker.registry import handler
+from odradek.coordinator.membership import Leaving
+from odradek.wire.errors import ErrorCode
+from odradek.wire.messages.leave_group_request import LeaveGroupRequest
+from odradek.wire.messages.leave_group_response import LeaveGroupResponse
+
+
+@handler(13, (0, 4))
+async def handle(ctx: RequestContext, req: LeaveGroupRequest) -> LeaveGroupResponse:
+    runtime = group_runtime(ctx)
+    if runtime is None:
+        return LeaveGroupResponse(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    legacy = ctx.api_version < 3
+    leaving = (
+        [Leaving(req.member_id, None)] if legacy
+        else [Leaving(m.member_id, m.group_instance_id) for m in req.members]
+    )
+    now = runtime.clock.now_ms()
+    resp: LeaveGroupResponse = await runtime.call(
+        lambda t: runtime.coordinator.leave(t, now, req.group_id, leaving)
+    )
+    if legacy:
+        if not resp.error_code and resp.members:
+            resp.error_code = resp.members[0].error_code
+        resp.members = []
+    return resp

@@ -1,0 +1,38 @@
+"""SyncGroup (key 14), versions 0–5.
+
+Behaviour: in CompletingRebalance a member's SyncGroup waits for the leader's,
+which carries the assignment; the assignment is written to
+``__consumer_offsets`` and then every waiting member gets its part. In a
+Stable group a SyncGroup returns the member's current assignment.
+
+Version notes: v3 group instance id; v4 flexible; v5 protocol type and name,
+checked against the group's (INCONSISTENT_GROUP_PROTOCOL) and echoed back.
+"""
+
+from __future__ import annotations
+
+from odradek.broker.context import RequestContext
+from odradek.broker.groups import CoordinatorWriteError
+from odradek.broker.handlers.group_common import group_runtime
+from odradek.broker.registry import handler
+from odradek.coordinator.membership import sync_error
+from odradek.wire.errors import ErrorCode
+from odradek.wire.messages.sync_group_request import SyncGroupRequest
+from odradek.wire.messages.sync_group_response import SyncGroupResponse
+
+
+@handler(14, (0, 5))
+async def handle(ctx: RequestContext, req: SyncGroupRequest) -> SyncGroupResponse:
+    runtime = group_runtime(ctx)
+    if runtime is None:
+        return sync_error(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    if ctx.api_version < 3:
+        req.group_instance_id = None
+    now = runtime.clock.now_ms()
+    try:
+        resp: SyncGroupResponse = await runtime.call(
+            lambda t: runtime.coordinator.sync(t, now, req)
+        )
+    except CoordinatorWriteError:
+        return sync_error(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    return resp

@@ -1,0 +1,26 @@
+"""ListGroups (key 16), versions 0–4.
+
+Behaviour: every group this node coordinates (all of them), with protocol
+type; groups of partitions still loading are left out.
+
+Version notes: v1 throttle time; v3 flexible; v4 a state filter
+(case-insensitive) and the state of each group.
+"""
+
+from __future__ import annotations
+
+from odradek.broker.context import RequestContext
+from odradek.broker.handlers.group_common import group_runtime
+from odradek.broker.registry import handler
+from odradek.wire.errors import ErrorCode
+from odradek.wire.messages.list_groups_request import ListGroupsRequest
+from odradek.wire.messages.list_groups_response import ListGroupsResponse
+
+
+@handler(16, (0, 4))
+async def handle(ctx: RequestContext, req: ListGroupsRequest) -> ListGroupsResponse:
+    runtime = group_runtime(ctx)
+    if runtime is None:
+        return ListGroupsResponse(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    states = req.states_filter if ctx.api_version >= 4 else None
+    return ListGroupsResponse(error_code=0, groups=runtime.coordinator.list_groups(states))

@@ -1,0 +1,38 @@
+"""DeleteGroups (key 42), versions 0–2.
+
+Behaviour: a group with no members is deleted with its committed offsets
+(tombstones in ``__consumer_offsets``); GROUP_ID_NOT_FOUND for an unknown
+group, NON_EMPTY_GROUP for one with members.
+
+Version notes: v1 same as v0; v2 flexible.
+"""
+
+from __future__ import annotations
+
+from odradek.broker.context import RequestContext
+from odradek.broker.groups import CoordinatorWriteError
+from odradek.broker.handlers.group_common import group_runtime
+from odradek.broker.registry import handler
+from odradek.wire.errors import ErrorCode
+from odradek.wire.messages.delete_groups_request import DeleteGroupsRequest
+from odradek.wire.messages.delete_groups_response import (
+    DeletableGroupResult,
+    DeleteGroupsResponse,
+)
+
+
+@handler(42, (0, 2))
+async def handle(ctx: RequestContext, req: DeleteGroupsRequest) -> DeleteGroupsResponse:
+    names = req.groups_names
+    runtime = group_runtime(ctx)
+    errors: dict[str, int]
+    if runtime is None:
+        errors = dict.fromkeys(names, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    else:
+        try:
+            errors = await runtime.call(lambda t: runtime.coordinator.delete_groups(t, names))
+        except CoordinatorWriteError:
+            errors = dict.fromkeys(names, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    return DeleteGroupsResponse(results=[
+        DeletableGroupResult(group_id=name, error_code=errors[name]) for name in names
+    ])

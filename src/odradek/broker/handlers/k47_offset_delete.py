@@ -1,0 +1,46 @@
+"""OffsetDelete (key 47), version 0.
+
+Behaviour: deletes a group's committed offsets for the given partitions
+(tombstones). GROUP_ID_NOT_FOUND for an unknown group; a partition of a topic
+the group's members subscribe to gets GROUP_SUBSCRIBED_TO_TOPIC (an active
+consumer group may not lose the offsets it is using).
+"""
+
+from __future__ import annotations
+
+from odradek.broker.context import RequestContext
+from odradek.broker.groups import CoordinatorWriteError
+from odradek.broker.handlers.group_common import group_runtime
+from odradek.broker.registry import handler
+from odradek.wire.errors import ErrorCode
+from odradek.wire.messages.offset_delete_request import OffsetDeleteRequest
+from odradek.wire.messages.offset_delete_response import (
+    OffsetDeleteResponse,
+    OffsetDeleteResponsePartition,
+    OffsetDeleteResponseTopic,
+)
+
+
+@handler(47, (0, 0))
+async def handle(ctx: RequestContext, req: OffsetDeleteRequest) -> OffsetDeleteResponse:
+    runtime = group_runtime(ctx)
+    if runtime is None:
+        return OffsetDeleteResponse(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    wanted = [(t.name, p.partition_index) for t in req.topics for p in t.partitions]
+    try:
+        code, errors = await runtime.call(
+            lambda t: runtime.coordinator.delete_offsets(t, req.group_id, wanted)
+        )
+    except CoordinatorWriteError:
+        return OffsetDeleteResponse(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    if code:
+        return OffsetDeleteResponse(error_code=code)
+    return OffsetDeleteResponse(error_code=0, topics=[
+        OffsetDeleteResponseTopic(name=t.name, partitions=[
+            OffsetDeleteResponsePartition(
+                partition_index=p.partition_index, error_code=errors[(t.name, p.partition_index)]
+            )
+            for p in t.partitions
+        ])
+        for t in req.topics
+    ])
