@@ -413,10 +413,11 @@ class Membership(CoordinatorBase):
         if (
             group.initial_delay_until_ms is not None
             and group.joined_during_delay
-            and now_ms + delay <= group.rebalance_limit_ms
+            and now_ms < group.rebalance_limit_ms
         ):
             group.joined_during_delay = False
-            group.initial_delay_until_ms = group.join_deadline_ms = now_ms + delay
+            until = min(now_ms + delay, group.rebalance_limit_ms)
+            group.initial_delay_until_ms = group.join_deadline_ms = until
             return
         group.initial_delay_until_ms = None
         self.complete_join(fx, group, now_ms)
