@@ -118,8 +118,15 @@ class GroupRuntime:
                 offset = header.next_offset
                 if header.is_control:
                     continue
-                decoded = [crecords.decode(r.key or b"", r.value) for r in batch]
-                self.coordinator.replay([r for r in decoded if r is not None], now)
+                for r in batch:
+                    try:
+                        record = crecords.decode(r.key or b"", r.value)
+                    except DecodeError:
+                        log.warning("%s-%d offset %d: not a coordinator record; skipped",
+                                    OFFSETS_TOPIC, part.index, r.offset)
+                        continue
+                    if record is not None:
+                        self.coordinator.replay([record], now)
 
     # -- operations ---------------------------------------------------------------------
 

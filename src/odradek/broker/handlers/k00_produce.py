@@ -9,7 +9,7 @@ written again; an older epoch gets INVALID_PRODUCER_EPOCH and a gap
 OUT_OF_ORDER_SEQUENCE_NUMBER. ``acks`` must be -1, 0 or 1 (one node: -1 is 1).
 ``acks=0`` gets no response; if such a request fails, the connection is
 closed so the client notices, as Kafka does. Transactional produce is not
-served yet.
+served yet. Internal topics (``__consumer_offsets``) get INVALID_TOPIC_EXCEPTION.
 
 Version notes: v0–2 (magic 0/1) get UNSUPPORTED_VERSION — advertised because
 librdkafka checks for Produce v0 (KAFKA-18659); v3 transactional id and v2
@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 
 from odradek.broker.context import RequestContext
+from odradek.broker.handlers.topics import INTERNAL_TOPICS
 from odradek.broker.partitions import Partition, batch_headers
 from odradek.broker.registry import CloseConnection, handler
 from odradek.replication.producer_state import Verdict
@@ -103,7 +104,14 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
         parts = []
         for pdata in topic.partition_data:
             part = state.partitions.get(topic.name, pdata.index)
-            if part is None:
+            if topic.name in INTERNAL_TOPICS:
+                # Only the coordinators write there (Kafka: "Cannot append to
+                # internal topic").
+                resp = PartitionProduceResponse(
+                    index=pdata.index, base_offset=-1,
+                    error_code=ErrorCode.INVALID_TOPIC_EXCEPTION,
+                )
+            elif part is None:
                 resp = PartitionProduceResponse(
                     index=pdata.index, base_offset=-1,
                     error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,

@@ -14,7 +14,7 @@ operations (unset, -2^31); v10 topic ids; v12 lookup by topic id.
 from __future__ import annotations
 
 from odradek.broker.context import RequestContext
-from odradek.broker.handlers.topics import auto_create
+from odradek.broker.handlers.topics import INTERNAL_TOPICS, auto_create
 from odradek.broker.registry import handler
 from odradek.metadata.controller import topic_name_error
 from odradek.metadata.image import TopicImage
@@ -26,8 +26,6 @@ from odradek.wire.messages.metadata_response import (
     MetadataResponsePartition,
     MetadataResponseTopic,
 )
-
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
 
 def _topic(t: TopicImage) -> MetadataResponseTopic:
