@@ -1,8 +1,19 @@
 """A real broker inside a test process, on an ephemeral port.
 
-It runs its own event loop in a daemon thread so synchronous clients
+It runs its own event loop in a daemon thread, so synchronous clients
 (confluent-kafka, kafka-python) and asyncio clients (aiokafka, on the test's
-own loop) can both talk to it.
+own loop) can both talk to it::
+
+    with Broker() as broker:                 # or: async with Broker() as broker:
+        broker.create_topic("events", partitions=3)
+        ... {"bootstrap.servers": broker.bootstrap_servers} ...
+
+Defaults differ from ``odradek serve`` only where a test suite wants them to:
+a temporary data directory (removed on stop), ``127.0.0.1:0``, and
+``group.initial.rebalance.delay.ms=0`` so a consumer group forms at once.
+Any Kafka broker setting can be given as a keyword (``num_partitions=3``, or
+``**{"log.segment.bytes": "1048576"}``). Stopping closes every socket, file
+and task it opened, and joins its thread.
 """
 
 from __future__ import annotations
@@ -10,10 +21,18 @@ from __future__ import annotations
 import asyncio
 import tempfile
 import threading
+from collections.abc import Mapping
 from types import TracebackType
 
 from odradek.broker.app import BrokerApp
 from odradek.broker.config import BrokerConfig
+from odradek.metadata import controller
+
+TEST_DEFAULTS = {"group.initial.rebalance.delay.ms": "0"}
+
+
+class BrokerError(RuntimeError):
+    """A request to the in-process broker failed (e.g. the topic exists)."""
 
 
 class Broker:
@@ -24,8 +43,8 @@ class Broker:
     ) -> None:
         self._tmp = None if data_dir else tempfile.TemporaryDirectory(prefix="odradek-")
         data = data_dir or (self._tmp.name if self._tmp else "")
-        props = {"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": data}
-        props.update({k.replace("_", "."): v for k, v in overrides.items()})
+        props = {"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": data, **TEST_DEFAULTS}
+        props.update({k.replace("_", "."): str(v) for k, v in overrides.items()})
         self.config = BrokerConfig.from_sources(None, props)
         self.app = BrokerApp(self.config)
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -39,11 +58,17 @@ class Broker:
     def bootstrap_servers(self) -> str:
         return self.app.bootstrap_servers
 
+    @property
+    def data_dir(self) -> str:
+        return str(self.config.log_dir)
+
     def start(self) -> Broker:
         self._thread = threading.Thread(target=self._run, name="odradek-broker", daemon=True)
         self._thread.start()
         self._ready.wait()
         if self._error is not None:
+            self._thread.join()
+            self._cleanup()
             raise self._error
         return self
 
@@ -62,22 +87,51 @@ class Broker:
             self._error = exc
             self._ready.set()
         finally:
+            loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.run_until_complete(loop.shutdown_default_executor())
             loop.close()
 
     async def _main(self) -> None:
         self._stop = asyncio.Event()
-        await self.app.start()
+        try:
+            await self.app.start()
+        except BaseException:
+            await self.app.stop()
+            raise
         self._ready.set()
         try:
             await self._stop.wait()
         finally:
             await self.app.stop()
 
+    def create_topic(
+        self, name: str, partitions: int = 1, configs: Mapping[str, str] | None = None
+    ) -> None:
+        """Create a topic as CreateTopics would (same validation and errors)."""
+
+        async def create() -> None:
+            state = self.app.state
+            assert state is not None
+            outcome = controller.create_topic(
+                state.image, name, partitions, -1, dict(configs or {}),
+                node_id=state.node_id, default_partitions=state.config.get_int("num.partitions"),
+            )
+            if outcome.error:
+                raise BrokerError(f"{outcome.error.name}: {outcome.message}")
+            state.commit(outcome.records)
+
+        if self._loop is None:
+            raise BrokerError("the broker is not running")
+        asyncio.run_coroutine_threadsafe(create(), self._loop).result()
+
     def stop(self) -> None:
         if self._loop is not None and self._stop is not None and self._thread is not None:
             self._loop.call_soon_threadsafe(self._stop.set)
             self._thread.join()
             self._thread = None
+        self._cleanup()
+
+    def _cleanup(self) -> None:
         if self._tmp is not None:
             self._tmp.cleanup()
             self._tmp = None
@@ -89,3 +143,11 @@ class Broker:
         self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.stop()
+
+    async def __aenter__(self) -> Broker:
+        return await asyncio.to_thread(self.start)
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await asyncio.to_thread(self.stop)

@@ -1,0 +1,62 @@
+"""pytest fixtures for testing your own Kafka code against a real Odradek broker.
+
+Installed with odradek (the ``pytest11`` entry point), so in any test::
+
+    def test_round_trip(odradek_broker, make_topic):
+        topic = make_topic(partitions=3)
+        producer = Producer({"bootstrap.servers": odradek_broker.bootstrap_servers})
+        ...
+
+``odradek_broker`` is a fresh broker per test (a few milliseconds to start);
+``odradek_broker_session`` one broker for the whole session, faster when
+tests do not need isolation (``make_topic`` gives each test its own topics).
+``make_topic(name=None, partitions=1, configs=None)`` creates a topic on the
+test's broker (the function-scoped one if the test uses it, else the session
+one) and returns its name.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterator, Mapping
+
+import pytest
+
+from odradek.testing.broker import Broker
+
+_names = itertools.count(1)
+
+MakeTopic = Callable[..., str]
+
+
+@pytest.fixture
+def odradek_broker() -> Iterator[Broker]:
+    """A real broker on 127.0.0.1 with a temporary data directory, for one test."""
+    with Broker() as broker:
+        yield broker
+
+
+@pytest.fixture(scope="session")
+def odradek_broker_session() -> Iterator[Broker]:
+    """One real broker shared by every test of the session."""
+    with Broker() as broker:
+        yield broker
+
+
+@pytest.fixture
+def make_topic(request: pytest.FixtureRequest) -> MakeTopic:
+    """Create topics on the test's broker: ``make_topic(partitions=3) -> name``."""
+    name_of_fixture = (
+        "odradek_broker" if "odradek_broker" in request.fixturenames
+        else "odradek_broker_session"
+    )
+    broker: Broker = request.getfixturevalue(name_of_fixture)
+
+    def make(
+        name: str | None = None, partitions: int = 1, configs: Mapping[str, str] | None = None
+    ) -> str:
+        topic = name or f"topic-{next(_names)}"
+        broker.create_topic(topic, partitions, configs)
+        return topic
+
+    return make
