@@ -1,0 +1,19 @@
+"""What every subcommand shares: the one-line error, and the broker address flag."""
+
+from __future__ import annotations
+
+import argparse
+
+DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
+
+
+class CliError(Exception):
+    """A failure reported as one line (``odradek: ...``) and exit status 1."""
+
+
+def add_bootstrap(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--bootstrap-server", default=DEFAULT_BOOTSTRAP, metavar="HOST:PORT",
+        help=f"a broker to connect to (default {DEFAULT_BOOTSTRAP})",
+    )
+    parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
