@@ -1,0 +1,194 @@
+"""``odradek topics create|list|describe|delete|alter`` (Kafka's ``kafka-topics.sh``).
+
+Everything goes through the wire protocol: CreateTopics, Metadata,
+DescribeConfigs (configs that differ from the broker default), DeleteTopics,
+CreatePartitions and IncrementalAlterConfigs.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from odradek.cli.common import CliError, add_bootstrap
+from odradek.cli.output import emit_json, table
+from odradek.cli.session import with_client
+from odradek.client.client import KafkaClient
+from odradek.client.connection import check
+from odradek.wire.messages.create_partitions_request import (
+    CreatePartitionsRequest,
+    CreatePartitionsTopic,
+)
+from odradek.wire.messages.create_topics_request import (
+    CreatableTopic,
+    CreatableTopicConfig,
+    CreateTopicsRequest,
+)
+from odradek.wire.messages.delete_topics_request import DeleteTopicsRequest, DeleteTopicState
+from odradek.wire.messages.describe_configs_request import (
+    DescribeConfigsRequest,
+    DescribeConfigsResource,
+)
+from odradek.wire.messages.incremental_alter_configs_request import (
+    AlterableConfig,
+    AlterConfigsResource,
+    IncrementalAlterConfigsRequest,
+)
+
+TOPIC_RESOURCE = 2
+DEFAULT_SOURCE = 5  # DescribeConfigs: DEFAULT_CONFIG
+SET, DELETE = 0, 1
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    topics = sub.add_parser("topics", help="create, list, describe, delete and alter topics")
+    verbs = topics.add_subparsers(dest="verb", required=True)
+    create = verbs.add_parser("create", help="create a topic")
+    create.add_argument("topic")
+    create.add_argument("--partitions", type=int, default=-1, help="default: num.partitions")
+    create.add_argument("--replication-factor", type=int, default=-1)
+    create.add_argument("--config", action="append", default=[], metavar="KEY=VALUE")
+    listing = verbs.add_parser("list", help="list topic names")
+    listing.add_argument("--exclude-internal", action="store_true")
+    describe = verbs.add_parser("describe", help="partitions, leaders and configs")
+    describe.add_argument("topics", nargs="*", help="default: every topic")
+    delete = verbs.add_parser("delete", help="delete topics")
+    delete.add_argument("topics", nargs="+")
+    alter = verbs.add_parser("alter", help="add partitions, set or delete configs")
+    alter.add_argument("topic")
+    alter.add_argument("--partitions", type=int, help="the new total partition count")
+    alter.add_argument("--config", action="append", default=[], metavar="KEY=VALUE")
+    alter.add_argument("--delete-config", action="append", default=[], metavar="KEY")
+    for p in (create, listing, describe, delete, alter):
+        add_bootstrap(p)
+        p.set_defaults(run=run)
+
+
+def _pairs(items: list[str]) -> dict[str, str]:
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise CliError(f"--config takes KEY=VALUE, not {item!r}")
+        out[key] = value
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    verbs = {"create": _create, "list": _list, "describe": _describe, "delete": _delete,
+             "alter": _alter}
+    return with_client(args.bootstrap_server, lambda c: verbs[args.verb](c, args))
+
+
+async def _create(client: KafkaClient, args: argparse.Namespace) -> int:
+    configs = [CreatableTopicConfig(name=k, value=v) for k, v in _pairs(args.config).items()]
+    resp = await client.request(CreateTopicsRequest(timeout_ms=30000, topics=[CreatableTopic(
+        name=args.topic, num_partitions=args.partitions,
+        replication_factor=args.replication_factor, configs=configs,
+    )]), 7, 2)
+    (result,) = resp.topics
+    check(result.error_code, result.error_message)
+    if args.json:
+        emit_json({"topic": args.topic, "partitions": result.num_partitions,
+                   "replication_factor": result.replication_factor})
+    else:
+        print(f"Created topic {args.topic}.")
+    return 0
+
+
+async def _list(client: KafkaClient, args: argparse.Namespace) -> int:
+    resp = await client.metadata(None)
+    names = sorted(t.name or "" for t in resp.topics
+                   if not (args.exclude_internal and t.is_internal))
+    if args.json:
+        emit_json(names)
+    else:
+        for name in names:
+            print(name)
+    return 0
+
+
+async def _configs(client: KafkaClient, names: list[str]) -> dict[str, dict[str, str]]:
+    resp = await client.request(DescribeConfigsRequest(resources=[
+        DescribeConfigsResource(resource_type=TOPIC_RESOURCE, resource_name=n,
+                                configuration_keys=None)
+        for n in names
+    ]), 4, 1)
+    out: dict[str, dict[str, str]] = {}
+    for r in resp.results:
+        check(r.error_code, r.error_message)
+        out[r.resource_name] = {
+            c.name: c.value or "" for c in r.configs if c.config_source != DEFAULT_SOURCE
+        }
+    return out
+
+
+async def _describe(client: KafkaClient, args: argparse.Namespace) -> int:
+    resp = await client.metadata(args.topics or None)
+    topics = sorted(resp.topics, key=lambda t: t.name or "")
+    for t in topics:
+        check(t.error_code, f"topic {t.name!r}")
+    configs = await _configs(client, [t.name or "" for t in topics]) if topics else {}
+    described: list[dict[str, Any]] = [{
+        "topic": t.name, "topic_id": str(t.topic_id), "internal": t.is_internal,
+        "partitions": [
+            {"partition": p.partition_index, "leader": p.leader_id,
+             "replicas": list(p.replica_nodes), "isr": list(p.isr_nodes)}
+            for p in sorted(t.partitions, key=lambda p: p.partition_index)
+        ],
+        "configs": configs.get(t.name or "", {}),
+    } for t in topics]
+    if args.json:
+        emit_json(described)
+        return 0
+    for d in described:
+        cfg = ",".join(f"{k}={v}" for k, v in sorted(d["configs"].items()))
+        print(f"Topic: {d['topic']}  TopicId: {d['topic_id']}  "
+              f"PartitionCount: {len(d['partitions'])}  Configs: {cfg}")
+        table(["Partition", "Leader", "Replicas", "Isr"], [
+            [p["partition"], p["leader"], ",".join(map(str, p["replicas"])),
+             ",".join(map(str, p["isr"]))]
+            for p in d["partitions"]
+        ])
+    return 0
+
+
+async def _delete(client: KafkaClient, args: argparse.Namespace) -> int:
+    resp = await client.request(DeleteTopicsRequest(
+        topics=[DeleteTopicState(name=n) for n in args.topics], topic_names=list(args.topics),
+        timeout_ms=30000,
+    ), 6)
+    for r in resp.responses:
+        check(r.error_code, r.error_message or f"topic {r.name!r}")
+    if args.json:
+        emit_json({"deleted": list(args.topics)})
+    else:
+        for name in args.topics:
+            print(f"Deleted topic {name}.")
+    return 0
+
+
+async def _alter(client: KafkaClient, args: argparse.Namespace) -> int:
+    changes = _pairs(args.config)
+    if args.partitions is None and not changes and not args.delete_config:
+        raise CliError("nothing to alter: give --partitions, --config or --delete-config")
+    if args.partitions is not None:
+        resp = await client.request(CreatePartitionsRequest(timeout_ms=30000, topics=[
+            CreatePartitionsTopic(name=args.topic, count=args.partitions, assignments=None)
+        ]), 3)
+        check(resp.results[0].error_code, resp.results[0].error_message)
+    if changes or args.delete_config:
+        ops = [AlterableConfig(name=k, config_operation=SET, value=v) for k, v in changes.items()]
+        ops += [AlterableConfig(name=k, config_operation=DELETE, value=None)
+                for k in args.delete_config]
+        resp = await client.request(IncrementalAlterConfigsRequest(resources=[
+            AlterConfigsResource(resource_type=TOPIC_RESOURCE, resource_name=args.topic,
+                                 configs=ops)
+        ]), 1)
+        check(resp.responses[0].error_code, resp.responses[0].error_message)
+    if args.json:
+        emit_json({"topic": args.topic, "partitions": args.partitions,
+                   "set": changes, "deleted": args.delete_config})
+    else:
+        print(f"Altered topic {args.topic}.")
+    return 0

@@ -1,0 +1,148 @@
+"""One connection to one broker: framing, version negotiation, in-order answers.
+
+A :class:`Connection` opens a TCP connection, asks ApiVersions (v3, falling
+back to v0 when the broker answers UNSUPPORTED_VERSION, KIP-511) and then
+sends each request at the highest version both sides serve, capped by the
+caller's ``max_version`` (the newest version this client has been tested
+with). Requests are pipelined: each waits for its own answer, which Kafka
+sends in request order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any
+
+from odradek.wire import api
+from odradek.wire.errors import ErrorCode
+from odradek.wire.frames import ClientConnection, FrameError
+from odradek.wire.messages.api_versions_request import ApiVersionsRequest
+from odradek.wire.schema import Message
+
+_READ_BYTES = 1 << 16
+
+
+class ClientError(Exception):
+    """The broker cannot be reached, or it spoke something this client cannot use."""
+
+
+class KafkaError(Exception):
+    """A Kafka error code in an answer."""
+
+    def __init__(self, code: int, message: str | None = None) -> None:
+        self.code = code
+        try:
+            name = ErrorCode(code).name
+        except ValueError:
+            name = f"error {code}"
+        super().__init__(f"{name}: {message}" if message else name)
+
+
+def check(code: int, message: str | None = None) -> None:
+    if code:
+        raise KafkaError(code, message)
+
+
+class Connection:
+    def __init__(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, address: str,
+        client_id: str,
+    ) -> None:
+        self.address = address
+        self._reader = reader
+        self._writer = writer
+        self._conn = ClientConnection(client_id)
+        self._waiting: list[asyncio.Future[Any]] = []
+        self._lock = asyncio.Lock()
+        self._reading: asyncio.Task[None] | None = None
+        self.versions: dict[int, tuple[int, int]] = {}
+
+    @classmethod
+    async def open(
+        cls, address: str, client_id: str = "odradek-cli", timeout_s: float = 10.0
+    ) -> Connection:
+        host, _, port = address.rpartition(":")
+        if not host or not port.isdigit():
+            raise ClientError(f"not a HOST:PORT address: {address!r}")
+        try:
+            reader, writer = await asyncio.wait_for(
+                asyncio.open_connection(host.strip("[]"), int(port)), timeout_s
+            )
+        except (OSError, TimeoutError) as exc:
+            raise ClientError(f"cannot reach broker at {address}: {_reason(exc)}") from exc
+        conn = cls(reader, writer, address, client_id)
+        conn._reading = asyncio.get_running_loop().create_task(conn._read_loop())
+        await asyncio.wait_for(conn._negotiate(), timeout_s)
+        return conn
+
+    async def _negotiate(self) -> None:
+        request = ApiVersionsRequest(client_software_name="odradek",
+                                     client_software_version="0.1")
+        resp = await self._send(request, 3)
+        if resp.error_code == ErrorCode.UNSUPPORTED_VERSION:
+            resp = await self._send(request, 0)
+        check(resp.error_code)
+        self.versions = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
+
+    def version_for(self, api_key: int, max_version: int, min_version: int = 0) -> int:
+        served = self.versions.get(api_key)
+        if served is None:
+            raise ClientError(f"{self.address} does not serve {api.api_name(api_key)}")
+        version = min(max_version, served[1])
+        if version < max(served[0], min_version):
+            raise ClientError(
+                f"{self.address} serves {api.api_name(api_key)} {served[0]}-{served[1]}, "
+                f"this client {min_version}-{max_version}"
+            )
+        return version
+
+    async def request(self, body: Message, max_version: int, min_version: int = 0) -> Any:
+        """Send ``body`` at the best common version and wait for its answer."""
+        return await self._send(body, self.version_for(body.API_KEY, max_version, min_version))
+
+    async def _send(self, body: Message, version: int) -> Any:
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        async with self._lock:  # frames go out in the order answers are expected
+            if self._reading is None or self._reading.done():
+                raise ClientError(f"connection to {self.address} is closed")
+            self._waiting.append(fut)
+            self._writer.write(self._conn.send(body, version))
+        await self._writer.drain()
+        return await fut
+
+    async def _read_loop(self) -> None:
+        error: Exception = ClientError(f"{self.address} closed the connection")
+        try:
+            while True:
+                data = await self._reader.read(_READ_BYTES)
+                if not data:
+                    break
+                self._conn.receive_data(data)
+                while (got := self._conn.next_response()) is not None:
+                    fut = self._waiting.pop(0)
+                    if not fut.done():
+                        fut.set_result(got[1])
+        except (OSError, FrameError) as exc:
+            error = ClientError(f"connection to {self.address} failed: {_reason(exc)}")
+        for fut in self._waiting:
+            if not fut.done():
+                fut.set_exception(error)
+        self._waiting.clear()
+
+    async def close(self) -> None:
+        self._writer.close()
+        with contextlib.suppress(OSError):
+            await self._writer.wait_closed()
+        if self._reading is not None:
+            self._reading.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._reading
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, TimeoutError):
+        return "timed out"
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror
+    return str(exc) or type(exc).__name__
