@@ -198,10 +198,12 @@ class KafkaClient:
     # -- groups -------------------------------------------------------------------------
 
     async def coordinator(self, group_id: str) -> Connection:
-        resp = await self.request(
-            FindCoordinatorRequest(key=group_id, key_type=0, coordinator_keys=[group_id]),
-            MAX_VERSIONS["find_coordinator"],
+        version = self.bootstrap.version_for(10, MAX_VERSIONS["find_coordinator"])
+        request = (
+            FindCoordinatorRequest(key_type=0, coordinator_keys=[group_id]) if version >= 4
+            else FindCoordinatorRequest(key=group_id, key_type=0)
         )
+        resp = await self.bootstrap.request(request, version, version)
         if resp.coordinators:
             c = resp.coordinators[0]
             check(c.error_code, c.error_message)

@@ -106,8 +106,9 @@ class Connection:
         async with self._lock:  # frames go out in the order answers are expected
             if self._reading is None or self._reading.done():
                 raise ClientError(f"connection to {self.address} is closed")
+            frame = self._conn.send(body, version)
             self._waiting.append(fut)
-            self._writer.write(self._conn.send(body, version))
+            self._writer.write(frame)
         await self._writer.drain()
         return await fut
 

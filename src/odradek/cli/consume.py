@@ -1,0 +1,129 @@
+"""``odradek consume TOPIC``: print records (``kafka-console-consumer.sh``).
+
+Where reading starts, per partition: ``--partition P --offset O`` (a number,
+``earliest`` or ``latest``); else with ``--group`` the group's committed
+offset; else (and for partitions the group never committed) the log start
+with ``--from-beginning``, the log end without. It stops after
+``--max-messages`` records, or after ``--timeout-ms`` with nothing new, else
+runs until Ctrl-C. With ``--group`` the offsets after the last printed record
+are committed to the group when it stops (a standalone commit, generation -1:
+the command reads all partitions itself and does not join the group's
+rebalances, so it is for inspecting and moving a group, not for sharing work).
+
+Formats: ``value`` (one line per record), ``key-value`` (key, tab, value) and
+``json`` (one object per line with topic, partition, offset, timestamp, key,
+value and headers). Bytes that are not UTF-8 are printed with backslash
+escapes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+from odradek.cli.common import CliError, add_bootstrap
+from odradek.cli.session import with_client
+from odradek.client.client import EARLIEST, LATEST, KafkaClient
+from odradek.client.groups import commit_offsets, fetch_committed
+from odradek.wire.records import Record
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("consume", help="print records of a topic")
+    p.add_argument("topic")
+    p.add_argument("--from-beginning", action="store_true")
+    p.add_argument("--group", help="start from and commit to this group's offsets")
+    p.add_argument("--partition", type=int, help="read only this partition")
+    p.add_argument("--offset", help="with --partition: a number, earliest or latest")
+    p.add_argument("--max-messages", type=int)
+    p.add_argument("--timeout-ms", type=int, help="stop after this long with nothing new")
+    p.add_argument("--format", choices=("value", "key-value", "json"), default="value")
+    add_bootstrap(p)
+    p.set_defaults(run=run)
+
+
+def text(data: bytes | None) -> str | None:
+    if data is None:
+        return None
+    return data.decode("utf-8", errors="backslashreplace")
+
+
+def render(topic: str, partition: int, r: Record, fmt: str) -> str:
+    if fmt == "value":
+        return text(r.value) or ""
+    if fmt == "key-value":
+        return f"{text(r.key) or ''}\t{text(r.value) or ''}"
+    return json.dumps({
+        "topic": topic, "partition": partition, "offset": r.offset, "timestamp": r.timestamp,
+        "key": text(r.key), "value": text(r.value),
+        "headers": {k: text(v) for k, v in r.headers},
+    })
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.offset is not None and args.partition is None:
+        raise CliError("--offset needs --partition")
+    if args.json:
+        args.format = "json"
+    return with_client(args.bootstrap_server, lambda c: _consume(c, args))
+
+
+async def _start(client: KafkaClient, args: argparse.Namespace,
+                 leaders: dict[int, int]) -> dict[int, int]:
+    if args.partition is not None:
+        if args.partition not in leaders:
+            raise CliError(f"topic {args.topic!r} has no partition {args.partition}")
+        leaders = {args.partition: leaders[args.partition]}
+    reset = EARLIEST if args.from_beginning else LATEST
+    if args.offset is not None and args.offset not in ("earliest", "latest"):
+        try:
+            return {args.partition: int(args.offset)}
+        except ValueError as exc:
+            raise CliError(f"--offset takes a number, earliest or latest: {args.offset}") from exc
+    if args.offset is not None:
+        reset = EARLIEST if args.offset == "earliest" else LATEST
+    starts = await client.list_offsets(args.topic, leaders, reset)
+    if args.group and args.offset is None:
+        committed = await fetch_committed(client, args.group, args.topic, list(leaders))
+        starts.update({p: o for p, o in committed.items() if o >= 0})
+    return starts
+
+
+async def _consume(client: KafkaClient, args: argparse.Namespace) -> int:
+    leaders = await client.partitions(args.topic)
+    positions = await _start(client, args, leaders)
+    printed = 0
+    last_new = time.monotonic()
+    out = sys.stdout
+    try:
+        while args.max_messages is None or printed < args.max_messages:
+            got_any = False
+            for leader in sorted(set(leaders[p] for p in positions)):
+                mine = {p: o for p, o in positions.items() if leaders[p] == leader}
+                records, _ = await client.fetch(args.topic, leader, mine, max_wait_ms=200)
+                for partition, recs in sorted(records.items()):
+                    for r in recs:
+                        if args.max_messages is not None and printed >= args.max_messages:
+                            break
+                        out.write(render(args.topic, partition, r, args.format) + "\n")
+                        positions[partition] = r.offset + 1
+                        printed += 1
+                        got_any = True
+            out.flush()
+            if got_any:
+                last_new = time.monotonic()
+            elif args.timeout_ms is not None and (
+                time.monotonic() - last_new
+            ) * 1000 >= args.timeout_ms:
+                break
+    finally:
+        if args.group:
+            await commit_offsets(client, args.group, args.topic, positions)
+    if args.max_messages is not None and printed < args.max_messages:
+        print(f"Processed {printed} messages (timed out).", file=sys.stderr)
+    else:
+        print(f"Processed {printed} messages.", file=sys.stderr)
+    return 0
+

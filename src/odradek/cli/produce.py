@@ -1,0 +1,166 @@
+"""``odradek produce TOPIC``: one record per input line (``kafka-console-producer.sh``).
+
+Lines come from standard input or ``--file``; the trailing newline is not part
+of the value. With ``--key-separator SEP`` each line is ``KEY<SEP>VALUE``
+(split at the first SEP; a line without it is refused). Records go to
+``--partition``, else to the key's partition by Kafka's murmur2 partitioner,
+else round-robin a batch at a time. Records are sent in batches of up to
+``--batch-records`` records / about 1 MiB, compressed with ``--compression``;
+each batch waits for its acknowledgement (``--acks``, default all) before the
+next goes, so a failure stops the run with nothing unacknowledged reported as
+written. A file shows a progress bar on a terminal.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import os
+import sys
+import time
+from collections.abc import Iterator
+from typing import BinaryIO
+
+from odradek.cli.common import CliError, add_bootstrap
+from odradek.cli.output import emit_json
+from odradek.cli.session import with_client
+from odradek.client.client import KafkaClient, partition_for_key
+from odradek.client.connection import check
+from odradek.wire.compression import CODEC_NAMES
+from odradek.wire.records import Record, build_batch
+
+CODECS = {name: codec for codec, name in CODEC_NAMES.items()}
+BATCH_BYTES = 1 << 20
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("produce", help="write lines from stdin or a file as records")
+    p.add_argument("topic")
+    p.add_argument("--file", help="read this file instead of standard input")
+    p.add_argument("--key-separator", help="each line is KEY<SEP>VALUE")
+    p.add_argument("--header", action="append", default=[], metavar="KEY=VALUE",
+                   help="a header for every record (repeatable)")
+    p.add_argument("--compression", choices=sorted(CODECS), default="none")
+    p.add_argument("--partition", type=int, help="write every record to this partition")
+    p.add_argument("--acks", type=int, choices=(-1, 0, 1), default=-1)
+    p.add_argument("--batch-records", type=int, default=1000)
+    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                   help="progress bar (default: for --file on a terminal)")
+    add_bootstrap(p)
+    p.set_defaults(run=run)
+
+
+def _headers(items: list[str]) -> tuple[tuple[str, bytes | None], ...]:
+    out = []
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise CliError(f"--header takes KEY=VALUE, not {item!r}")
+        out.append((key, value.encode()))
+    return tuple(out)
+
+
+def _lines(stream: BinaryIO, separator: bytes | None) -> Iterator[tuple[bytes | None, bytes]]:
+    for number, line in enumerate(stream, 1):
+        line = line.rstrip(b"\r\n") if line.endswith(b"\n") else line
+        if separator is None:
+            yield None, line
+            continue
+        key, sep, value = line.partition(separator)
+        if not sep:
+            raise CliError(f"line {number} has no key separator {separator.decode()!r}")
+        yield key, value
+
+
+class _Progress:
+    def __init__(self, total: int, enabled: bool) -> None:
+        self.total, self.enabled, self.last = total, enabled, 0.0
+
+    def show(self, done: int, final: bool = False) -> None:
+        now = time.monotonic()
+        if not self.enabled or (not final and now - self.last < 0.1):
+            return
+        self.last = now
+        share = done / self.total if self.total else 1.0
+        bar = "#" * int(share * 30)
+        sys.stderr.write(f"\r[{bar:<30}] {share:6.1%} {done}/{self.total} bytes")
+        if final:
+            sys.stderr.write("\n")
+        sys.stderr.flush()
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.batch_records < 1:
+        raise CliError("--batch-records must be at least 1")
+    headers = _headers(args.header)
+    separator = args.key_separator.encode() if args.key_separator else None
+    try:
+        stream: BinaryIO = open(args.file, "rb") if args.file else sys.stdin.buffer  # noqa: SIM115
+    except OSError as exc:
+        raise CliError(f"cannot read {args.file}: {exc.strerror}") from exc
+    total = os.fstat(stream.fileno()).st_size if args.file else 0
+    show = args.progress if args.progress is not None else bool(args.file) and sys.stderr.isatty()
+    progress = _Progress(total, show)
+    try:
+        written = with_client(args.bootstrap_server, lambda c: _produce(
+            c, args, _lines(stream, separator), headers, progress, stream
+        ))
+    finally:
+        if args.file:
+            stream.close()
+    if args.json:
+        emit_json({"topic": args.topic, "records": sum(written.values()),
+                   "per_partition": {str(p): n for p, n in sorted(written.items())}})
+    else:
+        print(f"Produced {sum(written.values())} records to {args.topic}.", file=sys.stderr)
+    return 0
+
+
+async def _produce(
+    client: KafkaClient, args: argparse.Namespace, lines: Iterator[tuple[bytes | None, bytes]],
+    headers: tuple[tuple[str, bytes | None], ...], progress: _Progress, stream: BinaryIO,
+) -> dict[int, int]:
+    resp = await client.metadata([args.topic], allow_create=True)
+    (topic,) = resp.topics
+    check(topic.error_code, f"topic {args.topic!r}")
+    leaders = {p.partition_index: p.leader_id for p in topic.partitions}
+    if args.partition is not None and args.partition not in leaders:
+        raise CliError(f"topic {args.topic!r} has no partition {args.partition}")
+    count = len(leaders)
+    round_robin = itertools.cycle(sorted(leaders))
+    written: dict[int, int] = {}
+    pending: dict[int, list[Record]] = {}
+    pending_bytes: dict[int, int] = {}
+
+    async def send(partition: int) -> None:
+        records = pending.pop(partition, [])
+        pending_bytes.pop(partition, None)
+        if not records:
+            return
+        now = int(time.time() * 1000)
+        batch = build_batch([
+            Record(i, now, r.key, r.value, headers) for i, r in enumerate(records)
+        ], compression=CODECS[args.compression])
+        await client.produce(args.topic, partition, leaders[partition], batch, acks=args.acks)
+        written[partition] = written.get(partition, 0) + len(records)
+        if args.file:
+            progress.show(stream.tell())
+
+    sticky = next(round_robin)
+    for key, value in lines:
+        if args.partition is not None:
+            partition = args.partition
+        elif key is not None:
+            partition = partition_for_key(key, count)
+        else:
+            partition = sticky
+        pending.setdefault(partition, []).append(Record(0, 0, key, value))
+        size = pending_bytes[partition] = pending_bytes.get(partition, 0) + len(value) + 16
+        if len(pending[partition]) >= args.batch_records or size >= BATCH_BYTES:
+            await send(partition)
+            if partition == sticky:
+                sticky = next(round_robin)
+    for partition in list(pending):
+        await send(partition)
+    progress.show(progress.total, final=True)
+    return written
