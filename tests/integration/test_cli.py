@@ -1,0 +1,189 @@
+"""The real ``odradek`` executable against a real broker: every subcommand that
+talks to a broker, its ``--json`` output parsed back, and its errors (one line,
+non-zero exit, no traceback)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from odradek.testing.broker import Broker
+
+
+@pytest.fixture(scope="module")
+def broker() -> Iterator[Broker]:
+    with Broker(num_partitions="1") as b:
+        yield b
+
+
+def odradek(
+    broker: Broker | None, *args: str, stdin: str | None = None, ok: bool = True
+) -> subprocess.CompletedProcess[str]:
+    cmd = [sys.executable, "-m", "odradek", *args]
+    if broker is not None:
+        cmd += ["--bootstrap-server", broker.bootstrap_servers]
+    proc = subprocess.run(cmd, input=stdin, capture_output=True, text=True, timeout=60)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    if ok:
+        assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+def fails(broker: Broker | None, *args: str, stdin_text: str | None = None) -> str:
+    proc = odradek(broker, *args, stdin=stdin_text, ok=False)
+    assert proc.returncode != 0
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    return lines[0]
+
+
+def test_topics_lifecycle(broker: Broker) -> None:
+    odradek(broker, "topics", "create", "cli-t", "--partitions", "3",
+            "--config", "retention.ms=60000")
+    assert "cli-t" in json.loads(odradek(broker, "topics", "list", "--json").stdout)
+    (desc,) = json.loads(odradek(broker, "topics", "describe", "cli-t", "--json").stdout)
+    assert [p["partition"] for p in desc["partitions"]] == [0, 1, 2]
+    assert desc["configs"] == {"retention.ms": "60000"}
+    table = odradek(broker, "topics", "describe", "cli-t").stdout
+    assert "PartitionCount: 3" in table and "retention.ms=60000" in table
+    odradek(broker, "topics", "alter", "cli-t", "--partitions", "4",
+            "--config", "cleanup.policy=compact", "--delete-config", "retention.ms")
+    (desc,) = json.loads(odradek(broker, "topics", "describe", "cli-t", "--json").stdout)
+    assert len(desc["partitions"]) == 4 and desc["configs"] == {"cleanup.policy": "compact"}
+    odradek(broker, "topics", "delete", "cli-t")
+    assert "cli-t" not in json.loads(odradek(broker, "topics", "list", "--json").stdout)
+
+
+def test_topic_errors_are_one_line(broker: Broker) -> None:
+    odradek(broker, "topics", "create", "cli-dup")
+    assert "TOPIC_ALREADY_EXISTS" in fails(broker, "topics", "create", "cli-dup")
+    assert "UNKNOWN_TOPIC_OR_PARTITION" in fails(broker, "topics", "describe", "cli-none")
+    assert "INVALID_TOPIC_EXCEPTION" in fails(broker, "topics", "create", "bad name!")
+    assert "KEY=VALUE" in fails(broker, "topics", "create", "cli-x", "--config", "novalue")
+    assert "nothing to alter" in fails(broker, "topics", "alter", "cli-dup")
+
+
+def test_unreachable_broker_and_bad_arguments() -> None:
+    line = fails(None, "topics", "list", "--bootstrap-server", "127.0.0.1:1")
+    assert line.startswith("odradek: cannot reach broker at 127.0.0.1:1")
+    assert "HOST:PORT" in fails(None, "topics", "list", "--bootstrap-server", "nonsense")
+    proc = odradek(None, "topics", "frobnicate", ok=False)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+
+
+def test_produce_then_consume_with_keys_headers_and_compression(broker: Broker) -> None:
+    odradek(broker, "topics", "create", "cli-pc", "--partitions", "3")
+    lines = "".join(f"key{i}:value {i}\n" for i in range(50))
+    out = odradek(broker, "produce", "cli-pc", "--key-separator", ":", "--header", "src=cli",
+                  "--compression", "zstd", "--json", stdin=lines).stdout
+    assert json.loads(out)["records"] == 50
+    got = odradek(broker, "consume", "cli-pc", "--from-beginning", "--max-messages", "50",
+                  "--format", "json").stdout.splitlines()
+    records = [json.loads(line) for line in got]
+    assert sorted(r["value"] for r in records) == sorted(f"value {i}" for i in range(50))
+    assert all(r["headers"] == {"src": "cli"} for r in records)
+    # Keys are placed by Kafka's partitioner: confluent-kafka (murmur2_random for
+    # keyed records in Java-compatible mode) agrees on every key.
+    producer = Producer({"bootstrap.servers": broker.bootstrap_servers,
+                         "partitioner": "murmur2_random"})
+    placed: dict[str, int] = {}
+    for r in records[:10]:
+        producer.produce("cli-pc", b"x", key=r["key"].encode(),
+                         on_delivery=lambda err, msg: placed.__setitem__(
+                             msg.key().decode(), msg.partition()))
+    producer.flush(10)
+    assert placed == {r["key"]: r["partition"] for r in records[:10]}
+
+
+def test_consume_formats_offsets_and_timeout(broker: Broker) -> None:
+    odradek(broker, "topics", "create", "cli-fmt")
+    odradek(broker, "produce", "cli-fmt", "--key-separator", "=", stdin="a=1\nb=2\nc=3\n")
+    kv = odradek(broker, "consume", "cli-fmt", "--from-beginning", "--max-messages", "3",
+                 "--format", "key-value").stdout
+    assert kv.splitlines() == ["a\t1", "b\t2", "c\t3"]
+    tail = odradek(broker, "consume", "cli-fmt", "--partition", "0", "--offset", "1",
+                   "--max-messages", "2").stdout
+    assert tail.splitlines() == ["2", "3"]
+    proc = odradek(broker, "consume", "cli-fmt", "--timeout-ms", "300")  # from the end
+    assert proc.stdout == "" and "Processed 0 messages" in proc.stderr
+    assert "--offset needs --partition" in fails(broker, "consume", "cli-fmt", "--offset", "1")
+    assert "line 2 has no key separator" in fails(broker, "produce", "cli-fmt",
+                                                  "--key-separator", "=", stdin_text="a=1\nb\n")
+
+
+def test_produce_from_a_file_with_progress(broker: Broker, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    path = tmp_path / "lines.txt"
+    path.write_text("".join(f"line {i}\n" for i in range(2000)))
+    proc = odradek(broker, "produce", "cli-file", "--file", str(path), "--progress",
+                   "--batch-records", "300")
+    assert "100.0%" in proc.stderr and "Produced 2000 records" in proc.stderr
+    got = odradek(broker, "consume", "cli-file", "--from-beginning", "--max-messages",
+                  "2000").stdout.splitlines()
+    assert got == [f"line {i}" for i in range(2000)]
+    assert "cannot read" in fails(broker, "produce", "cli-file", "--file", "/nonexistent")
+    assert "no partition 9" in fails(broker, "produce", "cli-file", "--partition", "9",
+                                     "--file", str(path))
+
+
+def test_groups_describe_lag_reset_and_delete(broker: Broker) -> None:
+    odradek(broker, "topics", "create", "cli-g", "--partitions", "2")
+    odradek(broker, "produce", "cli-g", "--partition", "0", stdin="a\nb\nc\nd\n")
+    odradek(broker, "produce", "cli-g", "--partition", "1", stdin="e\nf\n")
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "cli-grp",
+                         "enable.auto.commit": False})
+    consumer.commit(offsets=[TopicPartition("cli-g", 0, 1), TopicPartition("cli-g", 1, 2)],
+                    asynchronous=False)
+    consumer.close()
+    groups = json.loads(odradek(broker, "groups", "list", "--json").stdout)
+    assert {"group": "cli-grp", "protocol_type": "", "state": "Empty"} in groups
+    desc = json.loads(odradek(broker, "groups", "describe", "cli-grp", "--json").stdout)
+    lag = {(r["topic"], r["partition"]): (r["current_offset"], r["log_end_offset"], r["lag"])
+           for r in desc["partitions"]}
+    assert lag == {("cli-g", 0): (1, 4, 3), ("cli-g", 1): (2, 2, 0)}
+    assert "LAG" in odradek(broker, "groups", "describe", "cli-grp").stdout
+    plan = json.loads(odradek(broker, "groups", "reset-offsets", "cli-grp", "--topic", "cli-g",
+                              "--shift-by", "5", "--json").stdout)
+    assert plan["offsets"] == {"0": 4, "1": 2} and not plan["executed"]
+    odradek(broker, "groups", "reset-offsets", "cli-grp", "--topic", "cli-g", "--to-earliest",
+            "--execute")
+    desc = json.loads(odradek(broker, "groups", "describe", "cli-grp", "--json").stdout)
+    assert [r["current_offset"] for r in desc["partitions"]] == [0, 0]
+    resumed = odradek(broker, "consume", "cli-g", "--group", "cli-grp", "--partition", "1",
+                      "--max-messages", "2").stdout
+    assert resumed.splitlines() == ["e", "f"]
+    odradek(broker, "groups", "delete", "cli-grp")
+    assert "does not exist" in fails(broker, "groups", "describe", "cli-grp")
+    assert "GROUP_ID_NOT_FOUND" in fails(broker, "groups", "delete", "cli-grp")
+
+
+def test_groups_describe_shows_members_of_an_active_group(broker: Broker) -> None:
+    odradek(broker, "topics", "create", "cli-active", "--partitions", "2")
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap_servers,
+                         "group.id": "cli-active-g", "client.id": "the-client"})
+    consumer.subscribe(["cli-active"])
+    try:
+        for _ in range(100):
+            consumer.poll(0.1)
+            if len(consumer.assignment()) == 2:
+                break
+        desc = json.loads(odradek(broker, "groups", "describe", "cli-active-g",
+                                  "--json").stdout)
+        assert desc["state"] == "Stable" and desc["members"] == 1
+        assert {r["client_id"] for r in desc["partitions"]} == {"the-client"}
+        assert "NON_EMPTY_GROUP" in fails(broker, "groups", "delete", "cli-active-g")
+    finally:
+        consumer.close()
+
+
+def test_cluster_describe(broker: Broker) -> None:
+    desc = json.loads(odradek(broker, "cluster", "describe", "--json").stdout)
+    port = int(broker.bootstrap_servers.rsplit(":", 1)[1])
+    assert desc["controller"] == 1 and desc["brokers"] == [
+        {"id": 1, "host": "127.0.0.1", "port": port, "rack": None}
+    ]
+    assert "Cluster id:" in odradek(broker, "cluster", "describe").stdout
