@@ -1,0 +1,212 @@
+"""``odradek dump-log FILE...``: read segment files offline (``kafka-dump-log.sh``).
+
+By suffix (formats in :mod:`odradek.storage.segment` and :mod:`odradek.storage.index`):
+
+* ``.log``: one line per batch — base and last offset, record count, byte
+  position and size, CRC check, compression, timestamp type and max
+  timestamp, producer id/epoch/sequence, transactional and control flags,
+  leader epoch; ``--records`` adds each record (offset, timestamp, key, value,
+  headers; bytes that are not UTF-8 are escaped). Reading stops at the first
+  batch that is torn (shorter than its length says) or corrupt (bad magic or
+  CRC); that is reported as a problem with its byte position, as recovery
+  would truncate there. A batch whose base offset does not follow the
+  previous batch is reported too.
+* ``.index``: entries (offset -> position); problems: entries not strictly
+  increasing, and, when the ``.log`` beside it can be read, an entry that does
+  not point at the start of the batch whose last offset it names.
+* ``.timeindex``: entries (timestamp -> offset); problems: timestamps not
+  increasing or offsets decreasing.
+
+A trailing partial entry in an index is a problem too. ``--json`` prints one
+document: a list with, per file, its entries or batches and its problems. The
+exit status is 0 when every file was read, whatever problems were found (as
+Kafka's tool), and 1 with one line on stderr when a file cannot be read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import struct
+from typing import Any
+
+from odradek.cli.common import CliError
+from odradek.cli.consume import text
+from odradek.cli.output import emit_json
+from odradek.storage.names import parse_segment_file_name
+from odradek.wire.batch import LOG_OVERHEAD, validate_batch
+from odradek.wire.compression import CODEC_NAMES
+from odradek.wire.primitives import DecodeError
+from odradek.wire.records import decode_batch
+
+_OFFSET_ENTRY = struct.Struct(">ii")
+_TIME_ENTRY = struct.Struct(">qi")
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("dump-log", help="print segment, index and time index files (offline)")
+    p.add_argument("files", nargs="+", metavar="FILE")
+    p.add_argument("--records", action="store_true", help="print every record of each batch")
+    p.add_argument("--max-batches", type=int, help="stop each .log after this many batches")
+    p.add_argument("--json", action="store_true", help="print JSON instead of text")
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    results = [dump_file(path, args.records, args.max_batches) for path in args.files]
+    if args.json:
+        emit_json(results)
+        return 0
+    for result in results:
+        print_text(result)
+    return 0
+
+
+def _read(path: str) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError as exc:
+        raise CliError(f"cannot read {path}: {exc.strerror}") from exc
+
+
+def _base_offset(path: str) -> tuple[int, str]:
+    parsed = parse_segment_file_name(os.path.basename(path))
+    if parsed is None:
+        raise CliError(f"{path}: not a segment file (want <20 digits>.log, .index or .timeindex)")
+    return parsed
+
+
+def dump_file(path: str, records: bool, max_batches: int | None) -> dict[str, Any]:
+    base, suffix = _base_offset(path)
+    data = _read(path)
+    if suffix == ".log":
+        return {"file": path, "kind": "log", **dump_segment(data, records, max_batches)}
+    if suffix == ".index":
+        log_path = path[: -len(".index")] + ".log"
+        log = _read(log_path) if os.path.exists(log_path) else None
+        return {"file": path, "kind": "index", **dump_offset_index(data, base, log)}
+    if suffix == ".timeindex":
+        return {"file": path, "kind": "timeindex", **dump_time_index(data, base)}
+    raise CliError(f"{path}: cannot dump {suffix} files")
+
+
+def dump_segment(data: bytes, with_records: bool, max_batches: int | None) -> dict[str, Any]:
+    batches: list[dict[str, Any]] = []
+    problems: list[str] = []
+    pos = 0
+    while pos < len(data) and (max_batches is None or len(batches) < max_batches):
+        if pos + LOG_OVERHEAD > len(data):
+            problems.append(f"torn batch at position {pos}: {len(data) - pos} trailing bytes")
+            break
+        try:
+            h = validate_batch(data, pos)
+        except DecodeError as exc:
+            kind = "torn" if "beyond the input" in str(exc) else "corrupt"
+            problems.append(f"{kind} batch at position {pos}: {exc}")
+            break
+        batch: dict[str, Any] = {
+            "base_offset": h.base_offset, "last_offset": h.last_offset,
+            "count": h.records_count, "position": pos, "size": h.size, "crc_valid": True,
+            "magic": h.magic, "compression": CODEC_NAMES.get(h.compression, str(h.compression)),
+            "timestamp_type": "LogAppendTime" if h.log_append_time else "CreateTime",
+            "max_timestamp": h.max_timestamp, "producer_id": h.producer_id,
+            "producer_epoch": h.producer_epoch, "base_sequence": h.base_sequence,
+            "transactional": h.is_transactional, "control": h.is_control,
+            "partition_leader_epoch": h.partition_leader_epoch,
+        }
+        if with_records:
+            try:
+                _, recs = decode_batch(data, pos)
+                batch["records"] = [
+                    {"offset": r.offset, "timestamp": r.timestamp, "key": text(r.key),
+                     "value": text(r.value), "headers": {k: text(v) for k, v in r.headers}}
+                    for r in recs
+                ]
+            except DecodeError as exc:
+                problems.append(f"batch at position {pos}: records do not decode: {exc}")
+        if batches and h.base_offset <= batches[-1]["last_offset"]:
+            problems.append(f"batch at position {pos}: base offset {h.base_offset} does not "
+                            f"follow the previous batch's last offset {batches[-1]['last_offset']}")
+        batches.append(batch)
+        pos += h.size
+    return {"batches": batches, "problems": problems}
+
+
+def _batch_starts(log: bytes) -> dict[int, int]:
+    """position -> last offset of each readable batch of ``log``."""
+    out = {}
+    pos = 0
+    while pos < len(log):
+        try:
+            h = validate_batch(log, pos)
+        except DecodeError:
+            break
+        out[pos] = h.last_offset
+        pos += h.size
+    return out
+
+
+def dump_offset_index(data: bytes, base: int, log: bytes | None) -> dict[str, Any]:
+    usable = len(data) - len(data) % _OFFSET_ENTRY.size
+    problems = [] if usable == len(data) else [
+        f"{len(data) - usable} trailing bytes are not a whole entry"]
+    entries = []
+    starts = _batch_starts(log) if log is not None else None
+    previous = (-1, -1)
+    for i in range(0, usable, _OFFSET_ENTRY.size):
+        relative, position = _OFFSET_ENTRY.unpack_from(data, i)
+        offset = base + relative
+        entries.append({"offset": offset, "position": position})
+        if relative <= previous[0] or position <= previous[1]:
+            problems.append(f"entry {i // 8} (offset {offset}) does not increase")
+        previous = (relative, position)
+        if starts is not None and starts.get(position) != offset:
+            problems.append(
+                f"entry {i // 8}: no batch ending at offset {offset} starts at position {position}"
+            )
+    return {"entries": entries, "problems": problems}
+
+
+def dump_time_index(data: bytes, base: int) -> dict[str, Any]:
+    usable = len(data) - len(data) % _TIME_ENTRY.size
+    problems = [] if usable == len(data) else [
+        f"{len(data) - usable} trailing bytes are not a whole entry"]
+    entries = []
+    last_ts, last_offset = -1, -1
+    for i in range(0, usable, _TIME_ENTRY.size):
+        ts, relative = _TIME_ENTRY.unpack_from(data, i)
+        offset = base + relative
+        entries.append({"timestamp": ts, "offset": offset})
+        if ts <= last_ts or offset < last_offset:
+            problems.append(f"entry {i // 12} (timestamp {ts}, offset {offset}) goes backwards")
+        last_ts, last_offset = ts, offset
+    return {"entries": entries, "problems": problems}
+
+
+def print_text(result: dict[str, Any]) -> None:
+    print(f"Dumping {result['file']}")
+    if result["kind"] == "log":
+        for b in result["batches"]:
+            print(
+                f"baseOffset: {b['base_offset']} lastOffset: {b['last_offset']} "
+                f"count: {b['count']} position: {b['position']} size: {b['size']} "
+                f"crcValid: {str(b['crc_valid']).lower()} magic: {b['magic']} "
+                f"compression: {b['compression']} {b['timestamp_type']}: {b['max_timestamp']} "
+                f"producerId: {b['producer_id']} producerEpoch: {b['producer_epoch']} "
+                f"baseSequence: {b['base_sequence']} isTransactional: "
+                f"{str(b['transactional']).lower()} isControl: {str(b['control']).lower()} "
+                f"partitionLeaderEpoch: {b['partition_leader_epoch']}"
+            )
+            for r in b.get("records", []):
+                headers = ",".join(f"{k}={v}" for k, v in r["headers"].items())
+                print(f"| offset: {r['offset']} timestamp: {r['timestamp']} key: {r['key']} "
+                      f"value: {r['value']} headers: {headers}")
+    elif result["kind"] == "index":
+        for e in result["entries"]:
+            print(f"offset: {e['offset']} position: {e['position']}")
+    else:
+        for e in result["entries"]:
+            print(f"timestamp: {e['timestamp']} offset: {e['offset']}")
+    for problem in result["problems"]:
+        print(f"PROBLEM: {problem}")

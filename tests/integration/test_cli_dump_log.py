@@ -1,0 +1,110 @@
+"""``odradek dump-log`` on files a real broker wrote (and on damaged copies)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Producer
+
+from odradek.testing.broker import Broker
+
+SEGMENT = "00000000000000000000"
+
+
+@pytest.fixture(scope="module")
+def partition_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    data = tmp_path_factory.mktemp("data")
+    with Broker(data_dir=str(data), **{"log.index.interval.bytes": "150"}) as b:
+        b.create_topic("dumped", 1)
+        producer = Producer({"bootstrap.servers": b.bootstrap_servers, "linger.ms": 0,
+                             "compression.type": "gzip"})
+        for i in range(40):
+            producer.produce("dumped", f"value-{i} {'x' * 300}".encode(), key=f"key-{i}".encode(),
+                             headers=[("n", str(i).encode())])
+            producer.flush(10)  # one batch per record: the indexes get entries
+    return data / "dumped-0"  # a clean stop wrote the indexes out
+
+
+def dump(*args: str, ok: bool = True) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run([sys.executable, "-m", "odradek", "dump-log", *args],
+                          capture_output=True, text=True, timeout=60)
+    assert "Traceback" not in proc.stderr
+    if ok:
+        assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+def test_log_with_records(partition_dir: Path) -> None:
+    out = dump(str(partition_dir / f"{SEGMENT}.log"), "--records").stdout
+    assert out.count("baseOffset:") == 40 and "compression: gzip" in out
+    for i in (0, 17, 39):
+        assert f"key: key-{i} value: value-{i} {'x' * 300} headers: n={i}" in out
+    assert "PROBLEM" not in out
+
+
+def test_json_parses_back(partition_dir: Path) -> None:
+    (log,) = json.loads(dump(str(partition_dir / f"{SEGMENT}.log"), "--json").stdout)
+    assert [b["base_offset"] for b in log["batches"]] == list(range(40))
+    assert all(b["crc_valid"] and b["count"] == 1 for b in log["batches"])
+    assert log["problems"] == []
+    limited = json.loads(dump(str(partition_dir / f"{SEGMENT}.log"), "--json",
+                              "--max-batches", "5").stdout)
+    assert len(limited[0]["batches"]) == 5
+
+
+def test_indexes_are_listed_and_checked(partition_dir: Path) -> None:
+    index, timeindex = json.loads(dump(str(partition_dir / f"{SEGMENT}.index"),
+                                       str(partition_dir / f"{SEGMENT}.timeindex"),
+                                       "--json").stdout)
+    assert len(index["entries"]) >= 5 and index["problems"] == []
+    offsets = [e["offset"] for e in index["entries"]]
+    assert offsets == sorted(set(offsets))
+    assert timeindex["entries"] and timeindex["problems"] == []
+
+
+def test_torn_and_corrupt_logs_are_reported(partition_dir: Path, tmp_path: Path) -> None:
+    original = (partition_dir / f"{SEGMENT}.log").read_bytes()
+    torn = tmp_path / f"{SEGMENT}.log"
+    torn.write_bytes(original[: len(original) - 10])
+    out = dump(str(torn)).stdout
+    assert out.count("baseOffset:") == 39 and "PROBLEM: torn batch at position" in out
+    (log,) = json.loads(dump(str(partition_dir / f"{SEGMENT}.log"), "--json").stdout)
+    third = log["batches"][2]["position"]
+    flipped = bytearray(original)
+    flipped[third + 40] ^= 0xFF  # inside the CRC-covered part of the third batch
+    torn.write_bytes(bytes(flipped))
+    (result,) = json.loads(dump(str(torn), "--json").stdout)
+    assert len(result["batches"]) == 2
+    assert any(f"corrupt batch at position {third}" in p for p in result["problems"])
+    moved = bytearray(original)
+    moved[third + 7] ^= 0x01  # baseOffset is outside the CRC: caught by the offset check
+    torn.write_bytes(bytes(moved))
+    (result,) = json.loads(dump(str(torn), "--json").stdout)
+    assert any("does not follow" in p for p in result["problems"])
+
+
+def test_a_bad_index_entry_is_reported(partition_dir: Path, tmp_path: Path) -> None:
+    for suffix in (".log", ".index"):
+        shutil.copy(partition_dir / f"{SEGMENT}{suffix}", tmp_path / f"{SEGMENT}{suffix}")
+    index = tmp_path / f"{SEGMENT}.index"
+    data = bytearray(index.read_bytes())
+    data[7] ^= 0x01  # the first entry's position no longer starts a batch
+    index.write_bytes(bytes(data) + b"\x00\x01")
+    (result,) = json.loads(dump(str(index), "--json").stdout)
+    assert any("no batch ending at offset" in p for p in result["problems"])
+    assert any("trailing bytes" in p for p in result["problems"])
+
+
+def test_errors_are_one_line(tmp_path: Path) -> None:
+    missing = dump(str(tmp_path / f"{SEGMENT}.log"), ok=False)
+    assert missing.returncode == 1 and missing.stderr.startswith("odradek: cannot read")
+    odd = tmp_path / "notes.txt"
+    odd.write_text("x")
+    wrong = dump(str(odd), ok=False)
+    assert wrong.returncode == 1 and "not a segment file" in wrong.stderr
+    assert len(wrong.stderr.strip().splitlines()) == 1
