@@ -100,7 +100,9 @@ class Runner:
         )
         try:
             while not self._stop.is_set():
-                for records in consumer.poll(50).values():
+                # A long poll: kafka-python must be inside poll() when its JoinGroup
+                # is answered (see the module docstring).
+                for records in consumer.poll(500).values():
                     self.values.extend(r.value for r in records)
                 self.owned = frozenset(tp.partition for tp in consumer.assignment())
         finally:
