@@ -297,3 +297,30 @@ def test_committed_offsets_and_groups_survive_a_restart() -> None:
             ), 3)
             assert beat.error_code == 0
             client.close()
+
+
+def test_deleting_a_topic_deletes_its_committed_offsets(raw: RawClient) -> None:
+    from odradek.wire.messages.delete_topics_request import DeleteTopicsRequest
+
+    _ensure_topic(raw, "offsets-t")
+    _commit(raw, "topic-gone", 8, 3)
+    assert _fetch(raw, "topic-gone", 8)[0] == (3, "md")
+    resp = raw.request(DeleteTopicsRequest(topic_names=["offsets-t"], timeout_ms=1000), 4)
+    assert resp.responses[0].error_code == 0
+    assert _fetch(raw, "topic-gone", 8) == {0: (-1, ""), 1: (-1, ""), 5: (-1, "")}
+
+
+def test_offsets_expire_after_the_retention_check() -> None:
+    settings = {**SETTINGS, "offsets.retention.minutes": "0",
+                "offsets.retention.check.interval.ms": "50"}
+    with Broker(**settings) as b:
+        client = RawClient(b.bootstrap_servers)
+        _ensure_topic(client, "offsets-t")
+        _commit(client, "expiring", 8, 9)
+        deadline = time.monotonic() + 10
+        while _fetch(client, "expiring", 8)[0] != (-1, ""):
+            assert time.monotonic() < deadline, "the offsets never expired"
+            time.sleep(0.02)
+        listed = client.request(ListGroupsRequest(), 4)
+        assert "expiring" not in {g.group_id for g in listed.groups}
+        client.close()

@@ -51,6 +51,8 @@ DEFAULTS: dict[str, str] = {
     "group.max.session.timeout.ms": "1800000",
     "group.max.size": "2147483647",
     "offset.metadata.max.bytes": "4096",
+    "offsets.retention.minutes": "10080",
+    "offsets.retention.check.interval.ms": "600000",
     "connections.max.idle.ms": "600000",
     "cluster.id": "",
 }
@@ -63,6 +65,7 @@ _INT_KEYS = {
     "min.insync.replicas", "offsets.topic.num.partitions", "offsets.topic.replication.factor",
     "group.initial.rebalance.delay.ms", "group.min.session.timeout.ms",
     "group.max.session.timeout.ms", "group.max.size", "offset.metadata.max.bytes",
+    "offsets.retention.minutes", "offsets.retention.check.interval.ms",
     "connections.max.idle.ms",
 }
 _BOOL_KEYS = {"auto.create.topics.enable", "delete.topic.enable"}

@@ -64,11 +64,15 @@ class GroupRuntime:
         self._timer_at_ms: int | None = None
         self._load_task: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
+        self._expiry_task: asyncio.Task[None] | None = None
 
     # -- start-up and the offsets topic ---------------------------------------------------
 
     def start(self) -> None:
-        """Begin replaying ``__consumer_offsets`` (in the background) if it exists."""
+        """Begin replaying ``__consumer_offsets`` (in the background) if it exists,
+        and expiring offsets every ``offsets.retention.check.interval.ms``."""
+        loop = asyncio.get_running_loop()
+        self._expiry_task = loop.create_task(self._expire_forever())
         if OFFSETS_TOPIC not in self.state.image.topics:
             self.coordinator.loading.clear()
             return
@@ -127,6 +131,24 @@ class GroupRuntime:
                         continue
                     if record is not None:
                         self.coordinator.replay([record], now)
+
+    async def _expire_forever(self) -> None:
+        config = self.state.config
+        interval_s = config.get_int("offsets.retention.check.interval.ms") / 1000
+        retention_ms = config.get_int("offsets.retention.minutes") * 60_000
+        while True:
+            await asyncio.sleep(interval_s)
+            await self.expire_offsets(retention_ms)
+
+    async def expire_offsets(self, retention_ms: int) -> None:
+        """One expiry pass (tombstones for expired offsets and emptied groups)."""
+        if OFFSETS_TOPIC in self.state.image.topics:
+            await self.apply(self.coordinator.expire_offsets(self.clock.now_ms(), retention_ms))
+
+    async def topics_deleted(self, topics: set[str]) -> None:
+        """Drop the committed offsets of deleted topics."""
+        if OFFSETS_TOPIC in self.state.image.topics:
+            await self.apply(self.coordinator.delete_topic_offsets(topics))
 
     # -- operations ---------------------------------------------------------------------
 
@@ -206,6 +228,10 @@ class GroupRuntime:
         task.add_done_callback(self._tasks.discard)
 
     async def close(self) -> None:
+        if self._expiry_task is not None:
+            self._expiry_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._expiry_task
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None

@@ -180,6 +180,45 @@ class GroupCoordinator(Membership):
             group.state = S.DEAD
         return fx.reply(token, errors)
 
+    # -- cleanup ------------------------------------------------------------------------
+
+    def delete_topic_offsets(self, topics: set[str]) -> Effects:
+        """Tombstones for every committed offset of deleted ``topics`` (as Kafka
+        cleans up when a topic goes)."""
+        fx = Effects()
+        for gid, group in sorted(self.groups.items()):
+            if self.partition_of(gid) in self.loading:
+                continue
+            for topic, partition in sorted(group.offsets):
+                if topic in topics:
+                    fx.records.append(OffsetRecord(gid, topic, partition, None))
+        return fx
+
+    def expire_offsets(self, now_ms: int, retention_ms: int) -> Effects:
+        """Kafka's offset expiry (KIP-211): only groups with no members lose
+        offsets. An offset with an explicit expire time (OffsetCommit v2-4 with a
+        retention) goes then; otherwise ``retention_ms`` after the group became
+        Empty, or after the commit for a group that never had members. A group
+        left with no members and no offsets is deleted."""
+        fx = Effects()
+        for gid, group in sorted(self.groups.items()):
+            if self.partition_of(gid) in self.loading or group.state is not S.EMPTY:
+                continue
+            expired = []
+            for key, v in sorted(group.offsets.items()):
+                if v.expire_timestamp >= 0:
+                    due = v.expire_timestamp
+                elif group.protocol_type:
+                    due = group.state_timestamp_ms + retention_ms
+                else:
+                    due = v.commit_timestamp + retention_ms
+                if due <= now_ms:
+                    expired.append(key)
+            fx.records += [OffsetRecord(gid, t, p, None) for t, p in expired]
+            if len(expired) == len(group.offsets) and not group.members:
+                fx.records.append(GroupRecord(gid, None))
+        return fx
+
     # -- DescribeGroups, ListGroups -----------------------------------------------------
 
     def describe(self, group_id: str) -> DescribedGroup:

@@ -19,6 +19,8 @@ heard are remembered)::
     describe GROUP
     delete GROUP
     advance MS          (then the coordinator's timers run)
+    expire RETENTION_MS (one offsets.retention pass)
+    topics_deleted TOPIC...
     loading PARTITION   (marks the __consumer_offsets partition of GROUPs as loading)
 
 Set ``ODRADEK_REWRITE=1`` to write the produced traces back into the files.
@@ -236,6 +238,12 @@ class Harness:
     def cmd_advance(self, pos: list[str], kw: dict[str, str], _: list[str]) -> None:
         self.now_ms += int(pos[0])
         self.apply(self.coordinator.poll(self.now_ms))
+
+    def cmd_expire(self, pos: list[str], kw: dict[str, str], _: list[str]) -> None:
+        self.apply(self.coordinator.expire_offsets(self.now_ms, int(pos[0])))
+
+    def cmd_topics_deleted(self, pos: list[str], kw: dict[str, str], _: list[str]) -> None:
+        self.apply(self.coordinator.delete_topic_offsets(set(pos)))
 
     def cmd_loading(self, pos: list[str], kw: dict[str, str], _: list[str]) -> None:
         self.coordinator.loading.add(int(pos[0]))

@@ -3,6 +3,7 @@
 Behaviour: deletes by name (and from v6 by topic id); unknown topics get
 UNKNOWN_TOPIC_OR_PARTITION (UNKNOWN_TOPIC_ID by id); with
 ``delete.topic.enable=false`` every topic gets TOPIC_DELETION_DISABLED.
+The committed offsets of a deleted topic are deleted from every group.
 
 Version notes: v5 error messages; v6 topics as (name, id) pairs.
 """
@@ -31,6 +32,7 @@ async def handle(ctx: RequestContext, request: DeleteTopicsRequest) -> DeleteTop
     )
     enabled = state.config.get_bool("delete.topic.enable")
     results = []
+    deleted: set[str] = set()
     for name, topic_id in wanted:
         result = DeletableTopicResult(name=name, topic_id=topic_id, error_code=0)
         if name is None:
@@ -53,5 +55,8 @@ async def handle(ctx: RequestContext, request: DeleteTopicsRequest) -> DeleteTop
             if v >= 6:
                 result.topic_id = state.image.topics[name].topic_id
             state.commit(outcome.records)
+            deleted.add(name)
         results.append(result)
+    if deleted and state.groups is not None:
+        await state.groups.topics_deleted(deleted)
     return DeleteTopicsResponse(throttle_time_ms=0, responses=results)
