@@ -138,11 +138,8 @@ class GroupCoordinator(Membership):
     ) -> Effects:
         """Answer: (group error, {(topic, partition): error})."""
         fx = Effects()
-        code = self.coordinator_error(group_id)
-        group = self.groups.get(group_id)
-        if not code and (group is None or group.state is S.DEAD):
-            code = ErrorCode.GROUP_ID_NOT_FOUND
-        if code or group is None:
+        code, group = self.live_group(group_id, ErrorCode.GROUP_ID_NOT_FOUND)
+        if group is None:
             return fx.reply(token, (code, {}))
         subscribed = group.subscribed_topics()
         errors: dict[tuple[str, int], int] = {}
@@ -163,13 +160,8 @@ class GroupCoordinator(Membership):
         fx = Effects()
         errors: dict[str, int] = {}
         for gid in group_ids:
-            code = self.coordinator_error(gid)
-            group = self.groups.get(gid)
-            if not code and (group is None or group.state is S.DEAD):
-                code = ErrorCode.GROUP_ID_NOT_FOUND
-            elif not code and group is not None and (
-                group.state is not S.EMPTY or group.members
-            ):
+            code, group = self.live_group(gid, ErrorCode.GROUP_ID_NOT_FOUND)
+            if group is not None and (group.state is not S.EMPTY or group.members):
                 code = ErrorCode.NON_EMPTY_GROUP
             errors[gid] = code
             if code or group is None:

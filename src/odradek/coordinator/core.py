@@ -91,6 +91,17 @@ class CoordinatorBase:
             return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
         return ErrorCode.NONE
 
+    def live_group(self, group_id: str, missing: ErrorCode) -> tuple[ErrorCode, Group | None]:
+        """The group, or the error to answer instead: its partition is loading,
+        or ``missing`` when it does not exist (or is being deleted)."""
+        code = self.coordinator_error(group_id)
+        if code:
+            return code, None
+        group = self.groups.get(group_id)
+        if group is None or group.state is GroupState.DEAD:
+            return missing, None
+        return ErrorCode.NONE, group
+
     # -- replay -------------------------------------------------------------------------
 
     def replay(self, records: Iterable[CoordinatorRecord], now_ms: int = 0) -> None:

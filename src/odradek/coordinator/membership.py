@@ -353,11 +353,8 @@ class Membership(CoordinatorBase):
         self, token: Token, now_ms: int, group_id: str, leaving: list[Leaving]
     ) -> Effects:
         fx = Effects()
-        code = self.coordinator_error(group_id)
-        group = self.groups.get(group_id)
-        if not code and (group is None or group.state is S.DEAD):
-            code = ErrorCode.UNKNOWN_MEMBER_ID
-        if code or group is None:
+        code, group = self.live_group(group_id, ErrorCode.UNKNOWN_MEMBER_ID)
+        if group is None:
             return fx.reply(token, LeaveGroupResponse(error_code=code))
         answers = []
         for who in leaving:
