@@ -222,6 +222,9 @@ def uvarint_bytes(value: int) -> bytes:
 
 def write_varint(out: bytearray, value: int) -> None:
     """Zigzag signed 32-bit varint."""
+    if -64 <= value < 64:  # one byte: most lengths, deltas and counts in a record
+        out.append(~(value << 1) if value < 0 else value << 1)
+        return
     if not -(1 << 31) <= value < (1 << 31):
         raise EncodeError(f"varint out of range: {value}")
     write_uvarint(out, ((value << 1) ^ (value >> 31)) & 0xFFFFFFFF)
@@ -229,6 +232,9 @@ def write_varint(out: bytearray, value: int) -> None:
 
 def write_varlong(out: bytearray, value: int) -> None:
     """Zigzag signed 64-bit varint."""
+    if -64 <= value < 64:
+        out.append(~(value << 1) if value < 0 else value << 1)
+        return
     if not -(1 << 63) <= value < (1 << 63):
         raise EncodeError(f"varlong out of range: {value}")
     write_uvarint(out, ((value << 1) ^ (value >> 63)) & 0xFFFFFFFFFFFFFFFF)
