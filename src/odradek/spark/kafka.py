@@ -166,8 +166,9 @@ def _consumer(options: SourceOptions) -> Any:
         config: dict[str, Any] = {
             "group.id": "spark-odradek-executor",
             "isolation.level": "read_uncommitted",
-            "fetch.max.bytes": 64 << 20,
-            "max.partition.fetch.bytes": 8 << 20,
+            # more than queued.min.messages waiting locally pauses fetching for
+            # fetch.queue.backoff.ms (1 s); a task reads its range as fast as it can
+            "queued.min.messages": 1_000_000,
             "fetch.wait.max.ms": 100,
             **options.config(),
             "enable.auto.commit": False,
@@ -210,7 +211,8 @@ def _read_assigned(consumer: Any, options: SourceOptions, r: Range) -> Iterator[
     types: list[int] = []
     hdrs: list[list[tuple[str, bytes | None]] | None] = []
     while next_offset < end:
-        messages = consumer.consume(10_000, 1.0)
+        # consume(n) returns early only with n records: never ask past the range
+        messages = consumer.consume(max(1, min(10_000, end - next_offset)), 1.0)
         if not messages:
             if time.monotonic() > deadline:
                 raise TimeoutError(
@@ -282,8 +284,8 @@ def _handle_error(consumer: Any, options: SourceOptions, r: Range, m: Any, at: i
                 "instead of failing"
             )
         restart = max(at, low) if at < low else r.end
-        if restart < r.end:
-            consumer.seek(TopicPartition(r.topic, r.partition, restart))
+        if restart < r.end:  # assign again: the failed partition refuses a seek
+            consumer.assign([TopicPartition(r.topic, r.partition, restart)])
         return restart
     raise KafkaException(err)
 

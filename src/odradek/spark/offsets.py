@@ -68,16 +68,16 @@ class Range:
 
 
 def split(ranges: list[Range], min_partitions: int | None) -> list[Range]:
-    """Cut ranges so there are at least ``min_partitions`` tasks, in the way of
-    Spark's ``KafkaOffsetRangeCalculator``: each range gets pieces in
-    proportion to its size, the biggest first; empty ranges are dropped."""
+    """Cut ranges so there are at least ``min_partitions`` tasks (when there are
+    that many offsets): each range gets pieces in proportion to its size,
+    rounded up, of near-equal length. Empty ranges are dropped."""
     ranges = [r for r in ranges if r.size > 0]
     if not min_partitions or len(ranges) >= min_partitions:
         return ranges
     total = sum(r.size for r in ranges)
     out: list[Range] = []
     for r in ranges:
-        parts = max(1, round(r.size / total * min_partitions))
+        parts = max(1, math.ceil(r.size * min_partitions / total))
         parts = min(parts, r.size)
         step = r.size / parts
         bounds = [r.start + round(i * step) for i in range(parts)] + [r.end]
