@@ -13,9 +13,13 @@ Where each piece runs (pyspark 4.3, see ../shared/research/spark-python-datasour
   and the partition's exact offset range.
 
 Offsets are ``{"topic": {"partition": next_offset}}`` built in sorted order
-(Spark compares them as strings). ``commit(end)`` stores ``end`` under the
-query's consumer group so ``odradek groups describe`` shows its lag; Spark
-calls it one batch late and the checkpoint stays the source of truth.
+(Spark compares them as strings). The query's progress is stored under a
+consumer group (``kafka.group.id``, or ``groupIdPrefix`` plus a hash of the
+subscription; ``commitOffsetsToGroup=false`` turns it off) so ``odradek
+groups describe`` shows its lag: ``latestOffset(start)`` commits ``start``,
+which Spark only passes once the batch ending there has completed, and
+``commit(end)`` (one batch late) does the same. The checkpoint stays the
+source of truth; the group is never read back.
 """
 
 from __future__ import annotations
@@ -179,10 +183,11 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._last_trigger_ms = 0.0
         self._target: Offsets | None = None  # set by AvailableNow: never read past it
         self._latest: Offsets | None = None
+        self._committed: dict[str, Any] | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         return {"options": self.options, "_admin": None, "_last_trigger_ms": 0.0,
-                "_target": None, "_latest": None}
+                "_target": None, "_latest": None, "_committed": None}
 
     @property
     def admin(self) -> Admin:
@@ -205,6 +210,9 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._target = self.admin.latest(self.admin.partitions())
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
+        # Spark plans a batch only once the one before has completed, so
+        # ``start`` is done: report it now rather than one batch late in commit()
+        self.commit(start)
         begin = from_json(start)
         tps = self.admin.partitions()
         latest = self.admin.latest(tps)
@@ -250,10 +258,12 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return _read(self.options, partition)
 
     def commit(self, end: dict[str, Any]) -> None:
+        """Store ``end`` as the query's group offsets (best effort, once per value)."""
         group = self.options.commit_group
-        if group is None:
+        if group is None or end == self._committed:
             return
         try:
             self.admin.commit(group, from_json(end))
+            self._committed = end
         except Exception as exc:  # progress reporting only: never fail the query
             log.warning("could not commit the query's offsets to group %s: %s", group, exc)
