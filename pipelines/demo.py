@@ -27,9 +27,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import generate  # noqa: E402
-import log_aggregation  # noqa: E402
-import website_activity  # noqa: E402
+import generate
+import log_aggregation
+import website_activity
 
 
 def start_broker(data_dir: str) -> tuple[subprocess.Popen[str], str]:

@@ -9,8 +9,13 @@ if ! command -v kcat >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 && [ 
     (apt-get update -qq && apt-get install -y -qq kcat) >/dev/null 2>&1 \
         || echo "scripts/test.sh: could not install kcat; its tests will be skipped" >&2
 fi
+# Spark (tests/spark, pipelines/) runs on Java 17.
+if ! command -v java >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+    (apt-get update -qq && apt-get install -y -qq openjdk-17-jre-headless) >/dev/null 2>&1 \
+        || echo "scripts/test.sh: could not install Java; the Spark tests will be skipped" >&2
+fi
 status=0
-python3 -m ruff check src tools tests benchmarks || status=1
+python3 -m ruff check src tools tests benchmarks pipelines || status=1
 python3 -m mypy || status=1
 lint-imports || status=1
 python3 -m pytest "$@" || status=1

@@ -26,7 +26,8 @@ def stream(spark: Any, bootstrap: str, **options: str) -> Any:
 def to_memory(df: Any, name: str, tmp_path: Any, available_now: bool = True) -> Any:
     w = (df.writeStream.format("memory").queryName(name)
          .option("checkpointLocation", str(tmp_path / name)))
-    w = w.trigger(availableNow=True) if available_now else w.trigger(processingTime="100 milliseconds")
+    w = (w.trigger(availableNow=True) if available_now
+         else w.trigger(processingTime="100 milliseconds"))
     return w.start()
 
 
@@ -128,7 +129,7 @@ def test_progress_is_committed_to_a_consumer_group(spark: Any, kafka: Any, tmp_p
 
     def committed() -> dict[int, int]:
         f = admin.list_consumer_group_offsets(
-            [ConsumerGroupTopicPartitions(group, [TopicPartition(topic, 0), TopicPartition(topic, 1)])]
+            [ConsumerGroupTopicPartitions(group, [TopicPartition(topic, p) for p in (0, 1)])]
         )[group]
         return {tp.partition: tp.offset for tp in f.result(30).topic_partitions}
 

@@ -32,7 +32,8 @@ from confluent_kafka import (
     Producer,
     TopicPartition,
 )
-from confluent_kafka.admin import AdminClient, OffsetSpec
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import OffsetSpec as _OffsetSpec  # type: ignore[attr-defined]
 
 from odradek.spark.offsets import Offsets, Range
 from odradek.spark.options import EARLIEST, LATEST, Position, SinkOptions, SourceOptions
@@ -63,7 +64,10 @@ def arrow_schema(include_headers: bool) -> pa.Schema:
     return pa.schema(fields)
 
 
-def _admin_config(config: dict[str, str]) -> dict[str, str]:
+OffsetSpec: Any = _OffsetSpec  # its class methods are untyped
+
+
+def _admin_config(config: dict[str, str]) -> dict[str, Any]:
     return {k: v for k, v in config.items() if not k.startswith(_CONSUMER_ONLY)}
 
 
@@ -83,7 +87,7 @@ class Admin:
         meta = self.client.list_topics(timeout=_ADMIN_TIMEOUT_S)
         if sub.kind == "assign":
             return [(t, p) for t, ps in sub.assigned for p in ps]
-        out = []
+        out: list[tuple[str, int]] = []
         for name, topic in meta.topics.items():
             if topic.error is not None or not sub.matches(name):
                 continue
@@ -263,7 +267,7 @@ def _handle_error(consumer: Any, options: SourceOptions, r: Range, m: Any, at: i
         # the end of what the partition holds now: done if it covers the range
         eof = m.offset()
         if eof >= r.end or eof < 0:
-            return max(at, eof)
+            return max(at, int(eof))
         if options.fail_on_data_loss:
             raise DataLossError(
                 f"{r.topic}-{r.partition} ends at offset {eof}, before {r.end} as planned "

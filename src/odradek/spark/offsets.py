@@ -11,6 +11,7 @@ Pure functions only: no client, no Spark.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -81,5 +82,6 @@ def split(ranges: list[Range], min_partitions: int | None) -> list[Range]:
         parts = min(parts, r.size)
         step = r.size / parts
         bounds = [r.start + round(i * step) for i in range(parts)] + [r.end]
-        out.extend(Range(r.topic, r.partition, a, b) for a, b in zip(bounds, bounds[1:]) if b > a)
+        out.extend(Range(r.topic, r.partition, a, b)
+                   for a, b in itertools.pairwise(bounds) if b > a)
     return out

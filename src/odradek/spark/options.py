@@ -266,7 +266,7 @@ def _client_config(
         name = key[len("kafka."):]
         if name.lower() in forbidden:
             raise OptionError(
-                f"option {key!r} is not supported: the odradek source manages it itself"
+                f"option {key!r} is not supported: the odradek connector manages it itself"
             )
         config[name] = str(value)
     bootstrap = config.get("bootstrap.servers", "").strip()

@@ -229,7 +229,8 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         min_rows = self.options.min_offsets_per_trigger
         if min_rows and self._target is None and not isinstance(limit, ReadAllAvailable):
             backlog = sum(max(0, o - base[tp]) for tp, o in latest.items())
-            if backlog < min_rows and now - self._last_trigger_ms < self.options.max_trigger_delay_ms:
+            waited = now - self._last_trigger_ms
+            if backlog < min_rows and waited < self.options.max_trigger_delay_ms:
                 return start
         end = rate_limit(base, latest, limit.max_rows) if isinstance(limit, ReadMaxRows) else latest
         result = to_json({**begin, **end})
