@@ -177,3 +177,34 @@ def test_stream_write_to_a_topic(spark: Any, kafka: Any, tmp_path: Any) -> None:
     query.awaitTermination(180)
     values = sorted(v for _, _, v in read_all(bootstrap, sink, 3))
     assert values == sorted(f"V{i}".encode() for i in range(300))
+
+
+def test_min_offsets_wait_for_records_or_the_delay(spark: Any, kafka: Any, tmp_path: Any) -> None:
+    from datetime import datetime
+
+    bootstrap = kafka.bootstrap_servers
+    topic = create_topic(bootstrap, topic_name("minrows"), 1)
+    produce(bootstrap, topic, ({"value": b"a"} for _ in range(10)))
+    df = stream(spark, bootstrap, subscribe=topic, startingOffsets="earliest",
+                minOffsetsPerTrigger="100", maxTriggerDelay="8s")
+    query = to_memory(df, "minrows", tmp_path, available_now=False)
+
+    def count() -> int:
+        return int(spark.sql("select count(*) c from minrows").first().c)
+
+    def started(batch: int) -> float:
+        (p,) = [p for p in query.recentProgress if p["batchId"] == batch]
+        return datetime.fromisoformat(p["timestamp"].replace("Z", "+00:00")).timestamp()
+
+    try:
+        wait_for(lambda: count() == 10, 120, "the first batch (the delay starts expired)")
+        produce(bootstrap, topic, ({"value": b"b"} for _ in range(10)))
+        wait_for(lambda: count() == 20, 120, "the small backlog after maxTriggerDelay")
+        # 10 < 100 records: the batch waited for maxTriggerDelay since the last one
+        assert started(1) - started(0) >= 7.9
+        produce(bootstrap, topic, ({"value": b"c"} for _ in range(150)))
+        wait_for(lambda: count() == 170, 120, "a backlog above minOffsetsPerTrigger")
+        # enough records: no waiting for the delay
+        assert started(2) - started(1) < 7.9
+    finally:
+        query.stop()

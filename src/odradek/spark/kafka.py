@@ -23,6 +23,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from confluent_kafka import (
     Consumer,
     ConsumerGroupTopicPartitions,
@@ -204,16 +205,10 @@ def read_range(options: SourceOptions, r: Range) -> Iterator[pa.RecordBatch]:
 
 def _read_assigned(consumer: Any, options: SourceOptions, r: Range) -> Iterator[pa.RecordBatch]:
     schema = arrow_schema(options.include_headers)
-    headers = options.include_headers
     deadline = time.monotonic() + options.poll_timeout_ms / 1000
     end = r.end
     next_offset = r.start
-    keys: list[bytes | None] = []
-    values: list[bytes | None] = []
-    offsets: list[int] = []
-    stamps: list[int] = []
-    types: list[int] = []
-    hdrs: list[list[tuple[str, bytes | None]] | None] = []
+    kept: list[Any] = []  # messages in range, in offset order
     while next_offset < end:
         # consume(n) returns early only with n records: never ask past the range
         messages = consumer.consume(max(1, min(10_000, end - next_offset)), 1.0)
@@ -224,39 +219,30 @@ def _read_assigned(consumer: Any, options: SourceOptions, r: Range) -> Iterator[
                     f"kafkaConsumer.pollTimeoutMs={options.poll_timeout_ms}"
                 )
             continue
-        for m in messages:
-            err = m.error()
-            if err is not None:
-                next_offset = _handle_error(consumer, options, r, m, next_offset)
-                if next_offset >= end:
-                    break
-                continue
-            offset = m.offset()
-            if offset >= end:
-                next_offset = end
-                break
-            if offset < next_offset:
-                continue
-            keys.append(m.key())
-            values.append(m.value())
-            offsets.append(offset)
-            ts_type, ts = m.timestamp()
-            stamps.append(ts)
-            types.append(_TIMESTAMP_TYPE.get(ts_type, -1))
-            if headers:
-                hdrs.append(m.headers())
-            next_offset = offset + 1
-        else:
+        clean = [m for m in messages if m.error() is None]
+        if clean:
+            if clean[0].offset() < next_offset or clean[-1].offset() >= end:
+                clean = [m for m in clean if next_offset <= m.offset() < end]
+            if clean:
+                kept.extend(clean)
+                next_offset = clean[-1].offset() + 1
+        if len(clean) < len(messages):
+            for m in messages:
+                if m.error() is not None:
+                    next_offset = _handle_error(consumer, options, r, m, next_offset)
+                elif m.offset() >= end:
+                    next_offset = end
+        if next_offset < end and clean:
             # a batch may end on a gap (compaction, markers): ask where we are
             position = consumer.position([TopicPartition(r.topic, r.partition)])[0].offset
-            if position >= 0:
-                next_offset = max(next_offset, position)
-        if len(offsets) >= ARROW_BATCH_ROWS:
-            yield _batch(schema, r, keys, values, offsets, stamps, types, hdrs)
-            keys, values, offsets, stamps, types, hdrs = [], [], [], [], [], []
+            if position > next_offset:
+                next_offset = position
+        if len(kept) >= ARROW_BATCH_ROWS:
+            yield _batch(schema, r, kept)
+            kept = []
             deadline = time.monotonic() + options.poll_timeout_ms / 1000
-    if offsets:
-        yield _batch(schema, r, keys, values, offsets, stamps, types, hdrs)
+    if kept:
+        yield _batch(schema, r, kept)
 
 
 def _handle_error(consumer: Any, options: SourceOptions, r: Range, m: Any, at: int) -> int:
@@ -294,25 +280,28 @@ def _handle_error(consumer: Any, options: SourceOptions, r: Range, m: Any, at: i
     raise KafkaException(err)
 
 
-def _batch(
-    schema: pa.Schema, r: Range, keys: list[bytes | None], values: list[bytes | None],
-    offsets: list[int], stamps: list[int], types: list[int],
-    hdrs: list[list[tuple[str, bytes | None]] | None],
-) -> pa.RecordBatch:
-    n = len(offsets)
+def _batch(schema: pa.Schema, r: Range, kept: list[Any]) -> pa.RecordBatch:
+    """Arrow columns of the messages; one C call per message and column."""
+    n = len(kept)
+    stamps = [m.timestamp() for m in kept]
+    millis = pa.array([t[1] for t in stamps], pa.int64())
+    kinds = {t[0] for t in stamps}
+    types = (pa.repeat(_TIMESTAMP_TYPE.get(kinds.pop(), -1), n).cast(pa.int32())
+             if len(kinds) == 1 else
+             pa.array([_TIMESTAMP_TYPE.get(t[0], -1) for t in stamps], pa.int32()))
     columns = [
-        pa.array(keys, pa.binary()),
-        pa.array(values, pa.binary()),
-        pa.DictionaryArray.from_arrays(pa.array([0] * n, pa.int8()), [r.topic]).cast(pa.string())
-        if n else pa.array([], pa.string()),
-        pa.array([r.partition] * n, pa.int32()),
-        pa.array(offsets, pa.int64()),
-        pa.array([t * 1000 for t in stamps], pa.int64()).cast(pa.timestamp("us", tz="UTC")),
-        pa.array(types, pa.int32()),
+        pa.array([m.key() for m in kept], pa.binary()),
+        pa.array([m.value() for m in kept], pa.binary()),
+        pa.repeat(r.topic, n).cast(pa.string()),
+        pa.repeat(r.partition, n).cast(pa.int32()),
+        pa.array([m.offset() for m in kept], pa.int64()),
+        pc.multiply(millis, 1000).cast(pa.timestamp("us", tz="UTC")),
+        types,
     ]
     if len(schema) == 8:
+        headers = [m.headers() for m in kept]
         columns.append(pa.array(
-            [None if h is None else [{"key": k, "value": v} for k, v in h] for h in hdrs],
+            [None if h is None else [{"key": k, "value": v} for k, v in h] for h in headers],
             HEADERS_TYPE,
         ))
     return pa.RecordBatch.from_arrays(columns, schema=schema)
