@@ -85,7 +85,7 @@ def test_durations() -> None:
 def test_sink_options() -> None:
     assert parse_sink({**BASE, "topic": "out"}).topic == "out"
     assert parse_sink(BASE).topic is None
-    with pytest.raises(OptionError, match="managed|manages"):
+    with pytest.raises(OptionError, match="manages it itself"):
         parse_sink({**BASE, "kafka.value.serializer": "x"})
     with pytest.raises(OptionError, match="bootstrap"):
         parse_sink({"topic": "x"})

@@ -1,0 +1,244 @@
+"""The benchmark suite: Odradek side by side with its baselines, in one run.
+
+    python -m benchmarks [--quick] [--runs 3] [--out benchmarks/results/NAME]
+                         [--skip redis,nats,metadata,...]
+
+Targets: ``odradek serve`` (a subprocess), librdkafka's in-process mock
+cluster (the Python client's ceiling), Redis Streams and NATS JetStream (if
+``redis-server``/``nats-server`` are installed; otherwise the runner says how
+to install them). Phases, in this order (latency first, after ``sync``, so no
+earlier bulk write leaves dirty pages for the kernel to throttle):
+
+latency     p50/p99/p99.9 end to end at 1k, 10k and 100k msg/s (100 B, acks=1)
+produce     msg/s for 100 B and 1 KiB, acks 1 and all, none and lz4, 1 and 6
+            partitions; broker CPU seconds per GB of values ingested
+consume     msg/s reading back what was produced (acks=1 topics)
+group       three members of one group reading 6 partitions, join included
+others      Redis Streams and NATS JetStream produce and consume, 100 B and 1 KiB
+startup     time to ready and idle RSS of each broker process
+metadata    a full Metadata request with 10,000 partitions (1,000 with --quick)
+
+Every figure is the median of ``--runs`` runs with min-max (``--quick``: one
+run of a smaller matrix, under two minutes). Results go to ``--out``:
+``results.md`` (the table), ``results.json`` and PNG charts. See
+``benchmarks/README.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import platform
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import report
+import suite_kafka as kafka
+import suite_others as others
+from _common import BrokerProcess, MockCluster, proc_memory_mib
+
+
+@dataclass(frozen=True)
+class Plan:
+    runs: int
+    sizes: tuple[int, ...]
+    acks: tuple[str, ...]
+    compressions: tuple[str, ...]
+    partitions: tuple[int, ...]
+    count: dict[int, int]  # value size -> records per produce run
+    window: dict[int, int]  # value size -> records per partition read back
+    rates: tuple[int, ...]
+    latency_s: float
+    group_records: int
+    other_count: dict[int, int]
+    metadata_partitions: int
+
+
+FULL = Plan(3, (100, 1024), ("1", "all"), ("none", "lz4"), (1, 6),
+            {100: 400_000, 1024: 100_000}, {100: 36_000, 1024: 4_000},
+            (1_000, 10_000, 100_000), 3.0, 180_000, {100: 200_000, 1024: 60_000}, 10_000)
+QUICK = Plan(1, (100, 1024), ("1",), ("none",), (1, 6),
+             {100: 150_000, 1024: 40_000}, {100: 36_000, 1024: 4_000},
+             (10_000,), 2.0, 60_000, {100: 40_000, 1024: 20_000}, 1_000)
+
+
+def _log(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def _size(n: int) -> str:
+    return "1 KiB" if n == 1024 else f"{n} B"
+
+
+@contextlib.contextmanager
+def kafka_targets() -> Iterator[list[kafka.Target]]:
+    broker = BrokerProcess("group.initial.rebalance.delay.ms=0", "num.partitions=1").start()
+    mock = MockCluster().start()
+    try:
+        yield [kafka.OdradekTarget(broker), kafka.MockTarget(mock)]
+    finally:
+        mock.stop()
+        broker.stop()
+
+
+def latency_phase(plan: Plan, targets: list[kafka.Target], r: report.Results) -> None:
+    for run in range(plan.runs):
+        for rate in plan.rates:
+            for target in targets[run % 2:] + targets[:run % 2]:
+                topic = kafka.fresh_topic("lat")
+                target.create_topic(topic, 6)
+                os.sync()
+                lat = kafka.latency(target, topic, 6, rate, plan.latency_s)
+                target.delete_topic(topic)
+                for q, v in (("p50", lat.p50_ms), ("p99", lat.p99_ms), ("p99.9", lat.p999_ms)):
+                    r.add("End-to-end latency", f"{q} @ {rate // 1000}k msg/s", target.name, v,
+                          "ms", higher_is_better=False)
+                _log(f"latency {target.name:8} {rate:>6}/s p50 {lat.p50_ms:.2f} ms "
+                     f"p99 {lat.p99_ms:.2f} ms (achieved {lat.achieved_rate:.0f}/s)")
+
+
+def throughput_phase(plan: Plan, targets: list[kafka.Target], r: report.Results) -> None:
+    for run in range(plan.runs):
+        for size in plan.sizes:
+            for comp in plan.compressions:
+                for parts in plan.partitions:
+                    for acks in plan.acks:
+                        for target in targets[run % 2:] + targets[:run % 2]:
+                            topic = kafka.fresh_topic("tp")
+                            target.create_topic(topic, parts)
+                            rate = kafka.produce(target, topic, parts, plan.count[size], size,
+                                                 acks, comp)
+                            config = f"{_size(size)}, acks={acks}, {comp}, {parts}p"
+                            r.add("Produce", config, target.name, rate.msg_per_s, "msg/s")
+                            if acks == "1" and comp == "none" and parts == 6:
+                                r.add("Broker CPU per GB ingested", f"{_size(size)}, acks=1, 6p",
+                                      target.name, rate.cpu_s_per_gb, "CPU s/GB",
+                                      higher_is_better=False)
+                            if acks == plan.acks[0]:
+                                c = kafka.consume(target, topic, parts, plan.window[size])
+                                r.add("Consume", f"{_size(size)}, {comp}, {parts}p", target.name,
+                                      c.msg_per_s, "msg/s")
+                            target.delete_topic(topic)
+                            _log(f"run {run + 1} {target.name:8} produce {config}: "
+                                 f"{rate.msg_per_s:,.0f}/s")
+
+
+def group_phase(plan: Plan, targets: list[kafka.Target], r: report.Results) -> None:
+    for run in range(plan.runs):
+        for target in targets[run % 2:] + targets[:run % 2]:
+            topic = kafka.fresh_topic("grp")
+            target.create_topic(topic, 6)
+            kafka.produce(target, topic, 6, plan.group_records, 100, "1", "none")
+            rate = kafka.group_fetch(target, topic, plan.group_records)
+            target.delete_topic(topic)
+            r.add("Consumer-group fetch", "3 members, 6p, 100 B", target.name, rate.msg_per_s,
+                  "msg/s")
+            _log(f"group {target.name:8} {rate.msg_per_s:,.0f}/s")
+
+
+def others_phase(plan: Plan, r: report.Results, skip: set[str]) -> None:
+    for name, server_class in others.SERVERS.items():
+        if name in skip:
+            continue
+        how = others.missing(name)
+        if how:
+            r.notes.append(f"{report.LABEL[name]} not measured: not installed ({how})")
+            _log(f"{name}: not installed; to include it: {how}")
+            continue
+        for run in range(plan.runs):
+            server = server_class()
+            try:
+                if run == 0:
+                    time.sleep(1)
+                    r.add("Start-up time", "process start to ready", name, server.ready_s, "s",
+                          higher_is_better=False)
+                    r.add("Idle RSS", "after start-up", name, server.rss_mib(), "MiB",
+                          higher_is_better=False)
+                for size in plan.sizes:
+                    stream = f"s{size}"
+                    p = server.produce(stream, plan.other_count[size], size)
+                    c = server.consume(stream, plan.other_count[size])
+                    r.add("Produce", f"{_size(size)}, acks=1, none, 1p", name, p.msg_per_s,
+                          "msg/s")
+                    r.add("Consume", f"{_size(size)}, none, 1p", name, c.msg_per_s, "msg/s")
+                    if size == 1024:
+                        r.add("Broker CPU per GB ingested", "1 KiB, acks=1, 6p", name,
+                              p.cpu_s_per_gb, "CPU s/GB", higher_is_better=False)
+                    _log(f"{name} {_size(size)} produce {p.msg_per_s:,.0f}/s "
+                         f"consume {c.msg_per_s:,.0f}/s")
+            finally:
+                server.stop()
+
+
+def startup_phase(plan: Plan, r: report.Results) -> None:
+    for _ in range(max(3, plan.runs)):
+        with BrokerProcess() as broker:
+            time.sleep(1)
+            r.add("Start-up time", "process start to ready", "odradek", broker.ready_s, "s",
+                  higher_is_better=False)
+            r.add("Idle RSS", "after start-up", "odradek", proc_memory_mib(broker.pid)["VmRSS"],
+                  "MiB", higher_is_better=False)
+
+
+def metadata_phase(plan: Plan, targets: list[kafka.Target], r: report.Results) -> None:
+    for target in targets:
+        created, seconds = kafka.metadata_time(target, plan.metadata_partitions)
+        config = f"{plan.metadata_partitions:,} partitions"
+        r.add("Metadata request", config, target.name, seconds * 1000, "ms",
+              higher_is_better=False)
+        r.add("Creating topics", f"{config} in topics of 100", target.name, created, "s",
+              higher_is_better=False)
+        _log(f"metadata {target.name:8} {seconds * 1000:.1f} ms (created in {created:.1f} s)")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks",
+                                     description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="one run of a small matrix")
+    parser.add_argument("--runs", type=int, help="runs per figure (default 3; quick 1)")
+    parser.add_argument("--out", type=Path, help="results folder (default "
+                        "benchmarks/results/<date>-<full|quick>)")
+    parser.add_argument("--skip", default="", help="comma-separated phases or targets: "
+                        "latency,produce,group,redis,nats,startup,metadata")
+    args = parser.parse_args(argv)
+    plan = QUICK if args.quick else FULL
+    if args.runs:
+        plan = Plan(**{**plan.__dict__, "runs": args.runs})
+    skip = {s.strip() for s in args.skip.split(",") if s.strip()}
+    out = args.out or Path(__file__).resolve().parent / "results" / (
+        time.strftime("%Y%m%d-%H%M%S") + ("-quick" if args.quick else "-full"))
+    r = report.Results()
+    t0 = time.perf_counter()
+    with kafka_targets() as targets:
+        if "latency" not in skip:
+            latency_phase(plan, targets, r)
+        if "produce" not in skip:
+            throughput_phase(plan, targets, r)
+        if "group" not in skip:
+            group_phase(plan, targets, r)
+        if "metadata" not in skip:
+            metadata_phase(plan, targets, r)
+    others_phase(plan, r, skip)
+    if "startup" not in skip:
+        startup_phase(plan, r)
+    elapsed = time.perf_counter() - t0
+    header = (f"## Benchmark results ({'quick' if args.quick else 'full'} run, "
+              f"{time.strftime('%Y-%m-%d %H:%M')})\n\n"
+              f"{plan.runs} run(s) per figure: median (min–max). {os.cpu_count()} CPUs, "
+              f"Python {platform.python_version()}, {platform.platform()}; suite took "
+              f"{elapsed:.0f} s. Python confluent-kafka client on every Kafka target; "
+              "Redis and NATS use redis-py+hiredis and nats-py, one stream each, reported "
+              "on the 1-partition rows.")
+    print(report.write(r, out, header))
+    _log(f"results in {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
