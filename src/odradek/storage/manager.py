@@ -78,6 +78,27 @@ class CheckpointJob:
             self.manager.checkpoint_done(error)
 
 
+@dataclass
+class RemoveDirsJob:
+    """Remove the directories of deleted logs whose ``file.delete.delay.ms`` has
+    passed, off the loop: unlinking a large file drops its page cache and can
+    take long enough to stall every connection. After a failure the paths are
+    tried again one ``retry_ms`` later."""
+
+    fs: FileSystem
+    paths: list[str]
+    retry: Callable[[list[str]], None]
+
+    def run(self) -> None:
+        for path in self.paths:
+            if self.fs.exists(path):
+                self.fs.rmtree(path)
+
+    def complete(self, error: BaseException | None = None) -> None:
+        if error is not None:
+            self.retry(self.paths)
+
+
 @dataclass(frozen=True, slots=True)
 class Tick:
     jobs: list[IoJob]
@@ -245,12 +266,20 @@ class LogManager:
                     deadline = min(deadline, max(due, now + 1))
             except KafkaStorageError:
                 continue
-        deadline = min(deadline, self._run_dir_deletes(now) or deadline)
+        due_dirs = [path for due, path in self._dir_deletes if due <= now]
+        if due_dirs:
+            self._dir_deletes = [(due, path) for due, path in self._dir_deletes if due > now]
+            jobs.append(RemoveDirsJob(self.fs, due_dirs, self._retry_dir_deletes))
+        deadline = min([deadline, *(due for due, _ in self._dir_deletes)])
         checkpoint = self._checkpoint_job(now)
         if checkpoint is not None:
             jobs.append(checkpoint)
         deadline = min(deadline, self._next_retention_ms, *self._next.values())
         return Tick(jobs, deadline)
+
+    def _retry_dir_deletes(self, paths: list[str]) -> None:
+        due = self.clock.monotonic_ms() + 60_000
+        self._dir_deletes.extend((due, path) for path in paths if self.fs.exists(path))
 
     def _run_dir_deletes(self, now: int) -> int | None:
         remaining = []

@@ -14,6 +14,7 @@ from odradek.storage import (
     MemoryFileSystem,
 )
 from odradek.storage.checkpoint import read_offsets
+from odradek.storage.manager import RemoveDirsJob
 from tests.unit.storage.batches import make_batch
 
 NOW = 1_700_000_000_000
@@ -129,9 +130,14 @@ def test_delete_log_renames_then_removes() -> None:
     assert mgr.get_log("gone", 0) is None
     (deleted,) = fs.listdir(DIR)
     assert deleted.startswith("gone-0.") and deleted.endswith("-delete")
+    assert not any(isinstance(j, RemoveDirsJob) for j in mgr.tick().jobs)  # not yet due
     clock.advance(1000)
-    mgr.tick()
+    (job,) = [j for j in mgr.tick().jobs if isinstance(j, RemoveDirsJob)]
+    assert fs.listdir(DIR) == [deleted]  # removal is the job's, run off the loop
+    job.run()
+    job.complete()
     assert fs.listdir(DIR) == []
+    assert not any(isinstance(j, RemoveDirsJob) for j in mgr.tick().jobs)
 
 
 def test_partition_metadata_keeps_the_topic_id() -> None:
