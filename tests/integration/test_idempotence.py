@@ -52,7 +52,7 @@ def test_librdkafka_retries_through_held_responses_write_no_duplicates() -> None
 
 def _retries_through_proxy(broker: Broker, proxy: Proxy) -> None:
     admin = AdminClient({"bootstrap.servers": proxy.address})
-    admin.create_topics([NewTopic("idem", 1, 1)])["idem"].result(10)
+    admin.create_topics([NewTopic("idem", 1, 1)])["idem"].result(30)
     delivered: list[bytes] = []
     errors: list[str] = []
     lock = threading.Lock()

@@ -579,6 +579,11 @@ class Log:
         self._check_online()
         return retention.delete_old_segments(self, self.clock.now_ms())
 
+    def take_due_deletes(self) -> tuple[list[str], int | None]:
+        """The ``*.deleted`` paths due for removal (now the caller's to remove), and
+        the monotonic time of the next pending removal, or None."""
+        return retention.take_due_deletes(self, self.clock.monotonic_ms())
+
     def run_pending_deletes(self) -> int | None:
         """Remove ``*.deleted`` files whose ``file.delete.delay.ms`` has passed. Returns
         the monotonic time of the next pending removal, or None."""

@@ -79,17 +79,23 @@ class CheckpointJob:
 
 
 @dataclass
-class RemoveDirsJob:
-    """Remove the directories of deleted logs whose ``file.delete.delay.ms`` has
-    passed, off the loop: unlinking a large file drops its page cache and can
-    take long enough to stall every connection. After a failure the paths are
-    tried again one ``retry_ms`` later."""
+class RemoveDeletedJob:
+    """Remove what ``file.delete.delay.ms`` has let go, off the loop: the
+    directories of deleted logs (``paths``) and the ``*.deleted`` files of
+    segments dropped by retention (``files``). Unlinking a large file drops its
+    page cache and can take long enough to stall every connection. After a
+    failure the directories are tried again a minute later; a leftover
+    segment file is only disk space until the log directory goes."""
 
     fs: FileSystem
     paths: list[str]
     retry: Callable[[list[str]], None]
+    files: list[str] = field(default_factory=list)
 
     def run(self) -> None:
+        for file in self.files:
+            with contextlib.suppress(FileNotFoundError):
+                self.fs.remove(file)
         for path in self.paths:
             if self.fs.exists(path):
                 self.fs.rmtree(path)
@@ -240,10 +246,11 @@ class LogManager:
     # -- housekeeping -----------------------------------------------------------------------
 
     def tick(self) -> Tick:
-        """Due housekeeping. Retention and delayed removals run here (renames and
-        unlinks); flushes and checkpoint writes come back as jobs."""
+        """Due housekeeping. Retention runs here (renames); flushes, checkpoint
+        writes and the removal of deleted files come back as jobs."""
         now = self.clock.monotonic_ms()
         jobs: list[IoJob] = []
+        due_files: list[str] = []
         deadline = now + _IDLE_MS
         retention_due = now >= self._next_retention_ms
         if retention_due:
@@ -255,7 +262,8 @@ class LogManager:
                 if retention_due:
                     log.delete_old_segments()
                 if log.pending_deletes:
-                    due = log.run_pending_deletes()
+                    files, due = log.take_due_deletes()
+                    due_files.extend(files)
                     deadline = min(deadline, due if due is not None else deadline)
                 if log.flush_due():
                     job = log.begin_flush()
@@ -267,9 +275,9 @@ class LogManager:
             except KafkaStorageError:
                 continue
         due_dirs = [path for due, path in self._dir_deletes if due <= now]
-        if due_dirs:
+        if due_dirs or due_files:
             self._dir_deletes = [(due, path) for due, path in self._dir_deletes if due > now]
-            jobs.append(RemoveDirsJob(self.fs, due_dirs, self._retry_dir_deletes))
+            jobs.append(RemoveDeletedJob(self.fs, due_dirs, self._retry_dir_deletes, due_files))
         deadline = min([deadline, *(due for due, _ in self._dir_deletes)])
         checkpoint = self._checkpoint_job(now)
         if checkpoint is not None:

@@ -88,6 +88,20 @@ def delete_old_segments(log: Log, now_ms: int) -> int:
     return deleted
 
 
+def take_due_deletes(log: Log, now_mono_ms: int) -> tuple[list[str], int | None]:
+    """Take the paths whose ``file.delete.delay.ms`` has passed out of the log's
+    list, for the caller to remove (off the event loop); also the next due time."""
+    due_paths: list[str] = []
+    remaining: list[tuple[int, list[str]]] = []
+    for due, paths in log.pending_deletes:
+        if due > now_mono_ms:
+            remaining.append((due, paths))
+        else:
+            due_paths.extend(paths)
+    log.pending_deletes = remaining
+    return due_paths, min((due for due, _ in remaining), default=None)
+
+
 def run_pending_deletes(log: Log, now_mono_ms: int) -> int | None:
     remaining: list[tuple[int, list[str]]] = []
     for due, paths in log.pending_deletes:

@@ -14,7 +14,7 @@ from odradek.storage import (
     MemoryFileSystem,
 )
 from odradek.storage.checkpoint import read_offsets
-from odradek.storage.manager import RemoveDirsJob
+from odradek.storage.manager import RemoveDeletedJob
 from tests.unit.storage.batches import make_batch
 
 NOW = 1_700_000_000_000
@@ -119,6 +119,17 @@ def test_tick_runs_retention() -> None:
     clock.advance(300_000)
     mgr.tick()
     assert log.log_start_offset == 6
+    deleted = [p for p in fs.walk_files() if p.endswith(".deleted")]
+    assert deleted
+    # after file.delete.delay.ms the unlinks come back as a job, run off the loop
+    clock.advance(LogConfig().file_delete_delay_ms)
+    (job,) = [j for j in mgr.tick().jobs if isinstance(j, RemoveDeletedJob)]
+    assert sorted(job.files) == sorted(deleted) and job.paths == []
+    assert all(fs.exists(p) for p in deleted)
+    job.run()
+    job.complete()
+    assert not any(p.endswith(".deleted") for p in fs.walk_files())
+    assert not any(isinstance(j, RemoveDeletedJob) for j in mgr.tick().jobs)
 
 
 def test_delete_log_renames_then_removes() -> None:
@@ -130,14 +141,14 @@ def test_delete_log_renames_then_removes() -> None:
     assert mgr.get_log("gone", 0) is None
     (deleted,) = fs.listdir(DIR)
     assert deleted.startswith("gone-0.") and deleted.endswith("-delete")
-    assert not any(isinstance(j, RemoveDirsJob) for j in mgr.tick().jobs)  # not yet due
+    assert not any(isinstance(j, RemoveDeletedJob) for j in mgr.tick().jobs)  # not yet due
     clock.advance(1000)
-    (job,) = [j for j in mgr.tick().jobs if isinstance(j, RemoveDirsJob)]
+    (job,) = [j for j in mgr.tick().jobs if isinstance(j, RemoveDeletedJob)]
     assert fs.listdir(DIR) == [deleted]  # removal is the job's, run off the loop
     job.run()
     job.complete()
     assert fs.listdir(DIR) == []
-    assert not any(isinstance(j, RemoveDirsJob) for j in mgr.tick().jobs)
+    assert not any(isinstance(j, RemoveDeletedJob) for j in mgr.tick().jobs)
 
 
 def test_partition_metadata_keeps_the_topic_id() -> None:
