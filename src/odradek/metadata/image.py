@@ -49,8 +49,12 @@ class MetadataImage:
     pending_configs: dict[str, dict[str, str]] = field(default_factory=dict)
     next_producer_id: int = 0
     """Every producer id below this one has been handed out (never reused)."""
+    derived: dict[str, Any] = field(default_factory=dict)
+    """Values computed from the image by readers (e.g. the Metadata answer for all
+    topics); emptied by every replay, so an entry is never stale."""
 
     def replay(self, record: Any) -> None:
+        self.derived.clear()
         if isinstance(record, TopicRecord):
             topic = TopicImage(record.name, record.topic_id)
             topic.configs.update(self.pending_configs.pop(record.name, {}))
