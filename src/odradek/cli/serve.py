@@ -36,19 +36,14 @@ def keep_heap_mapped() -> None:
     burst of in-flight requests. glibc only; elsewhere this does nothing.
     """
     import ctypes
-    import ctypes.util
 
-    name = ctypes.util.find_library("c")
-    if not name:
-        return
-    try:
-        libc = ctypes.CDLL(name)
-        mallopt = libc.mallopt
+    try:  # the interpreter's own symbols: libc is loaded already (no find_library)
+        mallopt = ctypes.CDLL(None).mallopt
     except (OSError, AttributeError):
         return
     m_trim_threshold, m_mmap_threshold = -1, -3
     mallopt(m_trim_threshold, 128 << 20)
-    mallopt(m_mmap_threshold, 32 << 20)  # glibc's largest allowed value
+    mallopt(m_mmap_threshold, 32 << 20)  # glibc's largest; a 6-partition produce is ~6 MiB
 
 
 def run(args: argparse.Namespace) -> int:
