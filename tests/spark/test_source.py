@@ -64,6 +64,10 @@ def test_batch_read_of_exact_ranges(spark: Any, kafka: Any) -> None:
                 + [(1, o, f"1:{o}".encode()) for o in range(0, 5)]
                 + [(2, o, f"2:{o}".encode()) for o in range(45, 50)])
     assert rows(df) == expected
+    partial = reader(spark, bootstrap, subscribe=topic,
+                     startingOffsets=json.dumps({topic: {"0": 10, "1": 0}}))
+    with pytest.raises(Exception, match=f"must list every partition.*missing {topic}-2"):
+        partial.collect()
     # minPartitions splits ranges into more tasks and still reads each offset once
     split = reader(spark, bootstrap, subscribe=topic, minPartitions="7")
     assert split.rdd.getNumPartitions() >= 7

@@ -121,7 +121,13 @@ class Admin:
             return self.latest(tps)
         if position.kind == "offsets":
             given = dict(position.offsets)
-            out = {tp: given.get(tp, EARLIEST) for tp in tps}
+            if missing := [tp for tp in tps if tp not in given]:
+                # Spark's Kafka source refuses this too (fetchSpecificOffsets)
+                raise ValueError(
+                    "offsets given as JSON must list every partition of the subscription; "
+                    "missing " + ", ".join(f"{t}-{p}" for t, p in missing)
+                )
+            out = {tp: given[tp] for tp in tps}
             earliest = [tp for tp, o in out.items() if o == EARLIEST]
             latest = [tp for tp, o in out.items() if o == LATEST]
             out.update(self.earliest(earliest))
