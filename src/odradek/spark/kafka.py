@@ -177,9 +177,14 @@ def _consumer(options: SourceOptions) -> Any:
         config: dict[str, Any] = {
             "group.id": "spark-odradek-executor",
             "isolation.level": "read_uncommitted",
-            # more than queued.min.messages waiting locally pauses fetching for
-            # fetch.queue.backoff.ms (1 s); a task reads its range as fast as it can
+            # librdkafka prefetches until queued.min.messages records or
+            # queued.max.messages.kbytes wait locally, then pauses fetching for
+            # fetch.queue.backoff.ms (1 s by default). A task stops at its range's
+            # end, so read ahead at most 8 MiB past it, and re-check every 5 ms
+            # instead of sitting out a second.
             "queued.min.messages": 1_000_000,
+            "queued.max.messages.kbytes": 8192,
+            "fetch.queue.backoff.ms": 5,
             "fetch.wait.max.ms": 100,
             **options.config(),
             "enable.auto.commit": False,
