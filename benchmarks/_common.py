@@ -16,41 +16,19 @@ import re
 import select
 import shutil
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 _READY = re.compile(r"odradek: serving on (\S+)")
 
 
 # --------------------------------------------------------------------------- statistics
-
-
-@dataclass(frozen=True)
-class Summary:
-    """Median of several runs with the smallest and largest."""
-
-    median: float
-    lo: float
-    hi: float
-    n: int
-
-    @classmethod
-    def of(cls, values: Sequence[float]) -> Summary:
-        if not values:
-            raise ValueError("no values to summarise")
-        return cls(statistics.median(values), min(values), max(values), len(values))
-
-    def as_dict(self) -> dict[str, float]:
-        return {"median": self.median, "min": self.lo, "max": self.hi, "runs": self.n}
 
 
 def percentile(sorted_values: Sequence[float], q: float) -> float:
@@ -62,6 +40,11 @@ def percentile(sorted_values: Sequence[float], q: float) -> float:
 
 
 # --------------------------------------------------------------------------- /proc
+
+
+def thread_ids() -> set[int]:
+    """Kernel thread ids of this process."""
+    return {int(t) for t in os.listdir("/proc/self/task")}
 
 
 def proc_memory_mib(pid: int) -> dict[str, float]:
@@ -83,34 +66,6 @@ def proc_cpu_seconds(pid: int, tid: int | None = None) -> float:
         fields = f.read().rpartition(")")[2].split()
     # fields[0] is field 3 (state); utime and stime are fields 14 and 15.
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-# --------------------------------------------------------------------------- cleanup on signals
-
-
-def thread_ids() -> set[int]:
-    """Kernel thread ids of this process."""
-    return {int(t) for t in os.listdir("/proc/self/task")}
-
-
-def cpu_pressure() -> str:
-    """The CPU line of /proc/pressure/cpu (share of time some task waited for a
-    CPU), or "" where the kernel has no PSI."""
-    try:
-        with open("/proc/pressure/cpu", encoding="ascii") as f:
-            return f.readline().strip()
-    except OSError:
-        return ""
-
-
-def raise_on_sigterm() -> None:
-    """Turn SIGTERM (and SIGHUP) into SystemExit so ``finally`` blocks stop brokers."""
-
-    def handler(signum: int, frame: FrameType | None) -> None:
-        raise SystemExit(128 + signum)
-
-    signal.signal(signal.SIGTERM, handler)
-    signal.signal(signal.SIGHUP, handler)
 
 
 # --------------------------------------------------------------------------- odradek serve
@@ -250,16 +205,6 @@ class BrokerProcess:
         self.stop()
 
 
-def python_startup_s(runs: int) -> Summary:
-    """Median wall time of ``python -c pass``: the floor under any start-up figure."""
-    times = []
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        subprocess.run([sys.executable, "-c", "pass"], check=True)
-        times.append(time.perf_counter() - t0)
-    return Summary.of(times)
-
-
 # ------------------------------------------------------------------ librdkafka mock cluster
 
 
@@ -382,12 +327,3 @@ class MockCluster:
         self.stop()
 
 
-@contextlib.contextmanager
-def stopping(*things: Any) -> Iterator[None]:
-    """Call ``stop()`` on every thing at exit, in reverse order, whatever happens."""
-    try:
-        yield
-    finally:
-        for thing in reversed(things):
-            with contextlib.suppress(Exception):
-                thing.stop()
