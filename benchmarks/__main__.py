@@ -17,6 +17,7 @@ group       three members of one group reading 6 partitions, join included
 others      Redis Streams and NATS JetStream produce and consume, 100 B and 1 KiB
 startup     time to ready and idle RSS of each broker process
 metadata    a full Metadata request with 10,000 partitions (1,000 with --quick)
+spark       spark_bench.py's batch/stream reads and writes (full runs only)
 
 Every figure is the median of ``--runs`` runs with min-max (``--quick``: one
 run of a smaller matrix, under two minutes). Results go to ``--out``:
@@ -176,6 +177,39 @@ def others_phase(plan: Plan, r: report.Results, skip: set[str]) -> None:
                 server.stop()
 
 
+def spark_phase(plan: Plan, r: report.Results) -> None:
+    """spark_bench.py's figures: 1M records of 100 B through format("odradek")."""
+    try:
+        import pyspark  # noqa: F401
+    except ImportError:
+        r.notes.append("Spark not measured: pip install -e '.[spark]' (and Java 17)")
+        return
+    import tempfile
+
+    import spark_bench
+
+    records, section = 1_000_000, "PySpark format(\"odradek\"), local[2], 1M x 100 B"
+    with BrokerProcess() as broker, tempfile.TemporaryDirectory() as work:
+        spark_bench.fill(broker.bootstrap, "bench", records)
+        got = spark_bench.measure(broker.bootstrap, records, plan.runs, records // 4,
+                                  Path(work), log=_log)
+    rows = [
+        ("batch read -> noop", "batch", "batch parquet"),
+        ("stream, 250k per trigger (wall)", "stream limited", None),
+        ("stream, 250k per trigger (in batches)", "stream limited in batches", None),
+        ("stream, one batch (wall)", "stream one batch", None),
+        ("stream, one batch (in batch)", "stream one batch in batches", None),
+        ("write -> topic", "write", "write noop"),
+    ]
+    for config, key, baseline in rows:
+        for v in got[key]:
+            r.add(section, config, "odradek", v, "rows/s")
+        for v in got[baseline] if baseline else []:
+            r.add(section, config, "baseline", v, "rows/s")
+    r.notes.append("PySpark baseline: the same job on Spark alone (read: the rows from Parquet; "
+                   "write: the same DataFrame to noop).")
+
+
 def startup_phase(plan: Plan, r: report.Results) -> None:
     for _ in range(max(3, plan.runs)):
         with BrokerProcess() as broker:
@@ -205,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, help="results folder (default "
                         "benchmarks/results/<date>-<full|quick>)")
     parser.add_argument("--skip", default="", help="comma-separated phases or targets: "
-                        "latency,produce,group,redis,nats,startup,metadata")
+                        "latency,produce,group,redis,nats,startup,metadata,spark")
     args = parser.parse_args(argv)
     plan = QUICK if args.quick else FULL
     if args.runs:
@@ -225,6 +259,8 @@ def main(argv: list[str] | None = None) -> int:
         if "metadata" not in skip:
             metadata_phase(plan, targets, r)
     others_phase(plan, r, skip)
+    if "spark" not in skip and not args.quick:
+        spark_phase(plan, r)
     if "startup" not in skip:
         startup_phase(plan, r)
     elapsed = time.perf_counter() - t0

@@ -13,9 +13,9 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-TARGETS = ("odradek", "mock", "redis", "nats")
+TARGETS = ("odradek", "mock", "redis", "nats", "baseline")
 LABEL = {"odradek": "Odradek", "mock": "librdkafka mock", "redis": "Redis Streams",
-         "nats": "NATS JetStream"}
+         "nats": "NATS JetStream", "baseline": "Spark alone"}
 
 
 class Results:

@@ -42,7 +42,7 @@ from _common import BrokerProcess
 PARTITIONS = 4
 
 
-def _fill(bootstrap: str, topic: str, records: int) -> None:
+def fill(bootstrap: str, topic: str, records: int) -> None:
     from confluent_kafka import Producer
     from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -136,6 +136,66 @@ def spark_session() -> Any:
     return spark
 
 
+def measure(bootstrap: str, records: int, runs: int, max_offsets: int, work: Path,
+            log: Callable[[str], None] = print) -> dict[str, list[float]]:
+    """Phases (b)-(d) on a topic ``bench`` already holding ``records`` records;
+    rows/s per run under the names printed by :func:`main`."""
+    out: dict[str, list[float]] = {}
+    spark = spark_session()
+    try:
+        source = (spark.read.format("odradek").option("kafka.bootstrap.servers", bootstrap)
+                  .option("subscribe", "bench"))
+        source.load().limit(1).collect()  # start the Python workers before any clock
+        parquet = str(work / "copy.parquet")
+        source.load().write.mode("overwrite").parquet(parquet)
+        out["batch"] = _timed(runs, records, lambda _: source.load().write.format("noop")
+                              .mode("overwrite").save())
+        out["batch parquet"] = _timed(runs, records, lambda _: spark.read.parquet(parquet)
+                                      .write.format("noop").mode("overwrite").save())
+        log(f"spark batch read {_summary(out['batch'])}")
+
+        def stream(limit: int, steady: list[float]) -> Callable[[int], None]:
+            def run_once(run: int) -> None:
+                reader = (spark.readStream.format("odradek")
+                          .option("kafka.bootstrap.servers", bootstrap)
+                          .option("subscribe", "bench").option("startingOffsets", "earliest")
+                          .option("commitOffsetsToGroup", "false"))
+                if limit:
+                    reader = reader.option("maxOffsetsPerTrigger", str(limit))
+                checkpoint = work / f"cp-{limit}-{run}-{time.time_ns()}"
+                query = (reader.load().writeStream.format("noop")
+                         .option("checkpointLocation", str(checkpoint))
+                         .trigger(availableNow=True).start())
+                query.awaitTermination()
+                progress = [p for p in query.recentProgress if p["numInputRows"]]
+                got = sum(p["numInputRows"] for p in progress)
+                assert got == records, got
+                busy_ms = sum(p["durationMs"]["triggerExecution"] for p in progress)
+                steady.append(got / busy_ms * 1000)
+            return run_once
+
+        for name, limit in (("stream limited", max_offsets), ("stream one batch", 0)):
+            steady: list[float] = []
+            out[name] = _timed(runs, records, stream(limit, steady))
+            out[f"{name} in batches"] = steady
+            log(f"spark {name} {_summary(out[name])}")
+
+        frame = spark.read.parquet(parquet).select("key", "value").cache()
+        frame.count()
+
+        def write(run: int) -> None:
+            (frame.write.format("odradek").option("kafka.bootstrap.servers", bootstrap)
+             .option("topic", f"written-{run}-{time.time_ns()}").mode("append").save())
+
+        out["write"] = _timed(runs, records, write)
+        out["write noop"] = _timed(runs, records, lambda _: frame.write.format("noop")
+                                   .mode("overwrite").save())
+        log(f"spark write {_summary(out['write'])}")
+    finally:
+        spark.stop()
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--records", type=int, default=1_000_000)
@@ -152,7 +212,7 @@ def main() -> None:
     with BrokerProcess() as broker:
         bootstrap = broker.bootstrap
         t0 = time.perf_counter()
-        _fill(bootstrap, "bench", records)
+        fill(bootstrap, "bench", records)
         print(f"{records} records of 100 B in {PARTITIONS} partitions, produced in "
               f"{time.perf_counter() - t0:.1f} s; runs: {args.runs}")
 
@@ -164,69 +224,28 @@ def main() -> None:
             clients["odradek client"])
         print(f"    confluent-kafka / odradek client: {ratio:.2f}")
 
-        spark = spark_session()
-        source = (spark.read.format("odradek").option("kafka.bootstrap.servers", bootstrap)
-                  .option("subscribe", "bench"))
-        source.load().limit(1).collect()  # start the Python workers before any clock
-        parquet = str(work / "copy.parquet")
-        source.load().write.parquet(parquet)
+        r = measure(bootstrap, records, args.runs, max_offsets, work, log=lambda _: None)
 
-        batch = _timed(args.runs, records,
-                       lambda _: source.load().write.format("noop").mode("overwrite").save())
-        files = _timed(args.runs, records,
-                       lambda _: spark.read.parquet(parquet).write.format("noop")
-                       .mode("overwrite").save())
-        print("\n(b) batch read -> noop")
-        print(f"    odradek source   {_summary(batch)}")
-        print(f"    parquet baseline {_summary(files)}")
-        print(f"    odradek / parquet: {statistics.median(batch) / statistics.median(files):.2f}")
+    def ratio_of(a: str, b: str) -> str:
+        return f"{statistics.median(r[a]) / statistics.median(r[b]):.2f}"
 
-        def stream(limit: int) -> Callable[[int], None]:
-            def run_once(run: int) -> None:
-                reader = (spark.readStream.format("odradek")
-                          .option("kafka.bootstrap.servers", bootstrap)
-                          .option("subscribe", "bench").option("startingOffsets", "earliest")
-                          .option("commitOffsetsToGroup", "false"))
-                if limit:
-                    reader = reader.option("maxOffsetsPerTrigger", str(limit))
-                query = (reader.load().writeStream.format("noop")
-                         .option("checkpointLocation", str(work / f"cp-{limit}-{run}"))
-                         .trigger(availableNow=True).start())
-                query.awaitTermination()
-                progress = [p for p in query.recentProgress if p["numInputRows"]]
-                got = sum(p["numInputRows"] for p in progress)
-                assert got == records, got
-                busy_ms = sum(p["durationMs"]["triggerExecution"] for p in progress)
-                steady.append(got / busy_ms * 1000)
-            return run_once
-
-        print("\n(c) streaming read, AvailableNow -> noop")
-        print("    wall: from start() to termination (query start-up included); in batches:"
-              " rows / the micro-batches' triggerExecution time")
-        for limit in (max_offsets, 0):
-            steady: list[float] = []
-            streaming = _timed(args.runs, records, stream(limit))
-            what = f"maxOffsetsPerTrigger={limit}" if limit else "one micro-batch"
-            ratio = statistics.median(streaming) / statistics.median(batch)
-            print(f"    {what:28} wall {_summary(streaming)}   / batch read: {ratio:.2f}")
-            print(f"    {'':28} in batches {_summary(steady)}")
-        print("    (goal: >= 400k rows/s)")
-
-        frame = spark.read.parquet(parquet).select("key", "value").cache()
-        frame.count()
-
-        def write(run: int) -> None:
-            (frame.write.format("odradek").option("kafka.bootstrap.servers", bootstrap)
-             .option("topic", f"written-{run}").mode("append").save())
-
-        writes = _timed(args.runs, records, write)
-        noop = _timed(args.runs, records,
-                      lambda _: frame.write.format("noop").mode("overwrite").save())
-        print("\n(d) write (key, value) -> topic")
-        print(f"    odradek sink     {_summary(writes)}")
-        print(f"    noop baseline    {_summary(noop)}")
-        print(f"    odradek / noop: {statistics.median(writes) / statistics.median(noop):.2f}")
-        spark.stop()
+    print("\n(b) batch read -> noop")
+    print(f"    odradek source   {_summary(r['batch'])}")
+    print(f"    parquet baseline {_summary(r['batch parquet'])}")
+    print(f"    odradek / parquet: {ratio_of('batch', 'batch parquet')}")
+    print("\n(c) streaming read, AvailableNow -> noop")
+    print("    wall: from start() to termination (query start-up included); in batches:"
+          " rows / the micro-batches' triggerExecution time")
+    for name, what in (("stream limited", f"maxOffsetsPerTrigger={max_offsets}"),
+                       ("stream one batch", "one micro-batch")):
+        print(f"    {what:28} wall {_summary(r[name])}   / batch read: "
+              f"{ratio_of(name, 'batch')}")
+        print(f"    {'':28} in batches {_summary(r[name + ' in batches'])}")
+    print("    (goal: >= 400k rows/s)")
+    print("\n(d) write (key, value) -> topic")
+    print(f"    odradek sink     {_summary(r['write'])}")
+    print(f"    noop baseline    {_summary(r['write noop'])}")
+    print(f"    odradek / noop: {ratio_of('write', 'write noop')}")
     shutil.rmtree(work, ignore_errors=True)
 
 
