@@ -50,6 +50,10 @@ def test_schema_is_sparks_kafka_schema(spark: Any, kafka: Any) -> None:
     assert (bytes(first.key), bytes(first.value), first.topic, first.timestampType) == (
         b"k0", b"0:0", topic, 0
     )
+    # no transactions are open, so read_committed sees every record too
+    committed = reader(spark, kafka.bootstrap_servers, subscribe=topic,
+                       **{"kafka.isolation.level": "read_committed"})
+    assert committed.count() == 3
 
 
 def test_batch_read_of_exact_ranges(spark: Any, kafka: Any) -> None:

@@ -208,3 +208,27 @@ def test_min_offsets_wait_for_records_or_the_delay(spark: Any, kafka: Any, tmp_p
         assert started(2) - started(1) < 7.9
     finally:
         query.stop()
+
+
+def test_pattern_picks_up_topics_created_while_running(
+    spark: Any, kafka: Any, tmp_path: Any
+) -> None:
+    bootstrap = kafka.bootstrap_servers
+    prefix = topic_name("grow").replace("-", "")
+    first = create_topic(bootstrap, f"{prefix}-a", 1)
+    produce(bootstrap, first, ({"value": b"a"} for _ in range(5)))
+    df = stream(spark, bootstrap, subscribePattern=f"{prefix}-.*", startingOffsets="earliest")
+    query = to_memory(df, "grow", tmp_path, available_now=False)
+
+    def seen() -> dict[str, int]:
+        rows = spark.sql("select topic, count(*) c from grow group by topic").collect()
+        return {r.topic: r.c for r in rows}
+
+    try:
+        wait_for(lambda: seen() == {first: 5}, 120, "the first topic's records")
+        second = create_topic(bootstrap, f"{prefix}-b", 2)
+        produce(bootstrap, second, ({"value": b"b", "partition": i % 2} for i in range(8)))
+        # a partition found mid-stream starts at its earliest offset, as in Kafka's source
+        wait_for(lambda: seen() == {first: 5, second: 8}, 120, "the new topic's records")
+    finally:
+        query.stop()
