@@ -54,6 +54,14 @@ DEFAULTS: dict[str, str] = {
     "offsets.retention.minutes": "10080",
     "offsets.retention.check.interval.ms": "600000",
     "connections.max.idle.ms": "600000",
+    # Resource limits (docs/limits.md). Kafka's queued.max.request.bytes defaults
+    # to -1 (unbounded); Odradek bounds request memory by default.
+    "queued.max.request.bytes": "268435456",
+    "queued.max.requests": "500",
+    "max.connections": "2147483647",
+    "max.connections.per.ip": "2147483647",
+    "max.connections.per.ip.overrides": "",
+    "max.connection.creation.rate": "2147483647",
     "cluster.id": "",
 }
 
@@ -66,7 +74,8 @@ _INT_KEYS = {
     "group.initial.rebalance.delay.ms", "group.min.session.timeout.ms",
     "group.max.session.timeout.ms", "group.max.size", "offset.metadata.max.bytes",
     "offsets.retention.minutes", "offsets.retention.check.interval.ms",
-    "connections.max.idle.ms",
+    "connections.max.idle.ms", "queued.max.request.bytes", "queued.max.requests",
+    "max.connections", "max.connections.per.ip", "max.connection.creation.rate",
 }
 _BOOL_KEYS = {"auto.create.topics.enable", "delete.topic.enable"}
 
@@ -170,6 +179,13 @@ class BrokerConfig:
             raise ConfigError("message.max.bytes: must not be negative")
         if self.get_int("socket.request.max.bytes") < 1:
             raise ConfigError("socket.request.max.bytes: must be positive")
+        bound = self.get_int("queued.max.request.bytes")
+        if bound == 0 or bound < -1:
+            raise ConfigError("queued.max.request.bytes: must be positive, or -1 for no bound")
+        for key in ("queued.max.requests", "max.connections", "max.connections.per.ip",
+                    "max.connection.creation.rate"):
+            if self.get_int(key) < 0 or (key == "queued.max.requests" and self.get_int(key) < 1):
+                raise ConfigError(f"{key}: must be at least {int(key == 'queued.max.requests')}")
         self.listeners()
         self.advertised_listeners()
         if not self.get("log.dirs").strip():

@@ -5,6 +5,19 @@ Each connection is a ``BufferedProtocol`` over a sans-IO
 requests strictly in order, one at a time, as Kafka does (a long-polling Fetch
 holds back the next request on that connection, not on others).
 
+Resource limits (docs/limits.md): request memory is charged to one
+broker-wide :class:`~odradek.wire.frames.RequestMemory` bounded by
+``queued.max.request.bytes``; while it is exceeded, a connection that reads
+stops reading (backpressure) until answered requests give memory back. If
+nothing queued can give memory back (every held byte belongs to a frame still
+arriving), the connection closest to completing its frame is let through, one
+at a time, so the broker cannot deadlock. ``queued.max.requests`` bounds the
+requests read ahead of their answers on one connection. New connections beyond
+``max.connections``, ``max.connections.per.ip`` (and its overrides) or
+``max.connection.creation.rate`` are closed at once
+(:mod:`odradek.broker.connlimits`); connections with no socket activity and no
+request in progress for ``connections.max.idle.ms`` are closed.
+
 Bad input: a frame whose size prefix is negative or above
 ``socket.request.max.bytes``, an unknown API key, an unadvertised version of
 any API but ApiVersions, or a body that does not decode closes the
@@ -16,32 +29,47 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import Counter
 from typing import Any, cast
 
 import odradek.broker.handlers  # noqa: F401  (registers every handler)
+from odradek.broker.connlimits import ConnectionLimits
 from odradek.broker.context import RequestContext
 from odradek.broker.registry import HANDLERS, CloseConnection
 from odradek.broker.state import BrokerState
 from odradek.broker.transfer import write_parts
-from odradek.wire.frames import BadRequest, FrameError, Request, ServerConnection, encode_response
+from odradek.wire.frames import (
+    UNBOUNDED,
+    BadRequest,
+    FrameError,
+    Request,
+    RequestMemory,
+    ServerConnection,
+    encode_response,
+)
 
 log = logging.getLogger("odradek.broker")
-
-# Requests parsed ahead of the one being served before we stop reading.
-MAX_QUEUED_FRAMES = 8
 
 
 class KafkaConnection(asyncio.BufferedProtocol):
     def __init__(self, server: KafkaServer) -> None:
         self.server = server
         self.state = server.state
-        self.conn = ServerConnection(self.state.config.get_int("socket.request.max.bytes"))
+        self.conn = ServerConnection(server.max_frame_bytes, server.memory)
         self.transport: asyncio.Transport | None = None
         self.peer = ""
+        self.ip = ""
+        self._admitted = False
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._closed = False
-        self._paused = False
+        self._pauses: set[str] = set()
+        """Why reading is paused: "queue" (queued.max.requests), "memory", "throttle"."""
+        self._granted = False
+        """Let through while memory is exceeded (see the module docstring)."""
+        self.busy = False
+        """A request is being handled."""
+        self.last_active = server.loop_time()
 
     # -- protocol callbacks -------------------------------------------------
 
@@ -50,10 +78,18 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.transport = cast(asyncio.Transport, transport)
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        self.ip = str(peer[0]) if peer else "?"
         if self.server.draining:  # accepted from the backlog while stopping
             self._closed = True
             transport.close()
             return
+        reason = self.server.limits.admit(self.ip, int(self.server.loop_time() * 1000))
+        if reason is not None:
+            self.server.log_rejected(self.peer, reason)
+            self._closed = True
+            self.transport.close()
+            return
+        self._admitted = True
         self.server.connections.add(self)
         self._task = asyncio.get_running_loop().create_task(self._serve())
         self.server.tasks.add(self._task)
@@ -63,17 +99,40 @@ class KafkaConnection(asyncio.BufferedProtocol):
         return self.conn.get_buffer(sizehint)
 
     def buffer_updated(self, nbytes: int) -> None:
+        conn = self.conn
         try:
-            self.conn.buffer_updated(nbytes)
+            conn.buffer_updated(nbytes)
         except FrameError as exc:
             log.info("closing %s: %s", self.peer, exc)
             self.close()
             return
-        if self.conn.buffered_frames:
+        self.last_active = self.server.loop_time()
+        if conn.buffered_frames:
             self._wake.set()
-            if self.conn.buffered_frames >= MAX_QUEUED_FRAMES and self.transport:
-                self.transport.pause_reading()
-                self._paused = True
+            if conn.buffered_frames >= self.server.max_queued_requests:
+                self._pause("queue")
+        if self._granted and not conn.receiving:
+            self._granted = False
+            self.server.granted = None
+        memory = conn.memory
+        if memory.used >= memory.limit and not self._granted:
+            if "memory" not in self._pauses:
+                self.server.stats["memory_paused"] += 1
+            self._pause("memory")
+            self.server.memory_waiters.add(self)
+            self.server.memory_changed()
+
+    def _pause(self, reason: str) -> None:
+        if not self._pauses and self.transport is not None:
+            self.transport.pause_reading()
+        self._pauses.add(reason)
+
+    def _resume(self, reason: str) -> None:
+        if reason not in self._pauses:
+            return
+        self._pauses.discard(reason)
+        if not self._pauses and self.transport is not None and not self._closed:
+            self.transport.resume_reading()
 
     def eof_received(self) -> bool | None:
         self._wake.set()
@@ -82,7 +141,17 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self._closed = True
         self._wake.set()
-        self.server.connections.discard(self)
+        server = self.server
+        server.connections.discard(self)
+        if self._admitted:
+            self._admitted = False
+            server.limits.release(self.ip)
+        self.conn.close()
+        server.memory_waiters.discard(self)
+        if server.granted is self:
+            server.granted = None
+        if server.memory_waiters:
+            server.memory_changed()
 
     # -- serving --------------------------------------------------------------
 
@@ -97,17 +166,24 @@ class KafkaConnection(asyncio.BufferedProtocol):
             while not self._closed and not self.server.draining:
                 event = self.conn.next_event()
                 if event is None:
-                    if self._paused and self.transport:
-                        self._paused = False
-                        self.transport.resume_reading()
+                    if "queue" in self._pauses:
+                        self._resume("queue")
                     self._wake.clear()
                     await self._wake.wait()
                     continue
-                if isinstance(event, BadRequest):
-                    if not self._answer_bad_request(event):
-                        self.close()
-                    continue
-                await self._handle(event)
+                self.busy = True
+                try:
+                    if isinstance(event, BadRequest):
+                        if not self._answer_bad_request(event):
+                            self.close()
+                        continue
+                    await self._handle(event)
+                finally:
+                    self.busy = False
+                    self.last_active = self.server.loop_time()
+                    self.conn.release(event.size)
+                    if self.server.memory_waiters:
+                        self.server.memory_changed()
         except asyncio.CancelledError:
             raise
         except Exception:
@@ -164,14 +240,79 @@ class KafkaServer:
 
     def __init__(self, state: BrokerState) -> None:
         self.state = state
+        config = state.config
         self.connections: set[KafkaConnection] = set()
         self.tasks: set[asyncio.Task[None]] = set()
         """Every connection's serving task until it ends (closed connections too)."""
         self._servers: list[asyncio.Server] = []
         self.draining = False
+        bound = config.get_int("queued.max.request.bytes")
+        self.memory = RequestMemory(UNBOUNDED if bound < 0 else bound)
+        # A single request larger than the memory bound is refused like an oversized one.
+        self.max_frame_bytes = min(config.get_int("socket.request.max.bytes"), self.memory.limit)
+        self.max_queued_requests = config.get_int("queued.max.requests")
+        self.idle_ms = config.get_int("connections.max.idle.ms")
+        self.limits = ConnectionLimits.from_config(config)
+        self.memory_waiters: set[KafkaConnection] = set()
+        """Connections not reading because request memory is exceeded."""
+        self.granted: KafkaConnection | None = None
+        self.stats: Counter[str] = Counter()
+        """Events worth counting: "idle_closed", "memory_paused", "memory_granted"."""
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._sweeper: asyncio.Task[None] | None = None
+        self._last_rejection_log = -1e9
+
+    def loop_time(self) -> float:
+        loop = self._loop
+        return loop.time() if loop is not None else 0.0
+
+    def log_rejected(self, peer: str, reason: str) -> None:
+        # At most one line a second: a connection flood must not flood the log too.
+        now = self.loop_time()
+        if now - self._last_rejection_log >= 1.0:
+            self._last_rejection_log = now
+            log.warning("closing new connection from %s: %s reached (%s so far)",
+                        peer, reason, dict(self.limits.rejected))
+
+    def memory_changed(self) -> None:
+        """Resume readers when request memory is back under its bound; if it is
+        not and nothing queued can give memory back, let one connection through."""
+        waiters = self.memory_waiters
+        if not waiters:
+            return
+        memory = self.memory
+        if memory.used < memory.limit:
+            for conn in waiters:
+                conn._resume("memory")
+            waiters.clear()
+            return
+        if memory.releasable > 0 or self.granted is not None:
+            return
+        # Prefer the frame closest to complete; a connection between frames last.
+        chosen = min(waiters, key=lambda c: (c.conn.frame_remaining == 0, c.conn.frame_remaining))
+        waiters.discard(chosen)
+        chosen._granted = True
+        self.granted = chosen
+        self.stats["memory_granted"] += 1
+        chosen._resume("memory")
+
+    async def _sweep_idle(self) -> None:
+        """Close connections idle for ``connections.max.idle.ms``."""
+        period = min(max(self.idle_ms / 4000, 0.01), 5.0)
+        while True:
+            await asyncio.sleep(period)
+            deadline = self.loop_time() - self.idle_ms / 1000
+            for conn in list(self.connections):
+                if (conn.last_active < deadline and not conn.busy
+                        and not conn.conn.buffered_frames):
+                    log.info("closing %s: idle for connections.max.idle.ms", conn.peer)
+                    self.stats["idle_closed"] += 1
+                    conn.close()
 
     async def start(self) -> None:
-        loop = asyncio.get_running_loop()
+        loop = self._loop = asyncio.get_running_loop()
+        if self.idle_ms > 0:
+            self._sweeper = loop.create_task(self._sweep_idle())
         for listener in self.state.config.listeners():
             server = await loop.create_server(
                 lambda: KafkaConnection(self), listener.host or None, listener.port,
@@ -199,6 +340,10 @@ class KafkaServer:
         for server in self._servers:
             server.close()
         self.draining = True
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            await asyncio.gather(self._sweeper, return_exceptions=True)
+            self._sweeper = None
         for part in self.state.partitions.partitions.values():
             part.notify()
         for conn in list(self.connections):

@@ -9,11 +9,15 @@ which header version goes with which (api key, version).
 
 :class:`ServerConnection` follows asyncio's ``BufferedProtocol`` shape
 (``get_buffer`` / ``buffer_updated``) so the transport can read straight into
-it: small frames are parsed out of a 64 KiB scratch buffer; once a frame larger
-than :data:`DIRECT_FRAME_BYTES` is announced, a buffer of exactly its size is
-allocated (after checking the size against the limit) and the socket reads into
-it directly, so a 1 MiB produce is received with no extra copy and its records
-stay a ``memoryview`` of that buffer.
+it: small frames (up to :data:`DIRECT_FRAME_BYTES`) are parsed out of a 64 KiB
+scratch buffer, taken from a shared pool only while it holds bytes; once a
+larger frame is announced (and its size checked against the limit), the
+socket reads into that frame's own buffer, so its records stay a
+``memoryview`` of it with no extra copy. That buffer is the frame's exact
+size at once when the frame is small enough and few such bytes are awaited
+broker-wide (:class:`RequestMemory`), else it starts at
+:data:`GROW_FIRST_BYTES` and doubles as bytes arrive: an announced size costs
+nothing until it is sent.
 
 A frame size that is negative or above ``max_frame_bytes`` makes the
 connection fail with :class:`FrameError` before anything is buffered; the
@@ -37,6 +41,12 @@ from odradek.wire.schema import Message
 DEFAULT_MAX_FRAME_BYTES: Final = 104_857_600  # socket.request.max.bytes
 SCRATCH_BYTES: Final = 65_536
 DIRECT_FRAME_BYTES: Final = 16_384
+GROW_FIRST_BYTES: Final = 65_536
+"""The first buffer of a large frame that is not allocated whole; it doubles as bytes arrive."""
+EAGER_FRAME_BYTES: Final = 2 << 20
+EAGER_BUDGET_BYTES: Final = 32 << 20
+SCRATCH_POOL_MAX: Final = 256
+UNBOUNDED: Final = 1 << 62
 # A frame small enough to stay in the scratch buffer must fit in it whole,
 # or get_buffer would hand out an empty view and receive_data could not progress.
 assert DIRECT_FRAME_BYTES + 4 <= SCRATCH_BYTES
@@ -76,31 +86,116 @@ class BadRequest:
     size: int
 
 
-class _FrameReader:
-    """Splits a byte stream into frames; see the module docstring."""
+class RequestMemory:
+    """Broker-wide accounting of request bytes held in memory (``queued.max.request.bytes``).
 
-    def __init__(self, max_frame_bytes: int) -> None:
+    Every connection's reader charges what it allocates for request frames:
+    the capacity of a large frame's buffer while it is being received (also
+    counted in ``partial``), then the frame's size once it is complete, until
+    the server calls :meth:`_FrameReader.release` after answering it. Small
+    frames are charged when they are copied out of the scratch buffer. So
+    ``used`` follows the bytes actually received (a large frame's buffer is at
+    most twice what has arrived, or exactly its size when allocated eagerly),
+    never the sizes clients announce.
+
+    Eager allocation: a frame of at most ``eager_frame_bytes`` gets its whole
+    buffer at once (zero copies) while the bytes announced but not yet received
+    by such frames, broker-wide, stay within ``eager_budget``; otherwise its
+    buffer starts small and doubles as bytes arrive.
+
+    Invariants: ``0 <= partial <= used``; ``0 <= eager_unfilled <= eager_budget``.
+    This object never refuses anything: the IO shell reads :meth:`over` and
+    stops reading from sockets while the bound is exceeded.
+    """
+
+    __slots__ = ("eager_budget", "eager_frame_bytes", "eager_unfilled", "limit", "partial", "used")
+
+    def __init__(
+        self,
+        limit: int = UNBOUNDED,
+        *,
+        eager_budget: int = EAGER_BUDGET_BYTES,
+        eager_frame_bytes: int = EAGER_FRAME_BYTES,
+    ) -> None:
+        self.limit = limit
+        self.used = 0
+        self.partial = 0
+        self.eager_unfilled = 0
+        self.eager_budget = eager_budget
+        self.eager_frame_bytes = eager_frame_bytes
+
+    def over(self) -> bool:
+        return self.used >= self.limit
+
+    @property
+    def releasable(self) -> int:
+        """Bytes of complete frames, given back as their requests are answered."""
+        return self.used - self.partial
+
+
+_scratch_pool: list[bytearray] = []
+
+
+def _take_scratch() -> bytearray:
+    try:
+        return _scratch_pool.pop()
+    except IndexError:
+        return bytearray(SCRATCH_BYTES)
+
+
+def _give_scratch(buf: bytearray) -> None:
+    if len(_scratch_pool) < SCRATCH_POOL_MAX:
+        _scratch_pool.append(buf)
+
+
+class _FrameReader:
+    """Splits a byte stream into frames; see the module docstring.
+
+    Memory held per connection: a scratch buffer only while it holds bytes of
+    an unfinished small frame (idle connections hold none; emptied scratch
+    buffers go back to a shared pool), the buffer of the large frame being
+    received, and complete frames until they are released.
+    """
+
+    def __init__(self, max_frame_bytes: int, memory: RequestMemory | None = None) -> None:
         self.max_frame_bytes = max_frame_bytes
-        self._scratch = bytearray(SCRATCH_BYTES)
+        self.memory = memory if memory is not None else RequestMemory()
+        self._scratch: bytearray | None = None
         self._scratch_len = 0
         self._frame: bytearray | None = None
+        self._frame_size = 0
         self._filled = 0
+        self._eager_left = 0
+        self._held = 0
         self._frames: deque[bytes | bytearray] = deque()
         self._failed: FrameError | None = None
+        self._closed = False
 
     def get_buffer(self, sizehint: int = -1) -> memoryview:
         if self._failed:
             raise self._failed
-        if self._frame is not None:
-            return memoryview(self._frame)[self._filled :]
-        return memoryview(self._scratch)[self._scratch_len :]
+        frame = self._frame
+        if frame is not None:
+            if self._filled == len(frame):
+                frame = self._grow(frame)
+            return memoryview(frame)[self._filled :]
+        scratch = self._scratch
+        if scratch is None:
+            scratch = self._scratch = _take_scratch()
+        return memoryview(scratch)[self._scratch_len :]
 
     def buffer_updated(self, nbytes: int) -> None:
         if self._frame is not None:
             self._filled += nbytes
-            if self._filled == len(self._frame):
-                self._frames.append(self._frame)
+            if self._eager_left:
+                done = min(nbytes, self._eager_left)
+                self._eager_left -= done
+                self.memory.eager_unfilled -= done
+            if self._filled == self._frame_size:
+                frame = self._frame
                 self._frame = None
+                self.memory.partial -= len(frame)
+                self._frames.append(frame)
             return
         self._scratch_len += nbytes
         self._drain_scratch()
@@ -115,8 +210,68 @@ class _FrameReader:
             self.buffer_updated(n)
             view = view[n:]
 
+    def _charge(self, nbytes: int) -> None:
+        self._held += nbytes
+        self.memory.used += nbytes
+
+    def release(self, nbytes: int) -> None:
+        """Give back the memory of a complete frame of ``nbytes`` (its request is answered)."""
+        if self._closed:  # close() gave back everything already
+            return
+        self._held -= nbytes
+        self.memory.used -= nbytes
+
+    def close(self) -> None:
+        """Give back everything this reader holds; idempotent."""
+        self._closed = True
+        mem = self.memory
+        if self._frame is not None:
+            mem.partial -= len(self._frame)
+            self._frame = None
+        mem.eager_unfilled -= self._eager_left
+        self._eager_left = 0
+        mem.used -= self._held
+        self._held = 0
+        self._frames.clear()
+        if self._scratch is not None:
+            _give_scratch(self._scratch)
+            self._scratch = None
+            self._scratch_len = 0
+
+    def _start_frame(self, size: int, head: memoryview) -> None:
+        """Begin receiving a large frame whose first ``len(head)`` bytes are in ``head``."""
+        avail = len(head)
+        mem = self.memory
+        unfilled = size - avail
+        if (
+            size <= mem.eager_frame_bytes
+            and mem.eager_unfilled + unfilled <= mem.eager_budget
+            and mem.used + size <= mem.limit
+        ):
+            cap = size
+            self._eager_left = unfilled
+            mem.eager_unfilled += unfilled
+        else:
+            cap = min(size, max(GROW_FIRST_BYTES, 2 * avail))
+        frame = bytearray(cap)
+        frame[:avail] = head
+        self._charge(cap)
+        mem.partial += cap
+        self._frame, self._frame_size, self._filled = frame, size, avail
+
+    def _grow(self, old: bytearray) -> bytearray:
+        cap = min(self._frame_size, 2 * len(old))
+        new = bytearray(cap)
+        new[: len(old)] = old
+        extra = cap - len(old)
+        self._charge(extra)
+        self.memory.partial += extra
+        self._frame = new
+        return new
+
     def _drain_scratch(self) -> None:
         scratch = self._scratch
+        assert scratch is not None
         end = self._scratch_len
         pos = 0
         # Copy out through a view: slicing the bytearray itself would copy twice.
@@ -131,18 +286,20 @@ class _FrameReader:
                 avail = end - pos - 4
                 if avail >= size:
                     self._frames.append(bytes(view[pos + 4 : pos + 4 + size]))
+                    self._charge(size)
                     pos += 4 + size
                     continue
                 if size > DIRECT_FRAME_BYTES:
-                    frame = bytearray(size)
-                    frame[:avail] = view[pos + 4 : end]
-                    self._frame, self._filled = frame, avail
+                    self._start_frame(size, view[pos + 4 : end])
                     pos = end
                 break
         if pos:
             remaining = end - pos
             scratch[:remaining] = scratch[pos:end]
             self._scratch_len = remaining
+        if not self._scratch_len:
+            _give_scratch(scratch)
+            self._scratch = None
 
     def next_frame(self) -> bytes | bytearray | None:
         return self._frames.popleft() if self._frames else None
@@ -151,12 +308,28 @@ class _FrameReader:
     def buffered_frames(self) -> int:
         return len(self._frames)
 
+    @property
+    def receiving(self) -> bool:
+        """True while part of a frame has arrived and the rest has not."""
+        return self._frame is not None or self._scratch_len > 0
+
+    @property
+    def frame_remaining(self) -> int:
+        """Bytes still to arrive for the large frame being received (0 if none)."""
+        return self._frame_size - self._filled if self._frame is not None else 0
+
 
 class ServerConnection(_FrameReader):
-    """The broker's side of one connection."""
+    """The broker's side of one connection.
 
-    def __init__(self, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
-        super().__init__(max_frame_bytes)
+    Each request returned by :meth:`next_event` holds ``event.size`` bytes of
+    ``memory`` until the caller passes that size to :meth:`release`.
+    """
+
+    def __init__(
+        self, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES, memory: RequestMemory | None = None
+    ) -> None:
+        super().__init__(max_frame_bytes, memory)
 
     def next_event(self) -> Request | BadRequest | None:
         """The next request in arrival order, or None when more bytes are needed."""
@@ -247,7 +420,10 @@ class ClientConnection(_FrameReader):
     """A client's side of one connection: matches responses to requests in order."""
 
     def __init__(self, client_id: str | None = "odradek", max_frame_bytes: int = 1 << 30):
-        super().__init__(max_frame_bytes)
+        # A client trusts its broker: every response gets its whole buffer at once.
+        super().__init__(
+            max_frame_bytes, RequestMemory(eager_budget=UNBOUNDED, eager_frame_bytes=UNBOUNDED)
+        )
         self.client_id = client_id
         self._next_correlation = 0
         self._in_flight: deque[tuple[int, int, int]] = deque()
@@ -267,6 +443,7 @@ class ClientConnection(_FrameReader):
             return None
         if not self._in_flight:
             raise FrameError("a response arrived with no request in flight")
+        self.release(len(frame))
         corr, api_key, version = self._in_flight.popleft()
         header_version = api.response_header_version(api_key, version)
         header, pos = ResponseHeader.decode_from(frame, 0, header_version)

@@ -1,0 +1,117 @@
+"""Which new connections the broker admits: Kafka's connection limits, as plain code.
+
+Configs (Kafka's names and defaults):
+
+- ``max.connections`` (2147483647): connections open at once, every listener together.
+- ``max.connections.per.ip`` (2147483647) and ``max.connections.per.ip.overrides``
+  (``"host-or-ip:count,..."``; a host name is resolved once, at start-up): open
+  connections from one address.
+- ``max.connection.creation.rate`` (2147483647 per second): new connections
+  accepted per second, every listener together; a token bucket that holds at
+  most one second's worth, refilled continuously.
+
+A connection beyond any limit is closed at once (the client sees the
+connection closed, as for Kafka's per-IP limit) and counted in
+:attr:`ConnectionLimits.rejected` by reason. Kafka instead stops accepting
+when ``max.connections`` or the creation rate is reached, leaving clients in
+the TCP backlog; closing at once frees the backlog and lets the client's own
+reconnect backoff do the waiting. Invariant: ``open_total`` equals the sum of
+``open_by_ip`` values, both counting admitted connections not yet released.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from odradek.broker.config import BrokerConfig, ConfigError
+
+UNLIMITED = 2_147_483_647
+
+
+def parse_ip_overrides(
+    text: str, resolve: Callable[[str], str] = socket.gethostbyname
+) -> dict[str, int]:
+    """``"hostName:100,127.0.0.1:200"`` → {address: limit}; one-line ConfigError if bad."""
+    out: dict[str, int] = {}
+    key = "max.connections.per.ip.overrides"
+    for item in filter(None, (x.strip() for x in text.split(","))):
+        host, sep, count = item.rpartition(":")
+        if not sep or not host:
+            raise ConfigError(f"{key}: expected HOST:COUNT, got {item!r}")
+        try:
+            limit = int(count)
+        except ValueError:
+            raise ConfigError(f"{key}: {count!r} is not a number in {item!r}") from None
+        if limit < 0:
+            raise ConfigError(f"{key}: negative count in {item!r}")
+        host = host.strip("[]")
+        try:
+            address = resolve(host)
+        except OSError:
+            raise ConfigError(f"{key}: cannot resolve host {host!r}") from None
+        out[address] = limit
+    return out
+
+
+@dataclass(slots=True)
+class ConnectionLimits:
+    max_connections: int = UNLIMITED
+    max_per_ip: int = UNLIMITED
+    per_ip_overrides: dict[str, int] = field(default_factory=dict)
+    creation_rate: int = UNLIMITED
+    open_total: int = 0
+    open_by_ip: Counter[str] = field(default_factory=Counter)
+    rejected: Counter[str] = field(default_factory=Counter)
+    """Connections closed on arrival, by reason (``max.connections``, ...)."""
+    _tokens: float = 0.0
+    _refilled_ms: int | None = None
+
+    @classmethod
+    def from_config(cls, config: BrokerConfig) -> ConnectionLimits:
+        limits = cls(
+            max_connections=config.get_int("max.connections"),
+            max_per_ip=config.get_int("max.connections.per.ip"),
+            per_ip_overrides=parse_ip_overrides(config.get("max.connections.per.ip.overrides")),
+            creation_rate=config.get_int("max.connection.creation.rate"),
+        )
+        limits._tokens = float(limits.creation_rate)
+        return limits
+
+    def admit(self, ip: str, now_ms: int) -> str | None:
+        """Count a new connection from ``ip`` in, or return the limit it breaks
+        (the caller closes it; nothing is counted open then)."""
+        reason = self._check(ip, now_ms)
+        if reason is not None:
+            self.rejected[reason] += 1
+            return reason
+        self.open_total += 1
+        self.open_by_ip[ip] += 1
+        return None
+
+    def _check(self, ip: str, now_ms: int) -> str | None:
+        if self.creation_rate < UNLIMITED:
+            if self._refilled_ms is not None:
+                elapsed = max(0, now_ms - self._refilled_ms) / 1000
+                self._tokens = min(float(self.creation_rate),
+                                   self._tokens + elapsed * self.creation_rate)
+            self._refilled_ms = now_ms
+            if self._tokens < 1:
+                return "max.connection.creation.rate"
+            self._tokens -= 1
+        if self.open_total >= self.max_connections:
+            return "max.connections"
+        if self.open_by_ip[ip] >= self.per_ip_overrides.get(ip, self.max_per_ip):
+            return "max.connections.per.ip"
+        return None
+
+    def release(self, ip: str) -> None:
+        """An admitted connection from ``ip`` closed."""
+        self.open_total -= 1
+        left = self.open_by_ip[ip] - 1
+        if left:
+            self.open_by_ip[ip] = left
+        else:
+            del self.open_by_ip[ip]
