@@ -260,12 +260,17 @@ class _FrameReader:
         self._frame, self._frame_size, self._filled = frame, size, avail
 
     def _grow(self, old: bytearray) -> bytearray:
-        cap = min(self._frame_size, 2 * len(old))
+        # Double, but never past the memory bound by more than one small step:
+        # a connection that reads once more before the shell pauses it adds
+        # at most GROW_FIRST_BYTES over the bound.
+        mem = self.memory
+        step = min(len(old), max(mem.limit - mem.used, GROW_FIRST_BYTES))
+        cap = min(self._frame_size, len(old) + step)
         new = bytearray(cap)
         new[: len(old)] = old
         extra = cap - len(old)
         self._charge(extra)
-        self.memory.partial += extra
+        mem.partial += extra
         self._frame = new
         return new
 
