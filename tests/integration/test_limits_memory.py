@@ -225,3 +225,37 @@ def test_a_request_larger_than_the_memory_bound_is_refused(server: ServerProcess
         assert other.request(ApiVersionsRequest(), 0).error_code == 0
     finally:
         other.close()
+
+
+def test_unfinished_frames_that_fill_the_bound_do_not_deadlock() -> None:
+    """Three connections each send most of a 1 MB produce frame; together
+    they exceed the 2 MiB bound, so all stop being read while nothing complete
+    can give memory back. The broker lets the one closest to completion
+    through, then the others as memory comes back: every request is answered."""
+    from odradek.testing.broker import Broker
+
+    with Broker(**{"queued.max.request.bytes": str(2 * MiB), "num.partitions": "1"}) as broker:
+        server = broker.app.server
+        assert server is not None
+        broker.create_topic("deadlock", partitions=1)
+        clients = [RawClient(broker.bootstrap_servers, timeout_s=30) for _ in range(3)]
+        frames = [c.conn.send(b, 9) for c, b in zip(
+            clients, _produce_bodies("deadlock", 3, 1_000_000), strict=True)]
+        for client, frame in zip(clients, frames, strict=True):
+            client.send_raw(frame[:-1000])
+        deadline = time.monotonic() + 10
+        while server.stats["memory_paused"] == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert server.stats["memory_paused"] >= 1
+        for client, frame in zip(clients, frames, strict=True):
+            client.send_raw(frame[-1000:])
+        for client in clients:
+            while (got := client.conn.next_response()) is None:
+                data = client.sock.recv(1 << 16)
+                assert data, "connection closed"
+                client.conn.receive_data(data)
+            resp = got[1]
+            assert resp.responses[0].partition_responses[0].error_code == 0
+            client.close()
+        assert server.stats["memory_granted"] >= 1
+        assert server.memory.used == 0
