@@ -70,7 +70,7 @@ def test_per_ip_limit_and_override_with_a_real_client() -> None:
         # as against Kafka, with a transport error rather than an answer.
         admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers,
                              "reconnect.backoff.max.ms": 100})
-        with pytest.raises(Exception, match="(?i)transport|timed out|timeout|connect"):
+        with pytest.raises(Exception, match=r"(?i)transport|timed out|timeout|connect"):
             admin.list_topics(timeout=2)
         for c in clients:
             c.close()

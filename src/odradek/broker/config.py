@@ -62,6 +62,8 @@ DEFAULTS: dict[str, str] = {
     "max.connections.per.ip": "2147483647",
     "max.connections.per.ip.overrides": "",
     "max.connection.creation.rate": "2147483647",
+    # What unclean recovery does with damaged batches (docs/durability.md).
+    "log.recovery.damaged.batches": "skip",
     "cluster.id": "",
 }
 
@@ -179,6 +181,8 @@ class BrokerConfig:
             raise ConfigError("message.max.bytes: must not be negative")
         if self.get_int("socket.request.max.bytes") < 1:
             raise ConfigError("socket.request.max.bytes: must be positive")
+        if self.get("log.recovery.damaged.batches").strip().lower() not in ("skip", "truncate"):
+            raise ConfigError("log.recovery.damaged.batches: expected skip or truncate")
         bound = self.get_int("queued.max.request.bytes")
         if bound == 0 or bound < -1:
             raise ConfigError("queued.max.request.bytes: must be positive, or -1 for no bound")

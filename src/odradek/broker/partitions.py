@@ -167,10 +167,19 @@ class PartitionManager:
 
     @staticmethod
     def _iter_headers(plog: Log) -> Iterable[BatchHeader]:
+        """Every batch header of the log, for the producer table. A segment whose
+        framing is damaged (found here after a clean shutdown, when nothing was
+        validated) is recorded on the log and skipped from the damage on: the
+        broker starts, and only fetches that reach the damage fail."""
         for seg in plog.segments:
-            for _, header in seg.iter_headers(0):
-                if header.last_offset >= plog.log_start_offset:
-                    yield header
+            offset = seg.base_offset
+            try:
+                for _, header in seg.iter_headers(0):
+                    offset = header.next_offset
+                    if header.last_offset >= plog.log_start_offset:
+                        yield header
+            except DecodeError as exc:
+                plog.note_damage(seg.log_path, offset, exc)
 
     # -- fsync and housekeeping, off the event loop -----------------------------------
 

@@ -214,10 +214,19 @@ class LogManagerConfig:
     """Cap on segment and index files held open at once (an LRU closes the rest).
     Not a Kafka setting: Kafka keeps every segment open and relies on a large
     ``ulimit -n``."""
+    skip_damage: bool = True
+    """``log.recovery.damaged.batches``: ``skip`` (the default) cuts damaged bytes out
+    of a segment during recovery and keeps every later batch; ``truncate`` cuts
+    the log at the first damage as Kafka does. Not a Kafka setting."""
 
     @classmethod
     def from_properties(cls, props: Props) -> LogManagerConfig:
         changes: dict[str, object] = {}
+        policy = str(props.get("log.recovery.damaged.batches") or "skip").strip().lower()
+        if policy not in ("skip", "truncate"):
+            raise ValueError(
+                f"log.recovery.damaged.batches: expected skip or truncate, got {policy!r}")
+        changes["skip_damage"] = policy == "skip"
         dirs = props.get("log.dirs") or props.get("log.dir")
         if dirs:
             changes["log_dir"] = str(dirs).split(",")[0].strip()

@@ -10,9 +10,16 @@ Start-up work by case:
 * Unclean stop: segments wholly below the recovery point are trusted as after a
   clean shutdown, except that one with a missing index is validated and
   re-indexed (Kafka does the same). The segment holding the recovery point is
-  validated from it; later segments are validated whole. The first invalid
-  batch ends the log: its segment is cut there and later segments are deleted,
-  so the log never has a hole.
+  validated from it; later segments are validated whole.
+* Damage (``skip_damage``, from ``log.recovery.damaged.batches``): with ``skip``
+  (the default) damaged bytes are cut out of their segment and every later valid
+  batch and segment is kept, leaving an offset gap that is reported
+  (:mod:`odradek.storage.damage`); only a torn tail of the last segment is cut
+  as after any crash. With ``truncate`` (Kafka's behaviour) the first invalid
+  batch ends the log: its segment is cut there and later segments are deleted.
+  Either way a segment whose offsets overlap the next one's ends the log.
+
+Offsets increase from segment to segment but need not be contiguous.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ from bisect import bisect_right
 from dataclasses import dataclass, field
 
 from odradek.storage.config import LogConfig
+from odradek.storage.damage import Damage
 from odradek.storage.fs import FileSystem
 from odradek.storage.handles import HandleCache
 from odradek.storage.names import (
@@ -45,7 +53,9 @@ class LoadReport:
     validated_bytes: int = 0
     truncated_bytes: int = 0
     deleted_segments: int = 0
+    validated_batches: int = 0
     removed_files: list[str] = field(default_factory=list)
+    damage: list[Damage] = field(default_factory=list)
 
 
 def _list_segments(fs: FileSystem, dir_path: str, report: LoadReport) -> tuple[list[int], set[str]]:
@@ -81,6 +91,7 @@ def load_segments(
     now_ms: int,
     clean: bool,
     recovery_point: int,
+    skip_damage: bool = True,
 ) -> tuple[list[Segment], LoadReport]:
     """The segments of ``dir_path`` in offset order, recovered as needed (see module doc).
     Returns an empty list for a directory without segments."""
@@ -107,37 +118,51 @@ def load_segments(
     if clean:
         active = segments[-1]
         if not open_active_clean(active):
-            _recover(active, None, report)
+            _recover(active, None, report, skip_damage, None)
         return segments, report
     first = max(bisect_right(bases, recovery_point) - 1, 0)
-    for seg in segments[:first]:
+    last = len(segments) - 1
+    for i, seg in enumerate(segments[:first]):
         indexed = all(
             segment_file_name(seg.base_offset, s) in present
             for s in (INDEX_SUFFIX, TIME_INDEX_SUFFIX)
         )
-        if not indexed and (
-            _recover(seg, None, report) or seg.next_offset != _next_base(segments, seg)
+        if not indexed and _ends_log(
+            _recover(seg, None, report, skip_damage, segments[i + 1].base_offset),
+            segments, i, skip_damage,
         ):
             return _drop_after(segments, seg, report), report
     for i in range(first, len(segments)):
         seg = segments[i]
         point = recovery_point if i == first else None
-        cut = _recover(seg, point, report)
-        if i + 1 < len(segments) and (cut or seg.next_offset != segments[i + 1].base_offset):
+        next_base = segments[i + 1].base_offset if i < last else None
+        cut = _recover(seg, point, report, skip_damage, next_base)
+        if i < last and _ends_log(cut, segments, i, skip_damage):
             return _drop_after(segments, seg, report), report
     return segments, report
 
 
-def _next_base(segments: list[Segment], seg: Segment) -> int:
-    i = segments.index(seg)
-    return segments[i + 1].base_offset if i + 1 < len(segments) else seg.next_offset
+def _ends_log(cut: bool, segments: list[Segment], i: int, skip_damage: bool) -> bool:
+    """Must segments after ``segments[i]`` go? (They overlap it, or, without
+    ``skip_damage``, it was cut or its offsets do not run on into the next.)"""
+    if i + 1 >= len(segments):
+        return False
+    seg, nxt = segments[i], segments[i + 1]
+    if skip_damage:
+        return seg.next_offset > nxt.base_offset
+    return cut or seg.next_offset != nxt.base_offset
 
 
-def _recover(seg: Segment, recovery_point: int | None, report: LoadReport) -> bool:
-    result = recover_segment(seg, recovery_point)
+def _recover(
+    seg: Segment, recovery_point: int | None, report: LoadReport, skip_damage: bool,
+    next_base: int | None,
+) -> bool:
+    result = recover_segment(seg, recovery_point, skip_damage=skip_damage, next_base=next_base)
     report.recovered_segments += 1
     report.validated_bytes += result.validated_bytes
+    report.validated_batches += result.validated_batches
     report.truncated_bytes += result.truncated_bytes
+    report.damage.extend(result.damage)
     return result.truncated_bytes > 0
 
 

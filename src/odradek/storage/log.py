@@ -30,6 +30,7 @@ for ``sendfile``. See :mod:`odradek.storage.flush` for fsync and
 from __future__ import annotations
 
 import contextlib
+import logging
 import posixpath
 import uuid
 from bisect import bisect_right
@@ -50,6 +51,7 @@ from odradek.storage.checkpoint import (
     write_atomically,
 )
 from odradek.storage.config import INT_MAX, LogConfig
+from odradek.storage.damage import Damage
 from odradek.storage.errors import (
     CorruptRecordError,
     KafkaStorageError,
@@ -64,6 +66,8 @@ from odradek.storage.names import PARTITION_METADATA_FILE, parse_partition_dir_n
 from odradek.storage.segment import BatchMeta, Segment
 from odradek.storage.timestamps import RecordTimestampSearch, TimestampOffset
 from odradek.wire.primitives import Buffer, DecodeError
+
+_log = logging.getLogger("odradek.storage")
 
 
 class AppendInfo(NamedTuple):
@@ -138,6 +142,10 @@ class Log:
         self._dir_dirty = False
         self._offline = False
         self.pending_deletes: list[tuple[int, list[str]]] = []
+        self.damage: list[Damage] = list(load_report.damage)
+        """Damage found by recovery (cut out) or while serving (left in place)."""
+        for found in self.damage:
+            _log.warning("%s", found.describe())
 
     # -- opening --------------------------------------------------------------------
 
@@ -155,11 +163,13 @@ class Log:
         log_start_offset: int = 0,
         high_watermark: int | None = None,
         topic_id: uuid.UUID | None = None,
+        skip_damage: bool = True,
     ) -> Log:
         """Open (creating if needed) the log in ``dir_path``, named ``<topic>-<partition>``.
 
         ``recovery_point``, ``log_start_offset`` and ``high_watermark`` come from the
-        log directory's checkpoint files; ``clean_shutdown`` from its marker.
+        log directory's checkpoint files; ``clean_shutdown`` from its marker;
+        ``skip_damage`` from ``log.recovery.damaged.batches`` (see ``loader.py``).
         """
         handles = handles or HandleCache(fs, 64)
         created = makedirs_durable(fs, dir_path)
@@ -172,6 +182,7 @@ class Log:
             now_ms=now,
             clean=clean_shutdown,
             recovery_point=recovery_point,
+            skip_damage=skip_damage,
         )
         start = max(log_start_offset, segments[0].base_offset if segments else log_start_offset)
         if not segments or start > segments[-1].next_offset:
@@ -470,6 +481,7 @@ class Log:
         out: list[FileSlice] = []
         budget = max_bytes
         i = max(bisect_right(self._bases, offset) - 1, 0)
+        seg = self._segments[i]
         try:
             while offset < limit and i < len(self._segments):
                 seg = self._segments[i]
@@ -484,9 +496,27 @@ class Log:
                 i += 1
                 if i < len(self._segments):
                     offset = self._segments[i].base_offset
-        except (OSError, DecodeError) as e:
+        except DecodeError as e:
+            self.note_damage(seg.log_path, offset, e)
+            raise CorruptRecordError(f"{seg.log_path} is damaged near offset {offset}") from e
+        except OSError as e:
             raise KafkaStorageError(f"read of {self.dir_path} failed: {e}") from e
         return out
+
+    def note_damage(self, path: str, offset: int, error: Exception) -> None:
+        """Record damage found while serving or scanning ``path`` (left in place), and
+        log it once per file."""
+        if any(d.path == path for d in self.damage):
+            return
+        text = str(error)
+        position = -1
+        if " at " in text:
+            tail = text.rsplit(" at ", 1)[1]
+            position = int(tail) if tail.isdigit() else -1
+        found = Damage(path, position, 0, offset, None, "unread",
+                       text.removeprefix(f"{path}: "))
+        self.damage.append(found)
+        _log.warning("%s", found.describe())
 
     def _read_segment(
         self, seg: Segment, offset: int, limit: int, budget: int, min_one: bool

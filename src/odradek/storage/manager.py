@@ -182,6 +182,7 @@ class LogManager:
                 recovery_point=recovery.get(tp, 0),
                 log_start_offset=starts.get(tp, 0),
                 high_watermark=hws.get(tp),
+                skip_damage=self.config.skip_damage,
             )
 
     def _read_checkpoint(self, name: str) -> dict[TopicPartition, int] | None:
@@ -214,6 +215,7 @@ class LogManager:
                 self.clock,
                 handles=self.handles,
                 topic_id=topic_id,
+                skip_damage=self.config.skip_damage,
             )
             self._logs[(topic, partition)] = log
         return log

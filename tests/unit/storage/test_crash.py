@@ -66,16 +66,20 @@ def layout(log: Log) -> list[Stored]:
     return out
 
 
-def assert_serves_only_valid_prefix(log: Log, expected: list[Stored]) -> None:
-    """The log holds exactly ``expected`` (a prefix of what was written) and every
-    read, from every offset, returns valid, contiguous batches."""
+def assert_serves_only_valid_prefix(
+    log: Log, expected: list[Stored], *, gaps: bool = False
+) -> None:
+    """The log holds exactly ``expected`` (a prefix of what was written, or with
+    ``gaps`` what was written less the damaged batches) and every read, from
+    every offset, returns valid batches with increasing (without ``gaps``,
+    contiguous) offsets."""
     assert log.log_end_offset == (expected[-1].last + 1 if expected else log.log_start_offset)
     everything = log.read_records(log.log_start_offset, 1 << 30)
     batches = iter_batches(everything)  # raises on any corrupt batch
     assert [everything[p : p + h.size] for p, h in batches] == [s.data for s in expected]
     expect = log.log_start_offset
     for _, h in batches:
-        assert h.base_offset == expect
+        assert h.base_offset >= expect if gaps else h.base_offset == expect
         expect = h.next_offset
     for s in expected:
         for offset in (s.base, s.last):
@@ -99,8 +103,13 @@ def kill(log: Log) -> None:
     log.handles.close_all()
 
 
-def reopen(fs: FileSystem, path: str, clock: ManualClock, recovery_point: int) -> Log:
-    return Log.open(fs, path, CONFIG, clock, recovery_point=recovery_point)
+def reopen(
+    fs: FileSystem, path: str, clock: ManualClock, recovery_point: int, *,
+    skip_damage: bool = False,
+) -> Log:
+    """Reopen after a crash; Kafka's way (cut at the first damage) unless ``skip_damage``."""
+    return Log.open(fs, path, CONFIG, clock, recovery_point=recovery_point,
+                    skip_damage=skip_damage)
 
 
 SEEDS = range(30)
@@ -127,8 +136,11 @@ def test_cut_active_segment_at_random_positions(tmp_path: Path, seed: int) -> No
         assert log.log_end_offset >= rp, "lost data below the recovery point"
 
 
+@pytest.mark.parametrize("skip_damage", [False, True], ids=["truncate", "skip"])
 @pytest.mark.parametrize("seed", SEEDS)
-def test_flip_random_bytes_after_the_recovery_point(tmp_path: Path, seed: int) -> None:
+def test_flip_random_bytes_after_the_recovery_point(
+    tmp_path: Path, seed: int, skip_damage: bool
+) -> None:
     fs = OsFileSystem()
     path = str(tmp_path / "t-0")
     log, clock, before, rp = build(fs, path, seed)
@@ -147,10 +159,18 @@ def test_flip_random_bytes_after_the_recovery_point(tmp_path: Path, seed: int) -
         byte = f.read(1)[0]
         f.seek(victim.position + offset_in_batch)
         f.write(bytes([byte ^ (1 << rng.randint(0, 7))]))
-    log = reopen(fs, path, clock, rp)
-    expected = [s for s in before if s.base < victim.base]
-    assert_serves_only_valid_prefix(log, expected)
-    assert log.log_end_offset >= rp
+    log = reopen(fs, path, clock, rp, skip_damage=skip_damage)
+    if skip_damage:
+        # Only the damaged batch is lost; every later one is kept.
+        expected = [s for s in before if s is not victim]
+        if victim is not before[-1]:
+            assert [(d.first_offset, d.next_offset) for d in log.load_report.damage] == [
+                (victim.base, victim.last + 1)]
+        assert_serves_only_valid_prefix(log, expected, gaps=True)
+    else:
+        expected = [s for s in before if s.base < victim.base]
+        assert_serves_only_valid_prefix(log, expected)
+    assert log.log_end_offset >= min(rp, victim.base)
 
 
 @pytest.mark.parametrize("seed", SEEDS)
