@@ -142,6 +142,9 @@ class Log:
         self._dir_dirty = False
         self._offline = False
         self.pending_deletes: list[tuple[int, list[str]]] = []
+        self.checkpoint_wanted = False
+        """Set when a flush took the recovery point past a rolled segment: the log
+        manager then writes the recovery-point checkpoint at its next tick."""
         self.damage: list[Damage] = list(load_report.damage)
         """Damage found by recovery (cut out) or while serving (left in place)."""
         for found in self.damage:
@@ -784,7 +787,10 @@ class Log:
             # Truncated or rolled while the job ran: what it synced may not cover it.
             durable = min(durable, self._recovery_cap)
             self._recovery_cap = None
+        before = self._recovery_point
         self._recovery_point = min(max(self._recovery_point, durable), self._leo)
+        if before < self._segments[-1].base_offset <= self._recovery_point:
+            self.checkpoint_wanted = True
         self._unflushed_messages = max(self._unflushed_messages - job.messages, 0)
         self._last_flush_ms = job.started_ms
 

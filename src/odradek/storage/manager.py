@@ -254,6 +254,7 @@ class LogManager:
         jobs: list[IoJob] = []
         due_files: list[str] = []
         deadline = now + _IDLE_MS
+        roll_flushed = False
         retention_due = now >= self._next_retention_ms
         if retention_due:
             self._next_retention_ms = now + self.config.retention_check_interval_ms
@@ -267,6 +268,9 @@ class LogManager:
                     files, due = log.take_due_deletes()
                     due_files.extend(files)
                     deadline = min(deadline, due if due is not None else deadline)
+                if log.checkpoint_wanted:
+                    log.checkpoint_wanted = False
+                    roll_flushed = True
                 if log.flush_due():
                     job = log.begin_flush()
                     if job is not None:
@@ -281,6 +285,11 @@ class LogManager:
             self._dir_deletes = [(due, path) for due, path in self._dir_deletes if due > now]
             jobs.append(RemoveDeletedJob(self.fs, due_dirs, self._retry_dir_deletes, due_files))
         deadline = min([deadline, *(due for due, _ in self._dir_deletes)])
+        if roll_flushed:
+            # Checkpoint the recovery point once a rolled segment's fsync is done
+            # (the next tick after it), so an unclean stop scans only the active
+            # segment, not every segment written since the last periodic checkpoint.
+            self._next[RECOVERY_POINT_CHECKPOINT] = now
         checkpoint = self._checkpoint_job(now)
         if checkpoint is not None:
             jobs.append(checkpoint)
