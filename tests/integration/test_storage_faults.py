@@ -10,7 +10,6 @@ failure replays.
 from __future__ import annotations
 
 import os
-import random
 import time
 from collections.abc import Iterator
 from pathlib import Path

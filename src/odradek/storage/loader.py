@@ -12,14 +12,22 @@ Start-up work by case:
   re-indexed (Kafka does the same). The segment holding the recovery point is
   validated from it; later segments are validated whole.
 * Damage (``skip_damage``, from ``log.recovery.damaged.batches``): with ``skip``
-  (the default) damaged bytes are cut out of their segment and every later valid
-  batch and segment is kept, leaving an offset gap that is reported
-  (:mod:`odradek.storage.damage`); only a torn tail of the last segment is cut
-  as after any crash. With ``truncate`` (Kafka's behaviour) the first invalid
+  (the default) damaged bytes are cut out of a segment that is not the last one
+  and every later valid batch and segment is kept, leaving an offset gap that
+  is reported (:mod:`odradek.storage.damage`). In the last (active) segment,
+  where damage is most likely a torn write and later bytes may be stale, the
+  first invalid batch ends the log as after any crash. With ``truncate`` (Kafka's behaviour) the first invalid
   batch ends the log: its segment is cut there and later segments are deleted.
   Either way a segment whose offsets overlap the next one's ends the log.
 
 Offsets increase from segment to segment but need not be contiguous.
+
+Known limit of ``skip``: a truncation (``Log.truncate_to``) whose segment
+deletions were not yet durable when the machine crashed can leave a stale
+segment that ``skip`` keeps where ``truncate`` would drop it (the model test,
+``tests/unit/storage/test_log_model.py``, runs in ``truncate`` mode for this
+reason). A single node never truncates its log; replication must make its
+truncations durable (leader-epoch checkpoint) before followers rely on ``skip``.
 """
 
 from __future__ import annotations
@@ -157,7 +165,11 @@ def _recover(
     seg: Segment, recovery_point: int | None, report: LoadReport, skip_damage: bool,
     next_base: int | None,
 ) -> bool:
-    result = recover_segment(seg, recovery_point, skip_damage=skip_damage, next_base=next_base)
+    # Damage in the last (active) segment is cut as Kafka does: there it is most
+    # likely a torn write, and bytes after it may be stale (written before a
+    # truncation whose own write was lost).
+    skip = skip_damage and next_base is not None
+    result = recover_segment(seg, recovery_point, skip_damage=skip, next_base=next_base)
     report.recovered_segments += 1
     report.validated_bytes += result.validated_bytes
     report.validated_batches += result.validated_batches

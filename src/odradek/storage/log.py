@@ -166,7 +166,7 @@ class Log:
         log_start_offset: int = 0,
         high_watermark: int | None = None,
         topic_id: uuid.UUID | None = None,
-        skip_damage: bool = True,
+        skip_damage: bool = False,
     ) -> Log:
         """Open (creating if needed) the log in ``dir_path``, named ``<topic>-<partition>``.
 
