@@ -16,8 +16,9 @@ Start-up work by case:
   and every later valid batch and segment is kept, leaving an offset gap that
   is reported (:mod:`odradek.storage.damage`). In the last (active) segment,
   where damage is most likely a torn write and later bytes may be stale, the
-  first invalid batch ends the log as after any crash. With ``truncate`` (Kafka's behaviour) the first invalid
-  batch ends the log: its segment is cut there and later segments are deleted.
+  first invalid batch ends the log as after any crash. With ``truncate``
+  (Kafka's behaviour) the first invalid batch ends the log: its segment is cut
+  there and later segments are deleted.
   Either way a segment whose offsets overlap the next one's ends the log.
 
 Offsets increase from segment to segment but need not be contiguous.
