@@ -30,6 +30,13 @@ class BrokerApp:
         self.server: KafkaServer | None = None
 
     async def start(self) -> None:
+        try:
+            await self._start()
+        except BaseException:
+            await self.stop()  # close what was opened before the failure
+            raise
+
+    async def _start(self) -> None:
         log_dir = str(self.config.log_dir)
         fs = OsFileSystem()
         self.partitions = PartitionManager(log_dir, self.config.props, self.clock, fs)

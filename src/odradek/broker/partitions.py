@@ -125,8 +125,11 @@ class PartitionManager:
     def reconcile(self, image: MetadataImage, *, remove: bool = True) -> None:
         """Open logs for new partitions, apply config changes, drop removed topics.
 
-        With ``remove`` false (start-up), logs the image does not know are kept
-        and reported rather than deleted: a lost journal must not delete data.
+        With ``remove`` false (start-up), logs the image does not know are moved
+        aside (``-stray``) and reported rather than deleted: a lost journal must
+        not delete data. A log whose topic id (``partition.metadata``) is not the
+        image's is another topic's data: it is moved aside too, before the
+        image's topic gets a fresh directory, so two topics' data never mix.
         """
         wanted: set[tuple[str, int]] = set()
         for topic in image.topics.values():
@@ -135,6 +138,13 @@ class PartitionManager:
                 key = (topic.name, p.partition)
                 wanted.add(key)
                 part = self.partitions.get(key)
+                existing = self.logs.get_log(*key) if part is None else None
+                if existing is not None and existing.topic_id not in (None, topic.topic_id):
+                    where = self.logs.move_aside(*key)
+                    log.warning(
+                        "%s-%d on disk belongs to topic id %s, not to %s's %s: moved aside "
+                        "to %s (nothing deleted)", *key, existing.topic_id, topic.name,
+                        topic.topic_id, where)
                 if part is None:
                     plog = self.logs.get_or_create_log(
                         topic.name, p.partition, config, topic_id=topic.topic_id
@@ -154,7 +164,9 @@ class PartitionManager:
             if remove:
                 self.logs.delete_log(*tp)
             else:
-                log.warning("log %s-%d has no topic in the metadata; kept as is", *tp)
+                where = self.logs.move_aside(*tp)
+                log.warning("%s-%d has no topic in the metadata: moved aside to %s "
+                            "(nothing deleted)", *tp, where)
 
     def _adopt(self, topic: str, index: int, plog: Log, leader_epoch: int) -> Partition:
         # One node: every batch on disk was acknowledged or is the recovered tail

@@ -10,15 +10,26 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from odradek.broker.config import BrokerConfig, Listener
+from odradek.broker.config import BrokerConfig, ConfigError, Listener
 from odradek.broker.partitions import PartitionManager
 from odradek.common.clock import Clock, SystemClock
 from odradek.metadata.image import MetadataImage
 
 if TYPE_CHECKING:
     from odradek.broker.groups import GroupRuntime
+
+
+class DataDirError(ConfigError):
+    """A file of the data directory that stops the broker from starting. The message
+    is one line naming the file, what is wrong and the way out."""
+
+
+ACCEPT_MISSING_METADATA = "odradek.accept.missing.metadata"
+"""Start although the metadata journal is empty and partition directories exist
+(``odradek serve --accept-missing-metadata``): they are moved aside as ``-stray``."""
 
 
 class MetadataJournal(Protocol):
@@ -70,9 +81,13 @@ class BrokerState:
         clock: Clock | None = None,
     ) -> BrokerState:
         image = MetadataImage()
+        replayed = 0
         for record in journal.replay():
             image.replay(record)
+            replayed += 1
         cluster_id = config.get("cluster.id") or _cluster_id_from(config)
+        if not replayed:
+            _refuse_orphaned_partitions(config, partitions)
         partitions.reconcile(image, remove=False)
         return cls(config, journal, cluster_id, clock or SystemClock(), image, [], partitions)
 
@@ -89,15 +104,66 @@ class BrokerState:
         self.partitions.reconcile(self.image)
 
 
+def _refuse_orphaned_partitions(config: BrokerConfig, partitions: PartitionManager) -> None:
+    """An empty metadata journal beside partition directories means the journal was
+    lost: starting would treat every topic as unknown. Refuse unless told to go on."""
+    from odradek.broker.partitions import METADATA_TOPIC
+
+    orphans = sorted(f"{t}-{p}" for t, p in partitions.logs.logs() if t != METADATA_TOPIC)
+    if not orphans or config.get(ACCEPT_MISSING_METADATA).lower() == "true":
+        return
+    shown = ", ".join(orphans[:3]) + (f" and {len(orphans) - 3} more" if len(orphans) > 3 else "")
+    raise DataDirError(
+        f"{config.log_dir}: the metadata journal ({METADATA_TOPIC}-0) is empty or missing but "
+        f"{len(orphans)} partition directories exist ({shown}); restore the journal from a "
+        f"backup, or start with --accept-missing-metadata to move them aside as -stray "
+        f"directories and begin with no topics"
+    )
+
+
+def read_meta_properties(path: Path) -> dict[str, str]:
+    """``key=value`` lines of ``meta.properties``; DataDirError (one line) if damaged."""
+    way_out = ("restore it from a backup, or delete it to give this data directory a new "
+               "cluster id (clients will see a different cluster)")
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except OSError as exc:
+        raise DataDirError(f"cannot read {path}: {exc.strerror}") from exc
+    except UnicodeDecodeError:
+        raise DataDirError(f"{path} is damaged (not text): {way_out}") from None
+    props: dict[str, str] = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        key, sep, value = line.partition("=")
+        if not sep:
+            raise DataDirError(f"{path} is damaged (a line is not key=value): {way_out}")
+        props[key.strip()] = value.strip()
+    if not props.get("cluster.id"):
+        raise DataDirError(f"{path} is damaged (no cluster.id): {way_out}")
+    return props
+
+
 def _cluster_id_from(config: BrokerConfig) -> str:
-    """A stable id per data directory, in Kafka's base64 form of a UUID."""
+    """A stable id per data directory, in Kafka's base64 form of a UUID.
+
+    ``meta.properties`` (Kafka's format: ``version``, ``cluster.id``, ``node.id``)
+    is written on first start; later starts check that its ``node.id`` is this
+    broker's, as Kafka does."""
     import base64
 
     path = config.log_dir / "meta.properties"
     if path.exists():
-        for line in path.read_text(encoding="utf-8").splitlines():
-            if line.startswith("cluster.id="):
-                return line.split("=", 1)[1].strip()
+        props = read_meta_properties(path)
+        stored = props.get("node.id")
+        if stored is not None and stored != str(config.node_id):
+            raise DataDirError(
+                f"{path} belongs to node.id={stored} but this broker has node.id="
+                f"{config.node_id}: start it with --override node.id={stored}, or point "
+                f"log.dirs at this node's own directory"
+            )
+        return props["cluster.id"]
     raw = uuid.uuid4().bytes
     cluster_id = base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -21,6 +21,11 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "--override", action="append", default=[], metavar="KEY=VALUE", help="override a config"
     )
     serve.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
+    serve.add_argument(
+        "--accept-missing-metadata", action="store_true",
+        help="start although the metadata journal is lost: partition directories are moved "
+             "aside as -stray (nothing is deleted) and the broker begins with no topics",
+    )
     serve.set_defaults(run=run)
 
 
@@ -50,7 +55,12 @@ def run(args: argparse.Namespace) -> int:
     from odradek.broker.app import BrokerApp
 
     file_props = read_properties(args.properties) if args.properties else None
-    config = BrokerConfig.from_sources(file_props, parse_overrides(args.override))
+    overrides = parse_overrides(args.override)
+    if args.accept_missing_metadata:
+        from odradek.broker.state import ACCEPT_MISSING_METADATA
+
+        overrides[ACCEPT_MISSING_METADATA] = "true"
+    config = BrokerConfig.from_sources(file_props, overrides)
     logging.basicConfig(
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )

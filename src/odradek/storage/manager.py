@@ -54,6 +54,7 @@ from odradek.storage.names import (
     deleted_dir_name,
     parse_partition_dir_name,
     partition_dir_name,
+    stray_dir_name,
 )
 
 _IDLE_MS = 60_000
@@ -234,6 +235,17 @@ class LogManager:
         self._dir_deletes.append((due, target))
         if log.config.file_delete_delay_ms == 0:
             self._run_dir_deletes(self.clock.monotonic_ms())
+
+    def move_aside(self, topic: str, partition: int) -> str:
+        """Close the log and rename its directory ``<topic>-<partition>.<hex>-stray``
+        (Kafka's name): kept for the operator, never read or deleted again.
+        Returns the new path."""
+        log = self._logs.pop((topic, partition))
+        log.close()
+        target = posixpath.join(self.log_dir, stray_dir_name(topic, partition))
+        self.fs.rename(log.dir_path, target)
+        self.fs.sync_dir(self.log_dir)
+        return target
 
     def logs(self) -> Mapping[TopicPartition, Log]:
         return self._logs

@@ -83,6 +83,12 @@ def parse_partition_dir_name(name: str) -> tuple[str, int] | None:
     return topic, int(part)
 
 
+def stray_dir_name(topic: str, partition: int) -> str:
+    """Kafka's name for a partition directory moved aside because the metadata does
+    not know it (or knows another topic by that name); never deleted by the broker."""
+    return f"{partition_dir_name(topic, partition)}.{uuid.uuid4().hex}{STRAY_DIR_SUFFIX}"
+
+
 def deleted_dir_name(topic: str, partition: int) -> str:
     """Kafka's name for a partition directory scheduled for deletion."""
     return f"{partition_dir_name(topic, partition)}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
