@@ -30,6 +30,7 @@ for ``sendfile``. See :mod:`odradek.storage.flush` for fsync and
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import posixpath
 import uuid
@@ -308,6 +309,14 @@ class Log:
         if self._offline:
             raise KafkaStorageError(f"log {self.dir_path} is offline after an IO error")
 
+    def _space_failed(self, what: str, error: OSError) -> KafkaStorageError | None:
+        """For a full disk (ENOSPC, EDQUOT): the error to raise with the log staying
+        online (reads go on; the next append tries again, which is how the
+        directory is re-checked). None for any other error."""
+        if error.errno not in (errno.ENOSPC, errno.EDQUOT):
+            return None
+        return KafkaStorageError(f"{what} failed in {self.dir_path}: no space left on device")
+
     def _io_failed(self, what: str, error: OSError) -> KafkaStorageError:
         self._offline = True
         return KafkaStorageError(f"{what} failed in {self.dir_path}: {error}")
@@ -390,6 +399,15 @@ class Log:
         try:
             seg.append(chunks, metas)
         except OSError as e:
+            full = self._space_failed("append", e)
+            if full is not None:
+                # Cut what part of the write landed (ftruncate frees space, it
+                # needs none); if even that fails the log goes offline.
+                try:
+                    seg.log_handle().truncate(before)
+                except OSError as cut_error:
+                    raise self._io_failed("append", cut_error) from e
+                raise full from e
             error = self._io_failed("append", e)
             with contextlib.suppress(OSError):
                 seg.log_handle().truncate(before)
@@ -443,6 +461,11 @@ class Log:
                 self.fs, self.handles, self.dir_path, self.config, self._leo, self.clock.now_ms()
             )
         except OSError as e:
+            full = self._space_failed("roll", e)
+            if full is not None:
+                # Nothing was added to the segment list: the active segment stays
+                # active and the roll is tried again by the next append.
+                raise full from e
             raise self._io_failed("roll", e) from e
         self._segments.append(seg)
         self._bases.append(seg.base_offset)
@@ -759,6 +782,9 @@ class Log:
                     seg.dirty = False
                     files.extend(seg.paths)
         except OSError as e:
+            full = self._space_failed("index write", e)
+            if full is not None:
+                raise full from e  # segments stay dirty: the next flush writes them
             raise self._io_failed("index write", e) from e
         dirs = [self.dir_path] if self._dir_dirty else []
         self._dir_dirty = False

@@ -255,7 +255,7 @@ def test_failed_write_takes_the_log_offline_and_recovery_repairs(tmp_path: Path)
     fs = MemoryFileSystem()
     log, clock, before, _ = build(fs, "/d/t-0", 3)
     log.flush()
-    fs.fail_next_write(".log", keep_bytes=30)
+    fs.fail_next_write(".log", keep_bytes=30, err=errno.EIO)
     with pytest.raises(KafkaStorageError) as e:
         log.append(make_batch([b"lost"], timestamps=clock.now_ms()))
     assert e.value.error_code == 56
@@ -335,3 +335,44 @@ def test_truncation_during_a_flush_caps_the_recovery_point() -> None:
     job.run()
     job.complete()
     assert log.recovery_point <= 2
+
+
+@pytest.mark.parametrize("err", [errno.ENOSPC, errno.EDQUOT])
+@pytest.mark.parametrize("seed", range(5))
+def test_full_disk_keeps_reads_and_appends_resume_when_space_returns(
+    seed: int, err: int
+) -> None:
+    """A write that fails for lack of space is cut back to the last whole batch;
+    the log stays online, reads go on, and the next append once space is back
+    gets the next offset. Recovery then sees every acknowledged batch once."""
+    fs = MemoryFileSystem()
+    log, clock, before, _ = build(fs, "/d/t-0", seed)
+    leo = log.log_end_offset
+    rng = random.Random(seed)
+    for attempt in range(3):  # the disk stays full for a while
+        fs.fail_next_write(".log", keep_bytes=rng.randint(0, 80), err=err)
+        with pytest.raises(KafkaStorageError) as e:
+            log.append(make_batch([b"no room"] * rng.randint(1, 3), timestamps=clock.now_ms()))
+        assert e.value.error_code == 56 and "no space left" in str(e.value)
+        assert not log.offline and log.log_end_offset == leo
+        assert_serves_only_valid_prefix(log, before)
+    info = log.append(make_batch([b"room again"], timestamps=clock.now_ms()))
+    assert info.first_offset == leo
+    after = layout(log)
+    assert after[:-1] == before and len(after) == len(before) + 1
+    kill(log)
+    log = reopen(fs, "/d/t-0", clock, 0)
+    assert_serves_only_valid_prefix(log, after)
+
+
+def test_full_disk_during_roll_keeps_the_log_online() -> None:
+    fs = MemoryFileSystem()
+    log, clock, before, _ = build(fs, "/d/t-0", 9)
+    log.flush()
+    fs.fail_next_write(".index", err=errno.ENOSPC)  # the old segment's index on roll
+    with pytest.raises(KafkaStorageError):
+        log.roll()
+    assert not log.offline
+    assert_serves_only_valid_prefix(log, before)
+    info = log.append(make_batch([b"later"], timestamps=clock.now_ms()))
+    assert info.first_offset == before[-1].last + 1
