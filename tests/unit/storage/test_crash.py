@@ -349,7 +349,7 @@ def test_full_disk_keeps_reads_and_appends_resume_when_space_returns(
     log, clock, before, _ = build(fs, "/d/t-0", seed)
     leo = log.log_end_offset
     rng = random.Random(seed)
-    for attempt in range(3):  # the disk stays full for a while
+    for _ in range(3):  # the disk stays full for a while
         fs.fail_next_write(".log", keep_bytes=rng.randint(0, 80), err=err)
         with pytest.raises(KafkaStorageError) as e:
             log.append(make_batch([b"no room"] * rng.randint(1, 3), timestamps=clock.now_ms()))
