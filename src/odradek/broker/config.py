@@ -62,6 +62,8 @@ DEFAULTS: dict[str, str] = {
     "max.connections.per.ip": "2147483647",
     "max.connections.per.ip.overrides": "",
     "max.connection.creation.rate": "2147483647",
+    "quota.window.num": "11",
+    "quota.window.size.seconds": "1",
     # What unclean recovery does with damaged batches (docs/durability.md).
     "log.recovery.damaged.batches": "skip",
     "cluster.id": "",
@@ -78,6 +80,7 @@ _INT_KEYS = {
     "offsets.retention.minutes", "offsets.retention.check.interval.ms",
     "connections.max.idle.ms", "queued.max.request.bytes", "queued.max.requests",
     "max.connections", "max.connections.per.ip", "max.connection.creation.rate",
+    "quota.window.num", "quota.window.size.seconds",
 }
 _BOOL_KEYS = {"auto.create.topics.enable", "delete.topic.enable"}
 
@@ -186,6 +189,9 @@ class BrokerConfig:
         bound = self.get_int("queued.max.request.bytes")
         if bound == 0 or bound < -1:
             raise ConfigError("queued.max.request.bytes: must be positive, or -1 for no bound")
+        for key in ("quota.window.num", "quota.window.size.seconds"):
+            if self.get_int(key) < 1:
+                raise ConfigError(f"{key}: must be at least 1")
         for key in ("queued.max.requests", "max.connections", "max.connections.per.ip",
                     "max.connection.creation.rate"):
             if self.get_int(key) < 0 or (key == "queued.max.requests" and self.get_int(key) < 1):

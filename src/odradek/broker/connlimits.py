@@ -9,6 +9,8 @@ Configs (Kafka's names and defaults):
 - ``max.connection.creation.rate`` (2147483647 per second): new connections
   accepted per second, every listener together; a token bucket that holds at
   most one second's worth, refilled continuously.
+- the ``connection_creation_rate`` client quota of an ip entity (KIP-612, set
+  with AlterClientQuotas): the same bucket per address.
 
 A connection beyond any limit is closed at once (the client sees the
 connection closed, as for Kafka's per-IP limit) and counted in
@@ -68,6 +70,8 @@ class ConnectionLimits:
     """Connections closed on arrival, by reason (``max.connections``, ...)."""
     _tokens: float = 0.0
     _refilled_ms: int | None = None
+    _ip_buckets: dict[str, tuple[float, int]] = field(default_factory=dict)
+    """Per address: (tokens, when refilled) for ``connection_creation_rate`` quotas."""
 
     @classmethod
     def from_config(cls, config: BrokerConfig) -> ConnectionLimits:
@@ -80,10 +84,13 @@ class ConnectionLimits:
         limits._tokens = float(limits.creation_rate)
         return limits
 
-    def admit(self, ip: str, now_ms: int) -> str | None:
+    def admit(self, ip: str, now_ms: int, ip_rate: float | None = None) -> str | None:
         """Count a new connection from ``ip`` in, or return the limit it breaks
-        (the caller closes it; nothing is counted open then)."""
+        (the caller closes it; nothing is counted open then). ``ip_rate`` is the
+        address's ``connection_creation_rate`` quota (KIP-612), if it has one."""
         reason = self._check(ip, now_ms)
+        if reason is None and ip_rate is not None and not self._take_ip_token(ip, ip_rate, now_ms):
+            reason = "connection_creation_rate"
         if reason is not None:
             self.rejected[reason] += 1
             return reason
@@ -106,6 +113,17 @@ class ConnectionLimits:
         if self.open_by_ip[ip] >= self.per_ip_overrides.get(ip, self.max_per_ip):
             return "max.connections.per.ip"
         return None
+
+    def _take_ip_token(self, ip: str, rate: float, now_ms: int) -> bool:
+        tokens, last = self._ip_buckets.get(ip, (rate, now_ms))
+        tokens = min(rate, tokens + max(0, now_ms - last) / 1000 * rate)
+        if len(self._ip_buckets) > 10_000:  # forget addresses with full buckets
+            self._ip_buckets = {k: v for k, v in self._ip_buckets.items() if v[0] < rate}
+        if tokens < 1:
+            self._ip_buckets[ip] = (tokens, now_ms)
+            return False
+        self._ip_buckets[ip] = (tokens - 1, now_ms)
+        return True
 
     def release(self, ip: str) -> None:
         """An admitted connection from ``ip`` closed."""

@@ -17,6 +17,12 @@ class RequestContext:
     api_version: int
     header: RequestHeader
     client_host: str
+    request_size: int = 0
+    """Bytes of the request frame (what a produce quota is charged)."""
+    throttle_ms: int = 0
+    """Set by a handler whose byte-rate quota was exceeded (see broker/quotas.py)."""
+    waited_s: float = 0.0
+    """Time the handler spent waiting (long polls, fsyncs), not charged as request time."""
 
     @property
     def client_id(self) -> str | None:

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections import Counter
 from typing import Any, cast
 
@@ -49,6 +50,10 @@ from odradek.wire.frames import (
 )
 
 log = logging.getLogger("odradek.broker")
+
+REQUEST_QUOTA = "request_percentage"
+UNTHROTTLED_APIS = frozenset({18})
+"""Never charged request time (ApiVersions), as in Kafka."""
 
 
 class KafkaConnection(asyncio.BufferedProtocol):
@@ -83,7 +88,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._closed = True
             transport.close()
             return
-        reason = self.server.limits.admit(self.ip, int(self.server.loop_time() * 1000))
+        quotas = self.state.quotas
+        ip_rate = quotas.connection_rate(self.ip) if quotas is not None else None
+        reason = self.server.limits.admit(self.ip, int(self.server.loop_time() * 1000), ip_rate)
         if reason is not None:
             self.server.log_rejected(self.peer, reason)
             self._closed = True
@@ -215,19 +222,40 @@ class KafkaConnection(asyncio.BufferedProtocol):
             log.info("closing %s: api %d v%d not served", self.peer, req.api_key, req.api_version)
             self.close()
             return
+        throttle = 0
         if reg.rejects(req.api_version):
             assert reg.error_response is not None
             body = reg.error_response(req.body, 35)
         else:
-            ctx = RequestContext(self.state, req.api_version, req.header, self.peer)
+            ctx = RequestContext(self.state, req.api_version, req.header, self.peer, req.size)
+            quotas = self.state.quotas
+            timed = quotas is not None and quotas.active(REQUEST_QUOTA)
+            started = time.perf_counter() if timed else 0.0
             try:
                 body = await reg.handle(ctx, req.body)
             except CloseConnection as exc:
                 log.info("closing %s: %s", self.peer, exc)
                 self.close()
                 return
+            throttle = ctx.throttle_ms
+            if timed and quotas is not None and req.api_key not in UNTHROTTLED_APIS:
+                busy = max(time.perf_counter() - started - ctx.waited_s, 0.0)
+                now_ms = self.server.loop_time() * 1000
+                throttle = max(throttle, quotas.charge(
+                    REQUEST_QUOTA, ctx.client_id, busy * 100, now_ms))
+            if throttle and body is not None and hasattr(body, "throttle_time_ms"):
+                body.throttle_time_ms = max(body.throttle_time_ms, throttle)
         if body is not None and not self._closed:
             self._write(encode_response(req.api_key, req.api_version, req.correlation_id, body))
+        if throttle and not self._closed:
+            # KIP-219: the answer goes out at once; then the connection is muted
+            # (nothing read or served on it) for the throttle time.
+            self.server.stats["throttled"] += 1
+            self._pause("throttle")
+            try:
+                await asyncio.sleep(throttle / 1000)
+            finally:
+                self._resume("throttle")
 
     def _write(self, parts: list[Any]) -> None:
         if self.transport is None or self.transport.is_closing():

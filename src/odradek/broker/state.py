@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from odradek.broker.config import BrokerConfig, ConfigError, Listener
 from odradek.broker.partitions import PartitionManager
+from odradek.broker.quotas import QuotaManager
 from odradek.common.clock import Clock, SystemClock
 from odradek.metadata.image import MetadataImage
 
@@ -71,6 +72,8 @@ class BrokerState:
     """Reserved, not yet handed out producer ids (popped from the end)."""
     groups: GroupRuntime | None = None
     """The group coordinator's shell, set once the broker starts serving."""
+    quotas: QuotaManager | None = None
+    """Client quota sensors (set by :meth:`open`)."""
 
     @classmethod
     def open(
@@ -89,7 +92,11 @@ class BrokerState:
         if not replayed:
             _refuse_orphaned_partitions(config, partitions)
         partitions.reconcile(image, remove=False)
-        return cls(config, journal, cluster_id, clock or SystemClock(), image, [], partitions)
+        state = cls(config, journal, cluster_id, clock or SystemClock(), image, [], partitions)
+        state.quotas = QuotaManager(
+            lambda: state.image, config.get_int("quota.window.size.seconds") * 1000,
+            config.get_int("quota.window.num"))
+        return state
 
     @property
     def node_id(self) -> int:

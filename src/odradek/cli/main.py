@@ -15,7 +15,9 @@ import sys
 from odradek.broker.config import ConfigError
 from odradek.cli.common import CliError
 
-SUBCOMMANDS = ("serve", "topics", "produce", "consume", "groups", "cluster", "dump_log")
+SUBCOMMANDS = (
+    "serve", "topics", "produce", "consume", "groups", "quotas", "cluster", "dump_log",
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

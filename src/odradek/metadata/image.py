@@ -12,6 +12,8 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from odradek.metadata import quotas as quota_model
+from odradek.wire.internal.client_quota_record import ClientQuotaRecord
 from odradek.wire.internal.config_record import ConfigRecord
 from odradek.wire.internal.partition_change_record import PartitionChangeRecord
 from odradek.wire.internal.partition_record import PartitionRecord
@@ -47,6 +49,8 @@ class MetadataImage:
     by_id: dict[uuid.UUID, str] = field(default_factory=dict)
     broker_configs: dict[str, str] = field(default_factory=dict)
     pending_configs: dict[str, dict[str, str]] = field(default_factory=dict)
+    client_quotas: quota_model.Quotas = field(default_factory=dict)
+    """Client quotas by entity (:mod:`odradek.metadata.quotas`)."""
     next_producer_id: int = 0
     """Every producer id below this one has been handed out (never reused)."""
     derived: dict[str, Any] = field(default_factory=dict)
@@ -78,6 +82,8 @@ class MetadataImage:
             self._replay_config(record)
         elif isinstance(record, ProducerIdsRecord):
             self.next_producer_id = max(self.next_producer_id, record.next_producer_id)
+        elif isinstance(record, ClientQuotaRecord):
+            quota_model.replay(self.client_quotas, record)
         elif isinstance(record, RemoveTopicRecord):
             name = self.by_id.pop(record.topic_id)
             del self.topics[name]

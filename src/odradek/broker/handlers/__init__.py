@@ -25,4 +25,6 @@ import odradek.broker.handlers.k37_create_partitions
 import odradek.broker.handlers.k42_delete_groups
 import odradek.broker.handlers.k44_incremental_alter_configs
 import odradek.broker.handlers.k47_offset_delete
+import odradek.broker.handlers.k48_describe_client_quotas
+import odradek.broker.handlers.k49_alter_client_quotas
 import odradek.broker.handlers.k60_describe_cluster  # noqa: F401

@@ -10,6 +10,8 @@ OUT_OF_ORDER_SEQUENCE_NUMBER. ``acks`` must be -1, 0 or 1 (one node: -1 is 1).
 ``acks=0`` gets no response; if such a request fails, the connection is
 closed so the client notices, as Kafka does. Transactional produce is not
 served yet. Internal topics (``__consumer_offsets``) get INVALID_TOPIC_EXCEPTION.
+A ``producer_byte_rate`` quota is charged the request's size; over it, the
+answer carries ``throttle_time_ms`` and the connection is muted that long.
 
 Version notes: v0–2 (magic 0/1) get UNSUPPORTED_VERSION — advertised because
 librdkafka checks for Produce v0 (KAFKA-18659); v3 transactional id and v2
@@ -127,8 +129,12 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
             failed |= resp.error_code != 0
             parts.append(resp)
         responses.append(TopicProduceResponse(topic.name, parts))
+    quotas = state.quotas
+    if quotas is not None:
+        ctx.throttle_ms = quotas.charge(
+            "producer_byte_rate", ctx.client_id, ctx.request_size, state.clock.monotonic_ms())
     if acks == 0:
         if failed:
             raise CloseConnection("acks=0 produce failed")
         return None
-    return ProduceResponse(responses=responses, throttle_time_ms=0)
+    return ProduceResponse(responses=responses, throttle_time_ms=ctx.throttle_ms)

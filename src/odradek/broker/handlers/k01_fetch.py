@@ -12,7 +12,9 @@ connection's long poll does not hold up others. An offset outside
 (session id 0 in every response, so clients stay sessionless, KIP-227); a
 request naming a session gets FETCH_SESSION_ID_NOT_FOUND. With no
 transactions yet, the last stable offset equals the high watermark for both
-isolation levels.
+isolation levels. A ``consumer_byte_rate`` quota is charged the response's
+size; a client over it gets an empty answer with ``throttle_time_ms`` and the
+connection is muted that long (KIP-219).
 
 Version notes: v4 isolation level and aborted transactions; v5 log start
 offset; v7 sessions; v11 rack and preferred read replica; v12 flexible.
@@ -115,10 +117,29 @@ async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
             error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND, session_id=0, responses=[]
         )
     loop = asyncio.get_running_loop()
-    deadline = loop.time() + min(max(request.max_wait_ms, 0), MAX_WAIT_MS_CAP) / 1000
+    started = loop.time()
+    deadline = started + min(max(request.max_wait_ms, 0), MAX_WAIT_MS_CAP) / 1000
     while True:
         response, total, watched = _collect(ctx, request)
         remaining_ms = (deadline - loop.time()) * 1000
         if total >= request.min_bytes or remaining_ms <= 0 or not watched:
-            return response
+            return _charged(ctx, response, total)
+        before = loop.time()
         await _wait_for_append(watched, remaining_ms)
+        ctx.waited_s += loop.time() - before
+
+
+def _charged(ctx: RequestContext, response: FetchResponse, total: int) -> FetchResponse:
+    """Charge a ``consumer_byte_rate`` quota. A client already over it gets no
+    records, only the throttle time (see broker/quotas.py)."""
+    quotas = ctx.broker.quotas
+    if quotas is None or not total:
+        return response
+    now_ms = ctx.broker.clock.monotonic_ms()
+    due = quotas.pending("consumer_byte_rate", ctx.client_id, now_ms)
+    if due:
+        ctx.throttle_ms = due
+        return FetchResponse(throttle_time_ms=due, error_code=0, session_id=0, responses=[])
+    ctx.throttle_ms = quotas.charge("consumer_byte_rate", ctx.client_id, total, now_ms)
+    response.throttle_time_ms = ctx.throttle_ms
+    return response

@@ -1,0 +1,135 @@
+"""``odradek quotas describe|alter``: client quotas, as ``kafka-configs.sh`` sets them.
+
+Entities are named with ``--user NAME`` / ``--user-default``, ``--client-id
+NAME`` / ``--client-default`` and ``--ip ADDRESS`` / ``--ip-default``
+(``kafka-configs.sh`` spells these ``--entity-type users --entity-name NAME``
+or ``--entity-default``; one flag per type reads better and says the same)::
+
+    odradek quotas alter --client-id app --add-config producer_byte_rate=1048576
+    odradek quotas alter --user-default --client-default --add-config consumer_byte_rate=2e6
+    odradek quotas alter --client-id app --delete-config producer_byte_rate
+    odradek quotas describe                       # every entity with a quota
+    odradek quotas describe --client-id app       # that entity only (strict match)
+
+``describe`` with no entity flag lists every entity; with flags it matches
+those exactly (a default flag matches the default) and strictly (no other
+entity type), as ``kafka-configs.sh --describe`` does. Talks the wire
+protocol (DescribeClientQuotas, AlterClientQuotas), so it works against any
+Kafka-compatible broker.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from odradek.cli.common import CliError, add_bootstrap
+from odradek.cli.output import emit_json, table
+from odradek.cli.session import with_client
+from odradek.client.client import KafkaClient
+from odradek.client.connection import check
+from odradek.wire.messages.alter_client_quotas_request import (
+    AlterClientQuotasRequest,
+    EntityData,
+    EntryData,
+    OpData,
+)
+from odradek.wire.messages.describe_client_quotas_request import (
+    ComponentData,
+    DescribeClientQuotasRequest,
+)
+
+_TYPES = (("user", "user"), ("client_id", "client-id"), ("ip", "ip"))
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    quotas = sub.add_parser("quotas", help="describe and alter client quotas")
+    verbs = quotas.add_subparsers(dest="verb", required=True)
+    describe = verbs.add_parser("describe", help="quotas by entity")
+    alter = verbs.add_parser("alter", help="set or delete quotas of one entity")
+    for parser in (describe, alter):
+        add_bootstrap(parser)
+        for attr, name in _TYPES:
+            group = parser.add_mutually_exclusive_group()
+            group.add_argument(f"--{name}", dest=attr, metavar="NAME")
+            group.add_argument(f"--{name.split('-')[0]}-default", dest=f"{attr}_default",
+                               action="store_true", help=f"the default {name}")
+    alter.add_argument("--add-config", default="", metavar="K=V,...",
+                       help="quotas to set, e.g. producer_byte_rate=1048576")
+    alter.add_argument("--delete-config", default="", metavar="K,...",
+                       help="quotas to remove")
+    describe.set_defaults(run=lambda a: with_client(a.bootstrap_server, lambda c: _describe(c, a)))
+    alter.set_defaults(run=lambda a: with_client(a.bootstrap_server, lambda c: _alter(c, a)))
+
+
+def _entity(args: argparse.Namespace) -> list[tuple[str, str | None]]:
+    out: list[tuple[str, str | None]] = []
+    for attr, name in _TYPES:
+        if getattr(args, f"{attr}_default"):
+            out.append((name, None))
+        elif getattr(args, attr) is not None:
+            out.append((name, getattr(args, attr)))
+    return out
+
+
+def _show(entity: list[tuple[str, str | None]]) -> str:
+    return ", ".join(f"{t}={'<default>' if n is None else n}" for t, n in entity)
+
+
+def _number(text: str) -> float:
+    return float(text)
+
+
+def _ops(args: argparse.Namespace) -> list[OpData]:
+    ops = []
+    for item in filter(None, (x.strip() for x in args.add_config.split(","))):
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise CliError(f"--add-config expects KEY=VALUE, got {item!r}")
+        try:
+            number = _number(value)
+        except ValueError:
+            raise CliError(f"--add-config: {key.strip()} needs a number, got {value!r}") from None
+        ops.append(OpData(key=key.strip(), value=number, remove=False))
+    for key in filter(None, (x.strip() for x in args.delete_config.split(","))):
+        ops.append(OpData(key=key, value=0.0, remove=True))
+    if not ops:
+        raise CliError("nothing to alter: give --add-config and/or --delete-config")
+    return ops
+
+
+async def _alter(client: KafkaClient, args: argparse.Namespace) -> int:
+    entity = _entity(args)
+    if not entity:
+        raise CliError("name an entity: --user/--user-default, --client-id/--client-default "
+                       "or --ip/--ip-default")
+    ops = _ops(args)
+    resp = await client.request(AlterClientQuotasRequest(entries=[EntryData(
+        entity=[EntityData(entity_type=t, entity_name=n) for t, n in entity], ops=ops)]), 1)
+    for entry in resp.entries:
+        check(entry.error_code, entry.error_message)
+    if args.json:
+        emit_json({"entity": dict(entity), "altered": [o.key for o in ops]})
+    else:
+        print(f"Altered quotas of {_show(entity)}")
+    return 0
+
+
+async def _describe(client: KafkaClient, args: argparse.Namespace) -> int:
+    entity = _entity(args)
+    components = [ComponentData(entity_type=t, match_type=1 if n is None else 0, match=n)
+                  for t, n in entity]
+    resp = await client.request(
+        DescribeClientQuotasRequest(components=components, strict=bool(entity)), 1)
+    check(resp.error_code, resp.error_message)
+    rows = []
+    for e in resp.entries or []:
+        pairs = [(x.entity_type, x.entity_name) for x in e.entity]
+        for v in e.values:
+            rows.append((pairs, v.key, v.value))
+    if args.json:
+        emit_json([{"entity": [{"type": t, "name": n} for t, n in pairs], "key": k, "value": v}
+                   for pairs, k, v in rows])
+        return 0
+    table(["ENTITY", "QUOTA", "VALUE"],
+          [[_show(pairs), k, f"{v:.15g}"] for pairs, k, v in rows])
+    return 0
