@@ -79,8 +79,12 @@ def test_torn_and_corrupt_logs_are_reported(partition_dir: Path, tmp_path: Path)
     flipped[third + 40] ^= 0xFF  # inside the CRC-covered part of the third batch
     torn.write_bytes(bytes(flipped))
     (result,) = json.loads(dump(str(torn), "--json").stdout)
-    assert len(result["batches"]) == 2
-    assert any(f"corrupt batch at position {third}" in p for p in result["problems"])
+    # The damaged batch is reported and skipped; reading resumes at the next one.
+    fourth = log["batches"][3]["position"]
+    assert [b["position"] for b in result["batches"]] == [
+        b["position"] for i, b in enumerate(log["batches"]) if i != 2]
+    assert any(f"damaged bytes at positions {third}..{fourth - 1}" in p
+               and f"resume at position {fourth}" in p for p in result["problems"])
     moved = bytearray(original)
     moved[third + 7] ^= 0x01  # baseOffset is outside the CRC: caught by the offset check
     torn.write_bytes(bytes(moved))

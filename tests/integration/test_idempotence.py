@@ -124,3 +124,33 @@ def test_duplicate_batch_is_acked_with_original_offset_and_gaps_are_refused(
     finally:
         client.close()
     assert len(_count(broker.bootstrap_servers, "seq")) == 6
+
+
+def test_a_retried_batch_with_a_bad_crc_is_corrupt_not_a_duplicate(broker: Broker) -> None:
+    """Kafka validates a batch before the producer-state check: a retry of an
+    acknowledged batch whose bytes were damaged on the way gets CORRUPT_MESSAGE,
+    and the log holds the batch once."""
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+    admin.create_topics([NewTopic("crc", 1, 1)])["crc"].result(10)
+    client = RawClient(broker.bootstrap_servers)
+    try:
+        pid_resp = client.request(InitProducerIdRequest(transactional_id=None,
+                                                        transaction_timeout_ms=60000), 4)
+        batch = build_batch([Record(i, 1, None, b"value") for i in range(3)],
+                            producer_id=pid_resp.producer_id,
+                            producer_epoch=pid_resp.producer_epoch, base_sequence=0)
+
+        def send(records: bytes) -> tuple[int, int]:
+            req = ProduceRequest(acks=-1, timeout_ms=5000, topic_data=[
+                TopicProduceData("crc", [PartitionProduceData(0, records)])])
+            p = client.request(req, 9).responses[0].partition_responses[0]
+            return p.error_code, p.base_offset
+
+        assert send(batch) == (0, 0)
+        damaged = bytearray(batch)
+        damaged[-1] ^= 0xFF  # inside the CRC-covered records; same pid/epoch/sequence
+        assert send(bytes(damaged))[0] == ErrorCode.CORRUPT_MESSAGE
+        assert send(batch) == (0, 0)  # the intact retry is still a duplicate
+    finally:
+        client.close()
+    assert _count(broker.bootstrap_servers, "crc") == [b"value"] * 3

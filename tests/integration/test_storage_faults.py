@@ -103,6 +103,12 @@ def batch_positions(path: Path) -> list[tuple[int, int, int]]:
     return [(p, h.base_offset, h.last_offset) for p, h in iter_batches(path.read_bytes())]
 
 
+def batch_end(batches: list[tuple[int, int, int]], position: int, path: Path) -> int:
+    """End position of the batch starting at ``position`` in a segment (before damage)."""
+    later = [p for p, _, _ in batches if p > position]
+    return later[0] if later else path.stat().st_size
+
+
 def flip(path: Path, position: int, count: int = 16) -> None:
     with path.open("r+b") as f:
         f.seek(position)
@@ -336,3 +342,50 @@ def test_partition_of_another_topic_id_is_moved_aside(written: Path) -> None:
     finally:
         log_text = stderr_of(server)
     assert len(list(written.glob("t-0.*-stray"))) == 1 and "moved aside" in log_text
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_truncated_old_segment_after_an_unclean_stop_keeps_later_segments(
+    written: Path, seed: int
+) -> None:
+    """An old segment cut short (a lost write-back, a bad copy): the batches it
+    lost are gone, its whole batches and every later segment are served."""
+    rng = random.Random(seed)
+    (written / ".kafka_cleanshutdown").unlink()
+    (written / "recovery-point-offset-checkpoint").unlink()
+    files = segments(written)
+    victim = files[rng.randrange(len(files) - 1)]
+    batches = batch_positions(victim)
+    cut = rng.randrange(batches[1][0], victim.stat().st_size)
+    # The first record lost: that of the first batch the cut does not leave whole.
+    torn = next(first for p, first, _ in batches if batch_end(batches, p, victim) > cut)
+    os.truncate(victim, cut)
+    next_base = int(files[files.index(victim) + 1].stem)
+    server = start_logged(written)
+    try:
+        got, errors = read_all(server.bootstrap, "t")
+        assert not errors
+        offsets = [o for o, _ in got]
+        # Everything below the torn batch, nothing from it up to the next segment,
+        # everything from the next segment on.
+        assert set(range(RECORDS)) - set(offsets) == set(range(torn, next_base))
+        assert [v for o, v in got] == [value(o) for o in offsets]
+        assert offsets == sorted(set(offsets)) and offsets[-1] == RECORDS - 1
+    finally:
+        log_text = stderr_of(server)
+    assert victim.name in log_text
+
+
+@pytest.mark.parametrize("clean", [True, False], ids=["clean", "unclean"])
+def test_garbage_checkpoints_mean_recover_everything(written: Path, clean: bool) -> None:
+    rng = random.Random(11)
+    if not clean:
+        (written / ".kafka_cleanshutdown").unlink()
+    for name in ("recovery-point-offset-checkpoint", "log-start-offset-checkpoint",
+                 "replication-offset-checkpoint"):
+        (written / name).write_bytes(rng.randbytes(64))
+    server = start_logged(written)
+    try:
+        check_served(server.bootstrap, list(range(RECORDS)), gap_ok=False)
+    finally:
+        stderr_of(server)

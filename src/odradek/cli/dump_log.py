@@ -6,10 +6,12 @@ By suffix (formats in :mod:`odradek.storage.segment` and :mod:`odradek.storage.i
   position and size, CRC check, compression, timestamp type and max
   timestamp, producer id/epoch/sequence, transactional and control flags,
   leader epoch; ``--records`` adds each record (offset, timestamp, key, value,
-  headers; bytes that are not UTF-8 are escaped). Reading stops at the first
-  batch that is torn (shorter than its length says) or corrupt (bad magic or
-  CRC); that is reported as a problem with its byte position, as recovery
-  would truncate there. A batch whose base offset does not follow the
+  headers; bytes that are not UTF-8 are escaped). A batch that is torn
+  (shorter than its length says) or corrupt (bad magic or CRC) is reported as
+  a problem with its byte position; if a valid batch follows the damage
+  (:func:`odradek.storage.damage.next_valid_in`), the damaged range is
+  reported and reading goes on from there, else reading stops, as recovery
+  would cut the log there. A batch whose base offset does not follow the
   previous batch is reported too.
 * ``.index``: entries (offset -> position); problems: entries not strictly
   increasing, and, when the ``.log`` beside it can be read, an entry that does
@@ -33,6 +35,7 @@ from typing import Any
 from odradek.cli.common import CliError
 from odradek.cli.consume import text
 from odradek.cli.output import emit_json
+from odradek.storage.damage import next_valid_in
 from odradek.storage.names import parse_segment_file_name
 from odradek.wire.batch import LOG_OVERHEAD, validate_batch
 from odradek.wire.compression import CODEC_NAMES
@@ -103,8 +106,15 @@ def dump_segment(data: bytes, with_records: bool, max_batches: int | None) -> di
             h = validate_batch(data, pos)
         except DecodeError as exc:
             kind = "torn" if "beyond the input" in str(exc) else "corrupt"
-            problems.append(f"{kind} batch at position {pos}: {exc}")
-            break
+            after = next_valid_in(data, pos + 1,
+                                  batches[-1]["last_offset"] + 1 if batches else 0)
+            if after is None:
+                problems.append(f"{kind} batch at position {pos}: {exc}")
+                break
+            problems.append(f"damaged bytes at positions {pos}..{after - 1} ({exc}); "
+                            f"valid batches resume at position {after}")
+            pos = after
+            continue
         batch: dict[str, Any] = {
             "base_offset": h.base_offset, "last_offset": h.last_offset,
             "count": h.records_count, "position": pos, "size": h.size, "crc_valid": True,

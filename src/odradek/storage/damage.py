@@ -75,6 +75,27 @@ class Damage:
                 f"the .kafka_cleanshutdown marker to recover the segment, or restore the file")
 
 
+def next_valid_in(buf: bytes, start: int, min_base_offset: int = 0) -> int | None:
+    """Position ``>= start`` in ``buf`` of the first batch that validates whole and
+    whose base offset is at least ``min_base_offset`` (for tools reading a file
+    at once; recovery uses :func:`find_next_batch`)."""
+    i = start + MAGIC_OFFSET
+    while True:
+        i = buf.find(b"\x02", i)
+        if i < 0 or i - MAGIC_OFFSET + LOG_OVERHEAD > len(buf):
+            return None
+        cand = i - MAGIC_OFFSET
+        base, length = _OFFSET_LEN.unpack_from(buf, cand)
+        if (length >= MIN_BATCH_LENGTH and base >= min_base_offset
+                and cand + length + LOG_OVERHEAD <= len(buf)):
+            try:
+                validate_batch(buf, cand)
+                return cand
+            except DecodeError:
+                pass
+        i += 1
+
+
 def find_next_batch(
     fs: FileSystem, handles: HandleCache, path: str, start: int, end: int, min_base_offset: int
 ) -> int | None:

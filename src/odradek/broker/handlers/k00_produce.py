@@ -5,7 +5,7 @@ by the log (framing, magic 2, CRC, offset deltas, ``max.message.bytes``,
 timestamps) and appended as bytes with offsets assigned. Batches with a
 producer id pass the idempotence check first: a retried batch equal to one of
 the producer's last five is acknowledged with its original offsets and not
-written again; an older epoch gets INVALID_PRODUCER_EPOCH and a gap
+written again, if it is intact (a retry with a bad CRC gets CORRUPT_MESSAGE); an older epoch gets INVALID_PRODUCER_EPOCH and a gap
 OUT_OF_ORDER_SEQUENCE_NUMBER. ``acks`` must be -1, 0 or 1 (one node: -1 is 1).
 ``acks=0`` gets no response; if such a request fails, the connection is
 closed so the client notices, as Kafka does. Transactional produce is not
@@ -28,6 +28,7 @@ from odradek.broker.partitions import Partition, batch_headers
 from odradek.broker.registry import CloseConnection, handler
 from odradek.replication.producer_state import Verdict
 from odradek.storage.errors import StorageError
+from odradek.wire.batch import validate_batch
 from odradek.wire.errors import ErrorCode
 from odradek.wire.messages.produce_request import ProduceRequest
 from odradek.wire.messages.produce_response import (
@@ -66,6 +67,13 @@ async def _append(
             continue
         if check.verdict is Verdict.DUPLICATE and len(headers) == 1:
             assert check.duplicate_of is not None
+            try:
+                # A retry is only a duplicate if it is intact: Kafka validates the
+                # batch (magic, CRC) before the producer-state check.
+                validate_batch(records, 0)
+            except DecodeError as exc:
+                resp.error_code, resp.error_message = ErrorCode.CORRUPT_MESSAGE, str(exc)
+                return resp
             resp.base_offset = check.duplicate_of.first_offset
             resp.log_start_offset = plog.log_start_offset
             return resp
