@@ -5,7 +5,8 @@ by the log (framing, magic 2, CRC, offset deltas, ``max.message.bytes``,
 timestamps) and appended as bytes with offsets assigned. Batches with a
 producer id pass the idempotence check first: a retried batch equal to one of
 the producer's last five is acknowledged with its original offsets and not
-written again, if it is intact (a retry with a bad CRC gets CORRUPT_MESSAGE); an older epoch gets INVALID_PRODUCER_EPOCH and a gap
+written again, if it is intact (a retry with a bad CRC gets CORRUPT_MESSAGE);
+an older epoch gets INVALID_PRODUCER_EPOCH and a gap
 OUT_OF_ORDER_SEQUENCE_NUMBER. ``acks`` must be -1, 0 or 1 (one node: -1 is 1).
 ``acks=0`` gets no response; if such a request fails, the connection is
 closed so the client notices, as Kafka does. Transactional produce is not
