@@ -1,1 +1,1 @@
-"""Developer tools (code generation). Not part of the installed package."""
+"""Developer tools (code generation, golden-frame capture, fuzzers). Not part of the installed package."""

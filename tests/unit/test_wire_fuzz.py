@@ -5,7 +5,7 @@ bit flips, truncations, splices, inflated length fields and swapped versions,
 must come back as a ``Request`` or a ``BadRequest``: no other exception, no
 hang (each case runs under a CPU-time alarm), and on a sample, no allocation
 beyond ``ALLOC_PER_INPUT_BYTE`` per input byte plus a fixed slack. The long
-seeded run is ``benchmarks/fuzz_wire.py``.
+seeded run is ``python -m tools.fuzz.wire``.
 """
 
 from __future__ import annotations

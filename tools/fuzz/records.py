@@ -1,6 +1,6 @@
 """Seeded mutation fuzzing of the record decoders; not part of the pytest run.
 
-    python benchmarks/fuzz_records.py --cases 100000 [--seed 1] [--only CASE]
+    python -m tools.fuzz.records --cases 100000 [--seed 1] [--only CASE]
 
 Each case picks one valid input (a v2 batch per codec, a control batch, a
 legacy magic 0/1 message set, or a bare compressed blob), applies one to four
@@ -162,7 +162,9 @@ def run_case(seed: int, case: int, inputs: list[Seed]) -> tuple[str, Callable[[]
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m tools.fuzz.records", description=(__doc__ or "").splitlines()[0]
+    )
     parser.add_argument("--cases", type=int, default=100_000)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--only", type=int, default=None, help="replay one case verbosely")

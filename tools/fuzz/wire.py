@@ -1,6 +1,6 @@
 """Seeded fuzzing of the request path; not part of the pytest run.
 
-    python benchmarks/fuzz_wire.py --cases 100000 [--seed 1] [--only CASE]
+    python -m tools.fuzz.wire --cases 100000 [--seed 1] [--only CASE]
 
 The corpus is two valid requests for every version of every API key Kafka's
 specs define, each with every field of its version filled (tagged fields
@@ -269,7 +269,9 @@ def _alarm(signum: int, frame: FrameType | None) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m tools.fuzz.wire", description=(__doc__ or "").splitlines()[0]
+    )
     parser.add_argument("--cases", type=int, default=100_000)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--only", type=int, default=None, help="replay one case verbosely")
