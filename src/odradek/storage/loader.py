@@ -153,13 +153,14 @@ def load_segments(
 
 def _ends_log(cut: bool, segments: list[Segment], i: int, skip_damage: bool) -> bool:
     """Must segments after ``segments[i]`` go? (They overlap it, or, without
-    ``skip_damage``, it was cut or its offsets do not run on into the next.)"""
+    ``skip_damage``, it was cut.) A gap between the two is kept: compaction
+    leaves them."""
     if i + 1 >= len(segments):
         return False
     seg, nxt = segments[i], segments[i + 1]
     if skip_damage:
         return seg.next_offset > nxt.base_offset
-    return cut or seg.next_offset != nxt.base_offset
+    return cut or seg.next_offset > nxt.base_offset
 
 
 def _recover(

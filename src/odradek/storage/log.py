@@ -5,11 +5,14 @@ State and its invariants (checked by the property tests after every step)::
     log_start_offset <= high_watermark <= log_end_offset
     log_start_offset <= recovery_point <= log_end_offset   (after the first flush)
     segments sorted by base offset; only the last (active) one is appended to;
-    each segment's first batch has the segment's base offset, and offsets are
-    contiguous across batches and segments.
+    each segment's batches are at or above its base offset and below the next
+    segment's; offsets increase across batches and segments but need not be
+    contiguous (compaction and skipped damage leave gaps; a leader's own appends
+    are contiguous).
 
 * ``log_end_offset`` (LEO): the offset the next appended record gets.
-* ``high_watermark`` (HW): the broker (or replication) moves it with
+* ``high_watermark`` (HW): only the partition state machine
+  (:mod:`odradek.replication.partition`) moves it, with
   :meth:`Log.advance_high_watermark`; it never moves back, except when a
   follower truncates its log below it (:meth:`Log.truncate_to`). Consumers
   read only below it; retention never deletes at or above it.
@@ -24,7 +27,9 @@ Appends (:meth:`Log.append`) validate each batch header (framing, magic, CRC,
 they came with one ``pwritev``; records are never decoded. Reads
 (:meth:`Log.read`) return byte ranges of segment files covering whole batches,
 for ``sendfile``. See :mod:`odradek.storage.flush` for fsync and
-:mod:`odradek.storage.retention` for deletion.
+:mod:`odradek.storage.retention` for deletion. The log keeps its
+leader-epoch cache (:mod:`odradek.storage.epochs`) in step with its segments:
+an append in a new epoch adds an entry, truncation cuts entries.
 """
 
 from __future__ import annotations
@@ -36,11 +41,13 @@ import posixpath
 import uuid
 from bisect import bisect_right
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import NamedTuple
 
 from odradek.common.clock import Clock
 from odradek.storage import retention, timestamps
 from odradek.storage.append import (
+    Checked,
     check_batch,
     check_client_batches,
     patch_create_time,
@@ -53,6 +60,7 @@ from odradek.storage.checkpoint import (
 )
 from odradek.storage.config import INT_MAX, LogConfig
 from odradek.storage.damage import Damage
+from odradek.storage.epochs import LeaderEpochCache
 from odradek.storage.errors import (
     CorruptRecordError,
     KafkaStorageError,
@@ -60,7 +68,7 @@ from odradek.storage.errors import (
     RecordListTooLargeError,
 )
 from odradek.storage.flush import FlushJob, FlushPolicy
-from odradek.storage.fs import FileSystem, makedirs_durable
+from odradek.storage.fs import FileHandle, FileSystem, makedirs_durable
 from odradek.storage.handles import HandleCache
 from odradek.storage.loader import LoadReport, load_segments
 from odradek.storage.names import PARTITION_METADATA_FILE, parse_partition_dir_name
@@ -89,14 +97,32 @@ class AppendInfo(NamedTuple):
     ``flush.messages`` set, Kafka acknowledges such an append only after the flush."""
 
 
-class FileSlice(NamedTuple):
-    """``length`` bytes at ``position`` of the segment file ``path``: whole batches,
-    the first of which starts at ``first_offset``."""
+@dataclass(frozen=True, slots=True)
+class FileSlice:
+    """``length`` bytes at ``position`` of the segment file ``path`` (open as
+    ``file``): whole batches, the first of which starts at ``first_offset``.
+    The one slice type of storage and the network shell, which writes it with
+    ``sendfile`` (:mod:`odradek.broker.transfer`)."""
 
     path: str
     position: int
     length: int
     first_offset: int
+    file: FileHandle
+
+    def __len__(self) -> int:
+        return self.length
+
+    def read_bytes(self) -> bytes:
+        data = self.file.pread(self.position, self.length)
+        if len(data) != self.length:
+            raise OSError(f"short read: {len(data)} of {self.length} bytes")
+        return data
+
+    def rest(self, skip: int) -> FileSlice:
+        """The slice without its first ``skip`` bytes (what a partial send left)."""
+        return FileSlice(self.path, self.position + skip, self.length - skip,
+                         self.first_offset, self.file)
 
 
 class Log:
@@ -146,6 +172,10 @@ class Log:
         self.checkpoint_wanted = False
         """Set when a flush took the recovery point past a rolled segment: the log
         manager then writes the recovery-point checkpoint at its next tick."""
+        self.epochs = LeaderEpochCache(fs, dir_path)
+        """The leader-epoch cache; loaded here, rebuilt from the batches by the
+        partition when its file was missing (``epochs.loaded`` is false)."""
+        self.epochs.load()
         self.damage: list[Damage] = list(load_report.damage)
         """Damage found by recovery (cut out) or while serving (left in place)."""
         for found in self.damage:
@@ -323,13 +353,28 @@ class Log:
 
     # -- append -----------------------------------------------------------------------
 
-    def append(self, records: Buffer, *, leader_epoch: int = -1) -> AppendInfo:
+    def check(self, records: Buffer) -> Checked:
+        """Every check a client's records field must pass before anything else looks
+        at it (sizes, framing, magic, CRC, counts, timestamps; see
+        :mod:`odradek.storage.append`). Raises a StorageError with Kafka's code."""
+        view = memoryview(records)
+        size = len(view)
+        if size > self.config.segment_bytes:
+            raise RecordListTooLargeError(
+                f"{size} bytes of records exceed segment.bytes {self.config.segment_bytes}"
+            )
+        return check_client_batches(view, self.config, self.clock.now_ms())
+
+    def append(
+        self, records: Buffer, *, leader_epoch: int = -1, checked: Checked | None = None
+    ) -> AppendInfo:
         """Append a produce request's records field (one or more batches) as the leader.
 
         Offsets are assigned from the LEO; ``leader_epoch`` >= 0 is written into each
         batch's partitionLeaderEpoch. For LogAppendTime topics each batch gets the
         broker's time as max timestamp. All or nothing: one bad batch rejects all.
-        Checks and byte handling: :mod:`odradek.storage.append`.
+        ``checked`` is :meth:`check`'s answer for these very bytes, when the caller
+        already ran it. Checks and byte handling: :mod:`odradek.storage.append`.
         """
         if self._offline:
             self._check_online()
@@ -338,25 +383,33 @@ class Log:
         config = self.config
         if size == 0:
             return self._empty_append()
-        if size > config.segment_bytes:
-            raise RecordListTooLargeError(
-                f"{size} bytes of records exceed segment.bytes {config.segment_bytes}"
-            )
         now = self.clock.now_ms()
-        checked = check_client_batches(view, config, now)
+        if checked is None:
+            checked = self.check(view)
         if config.log_append_time:
             chunks, metas = patch_log_append_time(view, checked, self._leo, leader_epoch, now)
             append_time = max_ts = now
         else:
             chunks, metas = patch_create_time(view, checked, self._leo, leader_epoch)
             append_time, max_ts = -1, checked.max_timestamp
+        first = self._leo
         self._write(chunks, metas, size, max_ts, now)
-        return self._appended(checked.records, len(metas), size, append_time, max_ts)
+        if leader_epoch > self.epochs.latest_epoch:
+            self._assign_epoch(leader_epoch, first)
+        return self._appended(first, checked.records, len(metas), size, append_time, max_ts)
+
+    def _assign_epoch(self, epoch: int, start_offset: int) -> None:
+        try:
+            self.epochs.assign(epoch, start_offset)
+        except OSError as e:
+            raise self._io_failed("leader-epoch-checkpoint write", e) from e
 
     def append_replicated(self, records: Buffer) -> AppendInfo:
         """Append batches that already carry their offsets (a follower, or a Raft
-        log). They must continue the log exactly: first base offset == LEO and no
-        gaps. Only size, framing and CRC are checked; timestamps are kept."""
+        log). Offsets must increase from the LEO on (each batch at or above the
+        end of the one before); gaps are allowed, as a compacted leader leaves
+        them. Only size, framing and CRC are checked; timestamps and each batch's
+        partitionLeaderEpoch are kept (and noted in the epoch cache)."""
         self._check_online()
         view = memoryview(records)
         if len(view) == 0:
@@ -367,20 +420,28 @@ class Log:
         expected = self._leo
         max_ts = -1
         records_count = 0
+        epochs: list[tuple[int, int]] = []
+        first = -1
         pos = 0
         while pos < len(view):
             h = check_batch(view, pos, self.config)
-            if h.base_offset != expected:
+            if h.base_offset < expected:
                 raise CorruptRecordError(
-                    f"replicated batch at offset {h.base_offset}, expected {expected}"
+                    f"replicated batch at offset {h.base_offset}, expected {expected} or later"
                 )
+            if first < 0:
+                first = h.base_offset
+            epochs.append((h.partition_leader_epoch, h.base_offset))
             metas.append((h.last_offset, h.max_timestamp, h.size))
             max_ts = max(max_ts, h.max_timestamp)
             records_count += h.records_count
             expected = h.next_offset
             pos += h.size
         self._write([view], metas, len(view), max_ts, self.clock.now_ms())
-        return self._appended(records_count, len(metas), len(view), -1, max_ts)
+        for epoch, base in epochs:
+            if epoch > self.epochs.latest_epoch:
+                self._assign_epoch(epoch, base)
+        return self._appended(first, records_count, len(metas), len(view), -1, max_ts)
 
     def _empty_append(self) -> AppendInfo:
         return AppendInfo(-1, -1, -1, -1, 0, 0, 0, self._log_start, False)
@@ -415,9 +476,8 @@ class Log:
         self._leo = seg.next_offset
 
     def _appended(
-        self, records: int, batches: int, size: int, append_time: int, max_ts: int
+        self, first: int, records: int, batches: int, size: int, append_time: int, max_ts: int
     ) -> AppendInfo:
-        first = self._leo - records
         self._unflushed_messages += records
         return AppendInfo(
             first_offset=first,
@@ -558,19 +618,21 @@ class Log:
         if limit < seg.next_offset:
             stop = seg.find_batch(limit)
             end = stop[0] if stop is not None else seg.size
+        file = self.handles.get(seg.log_path)
         if end - start <= budget:
-            return FileSlice(seg.log_path, start, end - start, header.base_offset), end == seg.size
+            return (FileSlice(seg.log_path, start, end - start, header.base_offset, file),
+                    end == seg.size)
         cut, first_size = seg.boundary_at_or_before(start, start + max(budget, 0))
         if cut == start and min_one:
             cut = start + first_size
         if cut == start:
             return None, False
-        return FileSlice(seg.log_path, start, cut - start, header.base_offset), False
+        return FileSlice(seg.log_path, start, cut - start, header.base_offset, file), False
 
     def read_bytes(self, slices: Sequence[FileSlice]) -> bytes:
         """The bytes of ``slices`` (what ``sendfile`` would send), concatenated."""
         try:
-            return b"".join(self.handles.get(s.path).pread(s.position, s.length) for s in slices)
+            return b"".join(s.read_bytes() for s in slices)
         except OSError as e:
             raise KafkaStorageError(f"read of {self.dir_path} failed: {e}") from e
 
@@ -627,6 +689,7 @@ class Log:
             self._log_start = offset
             self._recovery_point = max(self._recovery_point, min(offset, self._leo))
             retention.delete_start_breached(self)
+            self._epochs_start_at(self._log_start)
         return self._log_start
 
     def delete_old_segments(self) -> int:
@@ -658,6 +721,13 @@ class Log:
         self._log_start = max(self._log_start, self._segments[0].base_offset)
         self._recovery_point = max(self._recovery_point, self._segments[0].base_offset)
         self._schedule_delete(victims)
+        self._epochs_start_at(self._log_start)
+
+    def _epochs_start_at(self, offset: int) -> None:
+        try:
+            self.epochs.truncate_from_start(offset)
+        except OSError as e:
+            raise self._io_failed("leader-epoch-checkpoint write", e) from e
 
     def _schedule_delete(self, victims: Sequence[Segment]) -> None:
         paths: list[str] = []
@@ -674,7 +744,9 @@ class Log:
 
     def truncate_to(self, offset: int) -> None:
         """Follower truncation: remove every batch with a last offset >= ``offset``
-        (a batch containing ``offset`` goes whole). HW and recovery point follow down."""
+        (a batch containing ``offset`` goes whole, and the log then ends at its
+        base; an ``offset`` in a gap becomes the log end itself, as in Kafka). HW
+        and recovery point follow down."""
         self._check_online()
         if offset >= self._leo:
             return
@@ -685,13 +757,22 @@ class Log:
         try:
             seg = self._segments[i]
             found = seg.find_batch(offset)
-            keep_until = found[1].base_offset if found is not None else seg.next_offset
+            keep_until = min(found[1].base_offset, offset) if found is not None else offset
             victims = self._segments[i + 1 :]
             del self._segments[i + 1 :]
             del self._bases[i + 1 :]
             self._schedule_delete(victims)
             if found is not None:
-                retention.truncate_segment(seg, found[0], keep_until)
+                retention.truncate_segment(seg, found[0], found[1].base_offset)
+            if seg.next_offset < keep_until:
+                # ``offset`` is in a gap: the log ends there. An empty segment based
+                # at it keeps that log end across a crash (recovery reads ends
+                # from segments).
+                seg.become_inactive()
+                seg = self._new_segment(self.fs, self.handles, self.dir_path, self.config,
+                                        keep_until, self.clock.now_ms())
+                self._segments.append(seg)
+                self._bases.append(keep_until)
             # Make the cut durable before anything is appended over it: otherwise a
             # crash could bring back stale batches right where new ones end.
             self.fs.fsync(seg.log_path)
@@ -724,6 +805,7 @@ class Log:
         self._segments = [seg]
         self._bases = [offset]
         try:
+            self.epochs.clear()
             self.fs.sync_dir(self.dir_path)
         except OSError as e:
             raise self._io_failed("truncate", e) from e
@@ -734,6 +816,10 @@ class Log:
 
     def _after_truncate(self, leo: int) -> None:
         self._leo = leo
+        try:
+            self.epochs.truncate_from_end(leo)
+        except OSError as e:
+            raise self._io_failed("leader-epoch-checkpoint write", e) from e
         # A cut inside the batch holding the log start leaves nothing at or above it.
         self._log_start = min(self._log_start, leo)
         self._hw = min(self._hw, leo)

@@ -8,8 +8,10 @@ segment's base offset written as 20 decimal digits, zero padded::
     00000000000000000000.log        record batches
     00000000000000000000.index      offset index
     00000000000000000000.timeindex  time index
+    00000000000000000000.txnindex   aborted transactions (once transactions land)
 
-plus ``partition.metadata``. Files of a deleted segment get the suffix
+plus ``partition.metadata`` and ``leader-epoch-checkpoint``. Files of a deleted
+segment get the suffix
 ``.deleted`` until ``file.delete.delay.ms`` has passed; a deleted partition
 directory is renamed ``<topic>-<partition>.<32 hex digits>-delete``.
 """
@@ -24,21 +26,26 @@ from typing import Final
 LOG_SUFFIX: Final = ".log"
 INDEX_SUFFIX: Final = ".index"
 TIME_INDEX_SUFFIX: Final = ".timeindex"
+TXN_INDEX_SUFFIX: Final = ".txnindex"
 DELETED_SUFFIX: Final = ".deleted"
 TMP_SUFFIX: Final = ".tmp"
-SEGMENT_SUFFIXES: Final = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+COMPANION_SUFFIXES: Final = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
+"""Files that live and die with a segment's ``.log``: renamed, deleted and swapped
+with it. ``.txnindex`` (aborted transactions) is written once transactions land."""
+SEGMENT_SUFFIXES: Final = (LOG_SUFFIX, *COMPANION_SUFFIXES)
 
 PARTITION_METADATA_FILE: Final = "partition.metadata"
 CLEAN_SHUTDOWN_FILE: Final = ".kafka_cleanshutdown"
 RECOVERY_POINT_CHECKPOINT: Final = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT: Final = "log-start-offset-checkpoint"
 HIGH_WATERMARK_CHECKPOINT: Final = "replication-offset-checkpoint"
+LEADER_EPOCH_CHECKPOINT: Final = "leader-epoch-checkpoint"
 DELETE_DIR_SUFFIX: Final = "-delete"
 FUTURE_DIR_SUFFIX: Final = "-future"
 STRAY_DIR_SUFFIX: Final = "-stray"
 
 _TOPIC_RE: Final = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
-_SEGMENT_RE: Final = re.compile(r"^(\d{20})(\.log|\.index|\.timeindex)$")
+_SEGMENT_RE: Final = re.compile(r"^(\d{20})(\.log|\.index|\.timeindex|\.txnindex)$")
 
 
 def segment_file_name(base_offset: int, suffix: str) -> str:

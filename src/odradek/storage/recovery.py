@@ -10,7 +10,8 @@ were the index entries describing it, because a flush writes the indexes before
 it syncs. So recovery keeps the offset-index entries below the recovery point,
 checks the last of them against the batch it names, and validates (framing,
 magic, CRC, increasing offsets) from that batch to the end of the file. Offsets
-need not be contiguous (compaction and skipped damage leave gaps). The first
+need not be contiguous: compaction and skipped damage leave gaps, and a batch
+above the one before it is kept, as Kafka keeps it. The first
 batch that fails ends the segment (the file is cut there) unless damage is
 skipped (:mod:`odradek.storage.damage`): then, if a valid batch follows, the
 damaged bytes are cut out and validation goes on from it. Index entries
@@ -124,8 +125,8 @@ def recover_segment(
     segment that is not the last one, since they cannot be a torn write. As a
     batch's base offset is outside its CRC, a batch whose offset jumps forward
     and is followed by one that goes back, or that ends the log with a jump, or
-    that runs into the next segment, is taken as damaged too. Without
-    ``skip_damage`` offsets must be contiguous, as before gaps existed."""
+    that runs into the next segment, is taken as damaged too. Offsets must
+    increase; forward gaps are kept (compaction leaves them), in both modes."""
     resume = None
     if recovery_point is not None and recovery_point > seg.base_offset:
         resume = _resume_point(seg, recovery_point)
@@ -153,13 +154,16 @@ def recover_segment(
         reason = ""
         try:
             for pos, h in seg.iter_valid_batches(valid_end):
-                if h.base_offset != expected or h.last_offset - seg.base_offset > INT_MAX:
-                    if not skip_damage or h.last_offset - seg.base_offset > INT_MAX:
-                        reason = f"offset {h.base_offset} where {expected} was expected"
+                if h.last_offset - seg.base_offset > INT_MAX:
+                    reason = f"offset {h.last_offset} beyond the segment's range"
+                    break
+                if h.base_offset > expected:
+                    jump = (pos, pos + h.size, expected)  # a gap: compaction leaves them
+                elif h.base_offset < expected:
+                    if not skip_damage:
+                        reason = f"offset {h.base_offset} where {expected} or later was expected"
                         break
-                    if h.base_offset > expected:
-                        jump = (pos, pos + h.size, expected)
-                    elif jump is not None and jump[1] == pos and h.base_offset >= jump[2]:
+                    if jump is not None and jump[1] == pos and h.base_offset >= jump[2]:
                         # The previous batch's base offset was damaged: cut it out.
                         damaged.append((jump[0], jump[1]))
                         found.append(Damage(path, jump[0], jump[1] - jump[0], jump[2],
@@ -200,8 +204,8 @@ def recover_segment(
             break
         valid_end, expected = nxt, next_offset  # the damage explains the gap
     if (skip_damage and jump is not None and jump[1] == valid_end
-            and (next_base is None or expected > next_base)):
-        # The last batch jumped forward with nothing after it to justify the gap.
+            and next_base is not None and expected > next_base):
+        # The last batch jumped forward into the next segment's offsets.
         damaged.append((jump[0], jump[1]))
         found.append(Damage(path, jump[0], jump[1] - jump[0], jump[2], next_base,
                             "skipped", "base offset out of order"))
@@ -267,7 +271,7 @@ def open_active_clean(seg: Segment) -> bool:
         for pos, h in seg.iter_headers(start):
             if pos == start and last is not None and h.last_offset != last[0]:
                 return False
-            if pos == 0 and h.base_offset != seg.base_offset:
+            if pos == 0 and h.base_offset < seg.base_offset:
                 return False
             if h.max_timestamp > max_ts:
                 max_ts, max_off = h.max_timestamp, h.last_offset

@@ -11,7 +11,8 @@ the first one that does not qualify:
 3. ``retention.bytes``: deleting the segment keeps the log at or above
    ``retention.bytes``.
 
-Rules 2 and 3 apply only when ``cleanup.policy`` includes ``delete``: a
+:func:`segments_to_delete` is the policy, without side effects; the log
+applies it. Rules 2 and 3 apply only when ``cleanup.policy`` includes ``delete``: a
 compact-only log (``__consumer_offsets``) is never shortened by age or size.
 
 The active segment is never deleted while active: when every segment
@@ -25,7 +26,7 @@ later, so a ``sendfile`` already under way finishes on the open descriptor.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from odradek.storage.index import NO_TIMESTAMP
@@ -37,24 +38,54 @@ if TYPE_CHECKING:
 Predicate = Callable[[Segment, int], bool]
 
 
-def _delete_while(log: Log, predicate: Predicate) -> int:
-    segments = log.segments
-    victims: list[Segment] = []
-    for i, seg in enumerate(segments):
-        last = i == len(segments) - 1
-        upper = log.log_end_offset if last else segments[i + 1].base_offset
+def _extend(log: Log, segments: Sequence[Segment], n: int, predicate: Predicate) -> int:
+    """How many oldest segments go once ``predicate`` is applied from segment ``n``
+    on, stopping at the first that does not qualify or is not wholly below the HW."""
+    while n < len(segments):
+        seg = segments[n]
+        last = n == len(segments) - 1
+        upper = log.log_end_offset if last else segments[n + 1].base_offset
         if upper > log.high_watermark or (last and seg.size == 0):
             break
         if not predicate(seg, upper):
             break
-        victims.append(seg)
-    log.remove_segments(victims)
-    return len(victims)
+        n += 1
+    return n
+
+
+def segments_to_delete(log: Log, now_ms: int, *, start_only: bool = False) -> list[Segment]:
+    """The oldest segments that retention deletes now (the rules of the module doc,
+    in order). Pure: reads the log, changes nothing; :meth:`Log.remove_segments`
+    applies the answer. ``start_only`` applies rule 1 alone (DeleteRecords)."""
+    segments = log.segments
+    start = log.log_start_offset
+    n = _extend(log, segments, 0, lambda seg, upper: upper <= start)
+    cfg = log.config
+    if start_only or "delete" not in cfg.cleanup_policy.split(","):
+        # cleanup.policy=compact alone: time and size retention never delete
+        # (Kafka); such a log shrinks only by compaction and DeleteRecords.
+        return list(segments[:n])
+    if cfg.retention_ms >= 0:
+        limit = cfg.retention_ms
+        n = _extend(log, segments, n, lambda seg, _: now_ms - _newest_ms(seg) > limit)
+    if cfg.retention_bytes >= 0:
+        excess = log.size_bytes - sum(seg.size for seg in segments[:n]) - cfg.retention_bytes
+
+        def over_size(seg: Segment, _: int) -> bool:
+            nonlocal excess
+            if excess - seg.size < 0:
+                return False
+            excess -= seg.size
+            return True
+
+        n = _extend(log, segments, n, over_size)
+    return list(segments[:n])
 
 
 def delete_start_breached(log: Log) -> int:
-    start = log.log_start_offset
-    return _delete_while(log, lambda seg, upper: upper <= start)
+    victims = segments_to_delete(log, 0, start_only=True)
+    log.remove_segments(victims)
+    return len(victims)
 
 
 def _newest_ms(seg: Segment) -> int:
@@ -65,27 +96,9 @@ def _newest_ms(seg: Segment) -> int:
 
 
 def delete_old_segments(log: Log, now_ms: int) -> int:
-    deleted = delete_start_breached(log)
-    cfg = log.config
-    if "delete" not in cfg.cleanup_policy.split(","):
-        # cleanup.policy=compact alone: time and size retention never delete
-        # (Kafka); such a log shrinks only by compaction and DeleteRecords.
-        return deleted
-    if cfg.retention_ms >= 0:
-        limit = cfg.retention_ms
-        deleted += _delete_while(log, lambda seg, _: now_ms - _newest_ms(seg) > limit)
-    if cfg.retention_bytes >= 0:
-        excess = log.size_bytes - cfg.retention_bytes
-
-        def over_size(seg: Segment, _: int) -> bool:
-            nonlocal excess
-            if excess - seg.size < 0:
-                return False
-            excess -= seg.size
-            return True
-
-        deleted += _delete_while(log, over_size)
-    return deleted
+    victims = segments_to_delete(log, now_ms)
+    log.remove_segments(victims)
+    return len(victims)
 
 
 def take_due_deletes(log: Log, now_mono_ms: int) -> tuple[list[str], int | None]:

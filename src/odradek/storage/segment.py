@@ -35,6 +35,7 @@ from odradek.storage.index import (
     parse_last_time_entry,
 )
 from odradek.storage.names import (
+    COMPANION_SUFFIXES,
     DELETED_SUFFIX,
     INDEX_SUFFIX,
     LOG_SUFFIX,
@@ -198,13 +199,14 @@ class Segment:
 
     def close(self) -> None:
         self.become_inactive()
-        for path in (self.log_path, self.index_path, self.time_index_path):
+        for path in self.paths:
             self.handles.discard(path)
 
     def rename_deleted(self) -> list[str]:
-        """Close the files and rename them ``*.deleted``; return the new paths."""
+        """Close the files (the ``.log`` and its companions that exist) and rename
+        them ``*.deleted``; return the new paths."""
         out = []
-        for path in (self.log_path, self.index_path, self.time_index_path):
+        for path in self.paths:
             self.handles.discard(path)
             if self.fs.exists(path):
                 self.fs.rename(path, path + DELETED_SUFFIX)
@@ -212,8 +214,17 @@ class Segment:
         return out
 
     @property
-    def paths(self) -> tuple[str, str, str]:
-        return self.log_path, self.index_path, self.time_index_path
+    def companions(self) -> tuple[str, ...]:
+        """Paths of the files that belong to this segment besides its ``.log``
+        (:data:`~odradek.storage.names.COMPANION_SUFFIXES`; not all need exist)."""
+        return tuple(segment_path(self.dir_path, self.base_offset, s) for s in COMPANION_SUFFIXES)
+
+    @property
+    def paths(self) -> tuple[str, ...]:
+        """The segment's files that exist: its ``.log``, both indexes, and any other
+        companion present on disk."""
+        extra = tuple(p for p in self.companions[2:] if self.fs.exists(p))
+        return (self.log_path, self.index_path, self.time_index_path, *extra)
 
     # -- indexes ------------------------------------------------------------------
 

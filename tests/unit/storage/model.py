@@ -74,12 +74,14 @@ class Model:
         return None
 
     def truncate(self, offset: int) -> None:
-        """Drop every batch with last offset >= ``offset``."""
+        """Drop every batch with last offset >= ``offset``; the log then ends at the
+        first dropped batch's base, or at ``offset`` itself if that is less (in a gap)."""
+        if offset >= self.leo:
+            return
         keep = [b for b in self.batches if b.last < offset]
         removed = self.batches[len(keep) :]
         self.batches = keep
-        if removed:
-            self.leo = removed[0].base
+        self.leo = min(removed[0].base, offset) if removed else offset
         self.hw = min(self.hw, self.leo)
 
     def drop_from(self, leo: int) -> None:

@@ -163,12 +163,16 @@ def test_empty_records_append_nothing() -> None:
     assert info.first_offset == -1 and log.log_end_offset == 0
 
 
-def test_replicated_appends_keep_offsets_and_must_be_contiguous() -> None:
+def test_replicated_appends_keep_offsets_and_may_leave_gaps_but_never_go_back() -> None:
     log, _, _ = open_log()
     log.append_replicated(make_batch([b"a", b"b"], base_offset=0, timestamps=5))
     with pytest.raises(CorruptRecordError):
-        log.append_replicated(make_batch([b"c"], base_offset=7))
+        log.append_replicated(make_batch([b"c"], base_offset=1))  # overlaps offset 1
     info = log.append_replicated(make_batch([b"c"], base_offset=2, timestamps=9))
     assert (info.first_offset, info.last_offset) == (2, 2)
     h = read_batch_header(log.read_records(2, 100))
     assert h.base_offset == 2 and h.max_timestamp == 9
+    # A compacted leader leaves gaps: offsets 3..6 are gone, 7 follows.
+    info = log.append_replicated(make_batch([b"d"], base_offset=7))
+    assert (info.first_offset, log.log_end_offset) == (7, 8)
+    assert read_batch_header(log.read_records(3, 100)).base_offset == 7

@@ -1,0 +1,160 @@
+"""The leader-epoch cache of a partition and its ``leader-epoch-checkpoint`` file.
+
+Each entry says "leader epoch E wrote its first record at offset S". Followers
+and a new leader use it to find where two logs diverge (OffsetsForLeaderEpoch,
+Fetch's diverging epoch): the end offset of epoch E is the start offset of the
+next larger epoch, or the log end for the latest one.
+
+File format (Kafka's, in the partition directory), UTF-8 lines ended by ``\\n``::
+
+    0                 version
+    2                 number of entries
+    0 0               epoch, start offset, separated by one space
+    3 1200
+
+Invariants: epochs strictly increase down the file and so do start offsets;
+every start offset is at most the log end. The file is replaced atomically
+(:func:`~odradek.storage.checkpoint.write_atomically`) whenever an entry is
+added or the cache is truncated, which happens when the first batch of a new
+epoch is appended and when the log is truncated (from the end by a follower,
+from the start by retention or DeleteRecords).
+
+When the file is missing or unreadable the cache is rebuilt from the
+``partitionLeaderEpoch`` of every batch header (see
+:meth:`LeaderEpochCache.rebuild_from`), which is what Kafka's recovery does for
+the batches it validates.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from bisect import bisect_right
+from collections.abc import Iterable
+from itertools import pairwise
+
+from odradek.storage.checkpoint import CheckpointFormatError, write_atomically
+from odradek.storage.fs import FileSystem
+from odradek.storage.names import LEADER_EPOCH_CHECKPOINT
+
+VERSION = 0
+UNDEFINED_EPOCH = -1
+UNDEFINED_OFFSET = -1
+
+
+def format_epochs(entries: list[tuple[int, int]]) -> bytes:
+    lines = [str(VERSION), str(len(entries))]
+    lines += [f"{epoch} {start}" for epoch, start in entries]
+    return ("\n".join(lines) + "\n").encode()
+
+
+def parse_epochs(data: bytes) -> list[tuple[int, int]]:
+    """Entries of a ``leader-epoch-checkpoint`` file; CheckpointFormatError if damaged."""
+    try:
+        lines = data.decode("utf-8").splitlines()
+    except UnicodeDecodeError as e:
+        raise CheckpointFormatError("leader-epoch-checkpoint is not text") from e
+    if len(lines) < 2 or lines[0].strip() != str(VERSION):
+        raise CheckpointFormatError("missing or unknown leader-epoch-checkpoint version")
+    try:
+        count = int(lines[1])
+        entries = [line.split(" ") for line in lines[2:] if line.strip()]
+        out = [(int(e[0]), int(e[1])) for e in entries if len(e) == 2]
+    except ValueError as e:
+        raise CheckpointFormatError("malformed leader-epoch-checkpoint line") from e
+    if len(out) != count or len(entries) != count:
+        raise CheckpointFormatError(f"expected {count} epoch entries, found {len(out)}")
+    for (e1, s1), (e2, s2) in pairwise(out):
+        if e2 <= e1 or s2 < s1:
+            raise CheckpointFormatError("leader epochs or start offsets go backwards")
+    return out
+
+
+class LeaderEpochCache:
+    """Sorted (epoch, start offset) entries of one partition, kept in its checkpoint."""
+
+    def __init__(self, fs: FileSystem, dir_path: str, *, persist: bool = True) -> None:
+        self.fs = fs
+        self.path = posixpath.join(dir_path, LEADER_EPOCH_CHECKPOINT)
+        self.persist = persist
+        self._epochs: list[int] = []
+        self._starts: list[int] = []
+        self.loaded = False
+        """True when the entries came from a readable file (else they must be rebuilt)."""
+
+    def load(self) -> None:
+        try:
+            entries = parse_epochs(self.fs.read_file(self.path))
+        except (FileNotFoundError, CheckpointFormatError):
+            return
+        self._epochs = [e for e, _ in entries]
+        self._starts = [s for _, s in entries]
+        self.loaded = True
+
+    @property
+    def entries(self) -> list[tuple[int, int]]:
+        return list(zip(self._epochs, self._starts, strict=True))
+
+    @property
+    def latest_epoch(self) -> int:
+        return self._epochs[-1] if self._epochs else UNDEFINED_EPOCH
+
+    def assign(self, epoch: int, start_offset: int) -> bool:
+        """Note that ``epoch`` wrote its first record at ``start_offset``; a no-op
+        unless ``epoch`` is newer than every entry. Returns whether it was added."""
+        if epoch < 0 or epoch <= self.latest_epoch:
+            return False
+        if self._starts and start_offset < self._starts[-1]:
+            return False
+        self._epochs.append(epoch)
+        self._starts.append(start_offset)
+        self._write()
+        return True
+
+    def rebuild_from(self, headers: Iterable[tuple[int, int]]) -> None:
+        """Rebuild from the (partitionLeaderEpoch, base offset) of every batch, in
+        offset order, and write the file."""
+        self._epochs, self._starts = [], []
+        for epoch, base in headers:
+            if epoch >= 0 and epoch > self.latest_epoch:
+                self._epochs.append(epoch)
+                self._starts.append(base)
+        self._write()
+        self.loaded = True
+
+    def end_offset_for(self, epoch: int, log_end_offset: int) -> tuple[int, int]:
+        """(the largest epoch <= ``epoch``, the offset where it ended), as Kafka's
+        OffsetsForLeaderEpoch answers; (-1, -1) below the first entry."""
+        i = bisect_right(self._epochs, epoch)
+        if i == 0:
+            return UNDEFINED_EPOCH, UNDEFINED_OFFSET
+        if i == len(self._epochs):
+            return self._epochs[-1], log_end_offset
+        return self._epochs[i - 1], self._starts[i]
+
+    def truncate_from_end(self, end_offset: int) -> None:
+        """The log was cut at ``end_offset``: drop epochs that start at or after it."""
+        keep = len(self._starts)
+        while keep and self._starts[keep - 1] >= end_offset:
+            keep -= 1
+        if keep != len(self._starts):
+            del self._epochs[keep:], self._starts[keep:]
+            self._write()
+
+    def truncate_from_start(self, start_offset: int) -> None:
+        """The log now starts at ``start_offset``: drop epochs wholly below it and move
+        the start of the one containing it up to it."""
+        i = bisect_right(self._starts, start_offset)
+        if i == 0 or (i == 1 and self._starts[0] == start_offset):
+            return
+        del self._epochs[: i - 1], self._starts[: i - 1]
+        self._starts[0] = start_offset
+        self._write()
+
+    def clear(self) -> None:
+        if self._epochs:
+            self._epochs, self._starts = [], []
+            self._write()
+
+    def _write(self) -> None:
+        if self.persist:
+            write_atomically(self.fs, self.path, format_epochs(self.entries))
