@@ -42,7 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import report
 import suite_kafka as kafka
 import suite_others as others
-from _common import BrokerProcess, MockCluster, proc_memory_mib
+from _common import MockCluster, broker_process, proc_memory_mib
 
 
 @dataclass(frozen=True)
@@ -79,7 +79,7 @@ def _size(n: int) -> str:
 
 @contextlib.contextmanager
 def kafka_targets() -> Iterator[list[kafka.Target]]:
-    broker = BrokerProcess("group.initial.rebalance.delay.ms=0", "num.partitions=1").start()
+    broker = broker_process("group.initial.rebalance.delay.ms=0", "num.partitions=1").start()
     mock = MockCluster().start()
     try:
         yield [kafka.OdradekTarget(broker), kafka.MockTarget(mock)]
@@ -189,7 +189,7 @@ def spark_phase(plan: Plan, r: report.Results) -> None:
     import spark_bench
 
     records, section = 1_000_000, "PySpark format(\"odradek\"), local[2], 1M x 100 B"
-    with BrokerProcess() as broker, tempfile.TemporaryDirectory() as work:
+    with broker_process() as broker, tempfile.TemporaryDirectory() as work:
         spark_bench.fill(broker.bootstrap, "bench", records)
         got = spark_bench.measure(broker.bootstrap, records, plan.runs, records // 4,
                                   Path(work), log=_log)
@@ -212,7 +212,7 @@ def spark_phase(plan: Plan, r: report.Results) -> None:
 
 def startup_phase(plan: Plan, r: report.Results) -> None:
     for _ in range(max(3, plan.runs)):
-        with BrokerProcess() as broker:
+        with broker_process() as broker:
             time.sleep(1)
             r.add("Start-up time", "process start to ready", "odradek", broker.ready_s, "s",
                   higher_is_better=False)

@@ -2,7 +2,10 @@
 librdkafka's mock cluster, /proc readings and run statistics.
 
 Nothing here imports odradek: the benchmarks treat the broker as a black box
-reached over TCP, the way a user would.
+reached over TCP, the way a user would. The subprocess broker is the one the
+integration tests use, ``tests.support.process.ServerProcess`` (re-exported
+here with ``serve_command``); the repository root goes on ``sys.path`` so
+that also works when a benchmark is run as a script.
 """
 
 from __future__ import annotations
@@ -12,20 +15,24 @@ import ctypes
 import ctypes.util
 import glob
 import os
-import re
-import select
-import shutil
-import signal
-import subprocess
 import sys
-import tempfile
-import threading
-import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
-_READY = re.compile(r"odradek: serving on (\S+)")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root
+
+from tests.support.process import ServerProcess, serve_command
+
+__all__ = [
+    "MockCluster",
+    "ServerProcess",
+    "broker_process",
+    "percentile",
+    "proc_cpu_seconds",
+    "proc_memory_mib",
+    "serve_command",
+    "thread_ids",
+]
 
 
 # --------------------------------------------------------------------------- statistics
@@ -71,138 +78,14 @@ def proc_cpu_seconds(pid: int, tid: int | None = None) -> float:
 # --------------------------------------------------------------------------- odradek serve
 
 
-def serve_command() -> list[str]:
-    """``odradek serve`` as installed next to this interpreter.
-
-    The console script beside ``sys.executable`` is what a user runs; a pyenv
-    shim on PATH would add a shell and ``pyenv exec`` to every start and would
-    measure pyenv, not the broker. Falls back to ``python -m odradek``.
-    """
-    script = Path(sys.executable).parent / "odradek"
-    if script.is_file() and os.access(script, os.X_OK):
-        return [str(script), "serve"]
-    return [sys.executable, "-m", "odradek", "serve"]
-
-
-class BrokerProcess:
-    """``odradek serve`` on 127.0.0.1 with a private temporary data directory.
-
-    ``start()`` records ``ready_s``: from just before ``Popen`` to the moment
-    the ``odradek: serving on HOST:PORT`` line is read. ``stop()`` sends
-    SIGTERM, then SIGKILL after ``term_timeout_s``, and removes the data
-    directory; it is safe to call more than once and from ``finally``.
-    """
-
-    def __init__(self, *overrides: str, log_level: str = "WARNING") -> None:
-        self.overrides = list(overrides)
-        self.log_level = log_level
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.bootstrap = ""
-        self.ready_s = 0.0
-        self.exit_code: int | None = None
-        self.killed = False
-        self._tmp: str | None = None
-        self._stderr: Any = None
-
-    @property
-    def pid(self) -> int:
-        assert self.proc is not None
-        return self.proc.pid
-
-    @property
-    def data_dir(self) -> Path:
-        assert self._tmp is not None
-        return Path(self._tmp) / "data"
-
-    def start(self, timeout_s: float = 30.0) -> BrokerProcess:
-        self._tmp = tempfile.mkdtemp(prefix="odradek-bench-")
-        self.data_dir.mkdir()
-        args = [*serve_command(),
-                "--override", "listeners=PLAINTEXT://127.0.0.1:0",
-                "--override", f"log.dirs={self.data_dir}",
-                "--log-level", self.log_level]
-        for override in self.overrides:
-            args += ["--override", override]
-        # stderr goes to a file: an undrained pipe would block a chatty broker.
-        self._stderr = open(Path(self._tmp) / "stderr.log", "w+b")  # noqa: SIM115
-        t0 = time.perf_counter()
-        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=self._stderr,
-                                     stdin=subprocess.DEVNULL,
-                                     env={**os.environ, "PYTHONUNBUFFERED": "1"})
-        try:
-            self.bootstrap = self._await_ready(t0 + timeout_s)
-        except BaseException:
-            self.stop()
-            raise
-        self.ready_s = time.perf_counter() - t0
-        # Keep draining stdout so the broker never blocks on a full pipe.
-        threading.Thread(target=self._drain, daemon=True, name="odradek-stdout").start()
-        return self
-
-    def _await_ready(self, deadline: float) -> str:
-        assert self.proc is not None and self.proc.stdout is not None
-        out = self.proc.stdout
-        buf = b""
-        while True:
-            left = deadline - time.perf_counter()
-            if left <= 0:
-                raise RuntimeError(f"odradek serve not ready in time: {self.stderr_tail()}")
-            ready, _, _ = select.select([out], [], [], left)
-            if not ready:
-                continue
-            chunk = os.read(out.fileno(), 4096)
-            if not chunk:
-                self.proc.wait(5)
-                raise RuntimeError(f"odradek serve exited with {self.proc.returncode}: "
-                                   f"{self.stderr_tail()}")
-            buf += chunk
-            match = _READY.search(buf.decode(errors="replace"))
-            if match:
-                return match.group(1)
-
-    def _drain(self) -> None:
-        proc = self.proc
-        if proc is None or proc.stdout is None:
-            return
-        with contextlib.suppress(OSError, ValueError):
-            while os.read(proc.stdout.fileno(), 65536):
-                pass
-
-    def stderr_tail(self, limit: int = 2000) -> str:
-        if self._stderr is None:
-            return ""
-        self._stderr.flush()
-        self._stderr.seek(0)
-        return str(self._stderr.read().decode(errors="replace")[-limit:]).strip()
-
-    def stop(self, term_timeout_s: float = 10.0) -> int | None:
-        try:
-            if self.proc is not None and self.exit_code is None:
-                if self.proc.poll() is None:
-                    self.proc.send_signal(signal.SIGTERM)
-                    try:
-                        self.proc.wait(term_timeout_s)
-                    except subprocess.TimeoutExpired:
-                        self.killed = True
-                        self.proc.kill()
-                        self.proc.wait(10)
-                self.exit_code = self.proc.returncode
-                if self.proc.stdout is not None:
-                    self.proc.stdout.close()
-        finally:
-            if self._stderr is not None:
-                self._stderr.close()
-                self._stderr = None
-            if self._tmp is not None:
-                shutil.rmtree(self._tmp, ignore_errors=True)
-                self._tmp = None
-        return self.exit_code
-
-    def __enter__(self) -> BrokerProcess:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+def broker_process(*overrides: str) -> ServerProcess:
+    """``odradek serve`` for a benchmark (not started): the repository's one
+    subprocess-broker helper, :class:`tests.support.process.ServerProcess`, on
+    127.0.0.1 with a private temporary data directory (removed by ``stop()``),
+    log level WARNING, stderr in a temporary file so a chatty broker never
+    blocks on a pipe, and ``ready_s`` from just before ``Popen`` to the
+    ``odradek: serving on HOST:PORT`` line."""
+    return ServerProcess(None, *overrides, stderr_to_file=True)
 
 
 # ------------------------------------------------------------------ librdkafka mock cluster

@@ -37,7 +37,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import BrokerProcess
+from _common import broker_process
 
 PARTITIONS = 4
 
@@ -209,7 +209,7 @@ def main() -> None:
     records = args.records - args.records % PARTITIONS
     max_offsets = args.max_offsets or records // 4
     work = Path(tempfile.mkdtemp(prefix="odradek-spark-bench-"))
-    with BrokerProcess() as broker:
+    with broker_process() as broker:
         bootstrap = broker.bootstrap
         t0 = time.perf_counter()
         fill(bootstrap, "bench", records)

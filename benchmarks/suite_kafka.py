@@ -22,7 +22,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from _common import BrokerProcess, MockCluster, percentile, proc_cpu_seconds
+from _common import MockCluster, ServerProcess, percentile, proc_cpu_seconds
 from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -50,7 +50,7 @@ class Target(Protocol):
 class OdradekTarget:
     name = "odradek"
 
-    def __init__(self, broker: BrokerProcess) -> None:
+    def __init__(self, broker: ServerProcess) -> None:
         self.broker = broker
         self.bootstrap = broker.bootstrap
         self.admin = AdminClient({"bootstrap.servers": self.bootstrap})
