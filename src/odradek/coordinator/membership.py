@@ -1,50 +1,52 @@
-"""The classic rebalance protocol: JoinGroup, SyncGroup, Heartbeat, LeaveGroup
-and the timers behind them, after Kafka's classic group coordinator.
+"""The classic group protocol's requests: JoinGroup, SyncGroup, Heartbeat and
+LeaveGroup, after Kafka's classic group coordinator.
 
-A rebalance: a join (or a leave, an expiry, a changed subscription) moves the
-group to PreparingRebalance; every known member must send JoinGroup again
-within the rebalance timeout (waiting JoinGroups are parked). When all have
-joined — or the timeout passes and the stragglers are removed — the
-generation is bumped, a protocol is selected, every parked JoinGroup is
-answered (the leader with the members' metadata) and the group waits in
-CompletingRebalance for the leader's SyncGroup with the assignment. That is
-written as a GroupMetadata record; then every parked SyncGroup is answered and
-the group is Stable. A group that leaves Empty waits
-``group.initial.rebalance.delay.ms`` first, extended while members keep
-arriving, up to the rebalance timeout.
+:class:`ClassicMembership` is a part of
+:class:`~odradek.coordinator.coordinator.GroupCoordinator`. It validates each
+request against the shared :class:`~odradek.coordinator.store.GroupStore` and
+drives the generation lifecycle of :mod:`.rebalance` (which also holds the
+timers: :meth:`ClassicMembership.poll`). It owns the soft state of membership
+(members, parked requests, heartbeat deadlines); it never changes committed
+offsets. It also tells the offsets part whether a member may commit
+(:meth:`ClassicMembership.validate_commit`).
+
+Records: the leader's SyncGroup completes a generation and writes it as a
+GroupMetadata record; a generation that completes with no member writes the
+Empty group (:mod:`.rebalance`).
 
 KIP-394: JoinGroup v4+ with no member id gets MEMBER_ID_REQUIRED and an id to
 join with. KIP-345: a static member (``group.instance.id``) that rejoins with
 no member id takes over its old identity and assignment; in a Stable group
-with unchanged protocols this causes no rebalance, and the old member id is
-fenced (FENCED_INSTANCE_ID).
+with unchanged protocols this causes no rebalance (the new member id is
+written as a GroupMetadata record), and the old member id is fenced
+(FENCED_INSTANCE_ID).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from odradek.coordinator.core import CoordinatorBase, Effects
+from odradek.coordinator.core import Effects
 from odradek.coordinator.group import Group, GroupState, Member, Token
+from odradek.coordinator.rebalance import (
+    Rebalancer,
+    group_record,
+    join_error,
+    join_response,
+    sync_error,
+    sync_response,
+    transition,
+)
+from odradek.coordinator.store import GroupStore
 from odradek.wire.errors import ErrorCode
 from odradek.wire.messages.heartbeat_response import HeartbeatResponse
 from odradek.wire.messages.join_group_request import JoinGroupRequest
-from odradek.wire.messages.join_group_response import JoinGroupResponse, JoinGroupResponseMember
 from odradek.wire.messages.leave_group_response import LeaveGroupResponse, MemberResponse
 from odradek.wire.messages.sync_group_request import SyncGroupRequest
-from odradek.wire.messages.sync_group_response import SyncGroupResponse
+
+__all__ = ["ClassicMembership", "Leaving", "join_error", "sync_error"]
 
 S = GroupState
-
-
-def join_error(code: int, member_id: str = "") -> JoinGroupResponse:
-    return JoinGroupResponse(
-        error_code=code, generation_id=-1, protocol_name=None, leader="", member_id=member_id
-    )
-
-
-def sync_error(code: int) -> SyncGroupResponse:
-    return SyncGroupResponse(error_code=code, assignment=b"")
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,7 +55,11 @@ class Leaving:
     group_instance_id: str | None
 
 
-class Membership(CoordinatorBase):
+class ClassicMembership:
+    def __init__(self, store: GroupStore) -> None:
+        self.store = store
+        self.rebalance = Rebalancer(store.config)
+
     # -- JoinGroup ----------------------------------------------------------------------
 
     def join(
@@ -61,19 +67,20 @@ class Membership(CoordinatorBase):
         client_id: str, client_host: str,
     ) -> Effects:
         fx = Effects()
-        code = self.coordinator_error(req.group_id)
+        code = self.store.coordinator_error(req.group_id)
         if code:
             return fx.reply(token, join_error(code, req.member_id))
         if not req.group_id:
             return fx.reply(token, join_error(ErrorCode.INVALID_GROUP_ID, req.member_id))
-        cfg = self.config
+        cfg = self.store.config
         if not cfg.min_session_timeout_ms <= req.session_timeout_ms <= cfg.max_session_timeout_ms:
             return fx.reply(token, join_error(ErrorCode.INVALID_SESSION_TIMEOUT, req.member_id))
-        group = self.groups.get(req.group_id)
+        groups = self.store.groups
+        group = groups.get(req.group_id)
         if group is None:
             if req.member_id:
                 return fx.reply(token, join_error(ErrorCode.UNKNOWN_MEMBER_ID, req.member_id))
-            group = self.groups[req.group_id] = Group(req.group_id, state_timestamp_ms=now_ms)
+            group = groups[req.group_id] = Group(req.group_id, state_timestamp_ms=now_ms)
         if group.state is S.DEAD:
             return fx.reply(token, join_error(ErrorCode.COORDINATOR_NOT_AVAILABLE, req.member_id))
         names = [p.name for p in req.protocols]
@@ -99,11 +106,13 @@ class Membership(CoordinatorBase):
         token = member.join_token
         iid = member.group_instance_id
         if iid is not None and iid in group.static_members:
-            member.member_id = self.new_member_id(iid)
+            member.member_id = self.store.new_member_id(iid)
             return self._replace_static(fx, group, member, now_ms)
-        if len(group.members) + len(group.pending_members) >= self.config.max_size:
+        if len(group.members) + len(group.pending_members) >= self.store.config.max_size:
             return fx.reply(token, join_error(ErrorCode.GROUP_MAX_SIZE_REACHED))
-        member.member_id = self.new_member_id(iid if iid is not None else member.client_id)
+        member.member_id = self.store.new_member_id(
+            iid if iid is not None else member.client_id
+        )
         if iid is None and version >= 4:
             group.pending_members[member.member_id] = now_ms + member.session_timeout_ms
             return fx.reply(token, join_error(ErrorCode.MEMBER_ID_REQUIRED, member.member_id))
@@ -124,14 +133,14 @@ class Membership(CoordinatorBase):
         changed = current.protocols != member.protocols
         self._update(current, member, now_ms)
         if group.state is S.PREPARING_REBALANCE:
-            return self.maybe_complete_join(fx, group, now_ms)
+            return self.rebalance.maybe_complete_join(fx, group, now_ms)
         if group.state is S.COMPLETING_REBALANCE and not changed:
             current.join_token = None  # it missed the answer: give it again
-            return fx.reply(member.join_token, self._join_response(group, current))
+            return fx.reply(member.join_token, join_response(group, current))
         if group.state is S.STABLE and not changed and mid != group.leader_id:
             current.join_token = None
-            return fx.reply(member.join_token, self._join_response(group, current))
-        return self.prepare_rebalance(fx, group, now_ms)
+            return fx.reply(member.join_token, join_response(group, current))
+        return self.rebalance.prepare(fx, group, now_ms)
 
     @staticmethod
     def _update(current: Member, joined: Member, now_ms: int) -> None:
@@ -150,8 +159,8 @@ class Membership(CoordinatorBase):
         if group.initial_delay_until_ms is not None:
             group.joined_during_delay = True
         if group.state is S.PREPARING_REBALANCE:
-            return self.maybe_complete_join(fx, group, now_ms)
-        return self.prepare_rebalance(fx, group, now_ms)
+            return self.rebalance.maybe_complete_join(fx, group, now_ms)
+        return self.rebalance.prepare(fx, group, now_ms)
 
     def _replace_static(self, fx: Effects, group: Group, joined: Member, now_ms: int) -> Effects:
         """KIP-345: a static member back with a new member id replaces its old self."""
@@ -176,106 +185,20 @@ class Membership(CoordinatorBase):
         if group.state is S.STABLE and group.select_protocol() == protocol:
             # Same generation, same assignment: persist the new member id, no rebalance.
             joined.join_token = None
-            fx.records.append(self.group_record(group))
-            return fx.reply(token, self._join_response(group, joined))
+            fx.records.append(group_record(group))
+            return fx.reply(token, join_response(group, joined))
         if group.state is S.PREPARING_REBALANCE:
-            return self.maybe_complete_join(fx, group, now_ms)
-        return self.prepare_rebalance(fx, group, now_ms)
-
-    def _join_response(self, group: Group, member: Member) -> JoinGroupResponse:
-        members = []
-        if member.member_id == group.leader_id:
-            members = [
-                JoinGroupResponseMember(
-                    member_id=m.member_id, group_instance_id=m.group_instance_id,
-                    metadata=m.metadata(group.protocol_name),
-                )
-                for m in group.members.values()
-            ]
-        return JoinGroupResponse(
-            error_code=0, generation_id=group.generation, protocol_type=group.protocol_type,
-            protocol_name=group.protocol_name, leader=group.leader_id or "",
-            member_id=member.member_id, members=members,
-        )
-
-    # -- rebalancing --------------------------------------------------------------------
-
-    def prepare_rebalance(self, fx: Effects, group: Group, now_ms: int) -> Effects:
-        """Start a rebalance: every member must join again."""
-        if group.state is S.COMPLETING_REBALANCE:
-            for m in group.members.values():
-                m.assignment = b""
-                if m.sync_token is not None:
-                    fx.reply(m.sync_token, sync_error(ErrorCode.REBALANCE_IN_PROGRESS))
-                    m.sync_token = None
-        group.sync_deadline_ms = None
-        timeout = max((m.rebalance_timeout_ms for m in group.members.values()), default=0)
-        delay = self.config.initial_rebalance_delay_ms
-        if group.state is S.EMPTY and delay > 0:
-            group.initial_delay_until_ms = now_ms + min(delay, timeout)
-            group.join_deadline_ms = group.initial_delay_until_ms
-            group.rebalance_limit_ms = now_ms + timeout
-            group.joined_during_delay = False
-        else:
-            group.initial_delay_until_ms = None
-            group.join_deadline_ms = now_ms + timeout
-        self.transition(group, S.PREPARING_REBALANCE, now_ms)
-        return self.maybe_complete_join(fx, group, now_ms)
-
-    def maybe_complete_join(self, fx: Effects, group: Group, now_ms: int) -> Effects:
-        if (
-            group.state is S.PREPARING_REBALANCE
-            and group.initial_delay_until_ms is None
-            and group.all_joined()
-        ):
-            return self.complete_join(fx, group, now_ms)
-        return fx
-
-    def complete_join(self, fx: Effects, group: Group, now_ms: int) -> Effects:
-        """End the join phase with whoever has joined; answer their JoinGroups."""
-        for m in [m for m in group.members.values() if m.join_token is None]:
-            group.remove(m.member_id)
-        group.join_deadline_ms = group.initial_delay_until_ms = None
-        group.generation += 1
-        if not group.members:
-            group.protocol_name = None
-            self.transition(group, S.EMPTY, now_ms)
-            fx.records.append(self.group_record(group))
-            return fx
-        group.protocol_name = group.select_protocol()
-        self.transition(group, S.COMPLETING_REBALANCE, now_ms)
-        group.sync_deadline_ms = now_ms + max(
-            m.rebalance_timeout_ms for m in group.members.values()
-        )
-        for m in group.members.values():
-            assert m.join_token is not None
-            fx.reply(m.join_token, self._join_response(group, m))
-            m.join_token, m.is_new = None, False
-            m.heartbeat_deadline_ms = now_ms + m.session_timeout_ms
-        return fx
-
-    def remove_member(self, fx: Effects, group: Group, member_id: str, now_ms: int) -> None:
-        """A member leaves or expires; the others rebalance."""
-        member = group.remove(member_id)
-        if member is None:
-            return
-        if member.join_token is not None:
-            fx.reply(member.join_token, join_error(ErrorCode.UNKNOWN_MEMBER_ID, member_id))
-        if member.sync_token is not None:
-            fx.reply(member.sync_token, sync_error(ErrorCode.UNKNOWN_MEMBER_ID))
-        if group.state in (S.STABLE, S.COMPLETING_REBALANCE):
-            self.prepare_rebalance(fx, group, now_ms)
-        elif group.state is S.PREPARING_REBALANCE:
-            self.maybe_complete_join(fx, group, now_ms)
+            return self.rebalance.maybe_complete_join(fx, group, now_ms)
+        return self.rebalance.prepare(fx, group, now_ms)
 
     # -- SyncGroup ----------------------------------------------------------------------
 
     def sync(self, token: Token, now_ms: int, req: SyncGroupRequest) -> Effects:
         fx = Effects()
-        code = self.coordinator_error(req.group_id)
+        code = self.store.coordinator_error(req.group_id)
         if code:
             return fx.reply(token, sync_error(code))
-        group = self.groups.get(req.group_id)
+        group = self.store.groups.get(req.group_id)
         if group is None:
             return fx.reply(token, sync_error(ErrorCode.UNKNOWN_MEMBER_ID))
         code = self._check_member(group, req.member_id, req.group_instance_id, req.generation_id)
@@ -290,31 +213,25 @@ class Membership(CoordinatorBase):
             return fx.reply(token, sync_error(ErrorCode.REBALANCE_IN_PROGRESS))
         if group.state is S.STABLE:
             member.heartbeat_deadline_ms = now_ms + member.session_timeout_ms
-            return fx.reply(token, self._sync_response(group, member))
+            return fx.reply(token, sync_response(group, member))
         member.sync_token = token
         member.heartbeat_deadline_ms = now_ms + member.session_timeout_ms
         if req.member_id == group.leader_id:
             given = {a.member_id: bytes(a.assignment) for a in req.assignments}
             for m in group.members.values():
                 m.assignment = given.get(m.member_id, b"")
-            self.transition(group, S.STABLE, now_ms)
+            transition(group, S.STABLE, now_ms)
             group.sync_deadline_ms = None
-            fx.records.append(self.group_record(group))
+            fx.records.append(group_record(group))
             for m in group.members.values():
                 if m.sync_token is not None:
-                    fx.reply(m.sync_token, self._sync_response(group, m))
+                    fx.reply(m.sync_token, sync_response(group, m))
                     m.sync_token = None
         return fx
 
     @staticmethod
-    def _sync_response(group: Group, member: Member) -> SyncGroupResponse:
-        return SyncGroupResponse(
-            error_code=0, protocol_type=group.protocol_type,
-            protocol_name=group.protocol_name, assignment=member.assignment,
-        )
-
     def _check_member(
-        self, group: Group, member_id: str, instance_id: str | None, generation: int
+        group: Group, member_id: str, instance_id: str | None, generation: int
     ) -> ErrorCode:
         if group.state is S.DEAD:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
@@ -333,8 +250,8 @@ class Membership(CoordinatorBase):
         instance_id: str | None, generation: int,
     ) -> Effects:
         fx = Effects()
-        code = self.coordinator_error(group_id)
-        group = self.groups.get(group_id)
+        code = self.store.coordinator_error(group_id)
+        group = self.store.groups.get(group_id)
         if not code:
             code = (
                 ErrorCode.UNKNOWN_MEMBER_ID if group is None
@@ -353,7 +270,7 @@ class Membership(CoordinatorBase):
         self, token: Token, now_ms: int, group_id: str, leaving: list[Leaving]
     ) -> Effects:
         fx = Effects()
-        code, group = self.live_group(group_id, ErrorCode.UNKNOWN_MEMBER_ID)
+        code, group = self.store.live_group(group_id, ErrorCode.UNKNOWN_MEMBER_ID)
         if group is None:
             return fx.reply(token, LeaveGroupResponse(error_code=code))
         answers = []
@@ -376,11 +293,27 @@ class Membership(CoordinatorBase):
             mid = current
         elif mid in group.pending_members:
             del group.pending_members[mid]
-            self.maybe_complete_join(fx, group, now_ms)
+            self.rebalance.maybe_complete_join(fx, group, now_ms)
             return ErrorCode.NONE
         if mid not in group.members:
             return ErrorCode.UNKNOWN_MEMBER_ID
-        self.remove_member(fx, group, mid, now_ms)
+        self.rebalance.remove_member(fx, group, mid, now_ms)
+        return ErrorCode.NONE
+
+    # -- OffsetCommit, as the offsets part asks -------------------------------------------
+
+    def validate_commit(
+        self, group: Group, member_id: str, instance_id: str | None, generation: int,
+        now_ms: int,
+    ) -> ErrorCode:
+        """May this member of an existing group commit? A commit counts as a heartbeat."""
+        code = self._check_member(group, member_id, instance_id, generation)
+        if code:
+            return code
+        if group.state is S.COMPLETING_REBALANCE:
+            return ErrorCode.REBALANCE_IN_PROGRESS
+        member = group.members[member_id]
+        member.heartbeat_deadline_ms = now_ms + member.session_timeout_ms
         return ErrorCode.NONE
 
     # -- timers -------------------------------------------------------------------------
@@ -388,33 +321,11 @@ class Membership(CoordinatorBase):
     def poll(self, now_ms: int) -> Effects:
         """Expire sessions, pending member ids and rebalance deadlines due by ``now_ms``."""
         fx = Effects()
-        for group in list(self.groups.values()):
-            for mid, expiry in list(group.pending_members.items()):
-                if expiry <= now_ms:
-                    del group.pending_members[mid]
-                    self.maybe_complete_join(fx, group, now_ms)
-            for m in list(group.members.values()):
-                idle = m.join_token is None and m.sync_token is None
-                if idle and m.heartbeat_deadline_ms <= now_ms and m.member_id in group.members:
-                    self.remove_member(fx, group, m.member_id, now_ms)
-            if group.join_deadline_ms is not None and group.join_deadline_ms <= now_ms:
-                self._join_deadline(fx, group, now_ms)
-            if group.sync_deadline_ms is not None and group.sync_deadline_ms <= now_ms:
-                group.sync_deadline_ms = None
-                for m in [m for m in group.members.values() if m.sync_token is None]:
-                    self.remove_member(fx, group, m.member_id, now_ms)
+        for group in list(self.store.groups.values()):
+            self.rebalance.expire(fx, group, now_ms)
         return fx
 
-    def _join_deadline(self, fx: Effects, group: Group, now_ms: int) -> None:
-        delay = self.config.initial_rebalance_delay_ms
-        if (
-            group.initial_delay_until_ms is not None
-            and group.joined_during_delay
-            and now_ms < group.rebalance_limit_ms
-        ):
-            group.joined_during_delay = False
-            until = min(now_ms + delay, group.rebalance_limit_ms)
-            group.initial_delay_until_ms = group.join_deadline_ms = until
-            return
-        group.initial_delay_until_ms = None
-        self.complete_join(fx, group, now_ms)
+    def next_deadline_ms(self) -> int | None:
+        """The earliest time :meth:`poll` has work to do; None when there is none."""
+        due = [self.rebalance.next_deadline(g) for g in self.store.groups.values()]
+        return min((t for t in due if t is not None), default=None)

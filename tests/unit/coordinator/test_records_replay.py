@@ -14,7 +14,7 @@ from odradek.coordinator.group import GroupState
 from odradek.coordinator.records import GroupRecord, OffsetRecord
 from odradek.wire.internal.offset_commit_key import OffsetCommitKey
 from odradek.wire.internal.offset_commit_value import OffsetCommitValue
-from tests.unit.coordinator.harness import Harness
+from tests.unit.coordinator.commands import GroupCommands
 
 
 def test_java_string_hash_matches_java() -> None:
@@ -59,8 +59,8 @@ def test_unknown_key_versions_are_skipped() -> None:
     assert records.decode(struct.pack(">h", 5) + b"xx", b"") is None
 
 
-def _drive() -> tuple[Harness, list[object]]:
-    h = Harness()
+def _drive() -> tuple[GroupCommands, list[object]]:
+    h = GroupCommands()
     written: list[object] = []
     original = h.apply
 

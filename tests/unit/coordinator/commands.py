@@ -1,9 +1,10 @@
-"""A small command language that drives the pure group coordinator on simulated time.
+"""The group coordinator's command set for text scenarios: it drives the pure
+:class:`~odradek.coordinator.coordinator.GroupCoordinator` on simulated time.
 
-A scenario file is a list of commands, each a line starting with ``> ``,
-followed by the trace it must produce: every answer the coordinator gives
-(``alias <- api ERROR fields...``) and every record it writes
-(``record ...``), in order. Lines starting with ``#`` are comments.
+The file format, the runner and the comparison are generic
+(:mod:`tests.support.scenarios`). Here: what each command does, and the trace
+it produces — every answer the coordinator gives (``alias <- api ERROR
+fields...``) and every record it writes (``record ...``), in order.
 
 Commands (``alias`` names a client; its member id and the generation it last
 heard are remembered)::
@@ -24,14 +25,14 @@ heard are remembered)::
     loading PARTITION   (marks the __consumer_offsets partition of GROUPs as loading)
 
 Set ``ODRADEK_REWRITE=1`` to write the produced traces back into the files.
+``GroupCommands().run(line)`` also drives the coordinator from plain tests.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import itertools
-import shlex
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from odradek.coordinator.coordinator import Commit, CommitRequest, GroupCoordinator
@@ -45,6 +46,7 @@ from odradek.wire.messages.join_group_response import JoinGroupResponse
 from odradek.wire.messages.leave_group_response import LeaveGroupResponse
 from odradek.wire.messages.sync_group_request import SyncGroupRequest, SyncGroupRequestAssignment
 from odradek.wire.messages.sync_group_response import SyncGroupResponse
+from tests.support.scenarios import Command, CommandSet
 
 
 def _err(code: int) -> str:
@@ -57,17 +59,14 @@ class Client:
     generation: int = -1
 
 
-@dataclass
-class Harness:
-    coordinator: GroupCoordinator = field(init=False)
-    now_ms: int = 1_000_000
-    clients: dict[str, Client] = field(default_factory=dict)
-    out: list[str] = field(default_factory=list)
-    config: GroupConfig = field(default_factory=lambda: GroupConfig(
-        initial_rebalance_delay_ms=0, min_session_timeout_ms=10, offsets_partitions=1
-    ))
-
-    def __post_init__(self) -> None:
+class GroupCommands(CommandSet):
+    def __init__(self) -> None:
+        self.now_ms = 1_000_000
+        self.clients: dict[str, Client] = {}
+        self.out: list[str] = []
+        self.config = GroupConfig(
+            initial_rebalance_delay_ms=0, min_session_timeout_ms=10, offsets_partitions=1
+        )
         self._reset()
 
     def _reset(self) -> None:
@@ -83,23 +82,14 @@ class Harness:
     def client(self, alias: str) -> Client:
         return self.clients.setdefault(alias, Client())
 
-    # -- running --------------------------------------------------------------------------
-
-    def run(self, line: str) -> list[str]:
-        self.out = []
-        words = shlex.split(line)
-        cmd, args = words[0], words[1:]
-        pos = [a for a in args if "=" not in a]
-        kw = dict(a.split("=", 1) for a in args if "=" in a and ":" not in a.split("=")[0])
-        getattr(self, f"cmd_{cmd}")(pos, kw, args)
-        return self.out
+    # -- output ---------------------------------------------------------------------------
 
     def apply(self, fx: Effects) -> None:
         for r in fx.records:
-            self.out.append(self.render_record(r))
+            self.emit(self.render_record(r))
         self.coordinator.replay(fx.records, self.now_ms)
         for token, response in fx.replies:
-            self.out.append(self.render_reply(str(token), response))
+            self.emit(self.render_reply(str(token), response))
 
     def render_record(self, r: Any) -> str:
         if isinstance(r, OffsetRecord):
@@ -145,17 +135,18 @@ class Harness:
 
     # -- commands -------------------------------------------------------------------------
 
-    def cmd_config(self, pos: list[str], kw: dict[str, str], _: list[str]) -> None:
+    def cmd_config(self, cmd: Command) -> None:
         names = {"initial_delay": "initial_rebalance_delay_ms",
                  "min_session": "min_session_timeout_ms",
                  "max_session": "max_session_timeout_ms", "max_size": "max_size",
                  "max_metadata": "offset_metadata_max_bytes"}
-        values = {names[k]: int(v) for k, v in kw.items()}
+        values = {names[k]: int(v) for k, v in cmd.kw.items()}
         self.config = dataclasses.replace(self.config, **values)
         self._reset()
 
-    def cmd_join(self, pos: list[str], kw: dict[str, str], _: list[str]) -> None:
-        group, alias = pos
+    def cmd_join(self, cmd: Command) -> None:
+        group, alias = cmd.pos
+        kw = cmd.kw
         c = self.client(alias)
         member = kw.get("member", c.member_id)
         member = "" if member == "fresh" else member
@@ -172,8 +163,9 @@ class Harness:
             "/127.0.0.1",
         ))
 
-    def cmd_sync(self, pos: list[str], kw: dict[str, str], _: list[str]) -> None:
-        group, alias = pos
+    def cmd_sync(self, cmd: Command) -> None:
+        group, alias = cmd.pos
+        kw = cmd.kw
         c = self.client(alias)
         assignments = []
         if "assign" in kw:
@@ -189,25 +181,28 @@ class Harness:
         )
         self.apply(self.coordinator.sync(self.token(alias, "sync"), self.now_ms, req))
 
-    def cmd_heartbeat(self, pos: list[str], kw: dict[str, str], _: list[str]) -> None:
-        group, alias = pos
+    def cmd_heartbeat(self, cmd: Command) -> None:
+        group, alias = cmd.pos
+        kw = cmd.kw
         c = self.client(alias)
         self.apply(self.coordinator.heartbeat(
             self.token(alias, "heartbeat"), self.now_ms, group, kw.get("member", c.member_id),
             kw.get("instance"), int(kw.get("gen", c.generation)),
         ))
 
-    def cmd_leave(self, pos: list[str], kw: dict[str, str], _: list[str]) -> None:
-        group, alias = pos
+    def cmd_leave(self, cmd: Command) -> None:
+        group, alias = cmd.pos
+        kw = cmd.kw
         c = self.client(alias)
         who = Leaving(kw.get("member", c.member_id), kw.get("instance"))
         self.apply(self.coordinator.leave(self.token(alias, "leave"), self.now_ms, group, [who]))
 
-    def cmd_commit(self, pos: list[str], kw: dict[str, str], args: list[str]) -> None:
-        group, alias = pos[0], pos[1]
+    def cmd_commit(self, cmd: Command) -> None:
+        group, alias = cmd.pos[0], cmd.pos[1]
+        kw = cmd.kw
         c = self.client(alias) if alias != "-" else Client()
         commits = []
-        for a in args:
+        for a in cmd.args:
             if ":" in a and "=" in a:
                 tp, offset = a.split("=")
                 topic, partition = tp.split(":")
@@ -218,32 +213,34 @@ class Harness:
             self.token(alias, "commit"), self.now_ms, req, lambda t, p: not t.startswith("missing")
         ))
 
-    def cmd_fetch(self, pos: list[str], kw: dict[str, str], _: list[str]) -> None:
-        code, offsets = self.coordinator.fetch_offsets(pos[0], None)
+    def cmd_fetch(self, cmd: Command) -> None:
+        (group,) = cmd.pos
+        code, offsets = self.coordinator.fetch_offsets(group, None)
         shown = " ".join(f"{o.topic}:{o.partition}={o.offset}" for o in offsets)
-        self.out.append(f"offsets {pos[0]} {_err(code)} {shown}".rstrip())
+        self.emit(f"offsets {group} {_err(code)} {shown}".rstrip())
 
-    def cmd_describe(self, pos: list[str], kw: dict[str, str], _: list[str]) -> None:
-        d = self.coordinator.describe(pos[0])
+    def cmd_describe(self, cmd: Command) -> None:
+        (group,) = cmd.pos
+        d = self.coordinator.describe(group)
         members = ",".join(
             m.member_id + (f"={m.member_assignment.decode()}" if m.member_assignment else "")
             for m in d.members
         )
-        self.out.append(f"group {pos[0]} {_err(d.error_code)} state={d.group_state} "
-                        f"protocol={d.protocol_data} members=[{members}]")
+        self.emit(f"group {group} {_err(d.error_code)} state={d.group_state} "
+                  f"protocol={d.protocol_data} members=[{members}]")
 
-    def cmd_delete(self, pos: list[str], kw: dict[str, str], _: list[str]) -> None:
-        self.apply(self.coordinator.delete_groups(self.token("admin", "delete"), pos))
+    def cmd_delete(self, cmd: Command) -> None:
+        self.apply(self.coordinator.delete_groups(self.token("admin", "delete"), cmd.pos))
 
-    def cmd_advance(self, pos: list[str], kw: dict[str, str], _: list[str]) -> None:
-        self.now_ms += int(pos[0])
+    def cmd_advance(self, cmd: Command) -> None:
+        self.now_ms += int(cmd.pos[0])
         self.apply(self.coordinator.poll(self.now_ms))
 
-    def cmd_expire(self, pos: list[str], kw: dict[str, str], _: list[str]) -> None:
-        self.apply(self.coordinator.expire_offsets(self.now_ms, int(pos[0])))
+    def cmd_expire(self, cmd: Command) -> None:
+        self.apply(self.coordinator.expire_offsets(self.now_ms, int(cmd.pos[0])))
 
-    def cmd_topics_deleted(self, pos: list[str], kw: dict[str, str], _: list[str]) -> None:
-        self.apply(self.coordinator.delete_topic_offsets(set(pos)))
+    def cmd_topics_deleted(self, cmd: Command) -> None:
+        self.apply(self.coordinator.delete_topic_offsets(set(cmd.pos)))
 
-    def cmd_loading(self, pos: list[str], kw: dict[str, str], _: list[str]) -> None:
-        self.coordinator.loading.add(int(pos[0]))
+    def cmd_loading(self, cmd: Command) -> None:
+        self.coordinator.loading.add(int(cmd.pos[0]))
