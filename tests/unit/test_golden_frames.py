@@ -2,10 +2,13 @@
 
 The frames in ``tests/golden`` were recorded by ``tools/capture_frames.py``
 (its docstring says how to re-run it) from confluent-kafka (librdkafka),
-kafka-python and aiokafka talking to a fake broker. ``manifest.json`` holds
-the values each run was configured with (topic, group, client id, codec,
-records, committed offset), never values read back from the frames, so every
-check below compares our decoding with an independent expectation.
+kafka-python and aiokafka: the committed set talking to the fake broker the
+tool used to be, a re-capture through its recording proxy in front of a real
+broker. ``manifest.json`` holds the values each run was configured with
+(topic, group, client id, codec, records, committed offset) and those the
+broker gave the client (producer id, member id, generation), never values
+read back from the request frames, so every check below compares our
+decoding with an independent expectation.
 
 Each frame is checked three ways: ``frames.parse_request`` decodes it to the
 API and version the manifest names, with the configured values in it; for
@@ -49,14 +52,15 @@ CLIENTS = ("confluent-kafka", "kafka-python", "aiokafka")
 # file -> why it cannot round-trip byte-exactly (empty: every frame does).
 NOT_BYTE_EXACT: dict[str, str] = {}
 
-# The (API, version) each client picked against the fake broker's advertisement
-# (tools/capture_frames.ADVERTISED, research §1.6): the highest version both
-# sides know. kafka-python opens with ApiVersions v4, gets error 35 with the
-# full list (KIP-511) and retries with v3; aiokafka knows only non-flexible
-# versions (ApiVersions 0, Metadata 5, Produce 7 for its record format, Fetch 11,
+# The (API, version) each client picked against the advertisement of research
+# §1.6 (the fake broker's when this set was captured; the broker's handlers
+# advertise the same ranges for these APIs): the highest version both sides
+# know. kafka-python opens with ApiVersions v4, gets error 35 with the full
+# list (KIP-511) and retries with v3; aiokafka knows only non-flexible versions
+# (ApiVersions 0, Metadata 5, Produce 7 for its record format, Fetch 11,
 # ListOffsets 3, OffsetCommit/OffsetFetch 3, JoinGroup 5, SyncGroup 3).
-# No client sends CreateTopics: producers rely on Metadata's
-# allow_auto_topic_creation and the drivers use no admin client.
+# No client sends CreateTopics: the drivers use no admin client (the capture
+# tool creates the topic itself, not through the proxy).
 NEGOTIATED: dict[str, dict[str, set[int]]] = {
     "confluent-kafka": {
         "ApiVersions": {3}, "Metadata": {12}, "Produce": {9}, "Fetch": {12},
@@ -214,7 +218,7 @@ def _check_fetch(body: Any, v: int, run: dict[str, Any]) -> None:
     assert body.min_bytes >= 1
     assert body.isolation_level == run["isolation_level"]
     if v >= 7:
-        assert body.session_id == 0  # the fake broker never grants a session
+        assert body.session_id == 0  # the first fetch: no session yet
         assert body.forgotten_topics_data == []
     [topic] = body.topics
     assert topic.topic == run["topic"]
@@ -245,7 +249,7 @@ def _check_find_coordinator(body: Any, v: int, run: dict[str, Any]) -> None:
 
 def _check_join_group(body: Any, v: int, run: dict[str, Any]) -> None:
     assert body.group_id == run["group_id"]
-    assert body.member_id == ""  # the first join; the fake broker never asks for a retry
+    assert body.member_id == ""  # the first join (the one kept)
     assert body.group_instance_id is None
     assert body.protocol_type == "consumer"
     assert body.session_timeout_ms > 0
