@@ -39,12 +39,13 @@ class BrokerApp:
     async def _start(self) -> None:
         log_dir = str(self.config.log_dir)
         fs = OsFileSystem()
-        self.partitions = PartitionManager(log_dir, self.config.props, self.clock, fs)
+        self.partitions = PartitionManager(log_dir, self.config.props, self.clock, fs,
+                                           node_id=self.config.node_id)
         self.partitions.startup()
-        self.journal = LogJournal(self.partitions.metadata_log(), self.clock)
+        self.journal = LogJournal(self.partitions.metadata_partition(), self.clock)
         self.state = BrokerState.open(self.config, self.journal, self.partitions, self.clock)
         self.partitions.start_housekeeping()
-        self.state.groups = GroupRuntime(self.state)
+        self.state.groups = GroupRuntime(self.state, self.partitions, self.config, self.clock)
         self.state.groups.start()
         self.server = KafkaServer(self.state)
         await self.server.start()

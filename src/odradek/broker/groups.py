@@ -25,19 +25,26 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
-from odradek.broker.partitions import Partition
-from odradek.broker.state import BrokerState
+from odradek.broker.config import BrokerConfig
+from odradek.broker.coordinator_runtime import (
+    CoordinatorRuntime,
+    CoordinatorWriteError,
+    Entry,
+    Pending,
+)
+from odradek.broker.partitions import PartitionManager
+from odradek.common.clock import Clock
 from odradek.coordinator import records as crecords
 from odradek.coordinator.coordinator import GroupCoordinator
 from odradek.coordinator.core import Effects, GroupConfig
 from odradek.coordinator.group import Token
 from odradek.coordinator.records import OFFSETS_TOPIC, CoordinatorRecord
 from odradek.metadata import controller
+from odradek.metadata.image import MetadataImage
 from odradek.storage.errors import StorageError
 from odradek.wire.primitives import DecodeError
-from odradek.wire.records import Record, build_batch, decode_batch
 
 log = logging.getLogger("odradek.groups")
 
@@ -46,18 +53,31 @@ OFFSETS_TOPIC_CONFIGS = {
     "segment.bytes": "104857600",
     "compression.type": "producer",
 }
-_LOAD_CHUNK_BYTES = 1 << 20
+__all__ = ["CoordinatorWriteError", "GroupRuntime", "Metadata"]
 
 
-class CoordinatorWriteError(Exception):
-    """The records of an operation could not be appended; nothing was acknowledged."""
+class Metadata(Protocol):
+    """What the group runtime needs of the broker's metadata (BrokerState has it)."""
+
+    @property
+    def image(self) -> MetadataImage: ...
+
+    @property
+    def node_id(self) -> int: ...
+
+    def commit(self, records: list[Any]) -> None: ...
 
 
 class GroupRuntime:
-    def __init__(self, state: BrokerState) -> None:
-        self.state = state
-        self.clock = state.clock
-        self.coordinator = GroupCoordinator(GroupConfig.from_properties(state.config.get_int))
+    def __init__(
+        self, metadata: Metadata, partitions: PartitionManager, config: BrokerConfig,
+        clock: Clock,
+    ) -> None:
+        self.metadata = metadata
+        self.config = config
+        self.clock = clock
+        self.runtime = CoordinatorRuntime(OFFSETS_TOPIC, partitions)
+        self.coordinator = GroupCoordinator(GroupConfig.from_properties(config.get_int))
         self._waiting: dict[int, asyncio.Future[Any]] = {}
         self._next_token = 0
         self._timer: asyncio.TimerHandle | None = None
@@ -73,67 +93,54 @@ class GroupRuntime:
         and expiring offsets every ``offsets.retention.check.interval.ms``."""
         loop = asyncio.get_running_loop()
         self._expiry_task = loop.create_task(self._expire_forever())
-        if OFFSETS_TOPIC not in self.state.image.topics:
+        if OFFSETS_TOPIC not in self.metadata.image.topics:
             self.coordinator.loading.clear()
             return
         self._load_task = asyncio.get_running_loop().create_task(self._load_all())
 
     def ensure_topic(self) -> bool:
         """Create ``__consumer_offsets`` if it does not exist; True when it does."""
-        state = self.state
-        if OFFSETS_TOPIC in state.image.topics:
+        metadata = self.metadata
+        if OFFSETS_TOPIC in metadata.image.topics:
             return True
         outcome = controller.create_topic(
-            state.image, OFFSETS_TOPIC, self.coordinator.config.offsets_partitions, -1,
-            OFFSETS_TOPIC_CONFIGS, node_id=state.node_id, default_partitions=1,
+            metadata.image, OFFSETS_TOPIC, self.coordinator.config.offsets_partitions, -1,
+            OFFSETS_TOPIC_CONFIGS, node_id=metadata.node_id, default_partitions=1,
         )
         if outcome.error:
             log.error("cannot create %s: %s", OFFSETS_TOPIC, outcome.message)
             return False
-        state.commit(outcome.records)
+        metadata.commit(outcome.records)
         self.coordinator.loading.clear()
         return True
 
     async def _load_all(self) -> None:
         for p in sorted(self.coordinator.loading):
-            part = self.state.partitions.get(OFFSETS_TOPIC, p)
-            if part is not None:
-                try:
-                    self._load(part)
-                except (DecodeError, StorageError):
-                    log.exception("%s-%d: unreadable records; loaded what came before",
-                                  OFFSETS_TOPIC, p)
+            try:
+                self._load(p)
+            except (DecodeError, StorageError):
+                log.exception("%s-%d: unreadable records; loaded what came before",
+                              OFFSETS_TOPIC, p)
             self.coordinator.loaded(p, self.clock.now_ms())
             await asyncio.sleep(0)  # let requests in between partitions
         self._reschedule()
 
-    def _load(self, part: Partition) -> None:
-        plog = part.log
-        offset = plog.log_start_offset
+    def _load(self, index: int) -> None:
         now = self.clock.now_ms()
-        while offset < plog.high_watermark:
-            data = plog.read_records(offset, _LOAD_CHUNK_BYTES, max_offset=plog.high_watermark)
-            if not data:
-                break
-            pos = 0
-            while pos < len(data):
-                header, batch = decode_batch(data, pos)
-                pos += header.size
-                offset = header.next_offset
-                if header.is_control:
-                    continue
-                for r in batch:
-                    try:
-                        record = crecords.decode(r.key or b"", r.value)
-                    except DecodeError:
-                        log.warning("%s-%d offset %d: not a coordinator record; skipped",
-                                    OFFSETS_TOPIC, part.index, r.offset)
-                        continue
-                    if record is not None:
-                        self.coordinator.replay([record], now)
+        for entry in self.runtime.read_partition(index):
+            if not isinstance(entry, Entry):
+                continue  # transaction markers: offsets committed in transactions come later
+            try:
+                record = crecords.decode(entry.key or b"", entry.value)
+            except DecodeError:
+                log.warning("%s-%d offset %d: not a coordinator record; skipped",
+                            OFFSETS_TOPIC, index, entry.offset)
+                continue
+            if record is not None:
+                self.coordinator.replay([record], now)
 
     async def _expire_forever(self) -> None:
-        config = self.state.config
+        config = self.config
         interval_s = config.get_int("offsets.retention.check.interval.ms") / 1000
         retention_ms = config.get_int("offsets.retention.minutes") * 60_000
         while True:
@@ -142,12 +149,12 @@ class GroupRuntime:
 
     async def expire_offsets(self, retention_ms: int) -> None:
         """One expiry pass (tombstones for expired offsets and emptied groups)."""
-        if OFFSETS_TOPIC in self.state.image.topics:
+        if OFFSETS_TOPIC in self.metadata.image.topics:
             await self.apply(self.coordinator.expire_offsets(self.clock.now_ms(), retention_ms))
 
     async def topics_deleted(self, topics: set[str]) -> None:
         """Drop the committed offsets of deleted topics."""
-        if OFFSETS_TOPIC in self.state.image.topics:
+        if OFFSETS_TOPIC in self.metadata.image.topics:
             await self.apply(self.coordinator.delete_topic_offsets(topics))
 
     # -- operations ---------------------------------------------------------------------
@@ -165,17 +172,15 @@ class GroupRuntime:
             self._waiting.pop(token, None)
 
     async def apply(self, fx: Effects) -> None:
-        """Append and replay ``fx.records``, then deliver ``fx.replies``."""
+        """Append ``fx.records`` and replay them, wait until they are committed (at
+        or below the HW, fsynced where due), then deliver ``fx.replies``."""
         error: CoordinatorWriteError | None = None
         if fx.records:
             try:
-                flushes = self._write(fx.records)
-                self.coordinator.replay(fx.records, self.clock.now_ms())
-                for part in flushes:
-                    await self.state.partitions.flush(part)
-            except (StorageError, OSError) as exc:
+                await self.runtime.committed(self._write(fx.records))
+            except CoordinatorWriteError as exc:
                 log.error("group coordinator write failed: %s", exc)
-                error = CoordinatorWriteError(str(exc))
+                error = exc
         for token, response in fx.replies:
             fut = self._waiting.get(token)  # type: ignore[call-overload]
             if fut is not None and not fut.done():
@@ -185,26 +190,19 @@ class GroupRuntime:
                     fut.set_result(response)
         self._reschedule()
 
-    def _write(self, records: list[CoordinatorRecord]) -> list[Partition]:
-        """Append records, one batch per partition; the partitions that want an fsync."""
+    def _write(self, records: list[CoordinatorRecord]) -> list[Pending]:
+        """Append records, one batch per partition, replaying each batch as it is
+        appended (nothing runs in between). Raises CoordinatorWriteError after
+        replaying what was appended before the failure."""
         by_partition: dict[int, list[CoordinatorRecord]] = {}
         for r in records:
             by_partition.setdefault(self.coordinator.partition_of(r.group), []).append(r)
         now = self.clock.now_ms()
-        flushes = []
+        pending = []
         for p, recs in by_partition.items():
-            part = self.state.partitions.get(OFFSETS_TOPIC, p)
-            if part is None:
-                raise CoordinatorWriteError(f"{OFFSETS_TOPIC}-{p} does not exist")
-            batch = build_batch([
-                Record(i, now, *crecords.encode(r)) for i, r in enumerate(recs)
-            ])
-            info = part.log.append(batch, leader_epoch=part.leader_epoch)
-            part.log.advance_high_watermark(part.log.log_end_offset)
-            part.notify()
-            if info.flush_due:
-                flushes.append(part)
-        return flushes
+            pending.append(self.runtime.append(p, [crecords.encode(r) for r in recs], now))
+            self.coordinator.replay(recs, now)
+        return pending
 
     # -- the timer ----------------------------------------------------------------------
 

@@ -24,12 +24,16 @@ from typing import Any
 
 import odradek.wire.internal as internal_pkg
 from odradek.common.clock import Clock
-from odradek.storage.log import Log
+from odradek.replication.partition import Origin, PartitionState
 from odradek.wire.primitives import DecodeError, read_uvarint, write_uvarint
 from odradek.wire.records import Record, build_batch, decode_batch
 from odradek.wire.schema import Message
 
 FRAME_VERSION = 1
+
+
+class JournalWriteError(Exception):
+    """A metadata change could not be written; nothing was applied."""
 
 
 @cache
@@ -68,20 +72,22 @@ def decode_record(value: bytes) -> Message:
 
 
 class LogJournal:
-    """Journal on a log owned by the LogManager (which closes it)."""
+    """Journal on the metadata partition (its log is owned by the LogManager, which
+    closes it). Appends go through the partition layer like every other write."""
 
-    def __init__(self, metadata_log: Log, clock: Clock) -> None:
+    def __init__(self, metadata: PartitionState, clock: Clock) -> None:
         self.clock = clock
-        self.log = metadata_log
-        self.log.advance_high_watermark(self.log.log_end_offset)
+        self.partition = metadata
+        self.log = metadata.log
 
     def append(self, records: list[Any]) -> None:
         now = self.clock.now_ms()
         batch = build_batch(
             [Record(i, now, None, encode_record(r)) for i, r in enumerate(records)]
         )
-        self.log.append(batch)
-        self.log.advance_high_watermark(self.log.log_end_offset)
+        result = self.partition.append_as_leader(memoryview(batch), Origin.COORDINATOR)
+        if result.error_code:
+            raise JournalWriteError(f"metadata journal append failed: {result.error_message}")
         self.log.flush()
 
     def replay(self) -> Iterable[Any]:

@@ -1,16 +1,19 @@
-"""The partitions this node leads: their logs, producer state and waiting fetches.
+"""The replica manager shell: the partitions this node hosts and their waiters.
 
 :class:`PartitionManager` keeps one :class:`Partition` per partition of the
 metadata image, opening (or creating) its log under ``log.dirs`` and deleting
-the logs of removed topics. It is the IO shell around the pure pieces: the log
-(:mod:`odradek.storage.log`) and the idempotent-producer table
-(:mod:`odradek.replication.producer_state`).
+the logs of removed topics. Each :class:`Partition` wraps the pure
+:class:`~odradek.replication.partition.PartitionState` (log, producer state,
+leader epoch, replicas, ISR, high watermark) and adds what needs the event
+loop: fetches long-polling it, produces and coordinator writes waiting for its
+high watermark (delayed produce), and fsyncs on a worker thread.
 
 Durability at ack time (see docs/durability.md): an append is in the page
 cache when Produce answers; if ``flush.messages`` is reached by the append the
 answer waits for the fsync, which runs on a worker thread and covers every
-append made before it started (group commit). Single node: the high watermark
-moves to the log end right after each append (the ISR is this node).
+append made before it started (group commit). An ``acks=-1`` append also waits
+until the HW passes its last offset: on one node that is at once (the ISR is
+this node), in a cluster once the ISR has it.
 """
 
 from __future__ import annotations
@@ -18,20 +21,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from odradek.common.clock import Clock
 from odradek.metadata.image import MetadataImage
-from odradek.replication.producer_state import ProducerStateTable
+from odradek.replication.partition import Appended, Origin, PartitionState
 from odradek.storage.config import LogConfig, LogManagerConfig, log_config_from_server
 from odradek.storage.flush import FlushJob, IoJob
 from odradek.storage.fs import FileSystem, OsFileSystem
 from odradek.storage.handles import HandleCache
 from odradek.storage.log import Log
 from odradek.storage.manager import LogManager
-from odradek.wire.batch import BatchHeader, read_batch_header
-from odradek.wire.primitives import DecodeError
 from odradek.wire.records import decode_batch
 
 log = logging.getLogger("odradek.broker")
@@ -39,14 +39,33 @@ log = logging.getLogger("odradek.broker")
 METADATA_TOPIC = "__cluster_metadata"
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)
 class Partition:
-    topic: str
-    index: int
-    log: Log
-    leader_epoch: int
-    producers: ProducerStateTable = field(default_factory=ProducerStateTable)
+    """The shell around one :class:`PartitionState`: fetches long-polling it and
+    produces waiting for its high watermark (delayed produce)."""
+
+    state: PartitionState
     waiters: set[asyncio.Future[None]] = field(default_factory=set)
+    hw_waiters: list[tuple[int, asyncio.Future[None]]] = field(default_factory=list)
+    """(offset, future): resolved once the HW is past ``offset``."""
+
+    @property
+    def topic(self) -> str:
+        return self.state.topic
+
+    @property
+    def index(self) -> int:
+        return self.state.index
+
+    @property
+    def log(self) -> Log:
+        """The partition's log, for reads and inspection; appends and the HW go
+        through :attr:`state`."""
+        return self.state.log
+
+    @property
+    def leader_epoch(self) -> int:
+        return self.state.leader_epoch
 
     def notify(self) -> None:
         """Wake every fetch long-polling this partition."""
@@ -55,25 +74,40 @@ class Partition:
                 fut.set_result(None)
         self.waiters.clear()
 
-    def record_appended(self, headers: list[BatchHeader], first_offset: int) -> None:
-        """Apply the producer state of just-appended batches, with their real offsets."""
-        offset = first_offset
-        for h in headers:
-            self.producers.record(replace(h, base_offset=offset))
-            offset += h.last_offset_delta + 1
+    def hw_moved(self) -> None:
+        """The HW moved: wake fetches, and complete the waits it now covers."""
+        self.notify()
+        if self.hw_waiters:
+            hw = self.state.high_watermark
+            keep = []
+            for offset, fut in self.hw_waiters:
+                if offset >= hw:
+                    keep.append((offset, fut))
+                elif not fut.done():
+                    fut.set_result(None)
+            self.hw_waiters = keep
+
+    async def wait_for_high_watermark(self, offset: int) -> None:
+        """Return once the HW is past ``offset`` (an acks=all produce, a coordinator's
+        records): on one node at once, in a cluster when the ISR has caught up.
+        Raises PartitionGoneError if the partition is removed first."""
+        if offset < self.state.high_watermark:
+            return
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.hw_waiters.append((offset, fut))
+        await fut
+
+    def abandon(self) -> None:
+        """The partition goes (deleted, or the broker stops): release every waiter."""
+        self.notify()
+        for _, fut in self.hw_waiters:
+            if not fut.done():
+                fut.set_exception(PartitionGoneError(f"{self.topic}-{self.index} is gone"))
+        self.hw_waiters = []
 
 
-def batch_headers(records: memoryview) -> list[BatchHeader]:
-    """Headers of the batches of a records field; framing only (the log checks CRCs)."""
-    out = []
-    pos = 0
-    while pos < len(records):
-        h = read_batch_header(records, pos)
-        if h.batch_length <= 0:
-            raise DecodeError("impossible batch length")
-        out.append(h)
-        pos += h.size
-    return out
+class PartitionGoneError(Exception):
+    """A produce or coordinator write waited for a partition that was removed."""
 
 
 def first_record_at_or_after(batch: bytes, target_timestamp: int) -> tuple[int, int] | None:
@@ -90,8 +124,9 @@ class PartitionManager:
 
     def __init__(
         self, log_dir: str, server_props: dict[str, str], clock: Clock,
-        fs: FileSystem | None = None,
+        fs: FileSystem | None = None, *, node_id: int = 1,
     ) -> None:
+        self.node_id = node_id
         self.log_dir = log_dir
         self.fs = fs or OsFileSystem()
         self.clock = clock
@@ -113,8 +148,11 @@ class PartitionManager:
         """Open every log on disk: after a clean stop trust it, else recover its tail."""
         self.logs.startup()
 
-    def metadata_log(self) -> Log:
-        return self.logs.get_or_create_log(METADATA_TOPIC, 0)
+    def metadata_partition(self) -> PartitionState:
+        """``__cluster_metadata-0``, which the metadata journal appends to; not in
+        :attr:`partitions` (clients never see it)."""
+        plog = self.logs.get_or_create_log(METADATA_TOPIC, 0)
+        return PartitionState(METADATA_TOPIC, 0, plog, local_id=self.node_id)
 
     def config_for(self, overrides: dict[str, str]) -> LogConfig:
         return LogConfig.from_properties(overrides, self.defaults)
@@ -157,7 +195,7 @@ class PartitionManager:
                     part.log.update_config(config)
         for key in [k for k in self.partitions if k not in wanted]:
             part = self.partitions.pop(key)
-            part.notify()
+            part.abandon()
             self.logs.delete_log(*key)
         strays = [tp for tp in self.logs.logs() if tp not in wanted and tp[0] != METADATA_TOPIC]
         for tp in strays:
@@ -169,29 +207,44 @@ class PartitionManager:
                             "(nothing deleted)", *tp, where)
 
     def _adopt(self, topic: str, index: int, plog: Log, leader_epoch: int) -> Partition:
-        # One node: every batch on disk was acknowledged or is the recovered tail
-        # of one being written, so the high watermark is the log end.
-        plog.advance_high_watermark(plog.log_end_offset)
-        part = Partition(topic, index, plog, leader_epoch)
-        for h in self._iter_headers(plog):
-            part.producers.record(h)
-        return part
+        # One node: the replica set and the ISR are this node, so the partition
+        # state sets the HW to the log end as it opens.
+        return Partition(PartitionState(topic, index, plog, local_id=self.node_id,
+                                        leader_epoch=leader_epoch))
 
-    @staticmethod
-    def _iter_headers(plog: Log) -> Iterable[BatchHeader]:
-        """Every batch header of the log, for the producer table. A segment whose
-        framing is damaged (found here after a clean shutdown, when nothing was
-        validated) is recorded on the log and skipped from the damage on: the
-        broker starts, and only fetches that reach the damage fail."""
-        for seg in plog.segments:
-            offset = seg.base_offset
-            try:
-                for _, header in seg.iter_headers(0):
-                    offset = header.next_offset
-                    if header.last_offset >= plog.log_start_offset:
-                        yield header
-            except DecodeError as exc:
-                plog.note_damage(seg.log_path, offset, exc)
+    async def append(
+        self, part: Partition, records: memoryview, origin: Origin, *, acks: int = -1
+    ) -> Appended:
+        """Append as the leader and wait for what ``acks`` asks (:meth:`append_now`
+        then :meth:`complete`)."""
+        result = self.append_now(part, records, origin)
+        await self.complete(part, result, acks)
+        return result
+
+    def append_now(self, part: Partition, records: memoryview, origin: Origin) -> Appended:
+        """Append as the leader (:meth:`PartitionState.append_as_leader`) and wake the
+        fetches waiting on ``part`` if the HW moved. Synchronous, so a coordinator
+        can append and replay with nothing in between."""
+        result = part.state.append_as_leader(records, origin)
+        if result.hw_moved:
+            part.hw_moved()
+        return result
+
+    async def complete(self, part: Partition, result: Appended, acks: int = -1) -> None:
+        """What an append's answer waits for: the fsync when ``flush.messages`` was
+        reached, and with ``acks=-1`` the HW passing its last offset."""
+        if not result.appended:
+            return
+        if result.flush_due:
+            await self.flush(part)
+        if acks == -1:
+            await part.wait_for_high_watermark(result.last_offset)
+
+    def follower_fetched(self, part: Partition, broker_id: int, log_end_offset: int) -> None:
+        """A follower's fetch from ``log_end_offset``: its LEO may move the HW, which
+        completes delayed produces and coordinator writes."""
+        if part.state.update_follower(broker_id, log_end_offset, self.clock.now_ms()):
+            part.hw_moved()
 
     # -- fsync and housekeeping, off the event loop -----------------------------------
 
@@ -252,5 +305,5 @@ class PartitionManager:
         for fut in list(self._flushing.values()):
             await asyncio.shield(fut)
         for part in self.partitions.values():
-            part.notify()
+            part.abandon()
         await asyncio.to_thread(self.logs.close)

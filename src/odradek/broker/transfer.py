@@ -1,8 +1,9 @@
 """Writing responses: buffers by ``transport.write``, file slices by ``sendfile``.
 
 A Fetch response's records are slices of segment files
-(:class:`FileSlice`). uvloop has no ``loop.sendfile``, so when the transport's
-write buffer is empty (every byte before the slice is already in the kernel)
+(:class:`~odradek.storage.log.FileSlice`, storage's own type). uvloop has no
+``loop.sendfile``, so when the transport's write buffer is empty (every byte
+before the slice is already in the kernel)
 we call ``os.sendfile`` on the socket directly: the record bytes go from the
 page cache to the socket without entering Python. Whatever the socket does not
 take at once, or a slice met while the buffer is not empty, is read with
@@ -16,31 +17,9 @@ from __future__ import annotations
 import asyncio
 import os
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
-
-class Readable(Protocol):
-    def pread(self, position: int, length: int) -> bytes: ...
-
-    def fileno(self) -> int: ...
-
-
-@dataclass(frozen=True, slots=True)
-class FileSlice:
-    """``length`` bytes of ``file`` from ``position``; an ExternalRecords value."""
-
-    file: Readable
-    position: int
-    length: int
-
-    def __len__(self) -> int:
-        return self.length
-
-    def read_bytes(self) -> bytes:
-        data = self.file.pread(self.position, self.length)
-        if len(data) != self.length:
-            raise OSError(f"short read: {len(data)} of {self.length} bytes")
-        return data
+from odradek.storage.log import FileSlice
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,7 +84,7 @@ def _write_slice(transport: asyncio.Transport, part: FileSlice) -> None:
     sent = _sendfile(transport, part)
     STATS.sendfile_bytes += sent
     if sent < part.length:
-        rest = FileSlice(part.file, part.position + sent, part.length - sent)
+        rest = part.rest(sent)
         STATS.copied_bytes += rest.length
         transport.write(rest.read_bytes())
 

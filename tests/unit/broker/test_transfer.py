@@ -46,7 +46,7 @@ def test_parts_arrive_in_order(tmp_path: Path, loop_name: str) -> None:
     expected = b""
     for i, (pos, length) in enumerate(slices):
         head = f"head{i}".encode()
-        parts += [head, FileSlice(f, pos, length)]
+        parts += [head, FileSlice(str(path), pos, length, 0, f)]
         expected += head + data[pos : pos + length]
     parts.append(b"tail")
     expected += b"tail"

@@ -1,13 +1,15 @@
 """Produce (key 0), versions 3–9 served; 0–2 advertised but rejected.
 
-Behaviour: each partition's records (one or more RecordBatch v2) are validated
-by the log (framing, magic 2, CRC, offset deltas, ``max.message.bytes``,
-timestamps) and appended as bytes with offsets assigned. Batches with a
-producer id pass the idempotence check first: a retried batch equal to one of
-the producer's last five is acknowledged with its original offsets and not
-written again, if it is intact (a retry with a bad CRC gets CORRUPT_MESSAGE);
-an older epoch gets INVALID_PRODUCER_EPOCH and a gap
-OUT_OF_ORDER_SEQUENCE_NUMBER. ``acks`` must be -1, 0 or 1 (one node: -1 is 1).
+Behaviour: each partition's records go to the partition layer
+(:meth:`PartitionState.append_as_leader`): validated in full (framing, magic
+2, CRC, offset deltas, ``max.message.bytes``, timestamps), then checked
+against the idempotent-producer state — a retried batch equal to one of the
+producer's last five is acknowledged with its original offsets and not
+written again (a retry with a bad CRC gets CORRUPT_MESSAGE, as validation
+comes first); an older epoch gets INVALID_PRODUCER_EPOCH and a gap
+OUT_OF_ORDER_SEQUENCE_NUMBER — and appended as bytes with offsets assigned.
+``acks`` must be -1, 0 or 1; with -1 the answer waits until the high
+watermark passes the records (one node: at once).
 ``acks=0`` gets no response; if such a request fails, the connection is
 closed so the client notices, as Kafka does. Transactional produce is not
 served yet. Internal topics (``__consumer_offsets``) get INVALID_TOPIC_EXCEPTION.
@@ -25,11 +27,9 @@ import logging
 
 from odradek.broker.context import RequestContext
 from odradek.broker.handlers.topics import INTERNAL_TOPICS
-from odradek.broker.partitions import Partition, batch_headers
+from odradek.broker.partitions import Partition
 from odradek.broker.registry import CloseConnection, handler
-from odradek.replication.producer_state import Verdict
-from odradek.storage.errors import StorageError
-from odradek.wire.batch import validate_batch
+from odradek.replication.partition import Origin
 from odradek.wire.errors import ErrorCode
 from odradek.wire.messages.produce_request import ProduceRequest
 from odradek.wire.messages.produce_response import (
@@ -37,7 +37,6 @@ from odradek.wire.messages.produce_response import (
     ProduceResponse,
     TopicProduceResponse,
 )
-from odradek.wire.primitives import DecodeError
 
 log = logging.getLogger("odradek.broker")
 
@@ -53,51 +52,16 @@ def error_response(request: ProduceRequest, code: int) -> ProduceResponse:
 
 
 async def _append(
-    ctx: RequestContext, part: Partition, records: memoryview
+    ctx: RequestContext, part: Partition, records: memoryview, acks: int
 ) -> PartitionProduceResponse:
-    resp = PartitionProduceResponse(index=part.index, error_code=0, base_offset=-1)
-    plog = part.log
-    try:
-        headers = batch_headers(records)
-    except DecodeError as exc:
-        resp.error_code, resp.error_message = ErrorCode.CORRUPT_MESSAGE, str(exc)
-        return resp
-    for h in headers:
-        check = part.producers.check(h)
-        if check.verdict is Verdict.APPEND:
-            continue
-        if check.verdict is Verdict.DUPLICATE and len(headers) == 1:
-            assert check.duplicate_of is not None
-            try:
-                # A retry is only a duplicate if it is intact: Kafka validates the
-                # batch (magic, CRC) before the producer-state check.
-                validate_batch(records, 0)
-            except DecodeError as exc:
-                resp.error_code, resp.error_message = ErrorCode.CORRUPT_MESSAGE, str(exc)
-                return resp
-            resp.base_offset = check.duplicate_of.first_offset
-            resp.log_start_offset = plog.log_start_offset
-            return resp
-        resp.error_code = (
-            ErrorCode.INVALID_PRODUCER_EPOCH if check.verdict is Verdict.INVALID_EPOCH
-            else ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
-        )
-        resp.error_message = check.message or None
-        return resp
-    try:
-        info = plog.append(records, leader_epoch=part.leader_epoch)
-    except StorageError as exc:
-        resp.error_code = exc.error_code
-        resp.error_message = str(exc)
-        return resp
-    part.record_appended(headers, info.first_offset)
-    plog.advance_high_watermark(plog.log_end_offset)
-    part.notify()
-    if info.flush_due:
-        await ctx.broker.partitions.flush(part)
-    resp.base_offset = info.first_offset
-    resp.log_append_time_ms = info.log_append_time_ms
-    resp.log_start_offset = info.log_start_offset
+    result = await ctx.broker.partitions.append(part, records, Origin.CLIENT, acks=acks)
+    resp = PartitionProduceResponse(
+        index=part.index, error_code=result.error_code, base_offset=result.first_offset,
+        log_append_time_ms=result.log_append_time_ms, log_start_offset=result.log_start_offset,
+        error_message=result.error_message,
+    )
+    if result.error_code:
+        resp.base_offset = -1
     return resp
 
 
@@ -132,7 +96,7 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
                     index=pdata.index, base_offset=-1, error_code=ErrorCode.CORRUPT_MESSAGE
                 )
             else:
-                resp = await _append(ctx, part, memoryview(pdata.records))  # type: ignore[arg-type]
+                resp = await _append(ctx, part, memoryview(pdata.records), acks)  # type: ignore[arg-type]
             if ctx.api_version < 8:
                 resp.error_message = None
             failed |= resp.error_code != 0

@@ -28,8 +28,7 @@ import asyncio
 from odradek.broker.context import RequestContext
 from odradek.broker.partitions import Partition
 from odradek.broker.registry import handler
-from odradek.broker.transfer import FileRecords, FileSlice
-from odradek.storage.errors import StorageError
+from odradek.broker.transfer import FileRecords
 from odradek.wire.errors import ErrorCode
 from odradek.wire.messages.fetch_request import FetchPartition, FetchRequest
 from odradek.wire.messages.fetch_response import (
@@ -42,29 +41,28 @@ MAX_WAIT_MS_CAP = 300_000
 
 
 def _read(
-    part: Partition, req: FetchPartition, budget: int, first: bool
+    part: Partition, req: FetchPartition, budget: int, first: bool, isolation: int
 ) -> tuple[PartitionData, int]:
-    plog = part.log
-    hw = plog.high_watermark
-    data = PartitionData(
-        partition_index=req.partition, error_code=0, high_watermark=hw,
-        last_stable_offset=hw, log_start_offset=plog.log_start_offset,
-        aborted_transactions=None, preferred_read_replica=-1, records=b"",
-    )
+    state = part.state
     limit = min(req.partition_max_bytes, budget)
     if limit <= 0 and not first:
-        return data, 0
-    try:
-        slices = plog.read(req.fetch_offset, max(limit, 0), max_offset=hw, min_one_batch=first)
-    except StorageError as exc:
-        data.error_code = exc.error_code
-        return data, 0
-    size = sum(s.length for s in slices)
+        hw = state.high_watermark
+        return PartitionData(
+            partition_index=req.partition, error_code=0, high_watermark=hw,
+            last_stable_offset=state.last_stable_offset,
+            log_start_offset=state.log_start_offset, aborted_transactions=None,
+            preferred_read_replica=-1, records=b"",
+        ), 0
+    read = state.read(req.fetch_offset, limit, isolation, min_one_batch=first)
+    data = PartitionData(
+        partition_index=req.partition, error_code=read.error_code,
+        high_watermark=read.high_watermark, last_stable_offset=read.last_stable_offset,
+        log_start_offset=read.log_start_offset, aborted_transactions=None,
+        preferred_read_replica=-1, records=b"",
+    )
+    size = read.size
     if size:
-        handles = plog.handles
-        data.records = FileRecords(
-            tuple(FileSlice(handles.get(s.path), s.position, s.length) for s in slices)
-        )
+        data.records = FileRecords(tuple(read.slices))
     return data, size
 
 
@@ -88,7 +86,7 @@ def _collect(
                 ))
                 continue
             watched.append(part)
-            data, size = _read(part, preq, budget - total, first=total == 0)
+            data, size = _read(part, preq, budget - total, total == 0, request.isolation_level)
             total += size
             out.append(data)
         topics.append(FetchableTopicResponse(topic=topic.topic, partitions=out))

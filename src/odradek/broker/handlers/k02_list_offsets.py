@@ -30,7 +30,7 @@ MAX_TIMESTAMP = -3
 
 
 def _lookup(
-    ctx: RequestContext, topic: str, req: ListOffsetsPartition
+    ctx: RequestContext, topic: str, req: ListOffsetsPartition, isolation: int
 ) -> ListOffsetsPartitionResponse:
     resp = ListOffsetsPartitionResponse(partition_index=req.partition_index, error_code=0)
     part = ctx.broker.partitions.get(topic, req.partition_index)
@@ -43,7 +43,8 @@ def _lookup(
     plog = part.log
     try:
         found = plog.list_offsets(
-            req.timestamp, max_offset=plog.high_watermark, record_search=first_record_at_or_after
+            req.timestamp, max_offset=part.state.fetchable_offset(isolation),
+            record_search=first_record_at_or_after,
         )
     except StorageError as exc:
         resp.error_code = exc.error_code
@@ -59,7 +60,8 @@ async def handle(ctx: RequestContext, request: ListOffsetsRequest) -> ListOffset
     return ListOffsetsResponse(
         throttle_time_ms=0,
         topics=[
-            ListOffsetsTopicResponse(t.name, [_lookup(ctx, t.name, p) for p in t.partitions])
+            ListOffsetsTopicResponse(t.name, [_lookup(ctx, t.name, p, request.isolation_level)
+                                      for p in t.partitions])
             for t in request.topics
         ],
     )

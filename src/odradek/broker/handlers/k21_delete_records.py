@@ -33,10 +33,8 @@ async def handle(ctx: RequestContext, request: DeleteRecordsRequest) -> DeleteRe
             if part is None:
                 res.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             else:
-                offset = part.log.high_watermark if p.offset == -1 else p.offset
                 try:
-                    res.low_watermark = part.log.delete_records_before(offset)
-                    part.producers.forget_below(res.low_watermark)
+                    res.low_watermark = part.state.delete_records(p.offset)
                 except StorageError as exc:
                     res.error_code = exc.error_code
             results.append(res)

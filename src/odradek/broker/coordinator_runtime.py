@@ -1,0 +1,155 @@
+"""The coordinator runtime: what every coordinator needs from its partitions.
+
+A coordinator (the group coordinator on ``__consumer_offsets`` today, the
+transaction coordinator on ``__transaction_state`` next) is a pure state
+machine whose state is the replay of its records. :class:`CoordinatorRuntime`
+is the shell part they share, after Kafka's ``CoordinatorRuntime``:
+
+* **loading**: :meth:`CoordinatorRuntime.read_partition` yields a coordinator
+  partition's records up to its high watermark as :class:`Entry` (offset,
+  producer id and epoch, key, value) and transaction markers as :class:`Marker`
+  (the batch's producer, commit or abort), in offset order, for the
+  coordinator to replay;
+* **writing**: :meth:`CoordinatorRuntime.append` appends one batch of records
+  to a coordinator partition through the partition layer
+  (:class:`~odradek.replication.partition.Origin` ``COORDINATOR``) and returns a
+  :class:`Pending`; the caller replays the records at once (append and replay
+  run with nothing in between, so the state follows the log's order), and
+  :meth:`CoordinatorRuntime.committed` waits until the records are at or below
+  the high watermark (and fsynced if ``flush.messages`` asks) — only then may
+  the request be answered. On one node the HW passes at once; in a cluster it
+  waits for the ISR.
+
+Control batches hold one record whose key is ``version:int16, type:int16``
+(type 0 abort, 1 commit) and whose value is ``version:int16,
+coordinatorEpoch:int32``.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+from odradek.broker.partitions import Partition, PartitionGoneError, PartitionManager
+from odradek.replication.partition import Appended, Origin
+from odradek.storage.errors import StorageError
+from odradek.wire.batch import NO_PRODUCER_ID
+from odradek.wire.records import Record, build_batch, decode_batch
+
+_LOAD_CHUNK_BYTES = 1 << 20
+_CONTROL_KEY = struct.Struct(">hh")
+CONTROL_ABORT = 0
+CONTROL_COMMIT = 1
+
+
+class CoordinatorWriteError(Exception):
+    """A coordinator's records could not be written or committed; nothing that
+    waited on them may be acknowledged."""
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One data record of a coordinator partition."""
+
+    offset: int
+    producer_id: int
+    producer_epoch: int
+    key: bytes | None
+    value: bytes | None
+
+
+@dataclass(frozen=True, slots=True)
+class Marker:
+    """A transaction marker: ``producer_id``'s transaction ended at ``offset``."""
+
+    offset: int
+    producer_id: int
+    producer_epoch: int
+    committed: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Pending:
+    """Records appended to a coordinator partition, not yet known to be committed."""
+
+    partition: Partition
+    result: Appended
+
+
+class CoordinatorRuntime:
+    """Loading and writing for the coordinator of one internal ``topic``."""
+
+    def __init__(self, topic: str, partitions: PartitionManager) -> None:
+        self.topic = topic
+        self.partitions = partitions
+
+    def partition(self, index: int) -> Partition:
+        part = self.partitions.get(self.topic, index)
+        if part is None:
+            raise CoordinatorWriteError(f"{self.topic}-{index} does not exist")
+        return part
+
+    # -- loading --------------------------------------------------------------------
+
+    def read_partition(self, index: int) -> Iterator[Entry | Marker]:
+        """The records of ``topic-index`` from its log start up to its HW. Raises
+        StorageError or DecodeError where the log cannot be read on."""
+        part = self.partitions.get(self.topic, index)
+        if part is None:
+            return
+        plog = part.log
+        offset = plog.log_start_offset
+        while offset < part.state.high_watermark:
+            hw = part.state.high_watermark
+            data = plog.read_records(offset, _LOAD_CHUNK_BYTES, max_offset=hw)
+            if not data:
+                break
+            pos = 0
+            while pos < len(data):
+                header, batch = decode_batch(data, pos)
+                pos += header.size
+                offset = header.next_offset
+                pid, epoch = header.producer_id, header.producer_epoch
+                if header.is_control:
+                    for r in batch:
+                        if r.key is not None and len(r.key) >= _CONTROL_KEY.size:
+                            _, kind = _CONTROL_KEY.unpack_from(r.key)
+                            yield Marker(r.offset, pid, epoch, kind == CONTROL_COMMIT)
+                    continue
+                for r in batch:
+                    yield Entry(r.offset, pid, epoch, r.key, r.value)
+
+    # -- writing --------------------------------------------------------------------
+
+    def append(
+        self, index: int, records: Sequence[tuple[bytes | None, bytes | None]], now_ms: int,
+        *, producer_id: int = NO_PRODUCER_ID, producer_epoch: int = -1,
+        base_sequence: int = -1,
+    ) -> Pending:
+        """Append ``records`` (key, value) as one batch to ``topic-index``. Raises
+        CoordinatorWriteError if the partition is missing or the append fails."""
+        part = self.partition(index)
+        batch = build_batch(
+            [Record(i, now_ms, k, v) for i, (k, v) in enumerate(records)],
+            producer_id=producer_id, producer_epoch=producer_epoch,
+            base_sequence=base_sequence,
+        )
+        try:
+            result = self.partitions.append_now(part, memoryview(batch), Origin.COORDINATOR)
+        except StorageError as exc:  # the partition layer answers codes; be safe
+            raise CoordinatorWriteError(str(exc)) from exc
+        if result.error_code:
+            raise CoordinatorWriteError(
+                f"{self.topic}-{index}: append failed ({result.error_code}): "
+                f"{result.error_message}")
+        return Pending(part, result)
+
+    async def committed(self, pending: Sequence[Pending]) -> None:
+        """Wait until every pending append is fsynced where due and at or below the
+        HW. Raises CoordinatorWriteError if an fsync fails or a partition goes."""
+        for p in pending:
+            try:
+                await self.partitions.complete(p.partition, p.result, acks=-1)
+            except (OSError, StorageError, PartitionGoneError) as exc:
+                raise CoordinatorWriteError(str(exc)) from exc

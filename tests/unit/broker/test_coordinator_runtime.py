@@ -1,0 +1,106 @@
+"""The coordinator runtime answers a request only once its records are committed.
+
+A real group runtime, partition manager and ``__consumer_offsets`` log on the
+memory file system; the partition's ISR is made {1, 2} so the high watermark
+waits for follower 2. An OffsetCommit is appended and replayed at once, but its
+answer comes only when the follower's fetch moves the HW past the record.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from odradek.broker.config import BrokerConfig
+from odradek.broker.coordinator_runtime import CoordinatorRuntime, Entry, Marker
+from odradek.broker.groups import GroupRuntime
+from odradek.broker.partitions import PartitionManager
+from odradek.common.clock import ManualClock
+from odradek.coordinator.coordinator import Commit, CommitRequest
+from odradek.coordinator.records import OFFSETS_TOPIC
+from odradek.metadata.image import MetadataImage
+from odradek.storage import MemoryFileSystem
+from odradek.wire.errors import ErrorCode
+from odradek.wire.records import Record, build_batch
+
+
+class Metadata:
+    """The metadata a group runtime needs, applied at once (no journal)."""
+
+    def __init__(self, partitions: PartitionManager) -> None:
+        self.image = MetadataImage()
+        self.node_id = 1
+        self.partitions = partitions
+
+    def commit(self, records: list[Any]) -> None:
+        for r in records:
+            self.image.replay(r)
+        self.partitions.reconcile(self.image)
+
+
+def make_runtime() -> tuple[GroupRuntime, PartitionManager]:
+    clock = ManualClock()
+    config = BrokerConfig.from_sources(None, {"offsets.topic.num.partitions": "1"})
+    partitions = PartitionManager("/data", config.props, clock, MemoryFileSystem(clock),
+                                  node_id=1)
+    runtime = GroupRuntime(Metadata(partitions), partitions, config, clock)
+    assert runtime.ensure_topic()
+    return runtime, partitions
+
+
+def commit_request(offset: int) -> CommitRequest:
+    # Generation -1 and no member: an admin tool's commit, accepted for any group.
+    return CommitRequest("g", -1, "", None, -1, [Commit("t", 0, offset, -1, None)])
+
+
+def test_a_commit_is_answered_only_when_the_high_watermark_passes_its_record() -> None:
+    async def scenario() -> None:
+        runtime, partitions = make_runtime()
+        part = partitions.get(OFFSETS_TOPIC, 0)
+        assert part is not None
+        part.state.become_leader(1, replicas=[1, 2], isr=[1, 2])  # HW waits for 2
+        call = asyncio.ensure_future(runtime.call(lambda token: runtime.coordinator.commit_offsets(
+            token, 0, commit_request(42), lambda topic, p: True)))
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert part.log.log_end_offset == 1  # appended ...
+        assert runtime.coordinator.fetch_offsets("g", None)  # ... and replayed
+        assert not call.done()  # ... but not answered: the HW is 0
+        assert part.state.high_watermark == 0
+        partitions.follower_fetched(part, 2, 1)
+        errors = await asyncio.wait_for(call, 5)
+        assert errors == {("t", 0): ErrorCode.NONE}
+        assert part.state.high_watermark == 1
+
+    asyncio.run(scenario())
+
+
+def test_a_single_replica_answers_at_once() -> None:
+    async def scenario() -> None:
+        runtime, _ = make_runtime()
+        errors = await asyncio.wait_for(runtime.call(
+            lambda token: runtime.coordinator.commit_offsets(
+                token, 0, commit_request(7), lambda topic, p: True)), 5)
+        assert errors == {("t", 0): ErrorCode.NONE}
+
+    asyncio.run(scenario())
+
+
+def test_loading_yields_records_and_transaction_markers_in_offset_order() -> None:
+    async def scenario() -> None:
+        _, partitions = make_runtime()
+        runtime = CoordinatorRuntime(OFFSETS_TOPIC, partitions)
+        runtime.append(0, [(b"k1", b"v1"), (b"k2", None)], 0, producer_id=9,
+                       producer_epoch=2, base_sequence=0)
+        part = runtime.partition(0)
+        # A COMMIT marker (control key: version 0, type 1), as the transaction
+        # coordinator will write it; put in the log as replication would.
+        marker = build_batch([Record(2, 0, b"\x00\x00\x00\x01", b"\x00\x00\x00\x00\x00\x05")],
+                             base_offset=2, control=True, transactional=True, producer_id=9,
+                             producer_epoch=2)
+        part.log.append_replicated(marker)
+        part.state.become_leader(1, [1], [1])  # the HW follows the new log end
+        assert list(runtime.read_partition(0)) == [
+            Entry(0, 9, 2, b"k1", b"v1"), Entry(1, 9, 2, b"k2", None), Marker(2, 9, 2, True)]
+
+    asyncio.run(scenario())
