@@ -42,6 +42,7 @@ from odradek.coordinator.core import Effects, GroupConfig
 from odradek.coordinator.group import Token
 from odradek.coordinator.records import OFFSETS_TOPIC, CoordinatorRecord
 from odradek.metadata import controller
+from odradek.metadata.controller import Outcome
 from odradek.metadata.image import MetadataImage
 from odradek.storage.errors import StorageError
 from odradek.wire.primitives import DecodeError
@@ -65,7 +66,7 @@ class Metadata(Protocol):
     @property
     def node_id(self) -> int: ...
 
-    def commit(self, records: list[Any]) -> None: ...
+    async def write(self, decide: Callable[[MetadataImage], Outcome]) -> Outcome: ...
 
 
 class GroupRuntime:
@@ -98,19 +99,18 @@ class GroupRuntime:
             return
         self._load_task = asyncio.get_running_loop().create_task(self._load_all())
 
-    def ensure_topic(self) -> bool:
+    async def ensure_topic(self) -> bool:
         """Create ``__consumer_offsets`` if it does not exist; True when it does."""
         metadata = self.metadata
         if OFFSETS_TOPIC in metadata.image.topics:
             return True
-        outcome = controller.create_topic(
-            metadata.image, OFFSETS_TOPIC, self.coordinator.config.offsets_partitions, -1,
+        outcome = await metadata.write(lambda image: controller.create_topic(
+            image, OFFSETS_TOPIC, self.coordinator.config.offsets_partitions, -1,
             OFFSETS_TOPIC_CONFIGS, node_id=metadata.node_id, default_partitions=1,
-        )
-        if outcome.error:
+        ))
+        if outcome.error and OFFSETS_TOPIC not in metadata.image.topics:
             log.error("cannot create %s: %s", OFFSETS_TOPIC, outcome.message)
             return False
-        metadata.commit(outcome.records)
         self.coordinator.loading.clear()
         return True
 

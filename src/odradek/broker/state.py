@@ -7,11 +7,12 @@ replays them into the image, so what is served is always what is durable.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from odradek.broker.config import BrokerConfig, ConfigError, Listener
 from odradek.broker.partitions import PartitionManager
@@ -41,6 +42,19 @@ class MetadataJournal(Protocol):
     def replay(self) -> Iterable[Any]: ...
 
     def close(self) -> None: ...
+
+
+class Decision(Protocol):
+    """What a controller call returns: an error code (0: none) and records."""
+
+    @property
+    def error(self) -> int: ...
+
+    @property
+    def records(self) -> list[Any]: ...
+
+
+D = TypeVar("D", bound=Decision)
 
 
 class MemoryJournal:
@@ -74,6 +88,9 @@ class BrokerState:
     """The group coordinator's shell, set once the broker starts serving."""
     quotas: QuotaManager | None = None
     """Client quota sensors (set by :meth:`open`)."""
+    _writes: asyncio.Lock = field(default_factory=asyncio.Lock)
+    """The controller queue: one metadata write at a time, decided on the image
+    that the writes before it left."""
 
     @classmethod
     def open(
@@ -102,7 +119,20 @@ class BrokerState:
     def node_id(self) -> int:
         return self.config.node_id
 
+    async def write(self, decide: Callable[[MetadataImage], D], *, apply: bool = True) -> D:
+        """The controller queue: run ``decide`` on the current image when every
+        earlier write is done, then (unless it failed, or ``apply`` is false: a
+        validate-only request) journal its records and replay them, and return
+        its decision. This is where the Raft quorum plugs in: the records are
+        answered once the quorum has them."""
+        async with self._writes:
+            decision = decide(self.image)
+            if apply and not decision.error:
+                self.commit(decision.records)
+            return decision
+
     def commit(self, records: list[Any]) -> None:
+        """Journal and replay ``records`` now (start-up, and :meth:`write`)."""
         if not records:
             return
         self.journal.append(records)

@@ -9,7 +9,7 @@ answer comes only when the follower's fetch moves the HW past the record.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from collections.abc import Callable
 
 from odradek.broker.config import BrokerConfig
 from odradek.broker.coordinator_runtime import CoordinatorRuntime, Entry, Marker
@@ -18,6 +18,7 @@ from odradek.broker.partitions import PartitionManager
 from odradek.common.clock import ManualClock
 from odradek.coordinator.coordinator import Commit, CommitRequest
 from odradek.coordinator.records import OFFSETS_TOPIC
+from odradek.metadata.controller import Outcome
 from odradek.metadata.image import MetadataImage
 from odradek.storage import MemoryFileSystem
 from odradek.wire.errors import ErrorCode
@@ -32,19 +33,21 @@ class Metadata:
         self.node_id = 1
         self.partitions = partitions
 
-    def commit(self, records: list[Any]) -> None:
-        for r in records:
+    async def write(self, decide: Callable[[MetadataImage], Outcome]) -> Outcome:
+        outcome = decide(self.image)
+        for r in outcome.records:
             self.image.replay(r)
         self.partitions.reconcile(self.image)
+        return outcome
 
 
-def make_runtime() -> tuple[GroupRuntime, PartitionManager]:
+async def make_runtime() -> tuple[GroupRuntime, PartitionManager]:
     clock = ManualClock()
     config = BrokerConfig.from_sources(None, {"offsets.topic.num.partitions": "1"})
     partitions = PartitionManager("/data", config.props, clock, MemoryFileSystem(clock),
                                   node_id=1)
     runtime = GroupRuntime(Metadata(partitions), partitions, config, clock)
-    assert runtime.ensure_topic()
+    assert await runtime.ensure_topic()
     return runtime, partitions
 
 
@@ -55,7 +58,7 @@ def commit_request(offset: int) -> CommitRequest:
 
 def test_a_commit_is_answered_only_when_the_high_watermark_passes_its_record() -> None:
     async def scenario() -> None:
-        runtime, partitions = make_runtime()
+        runtime, partitions = await make_runtime()
         part = partitions.get(OFFSETS_TOPIC, 0)
         assert part is not None
         part.state.become_leader(1, replicas=[1, 2], isr=[1, 2])  # HW waits for 2
@@ -77,7 +80,7 @@ def test_a_commit_is_answered_only_when_the_high_watermark_passes_its_record() -
 
 def test_a_single_replica_answers_at_once() -> None:
     async def scenario() -> None:
-        runtime, _ = make_runtime()
+        runtime, _ = await make_runtime()
         errors = await asyncio.wait_for(runtime.call(
             lambda token: runtime.coordinator.commit_offsets(
                 token, 0, commit_request(7), lambda topic, p: True)), 5)
@@ -88,7 +91,7 @@ def test_a_single_replica_answers_at_once() -> None:
 
 def test_loading_yields_records_and_transaction_markers_in_offset_order() -> None:
     async def scenario() -> None:
-        _, partitions = make_runtime()
+        _, partitions = await make_runtime()
         runtime = CoordinatorRuntime(OFFSETS_TOPIC, partitions)
         runtime.append(0, [(b"k1", b"v1"), (b"k2", None)], 0, producer_id=9,
                        producer_epoch=2, base_sequence=0)

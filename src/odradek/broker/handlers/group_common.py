@@ -6,11 +6,11 @@ from odradek.broker.context import RequestContext
 from odradek.broker.groups import GroupRuntime
 
 
-def group_runtime(ctx: RequestContext) -> GroupRuntime | None:
+async def group_runtime(ctx: RequestContext) -> GroupRuntime | None:
     """The group coordinator, with ``__consumer_offsets`` created if missing;
     None when it cannot serve (COORDINATOR_NOT_AVAILABLE)."""
     runtime = ctx.broker.groups
-    if runtime is None or not runtime.ensure_topic():
+    if runtime is None or not await runtime.ensure_topic():
         return None
     return runtime
 

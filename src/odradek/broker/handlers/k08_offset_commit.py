@@ -48,7 +48,7 @@ async def handle(ctx: RequestContext, req: OffsetCommitRequest) -> OffsetCommitR
                p.committed_leader_epoch if version >= 6 else -1, p.committed_metadata)
         for t in req.topics for p in t.partitions
     ]
-    runtime = group_runtime(ctx)
+    runtime = await group_runtime(ctx)
     if runtime is None:
         return _answer(req, {(c.topic, c.partition): ErrorCode.COORDINATOR_NOT_AVAILABLE
                              for c in commits})

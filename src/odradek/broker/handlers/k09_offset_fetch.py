@@ -34,8 +34,10 @@ from odradek.wire.messages.offset_fetch_response import (
 Wanted = list[tuple[str, int]] | None
 
 
-def _fetch(ctx: RequestContext, group_id: str, wanted: Wanted) -> tuple[int, list[FetchedOffset]]:
-    runtime = group_runtime(ctx)
+async def _fetch(
+    ctx: RequestContext, group_id: str, wanted: Wanted
+) -> tuple[int, list[FetchedOffset]]:
+    runtime = await group_runtime(ctx)
     if runtime is None:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, []
     return runtime.coordinator.fetch_offsets(group_id, wanted)
@@ -48,11 +50,11 @@ def _by_topic(offsets: Iterable[FetchedOffset]) -> dict[str, list[FetchedOffset]
     return out
 
 
-def _single(ctx: RequestContext, req: OffsetFetchRequest) -> OffsetFetchResponse:
+async def _single(ctx: RequestContext, req: OffsetFetchRequest) -> OffsetFetchResponse:
     wanted: Wanted = None
     if req.topics is not None:
         wanted = [(t.name, p) for t in req.topics for p in t.partition_indexes]
-    code, offsets = _fetch(ctx, req.group_id, wanted)
+    code, offsets = await _fetch(ctx, req.group_id, wanted)
     if code and wanted is not None:
         offsets = [FetchedOffset(t, p, -1, -1, "") for t, p in wanted]
     per_partition = code if ctx.api_version < 2 else 0
@@ -73,13 +75,13 @@ def _single(ctx: RequestContext, req: OffsetFetchRequest) -> OffsetFetchResponse
 @handler(9, (1, 8))
 async def handle(ctx: RequestContext, req: OffsetFetchRequest) -> OffsetFetchResponse:
     if ctx.api_version < 8:
-        return _single(ctx, req)
+        return await _single(ctx, req)
     groups = []
     for g in req.groups:
         wanted: Wanted = None
         if g.topics is not None:
             wanted = [(t.name, p) for t in g.topics for p in t.partition_indexes]
-        code, offsets = _fetch(ctx, g.group_id, wanted)
+        code, offsets = await _fetch(ctx, g.group_id, wanted)
         groups.append(OffsetFetchResponseGroup(group_id=g.group_id, error_code=code, topics=[
             OffsetFetchResponseTopics(name=topic, partitions=[
                 OffsetFetchResponsePartitions(

@@ -19,7 +19,7 @@ from odradek.wire.messages.find_coordinator_request import FindCoordinatorReques
 from odradek.wire.messages.find_coordinator_response import Coordinator, FindCoordinatorResponse
 
 
-def _find(ctx: RequestContext, key: str, key_type: int) -> Coordinator:
+async def _find(ctx: RequestContext, key: str, key_type: int) -> Coordinator:
     if key_type == 1:
         return Coordinator(key=key, node_id=-1, host="", port=-1,
                            error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
@@ -28,7 +28,7 @@ def _find(ctx: RequestContext, key: str, key_type: int) -> Coordinator:
         return Coordinator(key=key, node_id=-1, host="", port=-1,
                            error_code=ErrorCode.INVALID_REQUEST,
                            error_message=f"unknown key type {key_type}")
-    if group_runtime(ctx) is None:
+    if await group_runtime(ctx) is None:
         return Coordinator(key=key, node_id=-1, host="", port=-1,
                            error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
                            error_message="the group coordinator is not available")
@@ -41,9 +41,9 @@ def _find(ctx: RequestContext, key: str, key_type: int) -> Coordinator:
 async def handle(ctx: RequestContext, req: FindCoordinatorRequest) -> FindCoordinatorResponse:
     if ctx.api_version >= 4:
         return FindCoordinatorResponse(
-            coordinators=[_find(ctx, key, req.key_type) for key in req.coordinator_keys]
+            coordinators=[await _find(ctx, key, req.key_type) for key in req.coordinator_keys]
         )
-    c = _find(ctx, req.key, req.key_type)
+    c = await _find(ctx, req.key, req.key_type)
     return FindCoordinatorResponse(
         error_code=c.error_code, error_message=c.error_message, node_id=c.node_id,
         host=c.host, port=c.port,

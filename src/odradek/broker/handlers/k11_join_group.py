@@ -25,7 +25,7 @@ from odradek.wire.messages.join_group_response import JoinGroupResponse
 @handler(11, (0, 7))
 async def handle(ctx: RequestContext, req: JoinGroupRequest) -> JoinGroupResponse:
     version = ctx.api_version
-    runtime = group_runtime(ctx)
+    runtime = await group_runtime(ctx)
     if runtime is None:
         resp = join_error(ErrorCode.COORDINATOR_NOT_AVAILABLE, req.member_id)
     else:

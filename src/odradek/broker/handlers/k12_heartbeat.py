@@ -20,7 +20,7 @@ from odradek.wire.messages.heartbeat_response import HeartbeatResponse
 
 @handler(12, (0, 4))
 async def handle(ctx: RequestContext, req: HeartbeatRequest) -> HeartbeatResponse:
-    runtime = group_runtime(ctx)
+    runtime = await group_runtime(ctx)
     if runtime is None:
         return HeartbeatResponse(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE)
     instance = req.group_instance_id if ctx.api_version >= 3 else None

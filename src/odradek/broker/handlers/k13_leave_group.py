@@ -21,7 +21,7 @@ from odradek.wire.messages.leave_group_response import LeaveGroupResponse
 
 @handler(13, (0, 4))
 async def handle(ctx: RequestContext, req: LeaveGroupRequest) -> LeaveGroupResponse:
-    runtime = group_runtime(ctx)
+    runtime = await group_runtime(ctx)
     if runtime is None:
         return LeaveGroupResponse(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE)
     legacy = ctx.api_version < 3

@@ -23,7 +23,7 @@ from odradek.wire.messages.sync_group_response import SyncGroupResponse
 
 @handler(14, (0, 5))
 async def handle(ctx: RequestContext, req: SyncGroupRequest) -> SyncGroupResponse:
-    runtime = group_runtime(ctx)
+    runtime = await group_runtime(ctx)
     if runtime is None:
         return sync_error(ErrorCode.COORDINATOR_NOT_AVAILABLE)
     if ctx.api_version < 3:

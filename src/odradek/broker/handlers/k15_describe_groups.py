@@ -20,7 +20,7 @@ from odradek.wire.messages.describe_groups_response import DescribedGroup, Descr
 
 @handler(15, (0, 5))
 async def handle(ctx: RequestContext, req: DescribeGroupsRequest) -> DescribeGroupsResponse:
-    runtime = group_runtime(ctx)
+    runtime = await group_runtime(ctx)
     groups = []
     for gid in req.groups:
         if runtime is None:

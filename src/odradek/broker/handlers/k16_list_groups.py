@@ -19,7 +19,7 @@ from odradek.wire.messages.list_groups_response import ListGroupsResponse
 
 @handler(16, (0, 4))
 async def handle(ctx: RequestContext, req: ListGroupsRequest) -> ListGroupsResponse:
-    runtime = group_runtime(ctx)
+    runtime = await group_runtime(ctx)
     if runtime is None:
         return ListGroupsResponse(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE)
     states = req.states_filter if ctx.api_version >= 4 else None

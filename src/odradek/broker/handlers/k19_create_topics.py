@@ -26,7 +26,7 @@ from odradek.wire.messages.create_topics_response import (
 CONFIG_SOURCE = {"topic": 1, "broker": 4, "default": 5}
 
 
-def _create(
+async def _create(
     ctx: RequestContext, topic: CreatableTopic, validate_only: bool
 ) -> CreatableTopicResult:
     state = ctx.broker
@@ -46,16 +46,14 @@ def _create(
             return result
         partitions, rf = len(topic.assignments), 1
     configs = {c.name: c.value for c in topic.configs}
-    outcome = controller.create_topic(
-        state.image, topic.name, partitions, rf, configs,
+    outcome = await state.write(lambda image: controller.create_topic(
+        image, topic.name, partitions, rf, configs,
         node_id=state.node_id, default_partitions=state.config.get_int("num.partitions"),
-    )
+    ), apply=not validate_only)
     if outcome.error:
         result.error_code = outcome.error
         result.error_message = outcome.message if version >= 1 else None
         return result
-    if not validate_only:
-        state.commit(outcome.records)
     if version >= 5:
         created = state.image.topics.get(topic.name)
         overrides = created.configs if created else {k: v for k, v in configs.items() if v}
@@ -89,5 +87,5 @@ async def handle(ctx: RequestContext, request: CreateTopicsRequest) -> CreateTop
             ))
             continue
         seen.add(topic.name)
-        results.append(_create(ctx, topic, request.validate_only))
+        results.append(await _create(ctx, topic, request.validate_only))
     return CreateTopicsResponse(throttle_time_ms=0, topics=results)

@@ -10,6 +10,8 @@ Version notes: v5 error messages; v6 topics as (name, id) pairs.
 
 from __future__ import annotations
 
+from functools import partial
+
 from odradek.broker.context import RequestContext
 from odradek.broker.registry import handler
 from odradek.metadata import controller
@@ -46,15 +48,15 @@ async def handle(ctx: RequestContext, request: DeleteTopicsRequest) -> DeleteTop
             result.error_code = ErrorCode.TOPIC_DELETION_DISABLED
             results.append(result)
             continue
-        outcome = controller.delete_topic(state.image, name)
+        topic = state.image.topics.get(name)
+        outcome = await state.write(partial(controller.delete_topic, name=name))
         if outcome.error:
             result.error_code = outcome.error
             if v >= 5:
                 result.error_message = outcome.message
         else:
-            if v >= 6:
-                result.topic_id = state.image.topics[name].topic_id
-            state.commit(outcome.records)
+            if v >= 6 and topic is not None:
+                result.topic_id = topic.topic_id
             deleted.add(name)
         results.append(result)
     if deleted and state.groups is not None:

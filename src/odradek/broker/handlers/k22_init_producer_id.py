@@ -13,10 +13,14 @@ allows PRODUCER_FENCED in responses.
 
 from __future__ import annotations
 
+from functools import partial
+
 from odradek.broker.context import RequestContext
 from odradek.broker.registry import handler
 from odradek.broker.state import BrokerState
 from odradek.metadata import controller
+from odradek.metadata.controller import Outcome
+from odradek.metadata.image import MetadataImage
 from odradek.wire.errors import ErrorCode
 from odradek.wire.messages.init_producer_id_request import InitProducerIdRequest
 from odradek.wire.messages.init_producer_id_response import InitProducerIdResponse
@@ -24,13 +28,20 @@ from odradek.wire.messages.init_producer_id_response import InitProducerIdRespon
 MAX_EPOCH = 32767
 
 
-def next_producer_id(state: BrokerState) -> int:
+async def next_producer_id(state: BrokerState) -> int:
     pool = state.producer_ids
-    if not pool:
-        block, outcome = controller.allocate_producer_ids(state.image, state.node_id)
-        state.commit(outcome.records)
-        pool.extend(reversed(block))
+    while not pool:
+        blocks: list[range] = []
+        await state.write(partial(_allocate, node_id=state.node_id, blocks=blocks))
+        if not pool:
+            pool.extend(reversed(blocks[0]))
     return pool.pop()
+
+
+def _allocate(image: MetadataImage, node_id: int, blocks: list[range]) -> Outcome:
+    block, outcome = controller.allocate_producer_ids(image, node_id)
+    blocks.append(block)
+    return outcome
 
 
 @handler(22, (0, 4))
@@ -44,5 +55,5 @@ async def handle(ctx: RequestContext, request: InitProducerIdRequest) -> InitPro
             producer_epoch=request.producer_epoch + 1,
         )
     return InitProducerIdResponse(
-        error_code=0, producer_id=next_producer_id(ctx.broker), producer_epoch=0
+        error_code=0, producer_id=await next_producer_id(ctx.broker), producer_epoch=0
     )

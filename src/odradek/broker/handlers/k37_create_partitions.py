@@ -8,6 +8,8 @@ Version notes: v2 is the first flexible version; v3 is the same body.
 
 from __future__ import annotations
 
+from functools import partial
+
 from odradek.broker.context import RequestContext
 from odradek.broker.registry import handler
 from odradek.metadata import controller
@@ -25,11 +27,9 @@ async def handle(
     state = ctx.broker
     results = []
     for topic in request.topics:
-        outcome = controller.create_partitions(
-            state.image, topic.name, topic.count, node_id=state.node_id
-        )
-        if not outcome.error and not request.validate_only:
-            state.commit(outcome.records)
+        outcome = await state.write(partial(
+            controller.create_partitions, name=topic.name, count=topic.count,
+            node_id=state.node_id), apply=not request.validate_only)
         results.append(CreatePartitionsTopicResult(
             name=topic.name, error_code=outcome.error, error_message=outcome.message,
         ))

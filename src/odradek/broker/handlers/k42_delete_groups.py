@@ -24,7 +24,7 @@ from odradek.wire.messages.delete_groups_response import (
 @handler(42, (0, 2))
 async def handle(ctx: RequestContext, req: DeleteGroupsRequest) -> DeleteGroupsResponse:
     names = req.groups_names
-    runtime = group_runtime(ctx)
+    runtime = await group_runtime(ctx)
     errors: dict[str, int]
     if runtime is None:
         errors = dict.fromkeys(names, ErrorCode.COORDINATOR_NOT_AVAILABLE)

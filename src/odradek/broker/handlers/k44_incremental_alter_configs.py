@@ -10,6 +10,8 @@ Version notes: v1 is flexible.
 
 from __future__ import annotations
 
+from functools import partial
+
 from odradek.broker.context import RequestContext
 from odradek.broker.handlers.configs import TOPIC_RESOURCE
 from odradek.broker.registry import handler
@@ -77,9 +79,9 @@ async def handle(
             if isinstance(changes, str):
                 resp.error_code, resp.error_message = ErrorCode.INVALID_CONFIG, changes
             else:
-                outcome = controller.alter_topic_configs(state.image, res.resource_name, changes)
+                outcome = await state.write(
+                    partial(controller.alter_topic_configs, name=res.resource_name,
+                            changes=changes), apply=not request.validate_only)
                 resp.error_code, resp.error_message = outcome.error, outcome.message
-                if not outcome.error and not request.validate_only:
-                    state.commit(outcome.records)
         out.append(resp)
     return IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=out)

@@ -23,7 +23,7 @@ from odradek.wire.messages.offset_delete_response import (
 
 @handler(47, (0, 0))
 async def handle(ctx: RequestContext, req: OffsetDeleteRequest) -> OffsetDeleteResponse:
-    runtime = group_runtime(ctx)
+    runtime = await group_runtime(ctx)
     if runtime is None:
         return OffsetDeleteResponse(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE)
     wanted = [(t.name, p.partition_index) for t in req.topics for p in t.partitions]

@@ -14,15 +14,23 @@ Version notes: v1 is flexible.
 
 from __future__ import annotations
 
+from functools import partial
+
 from odradek.broker.context import RequestContext
 from odradek.broker.registry import handler
 from odradek.metadata import quotas
+from odradek.metadata.image import MetadataImage
 from odradek.wire.messages.alter_client_quotas_request import AlterClientQuotasRequest
 from odradek.wire.messages.alter_client_quotas_response import (
     AlterClientQuotasResponse,
     EntityData,
     EntryData,
 )
+
+
+def _alter(image: MetadataImage, pairs: list[tuple[str, str | None]],
+           ops: list[tuple[str, float, bool]]) -> quotas.Alteration:
+    return quotas.alter(image.client_quotas, pairs, ops)
 
 
 @handler(49, (0, 1))
@@ -34,9 +42,9 @@ async def handle(
     for entry in request.entries:
         pairs = [(e.entity_type, e.entity_name) for e in entry.entity]
         ops = [(op.key, op.value, op.remove) for op in entry.ops]
-        result = quotas.alter(state.image.client_quotas, pairs, ops)
-        if not result.error and not request.validate_only:
-            state.commit(result.records)
+        result = await state.write(
+            partial(_alter, pairs=pairs, ops=ops),
+            apply=not request.validate_only)
         out.append(EntryData(
             error_code=result.error, error_message=result.message,
             entity=[EntityData(entity_type=t, entity_name=n) for t, n in pairs],

@@ -8,20 +8,19 @@ from odradek.metadata import controller
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
 
-def auto_create(state: BrokerState, name: str) -> bool:
+async def auto_create(state: BrokerState, name: str) -> bool:
     """Create ``name`` with the broker's defaults if auto-creation is on.
 
     ``__consumer_offsets`` is created by the group coordinator, with its own
     partition count and configs, whatever ``auto.create.topics.enable`` says
     (as Kafka does); other internal topics are never auto-created here."""
     if name == "__consumer_offsets":
-        return state.groups is not None and state.groups.ensure_topic()
+        return state.groups is not None and await state.groups.ensure_topic()
     if name in INTERNAL_TOPICS or not state.config.get_bool("auto.create.topics.enable"):
         return False
-    outcome = controller.create_topic(
-        state.image, name, -1, -1, {},
+    outcome = await state.write(lambda image: controller.create_topic(
+        image, name, -1, -1, {},
         node_id=state.node_id,
         default_partitions=state.config.get_int("num.partitions"),
-    )
-    state.commit(outcome.records)
+    ))
     return not outcome.error
