@@ -15,15 +15,19 @@ from odradek.broker.partitions import PartitionManager
 from odradek.broker.server import KafkaServer
 from odradek.broker.state import BrokerState, MetadataJournal
 from odradek.common.clock import Clock, SystemClock
+from odradek.common.ids import Ids, RandomIds
 from odradek.storage.fs import OsFileSystem
 
 log = logging.getLogger("odradek.broker")
 
 
 class BrokerApp:
-    def __init__(self, config: BrokerConfig, clock: Clock | None = None) -> None:
+    def __init__(
+        self, config: BrokerConfig, clock: Clock | None = None, ids: Ids | None = None
+    ) -> None:
         self.config = config
         self.clock = clock or SystemClock()
+        self.ids: Ids = ids or RandomIds()
         self.journal: MetadataJournal | None = None
         self.partitions: PartitionManager | None = None
         self.state: BrokerState | None = None
@@ -40,10 +44,11 @@ class BrokerApp:
         log_dir = str(self.config.log_dir)
         fs = OsFileSystem()
         self.partitions = PartitionManager(log_dir, self.config.props, self.clock, fs,
-                                           node_id=self.config.node_id)
+                                           node_id=self.config.node_id, ids=self.ids)
         self.partitions.startup()
         self.journal = LogJournal(self.partitions.metadata_partition(), self.clock)
-        self.state = BrokerState.open(self.config, self.journal, self.partitions, self.clock)
+        self.state = BrokerState.open(self.config, self.journal, self.partitions, self.clock,
+                                      self.ids)
         self.partitions.start_housekeeping()
         self.state.groups = GroupRuntime(self.state, self.partitions, self.config, self.clock)
         self.state.groups.start()

@@ -36,6 +36,7 @@ from odradek.broker.coordinator_runtime import (
 )
 from odradek.broker.partitions import PartitionManager
 from odradek.common.clock import Clock
+from odradek.common.ids import Ids
 from odradek.coordinator import records as crecords
 from odradek.coordinator.coordinator import GroupCoordinator
 from odradek.coordinator.core import Effects, GroupConfig
@@ -66,6 +67,9 @@ class Metadata(Protocol):
     @property
     def node_id(self) -> int: ...
 
+    @property
+    def ids(self) -> Ids: ...
+
     async def write(self, decide: Callable[[MetadataImage], Outcome]) -> Outcome: ...
 
 
@@ -78,7 +82,8 @@ class GroupRuntime:
         self.config = config
         self.clock = clock
         self.runtime = CoordinatorRuntime(OFFSETS_TOPIC, partitions)
-        self.coordinator = GroupCoordinator(GroupConfig.from_properties(config.get_int))
+        self.coordinator = GroupCoordinator(
+            GroupConfig.from_properties(config.get_int), lambda: str(metadata.ids.uuid()))
         self._waiting: dict[int, asyncio.Future[Any]] = {}
         self._next_token = 0
         self._timer: asyncio.TimerHandle | None = None
@@ -107,6 +112,7 @@ class GroupRuntime:
         outcome = await metadata.write(lambda image: controller.create_topic(
             image, OFFSETS_TOPIC, self.coordinator.config.offsets_partitions, -1,
             OFFSETS_TOPIC_CONFIGS, node_id=metadata.node_id, default_partitions=1,
+            topic_id=metadata.ids.uuid(),
         ))
         if outcome.error and OFFSETS_TOPIC not in metadata.image.topics:
             log.error("cannot create %s: %s", OFFSETS_TOPIC, outcome.message)

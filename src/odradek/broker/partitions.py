@@ -24,6 +24,7 @@ import logging
 from dataclasses import dataclass, field
 
 from odradek.common.clock import Clock
+from odradek.common.ids import Ids
 from odradek.metadata.image import MetadataImage
 from odradek.replication.partition import Appended, Origin, PartitionState
 from odradek.storage.config import LogConfig, LogManagerConfig, log_config_from_server
@@ -124,7 +125,7 @@ class PartitionManager:
 
     def __init__(
         self, log_dir: str, server_props: dict[str, str], clock: Clock,
-        fs: FileSystem | None = None, *, node_id: int = 1,
+        fs: FileSystem | None = None, *, node_id: int = 1, ids: Ids | None = None,
     ) -> None:
         self.node_id = node_id
         self.log_dir = log_dir
@@ -134,7 +135,7 @@ class PartitionManager:
         props = dict(server_props)
         props["log.dir"] = props["log.dirs"] = log_dir
         self.logs = LogManager(
-            self.fs, clock, LogManagerConfig.from_properties(props), self.defaults
+            self.fs, clock, LogManagerConfig.from_properties(props), self.defaults, ids=ids
         )
         self.partitions: dict[tuple[str, int], Partition] = {}
         self._flushing: dict[tuple[str, int], asyncio.Future[None]] = {}

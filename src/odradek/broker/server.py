@@ -344,10 +344,15 @@ class KafkaServer:
         for listener in self.state.config.listeners():
             server = await loop.create_server(
                 lambda: KafkaConnection(self), listener.host or None, listener.port,
-                reuse_address=True,
+                reuse_address=True, start_serving=False,
             )
             self._servers.append(server)
         self.state.advertised = self._advertised()
+        # Bound but not accepting yet: the registration names the real ports, and
+        # no request is answered from the previous run's registration.
+        await self.state.register()
+        for server in self._servers:
+            await server.start_serving()
 
     def _advertised(self) -> list[Any]:
         from odradek.broker.config import Listener

@@ -18,7 +18,9 @@ from odradek.broker.config import BrokerConfig, ConfigError, Listener
 from odradek.broker.partitions import PartitionManager
 from odradek.broker.quotas import QuotaManager
 from odradek.common.clock import Clock, SystemClock
-from odradek.metadata.image import MetadataImage
+from odradek.common.ids import Ids, RandomIds
+from odradek.metadata import controller
+from odradek.metadata.image import Endpoint, MetadataImage
 
 if TYPE_CHECKING:
     from odradek.broker.groups import GroupRuntime
@@ -82,6 +84,8 @@ class BrokerState:
     image: MetadataImage
     advertised: list[Listener]
     partitions: PartitionManager
+    ids: Ids = field(default_factory=RandomIds)
+    """Where topic ids, member ids and the incarnation id come from."""
     producer_ids: list[int] = field(default_factory=list)
     """Reserved, not yet handed out producer ids (popped from the end)."""
     groups: GroupRuntime | None = None
@@ -99,6 +103,7 @@ class BrokerState:
         journal: MetadataJournal,
         partitions: PartitionManager,
         clock: Clock | None = None,
+        ids: Ids | None = None,
     ) -> BrokerState:
         image = MetadataImage()
         replayed = 0
@@ -109,7 +114,8 @@ class BrokerState:
         if not replayed:
             _refuse_orphaned_partitions(config, partitions)
         partitions.reconcile(image, remove=False)
-        state = cls(config, journal, cluster_id, clock or SystemClock(), image, [], partitions)
+        state = cls(config, journal, cluster_id, clock or SystemClock(), image, [], partitions,
+                    ids or RandomIds())
         state.quotas = QuotaManager(
             lambda: state.image, config.get_int("quota.window.size.seconds") * 1000,
             config.get_int("quota.window.num"))
@@ -118,6 +124,32 @@ class BrokerState:
     @property
     def node_id(self) -> int:
         return self.config.node_id
+
+    async def register(self) -> None:
+        """Register this broker's advertised listeners (at start-up, before serving)."""
+        endpoints = [Endpoint(a.name, a.host, a.port) for a in self.advertised]
+        incarnation = self.ids.uuid()
+        outcome = await self.write(lambda image: controller.register_broker(
+            image, self.node_id, endpoints, incarnation))
+        if outcome.error:
+            raise ConfigError(f"cannot register broker {self.node_id}: {outcome.message}")
+
+    def endpoint_of(self, node_id: int) -> Endpoint | None:
+        """The first advertised listener of a live (unfenced) broker."""
+        broker = self.image.brokers.get(node_id)
+        if broker is None or broker.fenced:
+            return None
+        name = self.advertised[0].name if self.advertised else None
+        return broker.endpoint(name) or broker.endpoint()
+
+    def live_endpoints(self) -> list[tuple[int, Endpoint]]:
+        """(node id, endpoint) of every live broker, by node id."""
+        out = []
+        for node_id in sorted(self.image.brokers):
+            endpoint = self.endpoint_of(node_id)
+            if endpoint is not None:
+                out.append((node_id, endpoint))
+        return out
 
     async def write(self, decide: Callable[[MetadataImage], D], *, apply: bool = True) -> D:
         """The controller queue: run ``decide`` on the current image when every

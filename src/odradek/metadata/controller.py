@@ -13,14 +13,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from odradek.metadata.image import TOPIC_RESOURCE, MetadataImage
+from odradek.metadata.image import TOPIC_RESOURCE, Endpoint, MetadataImage
 from odradek.metadata.topic_configs import validate_topic_config
 from odradek.wire.errors import ErrorCode
 from odradek.wire.internal.config_record import ConfigRecord
 from odradek.wire.internal.partition_record import PartitionRecord
 from odradek.wire.internal.producer_ids_record import ProducerIdsRecord
+from odradek.wire.internal.register_broker_record import BrokerEndpoint, RegisterBrokerRecord
 from odradek.wire.internal.remove_topic_record import RemoveTopicRecord
 from odradek.wire.internal.topic_record import TopicRecord
+from odradek.wire.internal.unfence_broker_record import UnfenceBrokerRecord
 
 MAX_TOPIC_NAME = 249
 MAX_PARTITIONS = 100_000
@@ -72,8 +74,7 @@ def create_topic(
     *,
     node_id: int,
     default_partitions: int,
-    live_brokers: int = 1,
-    topic_id: uuid.UUID | None = None,
+    topic_id: uuid.UUID,
 ) -> Outcome:
     """Records for a new topic, or the error Kafka would return."""
     problem = topic_name_error(name)
@@ -95,6 +96,7 @@ def create_topic(
         return Outcome.fail(
             ErrorCode.INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0."
         )
+    live_brokers = image.live_brokers() or 1
     if rf > live_brokers:
         return Outcome.fail(
             ErrorCode.INVALID_REPLICATION_FACTOR,
@@ -105,7 +107,7 @@ def create_topic(
         problem = validate_topic_config(key, value)
         if problem:
             return Outcome.fail(ErrorCode.INVALID_CONFIG, problem)
-    tid = topic_id or uuid.uuid4()
+    tid = topic_id
     records: list[Any] = [
         ConfigRecord(TOPIC_RESOURCE, name, key, value)
         for key, value in sorted(configs.items())
@@ -167,6 +169,28 @@ def alter_topic_configs(
     return Outcome(
         records=[ConfigRecord(TOPIC_RESOURCE, name, k, v) for k, v in sorted(changes.items())]
     )
+
+
+def register_broker(
+    image: MetadataImage, node_id: int, endpoints: list[Endpoint], incarnation_id: uuid.UUID,
+    rack: str | None = None,
+) -> Outcome:
+    """A broker (re)registers at start-up with its listeners; a single-node broker
+    is unfenced at once (in a quorum the controller unfences it once it has
+    caught up with the metadata log). The broker epoch grows with each
+    registration, as Kafka's does (there: the offset of the record)."""
+    previous = image.brokers.get(node_id)
+    epoch = max((b.epoch for b in image.brokers.values()), default=-1) + 1
+    if previous is not None and previous.incarnation_id == incarnation_id:
+        return Outcome.fail(ErrorCode.DUPLICATE_BROKER_REGISTRATION,
+                            f"Broker {node_id} is already registered with this incarnation")
+    register = RegisterBrokerRecord(
+        broker_id=node_id, incarnation_id=incarnation_id, broker_epoch=epoch,
+        end_points=[BrokerEndpoint(e.listener, e.host, e.port, e.security_protocol)
+                    for e in endpoints],
+        rack=rack, fenced=True,
+    )
+    return Outcome(records=[register, UnfenceBrokerRecord(id=node_id, epoch=epoch)])
 
 
 PRODUCER_ID_BLOCK = 1000

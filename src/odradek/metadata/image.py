@@ -1,4 +1,4 @@
-"""The cluster metadata image: topics, partitions and configs, built by replay.
+"""The cluster metadata image: brokers, topics, partitions and configs, built by replay.
 
 Only :meth:`MetadataImage.replay` changes the image; it takes the generated
 classes of Kafka's metadata records (``odradek.wire.internal``). Start-up replays
@@ -15,14 +15,46 @@ from typing import Any
 from odradek.metadata import quotas as quota_model
 from odradek.wire.internal.client_quota_record import ClientQuotaRecord
 from odradek.wire.internal.config_record import ConfigRecord
+from odradek.wire.internal.fence_broker_record import FenceBrokerRecord
 from odradek.wire.internal.partition_change_record import PartitionChangeRecord
 from odradek.wire.internal.partition_record import PartitionRecord
 from odradek.wire.internal.producer_ids_record import ProducerIdsRecord
+from odradek.wire.internal.register_broker_record import RegisterBrokerRecord
 from odradek.wire.internal.remove_topic_record import RemoveTopicRecord
 from odradek.wire.internal.topic_record import TopicRecord
+from odradek.wire.internal.unfence_broker_record import UnfenceBrokerRecord
+from odradek.wire.internal.unregister_broker_record import UnregisterBrokerRecord
 
 TOPIC_RESOURCE = 2
 BROKER_RESOURCE = 4
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    listener: str
+    host: str
+    port: int
+    security_protocol: int = 0
+    """0: PLAINTEXT (Kafka's SecurityProtocol ids)."""
+
+
+@dataclass(slots=True)
+class BrokerImage:
+    """A registered broker (RegisterBrokerRecord), fenced until unfenced."""
+
+    node_id: int
+    epoch: int
+    incarnation_id: uuid.UUID
+    endpoints: list[Endpoint]
+    rack: str | None = None
+    fenced: bool = True
+
+    def endpoint(self, listener: str | None = None) -> Endpoint | None:
+        """The endpoint of ``listener`` (or the first one)."""
+        for e in self.endpoints:
+            if listener is None or e.listener == listener:
+                return e
+        return None
 
 
 @dataclass(slots=True)
@@ -45,6 +77,8 @@ class TopicImage:
 
 @dataclass(slots=True)
 class MetadataImage:
+    brokers: dict[int, BrokerImage] = field(default_factory=dict)
+    """Registered brokers by node id; a registration replaces the one before."""
     topics: dict[str, TopicImage] = field(default_factory=dict)
     by_id: dict[uuid.UUID, str] = field(default_factory=dict)
     broker_configs: dict[str, str] = field(default_factory=dict)
@@ -57,9 +91,26 @@ class MetadataImage:
     """Values computed from the image by readers (e.g. the Metadata answer for all
     topics); emptied by every replay, so an entry is never stale."""
 
+    def live_brokers(self) -> int:
+        """How many registered brokers are not fenced."""
+        return sum(1 for b in self.brokers.values() if not b.fenced)
+
     def replay(self, record: Any) -> None:
         self.derived.clear()
-        if isinstance(record, TopicRecord):
+        if isinstance(record, RegisterBrokerRecord):
+            self.brokers[record.broker_id] = BrokerImage(
+                record.broker_id, record.broker_epoch, record.incarnation_id,
+                [Endpoint(e.name, e.host, e.port, e.security_protocol)
+                 for e in record.end_points],
+                record.rack, record.fenced,
+            )
+        elif isinstance(record, (FenceBrokerRecord, UnfenceBrokerRecord)):
+            broker = self.brokers.get(record.id)
+            if broker is not None and broker.epoch == record.epoch:
+                broker.fenced = isinstance(record, FenceBrokerRecord)
+        elif isinstance(record, UnregisterBrokerRecord):
+            self.brokers.pop(record.broker_id, None)
+        elif isinstance(record, TopicRecord):
             topic = TopicImage(record.name, record.topic_id)
             topic.configs.update(self.pending_configs.pop(record.name, {}))
             self.topics[record.name] = topic

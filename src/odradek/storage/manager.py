@@ -31,6 +31,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from odradek.common.clock import Clock
+from odradek.common.ids import Ids, RandomIds
 from odradek.storage.checkpoint import (
     CheckpointFormatError,
     TopicPartition,
@@ -123,8 +124,10 @@ class LogManager:
         default_log_config: LogConfig | None = None,
         *,
         broker_epoch: int = -1,
+        ids: Ids | None = None,
     ) -> None:
         self.fs = fs
+        self.ids: Ids = ids or RandomIds()
         self.clock = clock
         self.config = config
         self.default_log_config = default_log_config or LogConfig()
@@ -228,7 +231,7 @@ class LogManager:
         if log is None:
             return
         log.close()
-        target = posixpath.join(self.log_dir, deleted_dir_name(topic, partition))
+        target = posixpath.join(self.log_dir, deleted_dir_name(topic, partition, self.ids.uuid()))
         self.fs.rename(log.dir_path, target)
         self.fs.sync_dir(self.log_dir)
         due = self.clock.monotonic_ms() + log.config.file_delete_delay_ms
@@ -242,7 +245,7 @@ class LogManager:
         Returns the new path."""
         log = self._logs.pop((topic, partition))
         log.close()
-        target = posixpath.join(self.log_dir, stray_dir_name(topic, partition))
+        target = posixpath.join(self.log_dir, stray_dir_name(topic, partition, self.ids.uuid()))
         self.fs.rename(log.dir_path, target)
         self.fs.sync_dir(self.log_dir)
         return target

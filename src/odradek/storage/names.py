@@ -90,12 +90,12 @@ def parse_partition_dir_name(name: str) -> tuple[str, int] | None:
     return topic, int(part)
 
 
-def stray_dir_name(topic: str, partition: int) -> str:
+def stray_dir_name(topic: str, partition: int, unique: uuid.UUID) -> str:
     """Kafka's name for a partition directory moved aside because the metadata does
     not know it (or knows another topic by that name); never deleted by the broker."""
-    return f"{partition_dir_name(topic, partition)}.{uuid.uuid4().hex}{STRAY_DIR_SUFFIX}"
+    return f"{partition_dir_name(topic, partition)}.{unique.hex}{STRAY_DIR_SUFFIX}"
 
 
-def deleted_dir_name(topic: str, partition: int) -> str:
+def deleted_dir_name(topic: str, partition: int, unique: uuid.UUID) -> str:
     """Kafka's name for a partition directory scheduled for deletion."""
-    return f"{partition_dir_name(topic, partition)}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
+    return f"{partition_dir_name(topic, partition)}.{unique.hex}{DELETE_DIR_SUFFIX}"

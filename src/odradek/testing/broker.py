@@ -112,13 +112,13 @@ class Broker:
         async def create() -> None:
             state = self.app.state
             assert state is not None
-            outcome = controller.create_topic(
-                state.image, name, partitions, -1, dict(configs or {}),
+            outcome = await state.write(lambda image: controller.create_topic(
+                image, name, partitions, -1, dict(configs or {}),
                 node_id=state.node_id, default_partitions=state.config.get_int("num.partitions"),
-            )
+                topic_id=state.ids.uuid(),
+            ))
             if outcome.error:
                 raise BrokerError(f"{outcome.error.name}: {outcome.message}")
-            state.commit(outcome.records)
 
         if self._loop is None:
             raise BrokerError("the broker is not running")

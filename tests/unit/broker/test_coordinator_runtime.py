@@ -16,6 +16,7 @@ from odradek.broker.coordinator_runtime import CoordinatorRuntime, Entry, Marker
 from odradek.broker.groups import GroupRuntime
 from odradek.broker.partitions import PartitionManager
 from odradek.common.clock import ManualClock
+from odradek.common.ids import SeededIds
 from odradek.coordinator.coordinator import Commit, CommitRequest
 from odradek.coordinator.records import OFFSETS_TOPIC
 from odradek.metadata.controller import Outcome
@@ -31,6 +32,7 @@ class Metadata:
     def __init__(self, partitions: PartitionManager) -> None:
         self.image = MetadataImage()
         self.node_id = 1
+        self.ids = SeededIds(13)
         self.partitions = partitions
 
     async def write(self, decide: Callable[[MetadataImage], Outcome]) -> Outcome:

@@ -88,8 +88,8 @@ async def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataRespo
             else:
                 topics.append(_topic(t))
     brokers = [
-        MetadataResponseBroker(node_id=state.node_id, host=adv.host, port=adv.port, rack=None)
-        for adv in state.advertised[:1]
+        MetadataResponseBroker(node_id=node_id, host=e.host, port=e.port, rack=None)
+        for node_id, e in state.live_endpoints()
     ]
     return MetadataResponse(
         throttle_time_ms=0, brokers=brokers, cluster_id=state.cluster_id,

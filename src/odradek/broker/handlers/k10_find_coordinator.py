@@ -32,9 +32,13 @@ async def _find(ctx: RequestContext, key: str, key_type: int) -> Coordinator:
         return Coordinator(key=key, node_id=-1, host="", port=-1,
                            error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
                            error_message="the group coordinator is not available")
-    adv = ctx.broker.advertised[0]
-    return Coordinator(key=key, node_id=ctx.broker.node_id, host=adv.host, port=adv.port,
-                       error_code=0, error_message=None)
+    endpoint = ctx.broker.endpoint_of(ctx.broker.node_id)
+    if endpoint is None:
+        return Coordinator(key=key, node_id=-1, host="", port=-1,
+                           error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                           error_message="the coordinator's broker is not registered")
+    return Coordinator(key=key, node_id=ctx.broker.node_id, host=endpoint.host,
+                       port=endpoint.port, error_code=0, error_message=None)
 
 
 @handler(10, (0, 4))

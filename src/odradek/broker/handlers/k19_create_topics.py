@@ -49,6 +49,7 @@ async def _create(
     outcome = await state.write(lambda image: controller.create_topic(
         image, topic.name, partitions, rf, configs,
         node_id=state.node_id, default_partitions=state.config.get_int("num.partitions"),
+        topic_id=state.ids.uuid(),
     ), apply=not validate_only)
     if outcome.error:
         result.error_code = outcome.error

@@ -26,8 +26,8 @@ async def handle(ctx: RequestContext, request: DescribeClusterRequest) -> Descri
             endpoint_type=request.endpoint_type, cluster_id=state.cluster_id,
         )
     brokers = [
-        DescribeClusterBroker(broker_id=state.node_id, host=a.host, port=a.port, rack=None)
-        for a in state.advertised[:1]
+        DescribeClusterBroker(broker_id=node_id, host=e.host, port=e.port, rack=None)
+        for node_id, e in state.live_endpoints()
     ]
     return DescribeClusterResponse(
         throttle_time_ms=0, error_code=0, error_message=None, endpoint_type=1,

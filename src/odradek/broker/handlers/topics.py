@@ -21,6 +21,6 @@ async def auto_create(state: BrokerState, name: str) -> bool:
     outcome = await state.write(lambda image: controller.create_topic(
         image, name, -1, -1, {},
         node_id=state.node_id,
-        default_partitions=state.config.get_int("num.partitions"),
+        default_partitions=state.config.get_int("num.partitions"), topic_id=state.ids.uuid(),
     ))
     return not outcome.error
