@@ -8,8 +8,10 @@ After Kafka's split (``LocalLog`` under ``UnifiedLog`` under ``Partition``), a
 * the idempotent-producer table (:mod:`odradek.replication.producer_state`);
 * the leader epoch, the replica set with each replica's log end offset, and
   the ISR;
-* the high watermark (HW) and the last stable offset (LSO; equal to the HW
-  until transactions land).
+* the high watermark (HW) and the last stable offset (LSO: the HW held back
+  by the first offset of the earliest open transaction, and of a decided one
+  whose marker the HW has not passed), with the aborted transactions a
+  read_committed fetch is told about.
 
 Everything that appends to a partition's log or moves its HW goes through
 here (import-linter and ``tests/unit/replication/test_layering.py`` hold the
@@ -45,12 +47,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 
-from odradek.replication.producer_state import ProducerStateTable, Verdict
+from odradek.replication.producer_state import AbortedTxn, ProducerStateTable, Verdict
 from odradek.storage.errors import StorageError
 from odradek.storage.log import FileSlice, Log
 from odradek.wire.batch import BatchHeader, read_batch_header
 from odradek.wire.errors import ErrorCode
-from odradek.wire.primitives import DecodeError
+from odradek.wire.primitives import Buffer, DecodeError
+from odradek.wire.records import CONTROL_ABORT, CONTROL_COMMIT, read_marker
 
 READ_UNCOMMITTED = 0
 """Consumers: up to the high watermark (Kafka's isolation level 0)."""
@@ -61,10 +64,11 @@ LOG_END = -1
 
 
 class Origin(Enum):
-    """Who appends (Kafka's AppendOrigin). Both get every check today; the
-    transaction coordinator's markers (control batches, which a client may never
-    send) will be let through for ``COORDINATOR`` only. Coordinators append to
-    ``__consumer_offsets``, the metadata journal and ``__transaction_state``."""
+    """Who appends (Kafka's AppendOrigin). Both get every check, except that
+    transaction markers (control batches, which a client may never send) are
+    let through for ``COORDINATOR`` only. Coordinators append to
+    ``__consumer_offsets``, the metadata journal and ``__transaction_state``,
+    and the transaction coordinator writes markers to any partition."""
 
     CLIENT = "client"
     COORDINATOR = "coordinator"
@@ -102,6 +106,8 @@ class Read:
     high_watermark: int
     last_stable_offset: int
     log_start_offset: int
+    aborted: Sequence[AbortedTxn] | None = None
+    """READ_COMMITTED only: the aborted transactions the data may include."""
 
     @property
     def size(self) -> int:
@@ -149,9 +155,8 @@ class PartitionState:
 
     @property
     def last_stable_offset(self) -> int:
-        """The first offset a read_committed consumer may not read; the HW until
-        transactions (open transactions will hold it back)."""
-        return self.log.high_watermark
+        """The first offset a read_committed consumer may not read."""
+        return self.producers.last_stable_offset(self.log.high_watermark)
 
     @property
     def log_end_offset(self) -> int:
@@ -212,14 +217,21 @@ class PartitionState:
         if not self.is_leader:
             return Appended(ErrorCode.NOT_LEADER_OR_FOLLOWER, "not the leader")
         try:
-            checked = plog.check(records) if len(records) else None
+            checked = (plog.check(records, allow_control=origin is Origin.COORDINATOR)
+                       if len(records) else None)
         except StorageError as exc:
             return Appended(exc.error_code, str(exc))
         headers: list[BatchHeader] = []
+        markers: list[tuple[bool | None, int]] = []
         if checked is not None:
             headers = [read_batch_header(records, pos) for pos, *_ in checked.batches]
-        for h in headers:
-            check = self.producers.check(h)
+            try:
+                markers = [_marker(records, pos, h) for (pos, *_), h
+                           in zip(checked.batches, headers, strict=True)]
+            except DecodeError as exc:
+                return Appended(ErrorCode.CORRUPT_MESSAGE, f"bad control record: {exc}")
+        for h, (_, coordinator_epoch) in zip(headers, markers, strict=True):
+            check = self.producers.check(h, coordinator_epoch)
             if check.verdict is Verdict.APPEND:
                 continue
             if check.verdict is Verdict.DUPLICATE and len(headers) == 1:
@@ -228,16 +240,15 @@ class PartitionState:
                     first_offset=check.duplicate_of.first_offset,
                     last_offset=check.duplicate_of.last_offset,
                     log_start_offset=plog.log_start_offset, duplicate=True)
-            code = (ErrorCode.INVALID_PRODUCER_EPOCH if check.verdict is Verdict.INVALID_EPOCH
-                    else ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER)
-            return Appended(code, check.message or None)
+            return Appended(_VERDICT_CODES[check.verdict], check.message or None)
         try:
             info = plog.append(records, leader_epoch=self.leader_epoch, checked=checked)
         except StorageError as exc:
             return Appended(exc.error_code, str(exc))
         offset = info.first_offset
-        for h in headers:
-            self.producers.record(dataclasses.replace(h, base_offset=offset))
+        for h, (commit, coordinator_epoch) in zip(headers, markers, strict=True):
+            self.producers.record(dataclasses.replace(h, base_offset=offset), commit=commit,
+                                  coordinator_epoch=coordinator_epoch)
             offset += h.last_offset_delta + 1
         return Appended(
             first_offset=info.first_offset, last_offset=info.last_offset,
@@ -264,7 +275,11 @@ class PartitionState:
                 pos = 0
                 while pos < len(chunk):
                     h = read_batch_header(chunk, pos)
-                    self.producers.record(h)
+                    try:
+                        commit, coordinator_epoch = _marker(chunk, pos, h)
+                    except DecodeError:
+                        commit, coordinator_epoch = None, -1
+                    self.producers.record(h, commit=commit, coordinator_epoch=coordinator_epoch)
                     pos += h.size
         moved = self.log.advance_high_watermark(min(leader_hw, self.log_end_offset))
         return Appended(first_offset=first, last_offset=last, log_start_offset=start,
@@ -302,7 +317,12 @@ class PartitionState:
                                    min_one_batch=min_one_batch)
         except StorageError as exc:
             return Read(exc.error_code, (), hw, lso, self.log_start_offset)
-        return Read(0, slices, hw, lso, self.log_start_offset)
+        aborted = None
+        if isolation == READ_COMMITTED:
+            # The data ends at or below the LSO: every aborted transaction it may
+            # hold starts below it (a superset of Kafka's bound is harmless).
+            aborted = self.producers.aborted_between(fetch_offset, limit) if slices else []
+        return Read(0, slices, hw, lso, self.log_start_offset, aborted)
 
     def fetchable_offset(self, isolation: int = READ_UNCOMMITTED) -> int:
         return self.last_stable_offset if isolation == READ_COMMITTED else self.high_watermark
@@ -325,13 +345,25 @@ class PartitionState:
         plog = self.log
         epochs: list[tuple[int, int]] = []
         for h in self._iter_headers():
-            self.producers.record(h)
+            commit, coordinator_epoch = None, -1
+            if h.is_control:
+                commit, coordinator_epoch = self._stored_marker(h)
+            self.producers.record(h, commit=commit, coordinator_epoch=coordinator_epoch)
             epochs.append((h.partition_leader_epoch, h.base_offset))
         if not plog.epochs.loaded:
             # An unwritable file leaves the entries in memory; they are written
             # again at the next epoch change.
             with contextlib.suppress(OSError):
                 plog.epochs.rebuild_from(epochs)
+
+    def _stored_marker(self, h: BatchHeader) -> tuple[bool | None, int]:
+        """The type of the marker stored at ``h`` (None: unreadable, treated as no
+        marker; the damage is the log's to report)."""
+        try:
+            data = self.log.read_records(h.base_offset, h.size, max_offset=h.next_offset)
+            return _marker(data, 0, h)
+        except (DecodeError, StorageError):
+            return None, -1
 
     def _iter_headers(self) -> Iterable[BatchHeader]:
         plog = self.log
@@ -344,3 +376,22 @@ class PartitionState:
                         yield header
             except DecodeError as exc:
                 plog.note_damage(seg.log_path, offset, exc)
+
+
+_VERDICT_CODES = {
+    Verdict.INVALID_EPOCH: ErrorCode.INVALID_PRODUCER_EPOCH,
+    Verdict.OUT_OF_ORDER: ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
+    Verdict.COORDINATOR_FENCED: ErrorCode.TRANSACTION_COORDINATOR_FENCED,
+    Verdict.DUPLICATE: ErrorCode.DUPLICATE_SEQUENCE_NUMBER,
+}
+
+
+def _marker(buf: Buffer, pos: int, h: BatchHeader) -> tuple[bool | None, int]:
+    """(commit?, coordinator epoch) of a control batch; (None, -1) for data. A
+    control record of another type (KRaft's) is no marker."""
+    if not h.is_control:
+        return None, -1
+    kind, coordinator_epoch = read_marker(buf, pos)
+    if kind not in (CONTROL_ABORT, CONTROL_COMMIT):
+        return None, coordinator_epoch
+    return kind == CONTROL_COMMIT, coordinator_epoch

@@ -14,14 +14,28 @@ before it is appended:
   2^31-1 to 0): OUT_OF_ORDER_SEQUENCE_NUMBER if not. A producer whose state is
   gone (retention, DeleteRecords) may continue with any sequence, as Kafka allows.
 
+Transactions (Kafka's ``ProducerStateManager``): a producer's first
+transactional batch after its last marker opens a transaction at that batch's
+base offset; a control batch (COMMIT or ABORT marker, written only by the
+transaction coordinator) closes it. The table keeps the open transactions'
+first offsets (the last stable offset, LSO, may not pass the earliest), the
+transactions decided by a marker the high watermark has not passed yet (they
+hold the LSO too, as in Kafka), and the aborted transactions
+(:class:`AbortedTxn`, the entries of Kafka's ``.txnindex``) that a
+read_committed Fetch returns. A marker for a producer with no open
+transaction changes none of them. A marker with an epoch older than the
+producer's is INVALID_PRODUCER_EPOCH; a marker from an older coordinator epoch
+is TRANSACTION_COORDINATOR_FENCED.
+
 The table is pure: :meth:`ProducerStateTable.check` decides, and
 :meth:`ProducerStateTable.record` applies a batch once it is in the log. On
 start-up the table is rebuilt by replaying the batch headers of the log
-(:meth:`record` again), so the check survives restarts.
+(:meth:`record` again, with each marker's type), so the check survives restarts.
 """
 
 from __future__ import annotations
 
+import bisect
 from collections import deque
 from dataclasses import dataclass, field
 from enum import Enum
@@ -37,6 +51,7 @@ class Verdict(Enum):
     DUPLICATE = "duplicate"
     INVALID_EPOCH = "invalid_epoch"
     OUT_OF_ORDER = "out_of_order"
+    COORDINATOR_FENCED = "coordinator_fenced"
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,10 +63,26 @@ class BatchMetadata:
     max_timestamp: int
 
 
+@dataclass(frozen=True, slots=True)
+class AbortedTxn:
+    """An aborted transaction (one entry of Kafka's ``.txnindex``): ``producer_id``'s
+    records from ``first_offset`` to the ABORT marker at ``last_offset``;
+    ``last_stable_offset`` was the LSO once the marker was written."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    last_stable_offset: int
+
+
 @dataclass(slots=True)
 class ProducerEntry:
     epoch: int
     batches: deque[BatchMetadata] = field(default_factory=lambda: deque(maxlen=MAX_REMEMBERED))
+    txn_first_offset: int = -1
+    """First offset of the producer's open transaction on this partition (-1: none)."""
+    coordinator_epoch: int = -1
+    last_timestamp: int = -1
 
     @property
     def last_seq(self) -> int:
@@ -72,9 +103,16 @@ def in_sequence(last_seq: int, next_seq: int) -> bool:
 class ProducerStateTable:
     def __init__(self) -> None:
         self.producers: dict[int, ProducerEntry] = {}
+        self.ongoing: dict[int, int] = {}
+        """Open transactions: producer id -> first offset."""
+        self.undecided: deque[tuple[int, int]] = deque()
+        """(first offset, marker offset) of transactions whose marker is above the HW."""
+        self.aborted: list[AbortedTxn] = []
+        """Aborted transactions by marker offset (``last_offset``), rising."""
 
-    def check(self, header: BatchHeader) -> Check:
-        """Decide what to do with a producer batch (the header's offsets are ignored)."""
+    def check(self, header: BatchHeader, coordinator_epoch: int = -1) -> Check:
+        """Decide what to do with a producer batch (the header's offsets are ignored).
+        ``coordinator_epoch`` is a marker's (control batches only)."""
         pid = header.producer_id
         if pid == NO_PRODUCER_ID:
             return Check(Verdict.APPEND)
@@ -87,6 +125,14 @@ class ProducerStateTable:
                 Verdict.INVALID_EPOCH,
                 message=f"Epoch {epoch} of producer {pid} is older than {entry.epoch}",
             )
+        if header.is_control:
+            if coordinator_epoch < entry.coordinator_epoch:
+                return Check(
+                    Verdict.COORDINATOR_FENCED,
+                    message=f"Coordinator epoch {coordinator_epoch} of the marker for producer "
+                    f"{pid} is older than {entry.coordinator_epoch}",
+                )
+            return Check(Verdict.APPEND)
         if epoch == entry.epoch:
             for b in entry.batches:
                 if b.first_seq == first and b.last_seq == last:
@@ -104,26 +150,80 @@ class ProducerStateTable:
             )
         return Check(Verdict.APPEND)
 
-    def record(self, header: BatchHeader) -> None:
-        """Apply a batch that is now in the log (its header carries final offsets)."""
+    def record(
+        self, header: BatchHeader, *, commit: bool | None = None, coordinator_epoch: int = -1
+    ) -> None:
+        """Apply a batch that is now in the log (its header carries final offsets).
+        For a control batch ``commit`` says COMMIT (True) or ABORT (False) and
+        ``coordinator_epoch`` is the marker's."""
         pid = header.producer_id
         if pid == NO_PRODUCER_ID:
             return
         entry = self.producers.get(pid)
-        if entry is None or header.producer_epoch != entry.epoch:
+        if entry is None:
             entry = self.producers[pid] = ProducerEntry(header.producer_epoch)
+        elif header.producer_epoch != entry.epoch:
+            entry.epoch = header.producer_epoch
+            entry.batches.clear()
+        entry.last_timestamp = header.max_timestamp
+        if header.is_control:
+            self._end_transaction(entry, pid, header.base_offset, commit, coordinator_epoch)
+            return
         entry.batches.append(
             BatchMetadata(
                 header.base_sequence, header.last_sequence,
                 header.base_offset, header.last_offset, header.max_timestamp,
             )
         )
+        if header.is_transactional and entry.txn_first_offset < 0:
+            entry.txn_first_offset = header.base_offset
+            self.ongoing[pid] = header.base_offset
+
+    def _end_transaction(
+        self, entry: ProducerEntry, pid: int, marker: int, commit: bool | None,
+        coordinator_epoch: int,
+    ) -> None:
+        entry.coordinator_epoch = max(entry.coordinator_epoch, coordinator_epoch)
+        first = entry.txn_first_offset
+        if first < 0 or commit is None:
+            return  # no open transaction here: the marker changes nothing
+        entry.txn_first_offset = -1
+        del self.ongoing[pid]
+        self.undecided.append((first, marker))
+        if not commit:
+            lso = min([marker + 1, *self.ongoing.values()])
+            self.aborted.append(AbortedTxn(pid, first, marker, lso))
+
+    def last_stable_offset(self, high_watermark: int) -> int:
+        """The LSO: the first offset of the earliest transaction still open or decided
+        above the HW, or the HW."""
+        undecided = self.undecided
+        while undecided and undecided[0][1] < high_watermark:
+            undecided.popleft()
+        lso = high_watermark
+        for first in self.ongoing.values():
+            lso = min(lso, first)
+        for first, marker in undecided:
+            if marker >= high_watermark:
+                lso = min(lso, first)
+        return lso
+
+    def aborted_between(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
+        """Aborted transactions a read_committed fetch of [fetch_offset, upper_bound)
+        must report (Kafka's ``collectAbortedTransactions``)."""
+        aborted = self.aborted
+        i = bisect.bisect_left(aborted, fetch_offset, key=lambda a: a.last_offset)
+        return [a for a in aborted[i:] if a.first_offset < upper_bound]
 
     def forget_below(self, log_start_offset: int) -> None:
-        """Drop producers whose every remembered batch is below the log start."""
+        """Drop producers whose every remembered batch is below the log start (unless
+        a transaction of theirs is open), and aborted transactions wholly below it."""
         gone = [
             pid for pid, e in self.producers.items()
             if e.batches and e.batches[-1].last_offset < log_start_offset
+            and e.txn_first_offset < 0
         ]
         for pid in gone:
             del self.producers[pid]
+        i = bisect.bisect_left(self.aborted, log_start_offset, key=lambda a: a.last_offset)
+        del self.aborted[:i]

@@ -81,8 +81,12 @@ def check_batch(view: memoryview, pos: int, config: LogConfig) -> BatchHeader:
 _FIELDS: Final = struct.Struct(">qiibIhiqqqhii")
 
 
-def check_client_batches(view: memoryview, config: LogConfig, now_ms: int) -> Checked:
-    """Every check of the module docstring, for a produce request's records field."""
+def check_client_batches(
+    view: memoryview, config: LogConfig, now_ms: int, *, allow_control: bool = False
+) -> Checked:
+    """Every check of the module docstring, for a produce request's records field.
+    ``allow_control``: a coordinator's transaction markers (control batches,
+    which carry a producer id and no sequence) are let through."""
     batches: list[tuple[int, int, int, int]] = []
     records = 0
     max_ts = -1
@@ -116,8 +120,9 @@ def check_client_batches(view: memoryview, config: LogConfig, now_ms: int) -> Ch
         ):
             raise InvalidRecordError(f"{count} records cannot fit in {size} bytes")
         if attributes & ATTR_CONTROL:
-            raise InvalidRecordError("clients may not write control batches")
-        if producer_id >= 0 and sequence < 0:
+            if not allow_control:
+                raise InvalidRecordError("clients may not write control batches")
+        elif producer_id >= 0 and sequence < 0:
             raise InvalidRecordError(f"producer id {producer_id} with base sequence {sequence}")
         if create_time:
             if batch_ts > newest:

@@ -353,7 +353,7 @@ class Log:
 
     # -- append -----------------------------------------------------------------------
 
-    def check(self, records: Buffer) -> Checked:
+    def check(self, records: Buffer, *, allow_control: bool = False) -> Checked:
         """Every check a client's records field must pass before anything else looks
         at it (sizes, framing, magic, CRC, counts, timestamps; see
         :mod:`odradek.storage.append`). Raises a StorageError with Kafka's code."""
@@ -363,7 +363,8 @@ class Log:
             raise RecordListTooLargeError(
                 f"{size} bytes of records exceed segment.bytes {self.config.segment_bytes}"
             )
-        return check_client_batches(view, self.config, self.clock.now_ms())
+        return check_client_batches(view, self.config, self.clock.now_ms(),
+                                    allow_control=allow_control)
 
     def append(
         self, records: Buffer, *, leader_epoch: int = -1, checked: Checked | None = None

@@ -255,6 +255,20 @@ def control_record_type(record: Record) -> int:
     return result
 
 
+def read_marker(buf: Buffer, pos: int = 0) -> tuple[int, int]:
+    """(type, coordinator epoch) of the control batch at ``pos`` (its first record).
+    Raises DecodeError if it holds no readable control record."""
+    _, records = decode_batch(buf, pos)
+    if not records:
+        raise DecodeError("control batch without records")
+    kind = control_record_type(records[0])
+    value = records[0].value
+    epoch = -1
+    if value is not None and len(value) >= _END_TXN_VALUE.size:
+        epoch = _END_TXN_VALUE.unpack_from(value, 0)[1]
+    return kind, epoch
+
+
 def control_record(
     kind: int, *, offset: int, timestamp: int, coordinator_epoch: int = 0
 ) -> Record:

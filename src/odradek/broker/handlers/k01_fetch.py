@@ -10,9 +10,11 @@ one (KIP-74). The bytes are slices of segment files, written with
 connection's long poll does not hold up others. An offset outside
 [log start, log end] gets OFFSET_OUT_OF_RANGE. Fetch sessions are declined
 (session id 0 in every response, so clients stay sessionless, KIP-227); a
-request naming a session gets FETCH_SESSION_ID_NOT_FOUND. With no
-transactions yet, the last stable offset equals the high watermark for both
-isolation levels. A ``consumer_byte_rate`` quota is charged the response's
+request naming a session gets FETCH_SESSION_ID_NOT_FOUND. Under
+``isolation_level=1`` (read_committed) data stops at the last stable offset
+and the answer lists the aborted transactions (producer id, first offset) the
+data may hold, so the client can drop their records; under read_uncommitted
+the list is null, as Kafka sends it. A ``consumer_byte_rate`` quota is charged the response's
 size; a client over it gets an empty answer with ``throttle_time_ms`` and the
 connection is muted that long (KIP-219).
 
@@ -32,6 +34,7 @@ from odradek.broker.transfer import FileRecords
 from odradek.wire.errors import ErrorCode
 from odradek.wire.messages.fetch_request import FetchPartition, FetchRequest
 from odradek.wire.messages.fetch_response import (
+    AbortedTransaction,
     FetchableTopicResponse,
     FetchResponse,
     PartitionData,
@@ -54,10 +57,14 @@ def _read(
             preferred_read_replica=-1, records=b"",
         ), 0
     read = state.read(req.fetch_offset, limit, isolation, min_one_batch=first)
+    aborted = None
+    if read.aborted is not None:
+        aborted = [AbortedTransaction(producer_id=a.producer_id, first_offset=a.first_offset)
+                   for a in read.aborted]
     data = PartitionData(
         partition_index=req.partition, error_code=read.error_code,
         high_watermark=read.high_watermark, last_stable_offset=read.last_stable_offset,
-        log_start_offset=read.log_start_offset, aborted_transactions=None,
+        log_start_offset=read.log_start_offset, aborted_transactions=aborted,
         preferred_read_replica=-1, records=b"",
     )
     size = read.size
