@@ -96,8 +96,10 @@ def test_find_coordinator_every_version(raw: RawClient, broker: Broker, version:
         assert [(c.key, c.error_code, c.port) for c in resp.coordinators] == [
             ("a", 0, port), ("b", 0, port)
         ]
-        txn = raw.request(FindCoordinatorRequest(key_type=1, coordinator_keys=["t"]), 4)
-        assert txn.coordinators[0].error_code == ErrorCode.COORDINATOR_NOT_AVAILABLE
+        txn = raw.request(FindCoordinatorRequest(key_type=1, coordinator_keys=["t", ""]), 4)
+        assert [(c.key, c.error_code, c.port) for c in txn.coordinators] == [
+            ("t", 0, port), ("", ErrorCode.INVALID_REQUEST, -1)
+        ]
     else:
         resp = raw.request(FindCoordinatorRequest(key="g", key_type=0), version)
         assert (resp.error_code, resp.node_id, resp.port) == (0, 1, port)

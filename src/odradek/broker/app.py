@@ -14,6 +14,7 @@ from odradek.broker.journal import LogJournal
 from odradek.broker.partitions import PartitionManager
 from odradek.broker.server import KafkaServer
 from odradek.broker.state import BrokerState, MetadataJournal
+from odradek.broker.transactions import TxnRuntime
 from odradek.common.clock import Clock, SystemClock
 from odradek.common.ids import Ids, RandomIds
 from odradek.storage.fs import OsFileSystem
@@ -52,6 +53,10 @@ class BrokerApp:
         self.partitions.start_housekeeping()
         self.state.groups = GroupRuntime(self.state, self.partitions, self.config, self.clock)
         self.state.groups.start()
+        state = self.state
+        self.state.txns = TxnRuntime(state, self.partitions, self.config, self.clock,
+                                     lambda: state.groups)
+        self.state.txns.start()
         self.server = KafkaServer(self.state)
         await self.server.start()
         log.info("odradek broker %d listening on %s", self.state.node_id,
@@ -72,6 +77,9 @@ class BrokerApp:
         if self.server is not None:
             await self.server.stop()
             self.server = None
+        if self.state is not None and self.state.txns is not None:
+            await self.state.txns.close()
+            self.state.txns = None
         if self.state is not None and self.state.groups is not None:
             await self.state.groups.close()
             self.state.groups = None

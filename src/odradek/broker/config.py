@@ -54,6 +54,12 @@ DEFAULTS: dict[str, str] = {
     "offsets.retention.minutes": "10080",
     "offsets.retention.check.interval.ms": "600000",
     "connections.max.idle.ms": "600000",
+    "transaction.state.log.num.partitions": "50",
+    "transaction.state.log.segment.bytes": "104857600",
+    "transaction.max.timeout.ms": "900000",
+    "transactional.id.expiration.ms": "604800000",
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": "10000",
+    "transaction.remove.expired.transaction.cleanup.interval.ms": "3600000",
     # Resource limits (docs/limits.md). Kafka's queued.max.request.bytes defaults
     # to -1 (unbounded); Odradek bounds request memory by default.
     "queued.max.request.bytes": "268435456",
@@ -81,6 +87,10 @@ _INT_KEYS = {
     "connections.max.idle.ms", "queued.max.request.bytes", "queued.max.requests",
     "max.connections", "max.connections.per.ip", "max.connection.creation.rate",
     "quota.window.num", "quota.window.size.seconds",
+    "transaction.state.log.num.partitions", "transaction.state.log.segment.bytes",
+    "transaction.max.timeout.ms", "transactional.id.expiration.ms",
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+    "transaction.remove.expired.transaction.cleanup.interval.ms",
 }
 _BOOL_KEYS = {"auto.create.topics.enable", "delete.topic.enable"}
 

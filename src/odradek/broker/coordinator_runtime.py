@@ -125,7 +125,7 @@ class CoordinatorRuntime:
     def append(
         self, index: int, records: Sequence[tuple[bytes | None, bytes | None]], now_ms: int,
         *, producer_id: int = NO_PRODUCER_ID, producer_epoch: int = -1,
-        base_sequence: int = -1,
+        base_sequence: int = -1, transactional: bool = False,
     ) -> Pending:
         """Append ``records`` (key, value) as one batch to ``topic-index``. Raises
         CoordinatorWriteError if the partition is missing or the append fails."""
@@ -133,7 +133,7 @@ class CoordinatorRuntime:
         batch = build_batch(
             [Record(i, now_ms, k, v) for i, (k, v) in enumerate(records)],
             producer_id=producer_id, producer_epoch=producer_epoch,
-            base_sequence=base_sequence,
+            base_sequence=base_sequence, transactional=transactional,
         )
         try:
             result = self.partitions.append_now(part, memoryview(batch), Origin.COORDINATOR)

@@ -41,6 +41,7 @@ from odradek.coordinator import records as crecords
 from odradek.coordinator.coordinator import GroupCoordinator
 from odradek.coordinator.core import Effects, GroupConfig
 from odradek.coordinator.group import Token
+from odradek.coordinator.offsets import CommitRequest, PartitionExists
 from odradek.coordinator.records import OFFSETS_TOPIC, CoordinatorRecord
 from odradek.metadata import controller
 from odradek.metadata.controller import Outcome
@@ -135,14 +136,19 @@ class GroupRuntime:
         now = self.clock.now_ms()
         for entry in self.runtime.read_partition(index):
             if not isinstance(entry, Entry):
-                continue  # transaction markers: offsets committed in transactions come later
+                self.coordinator.replay_marker(entry.producer_id, entry.committed)
+                continue
             try:
                 record = crecords.decode(entry.key or b"", entry.value)
             except DecodeError:
                 log.warning("%s-%d offset %d: not a coordinator record; skipped",
                             OFFSETS_TOPIC, index, entry.offset)
                 continue
-            if record is not None:
+            if record is None:
+                continue
+            if entry.producer_id >= 0:
+                self.coordinator.replay_txn(entry.producer_id, [record])
+            else:
                 self.coordinator.replay([record], now)
 
     async def _expire_forever(self) -> None:
@@ -209,6 +215,31 @@ class GroupRuntime:
             pending.append(self.runtime.append(p, [crecords.encode(r) for r in recs], now))
             self.coordinator.replay(recs, now)
         return pending
+
+    # -- transactions -------------------------------------------------------------------
+
+    async def txn_commit(
+        self, req: CommitRequest, producer_id: int, producer_epoch: int,
+        exists: PartitionExists,
+    ) -> dict[tuple[str, int], int]:
+        """TxnOffsetCommit: validate, append the offsets as the producer's
+        transactional batch, hold them pending until its marker, answer once
+        committed. Raises CoordinatorWriteError if the append fails."""
+        now = self.clock.now_ms()
+        errors, records = self.coordinator.txn_commit_offsets(now, req, exists)
+        if records:
+            index = self.coordinator.partition_of(req.group_id)
+            pending = self.runtime.append(
+                index, [crecords.encode(r) for r in records], now,
+                producer_id=producer_id, producer_epoch=producer_epoch, transactional=True)
+            self.coordinator.replay_txn(producer_id, records)
+            await self.runtime.committed([pending])
+        return errors
+
+    def txn_marker(self, index: int, producer_id: int, commit: bool) -> None:
+        """The transaction coordinator wrote ``producer_id``'s marker to
+        ``__consumer_offsets-index``: its pending offsets apply or go."""
+        self.coordinator.replay_marker(producer_id, commit)
 
     # -- the timer ----------------------------------------------------------------------
 

@@ -24,6 +24,7 @@ from odradek.metadata.image import Endpoint, MetadataImage
 
 if TYPE_CHECKING:
     from odradek.broker.groups import GroupRuntime
+    from odradek.broker.transactions import TxnRuntime
 
 
 class DataDirError(ConfigError):
@@ -90,6 +91,8 @@ class BrokerState:
     """Reserved, not yet handed out producer ids (popped from the end)."""
     groups: GroupRuntime | None = None
     """The group coordinator's shell, set once the broker starts serving."""
+    txns: TxnRuntime | None = None
+    """The transaction coordinator's shell, set once the broker starts serving."""
     quotas: QuotaManager | None = None
     """Client quota sensors (set by :meth:`open`)."""
     _writes: asyncio.Lock = field(default_factory=asyncio.Lock)

@@ -47,7 +47,7 @@ from odradek.coordinator.offsets import (
     Offsets,
     PartitionExists,
 )
-from odradek.coordinator.records import CoordinatorRecord
+from odradek.coordinator.records import CoordinatorRecord, OffsetRecord
 from odradek.coordinator.store import GroupStore
 from odradek.wire.errors import ErrorCode
 from odradek.wire.messages.describe_groups_response import DescribedGroup
@@ -153,10 +153,24 @@ class GroupCoordinator:
         return self.offsets.commit_offsets(token, now_ms, req, exists)
 
     def fetch_offsets(
-        self, group_id: str, wanted: Iterable[tuple[str, int]] | None
+        self, group_id: str, wanted: Iterable[tuple[str, int]] | None,
+        require_stable: bool = False,
     ) -> tuple[ErrorCode, list[FetchedOffset]]:
         """Committed offsets of ``wanted`` partitions (None: every committed one)."""
-        return self.offsets.fetch_offsets(group_id, wanted)
+        return self.offsets.fetch_offsets(group_id, wanted, require_stable)
+
+    def txn_commit_offsets(
+        self, now_ms: int, req: CommitRequest, exists: PartitionExists
+    ) -> tuple[dict[tuple[str, int], int], list[OffsetRecord]]:
+        """TxnOffsetCommit: errors per partition and the records to append as the
+        producer's transactional batch (then :meth:`replay_txn`)."""
+        return self.offsets.txn_commit_offsets(now_ms, req, exists)
+
+    def replay_txn(self, producer_id: int, records: Iterable[CoordinatorRecord]) -> None:
+        self.store.replay_txn(producer_id, records)
+
+    def replay_marker(self, producer_id: int, commit: bool) -> None:
+        self.store.replay_marker(producer_id, commit)
 
     def delete_offsets(
         self, token: Token, group_id: str, partitions: list[tuple[str, int]]

@@ -60,6 +60,8 @@ class FetchedOffset:
     offset: int
     leader_epoch: int
     metadata: str
+    error: int = 0
+    """UNSTABLE_OFFSET_COMMIT when asked to be stable and a transaction is open."""
 
 
 class CommitValidator(Protocol):
@@ -129,9 +131,12 @@ class Offsets:
     # -- OffsetFetch --------------------------------------------------------------------
 
     def fetch_offsets(
-        self, group_id: str, wanted: Iterable[tuple[str, int]] | None
+        self, group_id: str, wanted: Iterable[tuple[str, int]] | None,
+        require_stable: bool = False,
     ) -> tuple[ErrorCode, list[FetchedOffset]]:
-        """Committed offsets of ``wanted`` partitions (None: every committed one)."""
+        """Committed offsets of ``wanted`` partitions (None: every committed one).
+        With ``require_stable`` a partition an open transaction committed to
+        answers UNSTABLE_OFFSET_COMMIT (the client retries)."""
         code = self.store.coordinator_error(group_id)
         if code:
             return code, []
@@ -141,11 +146,27 @@ class Offsets:
         out = []
         for topic, partition in keys:
             v = offsets.get((topic, partition))
+            if require_stable and self.store.has_pending(group_id, topic, partition):
+                out.append(FetchedOffset(topic, partition, -1, -1, "",
+                                         ErrorCode.UNSTABLE_OFFSET_COMMIT))
+                continue
             out.append(
                 FetchedOffset(topic, partition, -1, -1, "") if v is None
                 else FetchedOffset(topic, partition, v.offset, v.leader_epoch, v.metadata)
             )
         return ErrorCode.NONE, out
+
+    # -- TxnOffsetCommit ----------------------------------------------------------------
+
+    def txn_commit_offsets(
+        self, now_ms: int, req: CommitRequest, exists: PartitionExists
+    ) -> tuple[dict[tuple[str, int], int], list[OffsetRecord]]:
+        """Offsets committed inside a transaction: the same validation as a commit,
+        records to append as the producer's transactional batch. Answer: a dict
+        (topic, partition) -> error code, and the records."""
+        fx = self.commit_offsets(0, now_ms, req, exists)
+        errors: dict[tuple[str, int], int] = fx.replies[0][1]
+        return errors, [r for r in fx.records if isinstance(r, OffsetRecord)]
 
     # -- OffsetDelete -------------------------------------------------------------------
 

@@ -16,6 +16,11 @@ Invariants:
   in :attr:`GroupStore.loading`. Once loaded, membership is soft state held by
   the membership part (docs/decisions.md), and the live group already is what
   its records say.
+* Offsets committed in a transaction (TxnOffsetCommit) wait in
+  :attr:`GroupStore.pending_txn` until the producer's marker reaches their
+  partition: COMMIT applies them, ABORT drops them. A plain commit of the same
+  partition replayed after the transactional record wins over it (Kafka's
+  rule: the pending offset applies only if its record is the later one).
 * While a group's partition is loading its requests get
   COORDINATOR_LOAD_IN_PROGRESS (:meth:`GroupStore.coordinator_error`), and
   background work (offset expiry, topic clean-up, ListGroups) skips it.
@@ -41,6 +46,10 @@ class GroupStore:
         self.loading: set[int] = set(range(config.offsets_partitions))
         """``__consumer_offsets`` partitions not yet replayed: their groups wait."""
         self._new_id = new_id or (lambda: str(uuid.uuid4()))
+        self.pending_txn: dict[int, dict[tuple[str, str, int], OffsetRecord]] = {}
+        """Producer id -> offsets its open transaction committed, by (group, topic,
+        partition)."""
+        self._pending_keys: dict[tuple[str, str, int], set[int]] = {}
 
     # -- loading ------------------------------------------------------------------------
 
@@ -97,9 +106,38 @@ class GroupStore:
                     group.offsets = old.offsets
                 self.groups[record.group] = group
 
-    def _replay_offset(self, record: OffsetRecord) -> None:
+    def replay_txn(self, producer_id: int, records: Iterable[CoordinatorRecord]) -> None:
+        """Offsets of ``producer_id``'s open transaction (not visible until COMMIT)."""
+        pending = self.pending_txn.setdefault(producer_id, {})
+        for record in records:
+            if isinstance(record, OffsetRecord):
+                key = (record.group, record.topic, record.partition)
+                pending[key] = record
+                self._pending_keys.setdefault(key, set()).add(producer_id)
+
+    def replay_marker(self, producer_id: int, commit: bool) -> None:
+        """``producer_id``'s transaction ended here: apply (COMMIT) or drop its offsets."""
+        pending = self.pending_txn.pop(producer_id, {})
+        for key, record in pending.items():
+            owners = self._pending_keys.get(key)
+            if owners is not None:
+                owners.discard(producer_id)
+                if not owners:
+                    del self._pending_keys[key]
+            if commit:
+                self._replay_offset(record, transactional=True)
+
+    def has_pending(self, group: str, topic: str, partition: int) -> bool:
+        """An open transaction committed an offset here (OffsetFetch RequireStable)."""
+        return (group, topic, partition) in self._pending_keys
+
+    def _replay_offset(self, record: OffsetRecord, *, transactional: bool = False) -> None:
         group = self.groups.get(record.group)
         key = (record.topic, record.partition)
+        if not transactional:
+            owners = self._pending_keys.pop((record.group, *key), None)
+            for pid in owners or ():
+                self.pending_txn.get(pid, {}).pop((record.group, *key), None)
         if record.value is None:
             if group is not None:
                 group.offsets.pop(key, None)

@@ -125,8 +125,8 @@ class ProducerStateTable:
                 Verdict.INVALID_EPOCH,
                 message=f"Epoch {epoch} of producer {pid} is older than {entry.epoch}",
             )
-        if header.is_control:
-            if coordinator_epoch < entry.coordinator_epoch:
+        if header.is_control or first < 0:  # a marker, or a coordinator's batch
+            if header.is_control and coordinator_epoch < entry.coordinator_epoch:
                 return Check(
                     Verdict.COORDINATOR_FENCED,
                     message=f"Coordinator epoch {coordinator_epoch} of the marker for producer "
@@ -169,12 +169,13 @@ class ProducerStateTable:
         if header.is_control:
             self._end_transaction(entry, pid, header.base_offset, commit, coordinator_epoch)
             return
-        entry.batches.append(
-            BatchMetadata(
-                header.base_sequence, header.last_sequence,
-                header.base_offset, header.last_offset, header.max_timestamp,
+        if header.base_sequence >= 0:
+            entry.batches.append(
+                BatchMetadata(
+                    header.base_sequence, header.last_sequence,
+                    header.base_offset, header.last_offset, header.max_timestamp,
+                )
             )
-        )
         if header.is_transactional and entry.txn_first_offset < 0:
             entry.txn_first_offset = header.base_offset
             self.ongoing[pid] = header.base_offset

@@ -85,8 +85,9 @@ def check_client_batches(
     view: memoryview, config: LogConfig, now_ms: int, *, allow_control: bool = False
 ) -> Checked:
     """Every check of the module docstring, for a produce request's records field.
-    ``allow_control``: a coordinator's transaction markers (control batches,
-    which carry a producer id and no sequence) are let through."""
+    ``allow_control``: a coordinator's batches are let through: transaction
+    markers (control batches) and transactional batches with a producer id and
+    no sequence (offsets committed in a transaction)."""
     batches: list[tuple[int, int, int, int]] = []
     records = 0
     max_ts = -1
@@ -122,7 +123,7 @@ def check_client_batches(
         if attributes & ATTR_CONTROL:
             if not allow_control:
                 raise InvalidRecordError("clients may not write control batches")
-        elif producer_id >= 0 and sequence < 0:
+        elif producer_id >= 0 and sequence < 0 and not allow_control:
             raise InvalidRecordError(f"producer id {producer_id} with base sequence {sequence}")
         if create_time:
             if batch_ts > newest:

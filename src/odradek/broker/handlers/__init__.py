@@ -18,6 +18,10 @@ import odradek.broker.handlers.k19_create_topics
 import odradek.broker.handlers.k20_delete_topics
 import odradek.broker.handlers.k21_delete_records
 import odradek.broker.handlers.k22_init_producer_id
+import odradek.broker.handlers.k24_add_partitions_to_txn
+import odradek.broker.handlers.k25_add_offsets_to_txn
+import odradek.broker.handlers.k26_end_txn
+import odradek.broker.handlers.k28_txn_offset_commit
 import odradek.broker.handlers.k32_describe_configs
 import odradek.broker.handlers.k33_alter_configs
 import odradek.broker.handlers.k35_describe_log_dirs

@@ -11,8 +11,12 @@ OUT_OF_ORDER_SEQUENCE_NUMBER — and appended as bytes with offsets assigned.
 ``acks`` must be -1, 0 or 1; with -1 the answer waits until the high
 watermark passes the records (one node: at once).
 ``acks=0`` gets no response; if such a request fails, the connection is
-closed so the client notices, as Kafka does. Transactional produce is not
-served yet. Internal topics (``__consumer_offsets``) get INVALID_TOPIC_EXCEPTION.
+closed so the client notices, as Kafka does. A transactional batch is
+verified first (KIP-890 part 1): unless the producer's transaction is already
+open on the partition, the transaction coordinator must have the partition
+in the producer's ongoing transaction at its current epoch, else
+INVALID_TXN_STATE (or INVALID_PRODUCER_EPOCH). Internal topics
+(``__consumer_offsets``, ``__transaction_state``) get INVALID_TOPIC_EXCEPTION.
 A ``producer_byte_rate`` quota is charged the request's size; over it, the
 answer carries ``throttle_time_ms`` and the connection is muted that long.
 
@@ -30,6 +34,7 @@ from odradek.broker.handlers.topics import INTERNAL_TOPICS
 from odradek.broker.partitions import Partition
 from odradek.broker.registry import CloseConnection, handler
 from odradek.replication.partition import Origin
+from odradek.wire.batch import BATCH_HEADER_SIZE, read_batch_header
 from odradek.wire.errors import ErrorCode
 from odradek.wire.messages.produce_request import ProduceRequest
 from odradek.wire.messages.produce_response import (
@@ -51,9 +56,31 @@ def error_response(request: ProduceRequest, code: int) -> ProduceResponse:
     ])
 
 
+def _unverified(ctx: RequestContext, part: Partition, records: memoryview) -> int:
+    """An error code if the records are a transactional batch of a producer whose
+    ongoing transaction does not hold this partition."""
+    if len(records) < BATCH_HEADER_SIZE:
+        return 0  # the partition layer reports the framing
+    header = read_batch_header(records, 0)
+    if not header.is_transactional or header.producer_id < 0:
+        return 0
+    entry = part.state.producers.producers.get(header.producer_id)
+    if (entry is not None and entry.txn_first_offset >= 0
+            and entry.epoch == header.producer_epoch):
+        return 0
+    txns = ctx.broker.txns
+    if txns is None:
+        return ErrorCode.INVALID_TXN_STATE
+    return txns.coordinator.verify(header.producer_id, header.producer_epoch,
+                                   (part.topic, part.index))
+
+
 async def _append(
     ctx: RequestContext, part: Partition, records: memoryview, acks: int
 ) -> PartitionProduceResponse:
+    code = _unverified(ctx, part, records)
+    if code:
+        return PartitionProduceResponse(index=part.index, error_code=code, base_offset=-1)
     result = await ctx.broker.partitions.append(part, records, Origin.CLIENT, acks=acks)
     resp = PartitionProduceResponse(
         index=part.index, error_code=result.error_code, base_offset=result.first_offset,
@@ -71,8 +98,6 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
     acks = request.acks
     if acks not in (-1, 0, 1):
         return error_response(request, ErrorCode.INVALID_REQUIRED_ACKS)
-    if request.transactional_id is not None:
-        return error_response(request, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     failed = False
     responses = []
     for topic in request.topic_data:

@@ -4,8 +4,9 @@ Behaviour: the committed offset, leader epoch and metadata of each asked
 partition; -1 and empty metadata for one never committed (and for a group
 that does not exist). A null topic list asks for every committed partition.
 While the group's ``__consumer_offsets`` partition loads the answer is
-COORDINATOR_LOAD_IN_PROGRESS. ``require_stable`` has nothing to wait for
-until transactions land.
+COORDINATOR_LOAD_IN_PROGRESS. With ``require_stable`` (librdkafka sets it) a
+partition whose offset an open transaction committed answers
+UNSTABLE_OFFSET_COMMIT, and the client asks again.
 
 Version notes: v1 from ``__consumer_offsets``; v2 null topics = all, and a
 top-level error; v3 throttle time; v5 leader epochs; v6 flexible; v7
@@ -35,12 +36,12 @@ Wanted = list[tuple[str, int]] | None
 
 
 async def _fetch(
-    ctx: RequestContext, group_id: str, wanted: Wanted
+    ctx: RequestContext, group_id: str, wanted: Wanted, stable: bool
 ) -> tuple[int, list[FetchedOffset]]:
     runtime = await group_runtime(ctx)
     if runtime is None:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, []
-    return runtime.coordinator.fetch_offsets(group_id, wanted)
+    return runtime.coordinator.fetch_offsets(group_id, wanted, stable)
 
 
 def _by_topic(offsets: Iterable[FetchedOffset]) -> dict[str, list[FetchedOffset]]:
@@ -54,7 +55,8 @@ async def _single(ctx: RequestContext, req: OffsetFetchRequest) -> OffsetFetchRe
     wanted: Wanted = None
     if req.topics is not None:
         wanted = [(t.name, p) for t in req.topics for p in t.partition_indexes]
-    code, offsets = await _fetch(ctx, req.group_id, wanted)
+    code, offsets = await _fetch(ctx, req.group_id, wanted,
+                                 ctx.api_version >= 7 and req.require_stable)
     if code and wanted is not None:
         offsets = [FetchedOffset(t, p, -1, -1, "") for t, p in wanted]
     per_partition = code if ctx.api_version < 2 else 0
@@ -63,7 +65,7 @@ async def _single(ctx: RequestContext, req: OffsetFetchRequest) -> OffsetFetchRe
             OffsetFetchResponsePartition(
                 partition_index=o.partition, committed_offset=o.offset,
                 committed_leader_epoch=o.leader_epoch, metadata=o.metadata,
-                error_code=per_partition,
+                error_code=per_partition or o.error,
             )
             for o in items
         ])
@@ -81,12 +83,13 @@ async def handle(ctx: RequestContext, req: OffsetFetchRequest) -> OffsetFetchRes
         wanted: Wanted = None
         if g.topics is not None:
             wanted = [(t.name, p) for t in g.topics for p in t.partition_indexes]
-        code, offsets = await _fetch(ctx, g.group_id, wanted)
+        code, offsets = await _fetch(ctx, g.group_id, wanted, req.require_stable)
         groups.append(OffsetFetchResponseGroup(group_id=g.group_id, error_code=code, topics=[
             OffsetFetchResponseTopics(name=topic, partitions=[
                 OffsetFetchResponsePartitions(
                     partition_index=o.partition, committed_offset=o.offset,
                     committed_leader_epoch=o.leader_epoch, metadata=o.metadata,
+                    error_code=o.error,
                 )
                 for o in items
             ])

@@ -1,9 +1,9 @@
 """FindCoordinator (key 10), versions 0–4.
 
-Behaviour: this node coordinates every group (one node: it leads every
-``__consumer_offsets`` partition), which is created here on first use. Key
-type 1 (transactions) gets COORDINATOR_NOT_AVAILABLE until transactions land;
-any other key type INVALID_REQUEST.
+Behaviour: this node coordinates every group and every transactional id (one
+node: it leads every ``__consumer_offsets`` and ``__transaction_state``
+partition); the topic is created here on first use. Any other key type is
+INVALID_REQUEST.
 
 Version notes: v1 key type, throttle and error message; v3 flexible; v4 a
 batch of keys answered one coordinator each (KIP-699).
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from odradek.broker.context import RequestContext
 from odradek.broker.handlers.group_common import group_runtime
+from odradek.broker.handlers.txn_common import txn_runtime
 from odradek.broker.registry import handler
 from odradek.wire.errors import ErrorCode
 from odradek.wire.messages.find_coordinator_request import FindCoordinatorRequest
@@ -20,18 +21,19 @@ from odradek.wire.messages.find_coordinator_response import Coordinator, FindCoo
 
 
 async def _find(ctx: RequestContext, key: str, key_type: int) -> Coordinator:
-    if key_type == 1:
-        return Coordinator(key=key, node_id=-1, host="", port=-1,
-                           error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                           error_message="transactions are not supported yet")
-    if key_type != 0:
+    if key_type not in (0, 1):
         return Coordinator(key=key, node_id=-1, host="", port=-1,
                            error_code=ErrorCode.INVALID_REQUEST,
                            error_message=f"unknown key type {key_type}")
-    if await group_runtime(ctx) is None:
+    if key_type == 1 and not key:
+        return Coordinator(key=key, node_id=-1, host="", port=-1,
+                           error_code=ErrorCode.INVALID_REQUEST,
+                           error_message="the transactional id is empty")
+    ready = await (group_runtime(ctx) if key_type == 0 else txn_runtime(ctx))
+    if ready is None:
         return Coordinator(key=key, node_id=-1, host="", port=-1,
                            error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                           error_message="the group coordinator is not available")
+                           error_message="the coordinator is not available")
     endpoint = ctx.broker.endpoint_of(ctx.broker.node_id)
     if endpoint is None:
         return Coordinator(key=key, node_id=-1, host="", port=-1,

@@ -1,14 +1,20 @@
-"""InitProducerId (key 22), versions 0–4, for idempotent producers.
+"""InitProducerId (key 22), versions 0–4: idempotent and transactional producers.
 
-Behaviour: a fresh producer id with epoch 0, taken from a block reserved in
-the metadata journal (so ids are never reused across restarts). From v3 a
-producer that already has an id may ask for an epoch bump (KIP-360): it keeps
-its id with epoch + 1, or gets a new id when the epoch would overflow.
-Transactional ids are not served yet (transactions are a later issue): they
-get INVALID_REQUEST rather than a coordinator that does not exist.
+Behaviour without a transactional id: a fresh producer id with epoch 0, taken
+from a block reserved in the metadata journal (so ids are never reused across
+restarts). From v3 a producer that already has an id may ask for an epoch
+bump (KIP-360): it keeps its id with epoch + 1, or gets a new id when the
+epoch would overflow.
+
+With a transactional id the transaction coordinator answers
+(:meth:`~odradek.coordinator.txn.coordinator.TransactionCoordinator.init_producer_id`):
+the id's producer id with its epoch bumped (fencing every older instance);
+an ongoing transaction of an older instance is aborted first and the answer
+is CONCURRENT_TRANSACTIONS until it is; a timeout above
+``transaction.max.timeout.ms`` is INVALID_TRANSACTION_TIMEOUT.
 
 Version notes: v2 is flexible; v3 adds producer id/epoch to the request; v4
-allows PRODUCER_FENCED in responses.
+allows PRODUCER_FENCED in responses (INVALID_PRODUCER_EPOCH below it).
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ from __future__ import annotations
 from functools import partial
 
 from odradek.broker.context import RequestContext
+from odradek.broker.handlers.txn_common import fenced_as, txn_runtime
 from odradek.broker.registry import handler
 from odradek.broker.state import BrokerState
 from odradek.metadata import controller
@@ -28,14 +35,20 @@ from odradek.wire.messages.init_producer_id_response import InitProducerIdRespon
 MAX_EPOCH = 32767
 
 
-async def next_producer_id(state: BrokerState) -> int:
+async def ensure_producer_ids(state: BrokerState) -> None:
+    """Reserve a block of producer ids if none is left (so one can be taken
+    without waiting)."""
     pool = state.producer_ids
     while not pool:
         blocks: list[range] = []
         await state.write(partial(_allocate, node_id=state.node_id, blocks=blocks))
         if not pool:
             pool.extend(reversed(blocks[0]))
-    return pool.pop()
+
+
+async def next_producer_id(state: BrokerState) -> int:
+    await ensure_producer_ids(state)
+    return state.producer_ids.pop()
 
 
 def _allocate(image: MetadataImage, node_id: int, blocks: list[range]) -> Outcome:
@@ -44,10 +57,30 @@ def _allocate(image: MetadataImage, node_id: int, blocks: list[range]) -> Outcom
     return outcome
 
 
+async def _transactional(
+    ctx: RequestContext, request: InitProducerIdRequest, tid: str
+) -> InitProducerIdResponse:
+    runtime = await txn_runtime(ctx)
+    if runtime is None:
+        return InitProducerIdResponse(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    state = ctx.broker
+    await ensure_producer_ids(state)
+    pid, epoch = (request.producer_id, request.producer_epoch) if ctx.api_version >= 3 else (-1, -1)
+    decision = runtime.coordinator.init_producer_id(
+        tid, request.transaction_timeout_ms, runtime.clock.now_ms(), state.producer_ids.pop,
+        pid, epoch)
+    code = await runtime.run(tid, decision)
+    if code:
+        return InitProducerIdResponse(error_code=fenced_as(code, ctx.api_version, 4),
+                                      producer_id=-1, producer_epoch=-1)
+    return InitProducerIdResponse(error_code=0, producer_id=decision.producer_id,
+                                  producer_epoch=decision.producer_epoch)
+
+
 @handler(22, (0, 4))
 async def handle(ctx: RequestContext, request: InitProducerIdRequest) -> InitProducerIdResponse:
     if request.transactional_id is not None:
-        return InitProducerIdResponse(error_code=ErrorCode.INVALID_REQUEST)
+        return await _transactional(ctx, request, request.transactional_id)
     bump = ctx.api_version >= 3 and request.producer_id >= 0
     if bump and request.producer_epoch < MAX_EPOCH - 1:
         return InitProducerIdResponse(

@@ -1,0 +1,36 @@
+"""AddOffsetsToTxn (key 25), versions 0–3: a producer's transaction will commit
+a group's offsets (``send_offsets_to_transaction``).
+
+Behaviour: the group's ``__consumer_offsets`` partition joins the transaction,
+so the transaction's marker reaches it; errors as AddPartitionsToTxn.
+
+Version notes: v2 allows PRODUCER_FENCED (INVALID_PRODUCER_EPOCH below); v3
+flexible. v4 (transactions v2) is not advertised.
+"""
+
+from __future__ import annotations
+
+from odradek.broker.context import RequestContext
+from odradek.broker.handlers.group_common import group_runtime
+from odradek.broker.handlers.txn_common import fenced_as, txn_runtime
+from odradek.broker.registry import handler
+from odradek.coordinator.records import OFFSETS_TOPIC
+from odradek.wire.errors import ErrorCode
+from odradek.wire.messages.add_offsets_to_txn_request import AddOffsetsToTxnRequest
+from odradek.wire.messages.add_offsets_to_txn_response import AddOffsetsToTxnResponse
+
+
+@handler(25, (0, 3))
+async def handle(ctx: RequestContext, request: AddOffsetsToTxnRequest) -> AddOffsetsToTxnResponse:
+    runtime = await txn_runtime(ctx)
+    groups = await group_runtime(ctx)
+    if runtime is None or groups is None:
+        return AddOffsetsToTxnResponse(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    if not request.group_id:
+        return AddOffsetsToTxnResponse(error_code=ErrorCode.INVALID_GROUP_ID)
+    partition = (OFFSETS_TOPIC, groups.coordinator.partition_of(request.group_id))
+    tid = request.transactional_id
+    decision = runtime.coordinator.add_partitions(
+        tid, request.producer_id, request.producer_epoch, [partition], runtime.clock.now_ms())
+    code = fenced_as(await runtime.run(tid, decision), ctx.api_version, 2)
+    return AddOffsetsToTxnResponse(error_code=code)

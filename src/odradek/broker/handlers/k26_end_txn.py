@@ -1,0 +1,35 @@
+"""EndTxn (key 26), versions 0–3: commit or abort the producer's transaction.
+
+Behaviour: the answer comes once PrepareCommit/PrepareAbort is in
+``__transaction_state`` (at or below its HW); the markers follow, and until
+they are all written the transactional id answers CONCURRENT_TRANSACTIONS.
+A retry of a finished EndTxn succeeds; the opposite decision, or EndTxn with
+no transaction, is INVALID_TXN_STATE; an unknown id or another producer id
+INVALID_PRODUCER_ID_MAPPING; an old epoch PRODUCER_FENCED.
+
+Version notes: v2 allows PRODUCER_FENCED (INVALID_PRODUCER_EPOCH below); v3
+flexible. v4 and v5 (transactions v2, an epoch bump per transaction) are not
+advertised.
+"""
+
+from __future__ import annotations
+
+from odradek.broker.context import RequestContext
+from odradek.broker.handlers.txn_common import fenced_as, txn_runtime
+from odradek.broker.registry import handler
+from odradek.wire.errors import ErrorCode
+from odradek.wire.messages.end_txn_request import EndTxnRequest
+from odradek.wire.messages.end_txn_response import EndTxnResponse
+
+
+@handler(26, (0, 3))
+async def handle(ctx: RequestContext, request: EndTxnRequest) -> EndTxnResponse:
+    runtime = await txn_runtime(ctx)
+    if runtime is None:
+        return EndTxnResponse(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    tid = request.transactional_id
+    decision = runtime.coordinator.end_transaction(
+        tid, request.producer_id, request.producer_epoch, request.committed,
+        runtime.clock.now_ms())
+    code = fenced_as(await runtime.run(tid, decision), ctx.api_version, 2)
+    return EndTxnResponse(error_code=code)

@@ -1,0 +1,78 @@
+"""TxnOffsetCommit (key 28), versions 0–3: offsets committed inside a transaction.
+
+Behaviour: the producer must have added the group (AddOffsetsToTxn) to its
+ongoing transaction at its current epoch, else every partition gets
+INVALID_TXN_STATE (or INVALID_PRODUCER_EPOCH for an old epoch). The group
+coordinator validates the commit as an OffsetCommit (v3: generation, member
+and instance id, KIP-447) and appends the offsets as the producer's
+transactional batch; they become visible when the COMMIT marker reaches the
+offsets partition, and vanish on ABORT. Until then OffsetFetch with
+``require_stable`` answers UNSTABLE_OFFSET_COMMIT for them.
+
+Version notes: v2 leader epochs; v3 flexible, with generation, member and
+instance ids. v4 (transactions v2) is not advertised.
+"""
+
+from __future__ import annotations
+
+from odradek.broker.context import RequestContext
+from odradek.broker.coordinator_runtime import CoordinatorWriteError
+from odradek.broker.handlers.group_common import group_runtime
+from odradek.broker.handlers.txn_common import txn_runtime
+from odradek.broker.registry import handler
+from odradek.coordinator.offsets import Commit, CommitRequest
+from odradek.coordinator.records import OFFSETS_TOPIC
+from odradek.wire.errors import ErrorCode
+from odradek.wire.messages.txn_offset_commit_request import TxnOffsetCommitRequest
+from odradek.wire.messages.txn_offset_commit_response import (
+    TxnOffsetCommitResponse,
+    TxnOffsetCommitResponsePartition,
+    TxnOffsetCommitResponseTopic,
+)
+
+
+def _answer(errors: dict[tuple[str, int], int]) -> TxnOffsetCommitResponse:
+    by_topic: dict[str, list[TxnOffsetCommitResponsePartition]] = {}
+    for (topic, index), code in errors.items():
+        by_topic.setdefault(topic, []).append(
+            TxnOffsetCommitResponsePartition(partition_index=index, error_code=code))
+    return TxnOffsetCommitResponse(topics=[
+        TxnOffsetCommitResponseTopic(name=t, partitions=p) for t, p in by_topic.items()])
+
+
+@handler(28, (0, 3))
+async def handle(ctx: RequestContext, request: TxnOffsetCommitRequest) -> TxnOffsetCommitResponse:
+    wanted = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
+    txns = await txn_runtime(ctx)
+    groups = await group_runtime(ctx)
+    if txns is None or groups is None:
+        return _answer(dict.fromkeys(wanted, ErrorCode.COORDINATOR_NOT_AVAILABLE))
+    if not request.group_id:
+        return _answer(dict.fromkeys(wanted, ErrorCode.INVALID_GROUP_ID))
+    partition = (OFFSETS_TOPIC, groups.coordinator.partition_of(request.group_id))
+    code = txns.coordinator.verify(request.producer_id, request.producer_epoch, partition)
+    if code:
+        return _answer(dict.fromkeys(wanted, code))
+    v3 = ctx.api_version >= 3
+    req = CommitRequest(
+        group_id=request.group_id,
+        generation=request.generation_id if v3 else -1,
+        member_id=request.member_id if v3 else "",
+        group_instance_id=request.group_instance_id if v3 else None,
+        retention_ms=-1,
+        commits=[Commit(t.name, p.partition_index, p.committed_offset,
+                        p.committed_leader_epoch, p.committed_metadata)
+                 for t in request.topics for p in t.partitions],
+    )
+    image = ctx.broker.image
+
+    def exists(topic: str, index: int) -> bool:
+        t = image.topics.get(topic)
+        return t is not None and index in t.partitions
+
+    try:
+        errors = await groups.txn_commit(req, request.producer_id, request.producer_epoch,
+                                         exists)
+    except CoordinatorWriteError:
+        return _answer(dict.fromkeys(wanted, ErrorCode.COORDINATOR_NOT_AVAILABLE))
+    return _answer(errors)

@@ -1,0 +1,246 @@
+"""The transaction coordinator's shell: ``__transaction_state`` and the markers.
+
+:class:`TxnRuntime` runs the pure
+:class:`~odradek.coordinator.txn.coordinator.TransactionCoordinator` on the
+shared :class:`~odradek.broker.coordinator_runtime.CoordinatorRuntime`:
+
+* **load**: at start-up every partition of ``__transaction_state`` is replayed;
+  transactions found PrepareCommit/PrepareAbort get their markers again;
+* **decide**: :meth:`TxnRuntime.run` appends a decision's record and replays it
+  with nothing in between, then waits until the record is committed (at or
+  below the HW, fsynced where due) before the request is answered;
+* **markers**: a decided transaction's :class:`MarkerJob` runs as a task: one
+  control batch (COMMIT or ABORT, Kafka's format) per partition, appended
+  through the partition layer with the coordinator origin and waited on like
+  ``acks=all``; markers that reach ``__consumer_offsets`` are handed to the
+  group coordinator (transactional offsets become visible, or are dropped);
+  then CompleteCommit/CompleteAbort is written. A marker that cannot be written
+  is retried; a partition whose topic is gone is skipped, as Kafka does;
+* **timer**: every ``transaction.abort.timed.out.transaction.cleanup.interval.ms``
+  transactions past their timeout are fenced and aborted; every
+  ``transaction.remove.expired.transaction.cleanup.interval.ms`` idle ids
+  older than ``transactional.id.expiration.ms`` are tombstoned.
+
+What is on disk when EndTxn answers: the PrepareX record, at or below the HW
+(docs/transactions.md). The markers follow; until CompleteX is written the id
+answers CONCURRENT_TRANSACTIONS, and a restart resumes them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from odradek.broker.config import BrokerConfig
+from odradek.broker.coordinator_runtime import (
+    CoordinatorRuntime,
+    CoordinatorWriteError,
+    Entry,
+)
+from odradek.broker.partitions import PartitionGoneError, PartitionManager
+from odradek.common.clock import Clock
+from odradek.coordinator.records import OFFSETS_TOPIC
+from odradek.coordinator.txn import records as trecords
+from odradek.coordinator.txn.coordinator import (
+    Decision,
+    MarkerJob,
+    TransactionCoordinator,
+    TxnConfig,
+)
+from odradek.coordinator.txn.records import TXN_TOPIC, partition_for
+from odradek.metadata import controller
+from odradek.replication.partition import Origin
+from odradek.storage.errors import StorageError
+from odradek.wire.errors import ErrorCode
+from odradek.wire.primitives import DecodeError
+from odradek.wire.records import CONTROL_ABORT, CONTROL_COMMIT, build_batch, control_record
+
+if TYPE_CHECKING:
+    from odradek.broker.groups import GroupRuntime, Metadata
+
+log = logging.getLogger("odradek.transactions")
+
+TXN_TOPIC_CONFIGS = {
+    "cleanup.policy": "compact",
+    "compression.type": "uncompressed",
+    "min.insync.replicas": "1",
+}
+MARKER_RETRY_S = 0.1
+
+
+class TxnRuntime:
+    def __init__(
+        self, metadata: Metadata, partitions: PartitionManager, config: BrokerConfig,
+        clock: Clock, groups: Callable[[], GroupRuntime | None],
+    ) -> None:
+        self.metadata = metadata
+        self.partitions = partitions
+        self.config = config
+        self.clock = clock
+        self.groups = groups
+        self.num_partitions = config.get_int("transaction.state.log.num.partitions")
+        self.coordinator = TransactionCoordinator(TxnConfig(
+            max_timeout_ms=config.get_int("transaction.max.timeout.ms"),
+            id_expiration_ms=config.get_int("transactional.id.expiration.ms"),
+            partitions=self.num_partitions,
+        ))
+        self.runtime = CoordinatorRuntime(TXN_TOPIC, partitions)
+        self.loaded = asyncio.Event()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._timer: asyncio.Task[None] | None = None
+        self._closing = False
+
+    # -- life cycle ---------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Load ``__transaction_state`` if it exists and resume unfinished markers."""
+        if TXN_TOPIC in self.metadata.image.topics:
+            self._load()
+        self.loaded.set()
+        self._timer = asyncio.get_running_loop().create_task(self._timer_loop())
+
+    def _load(self) -> None:
+        for index in range(len(self.metadata.image.topics[TXN_TOPIC].partitions)):
+            try:
+                for entry in self.runtime.read_partition(index):
+                    if isinstance(entry, Entry) and entry.key is not None:
+                        self._replay_entry(index, entry)
+            except (DecodeError, StorageError):
+                log.exception("%s-%d: unreadable records; loaded what came before",
+                              TXN_TOPIC, index)
+        for job in self.coordinator.pending_markers():
+            self._spawn(job)
+
+    def _replay_entry(self, index: int, entry: Entry) -> None:
+        try:
+            record = trecords.decode(entry.key or b"", entry.value)
+        except DecodeError:
+            log.warning("%s-%d offset %d: not a transaction record; skipped",
+                        TXN_TOPIC, index, entry.offset)
+            return
+        self.coordinator.replay(record)
+
+    async def close(self) -> None:
+        self._closing = True
+        tasks = list(self._tasks) + ([self._timer] if self._timer else [])
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def ensure_topic(self) -> bool:
+        """Create ``__transaction_state`` if it does not exist; True when it does."""
+        metadata = self.metadata
+        if TXN_TOPIC in metadata.image.topics:
+            return True
+        configs = dict(TXN_TOPIC_CONFIGS)
+        configs["segment.bytes"] = str(self.config.get_int(
+            "transaction.state.log.segment.bytes"))
+        outcome = await metadata.write(lambda image: controller.create_topic(
+            image, TXN_TOPIC, self.num_partitions, -1, configs, node_id=metadata.node_id,
+            default_partitions=1, topic_id=metadata.ids.uuid(),
+        ))
+        if outcome.error and TXN_TOPIC not in metadata.image.topics:
+            log.error("cannot create %s: %s", TXN_TOPIC, outcome.message)
+            return False
+        return True
+
+    def partition_of(self, transactional_id: str) -> int:
+        return partition_for(transactional_id, self.num_partitions)
+
+    # -- decisions ----------------------------------------------------------------------
+
+    async def run(self, transactional_id: str, decision: Decision) -> ErrorCode:
+        """Write and replay ``decision``'s record, wait until it is committed, start
+        its markers; the error code to answer with."""
+        if decision.record is not None:
+            try:
+                pending = self.runtime.append(
+                    self.partition_of(transactional_id),
+                    [trecords.encode(decision.record)], self.clock.now_ms())
+                self.coordinator.replay(decision.record)
+                await self.runtime.committed([pending])
+            except CoordinatorWriteError as exc:
+                log.error("transaction coordinator write failed: %s", exc)
+                return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if decision.markers is not None:
+            self._spawn(decision.markers)
+        return decision.error
+
+    def _spawn(self, job: MarkerJob) -> None:
+        task = asyncio.get_running_loop().create_task(self._send_markers(job))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _send_markers(self, job: MarkerJob) -> None:
+        for topic, index in sorted(job.partitions):
+            while not self._closing:
+                try:
+                    if await self._write_marker(job, topic, index):
+                        break
+                except (CoordinatorWriteError, OSError, StorageError) as exc:
+                    log.warning("marker for %s-%d (transaction %r): %s; retrying",
+                                topic, index, job.transactional_id, exc)
+                await asyncio.sleep(MARKER_RETRY_S)
+        if self._closing:
+            return
+        decision = self.coordinator.complete(job, self.clock.now_ms())
+        while await self.run(job.transactional_id, decision) != ErrorCode.NONE:
+            if self._closing:
+                return
+            await asyncio.sleep(MARKER_RETRY_S)
+            decision = self.coordinator.complete(job, self.clock.now_ms())
+
+    async def _write_marker(self, job: MarkerJob, topic: str, index: int) -> bool:
+        """Append one marker and wait for it; True when done (or the partition is gone)."""
+        part = self.partitions.get(topic, index)
+        if part is None:
+            return True  # the topic was deleted: nothing to mark
+        kind = CONTROL_COMMIT if job.commit else CONTROL_ABORT
+        batch = build_batch(
+            [control_record(kind, offset=0, timestamp=self.clock.now_ms(),
+                            coordinator_epoch=job.coordinator_epoch)],
+            producer_id=job.producer_id, producer_epoch=job.producer_epoch,
+            transactional=True, control=True)
+        result = self.partitions.append_now(part, memoryview(batch), Origin.COORDINATOR)
+        if result.error_code == ErrorCode.INVALID_PRODUCER_EPOCH:
+            log.warning("%s-%d has a newer epoch than the marker of %r; skipped",
+                        topic, index, job.transactional_id)
+            return True
+        if result.error_code:
+            raise CoordinatorWriteError(f"{result.error_code}: {result.error_message}")
+        if topic == OFFSETS_TOPIC:
+            groups = self.groups()
+            if groups is not None:
+                groups.txn_marker(index, job.producer_id, job.commit)
+        try:
+            await self.partitions.complete(part, result, acks=-1)
+        except PartitionGoneError:
+            return True
+        return True
+
+    # -- the timer ----------------------------------------------------------------------
+
+    async def _timer_loop(self) -> None:
+        abort_every = self.config.get_int(
+            "transaction.abort.timed.out.transaction.cleanup.interval.ms") / 1000
+        expire_every = self.config.get_int(
+            "transaction.remove.expired.transaction.cleanup.interval.ms") / 1000
+        loop = asyncio.get_running_loop()
+        next_expiry = loop.time() + expire_every
+        while True:
+            await asyncio.sleep(abort_every)
+            now = self.clock.now_ms()
+            for decision in self.coordinator.abort_expired(now):
+                assert decision.record is not None
+                log.info("aborting transaction %r: timed out",
+                         decision.record.transactional_id)
+                with contextlib.suppress(Exception):
+                    await self.run(decision.record.transactional_id, decision)
+            if loop.time() >= next_expiry:
+                next_expiry = loop.time() + expire_every
+                for decision in self.coordinator.expire_ids(now):
+                    assert decision.record is not None
+                    await self.run(decision.record.transactional_id, decision)

@@ -1,0 +1,1 @@
+"""The transaction coordinator: pure state over ``__transaction_state``."""
