@@ -75,8 +75,11 @@ class ServerProcess:
         *overrides: str,
         log_level: str = "WARNING",
         stderr_to_file: bool = False,
+        env: dict[str, str] | None = None,
     ) -> None:
         self.overrides = list(overrides)
+        self.env = dict(env or {})
+        """Extra environment of the broker (may be changed before a restart)."""
         self.log_level = log_level
         self.stderr_to_file = stderr_to_file
         self.proc: subprocess.Popen[str] | None = None
@@ -123,7 +126,7 @@ class ServerProcess:
         t0 = time.perf_counter()
         self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=stderr,
                                      stdin=subprocess.DEVNULL, text=True,
-                                     env={**os.environ, "PYTHONUNBUFFERED": "1"})
+                                     env={**os.environ, "PYTHONUNBUFFERED": "1", **self.env})
         try:
             self.bootstrap = self._await_ready(t0 + timeout_s)
         except RuntimeError as exc:

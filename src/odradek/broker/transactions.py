@@ -29,11 +29,11 @@ answers CONCURRENT_TRANSACTIONS, and a restart resumes them.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from odradek.broker import crashpoints
 from odradek.broker.config import BrokerConfig
 from odradek.broker.coordinator_runtime import (
     CoordinatorRuntime,
@@ -166,6 +166,7 @@ class TxnRuntime:
                 log.error("transaction coordinator write failed: %s", exc)
                 return ErrorCode.COORDINATOR_NOT_AVAILABLE
         if decision.markers is not None:
+            crashpoints.reach("txn.after_prepare")
             self._spawn(decision.markers)
         return decision.error
 
@@ -175,7 +176,9 @@ class TxnRuntime:
         task.add_done_callback(self._tasks.discard)
 
     async def _send_markers(self, job: MarkerJob) -> None:
-        for topic, index in sorted(job.partitions):
+        for n, (topic, index) in enumerate(sorted(job.partitions)):
+            if n == 1:
+                crashpoints.reach("txn.after_first_marker")
             while not self._closing:
                 try:
                     if await self._write_marker(job, topic, index):
@@ -186,6 +189,7 @@ class TxnRuntime:
                 await asyncio.sleep(MARKER_RETRY_S)
         if self._closing:
             return
+        crashpoints.reach("txn.before_complete")
         decision = self.coordinator.complete(job, self.clock.now_ms())
         while await self.run(job.transactional_id, decision) != ErrorCode.NONE:
             if self._closing:
@@ -237,8 +241,7 @@ class TxnRuntime:
                 assert decision.record is not None
                 log.info("aborting transaction %r: timed out",
                          decision.record.transactional_id)
-                with contextlib.suppress(Exception):
-                    await self.run(decision.record.transactional_id, decision)
+                await self.run(decision.record.transactional_id, decision)
             if loop.time() >= next_expiry:
                 next_expiry = loop.time() + expire_every
                 for decision in self.coordinator.expire_ids(now):
