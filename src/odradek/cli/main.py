@@ -16,7 +16,8 @@ from odradek.broker.config import ConfigError
 from odradek.cli.common import CliError
 
 SUBCOMMANDS = (
-    "serve", "topics", "produce", "consume", "groups", "quotas", "cluster", "dump_log",
+    "serve", "topics", "produce", "consume", "groups", "transactions", "quotas", "cluster",
+    "dump_log",
 )
 
 

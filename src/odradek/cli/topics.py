@@ -2,7 +2,9 @@
 
 Everything goes through the wire protocol: CreateTopics, Metadata,
 DescribeConfigs (configs that differ from the broker default), DeleteTopics,
-CreatePartitions and IncrementalAlterConfigs.
+CreatePartitions and IncrementalAlterConfigs; ``describe --producers`` adds
+each partition's active producers (DescribeProducers, as
+``kafka-transactions.sh describe-producers``).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from odradek.cli.output import emit_json, table
 from odradek.cli.session import with_client
 from odradek.client.client import KafkaClient
 from odradek.client.connection import check
+from odradek.client.transactions import describe_producers
 from odradek.wire.messages.create_partitions_request import (
     CreatePartitionsRequest,
     CreatePartitionsTopic,
@@ -52,6 +55,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     listing.add_argument("--exclude-internal", action="store_true")
     describe = verbs.add_parser("describe", help="partitions, leaders and configs")
     describe.add_argument("topics", nargs="*", help="default: every topic")
+    describe.add_argument("--producers", action="store_true",
+                          help="also each partition's active producers (DescribeProducers)")
     delete = verbs.add_parser("delete", help="delete topics")
     delete.add_argument("topics", nargs="+")
     alter = verbs.add_parser("alter", help="add partitions, set or delete configs")
@@ -138,6 +143,9 @@ async def _describe(client: KafkaClient, args: argparse.Namespace) -> int:
         ],
         "configs": configs.get(t.name or "", {}),
     } for t in topics]
+    if args.producers:
+        for d in described:
+            await _add_producers(client, d)
     if args.json:
         emit_json(described)
         return 0
@@ -150,7 +158,30 @@ async def _describe(client: KafkaClient, args: argparse.Namespace) -> int:
              ",".join(map(str, p["isr"]))]
             for p in d["partitions"]
         ])
+        if args.producers:
+            rows = [[p["partition"], s["producer_id"], s["producer_epoch"], s["last_sequence"],
+                     s["last_timestamp"], s["coordinator_epoch"],
+                     s["current_txn_start_offset"]]
+                    for p in d["partitions"] for s in p["producers"]]
+            if rows:
+                table(["Partition", "ProducerId", "ProducerEpoch", "LastSequence",
+                       "LastTimestamp", "CoordinatorEpoch", "CurrentTxnStartOffset"], rows)
+            else:
+                print("(no active producers)")
     return 0
+
+
+async def _add_producers(client: KafkaClient, described: dict[str, Any]) -> None:
+    """Each partition's active producers, into ``described["partitions"]``."""
+    leaders = {p["partition"]: p["leader"] for p in described["partitions"]}
+    producers = await describe_producers(client, described["topic"], leaders) if leaders else {}
+    for p in described["partitions"]:
+        p["producers"] = [{
+            "producer_id": s.producer_id, "producer_epoch": s.producer_epoch,
+            "last_sequence": s.last_sequence, "last_timestamp": s.last_timestamp,
+            "coordinator_epoch": s.coordinator_epoch,
+            "current_txn_start_offset": s.current_txn_start_offset,
+        } for s in producers.get(p["partition"], [])]
 
 
 async def _delete(client: KafkaClient, args: argparse.Namespace) -> int:

@@ -197,11 +197,14 @@ class KafkaClient:
 
     # -- groups -------------------------------------------------------------------------
 
-    async def coordinator(self, group_id: str) -> Connection:
-        version = self.bootstrap.version_for(10, MAX_VERSIONS["find_coordinator"])
+    async def coordinator(self, key: str, key_type: int = 0) -> Connection:
+        """The coordinator of group ``key`` (``key_type`` 0) or of transactional id
+        ``key`` (``key_type`` 1)."""
+        version = self.bootstrap.version_for(
+            10, MAX_VERSIONS["find_coordinator"], 1 if key_type else 0)
         request = (
-            FindCoordinatorRequest(key_type=0, coordinator_keys=[group_id]) if version >= 4
-            else FindCoordinatorRequest(key=group_id, key_type=0)
+            FindCoordinatorRequest(key_type=key_type, coordinator_keys=[key]) if version >= 4
+            else FindCoordinatorRequest(key=key, key_type=key_type)
         )
         resp = await self.bootstrap.request(request, version, version)
         if resp.coordinators:

@@ -21,6 +21,7 @@ import odradek.broker.handlers.k22_init_producer_id
 import odradek.broker.handlers.k24_add_partitions_to_txn
 import odradek.broker.handlers.k25_add_offsets_to_txn
 import odradek.broker.handlers.k26_end_txn
+import odradek.broker.handlers.k27_write_txn_markers
 import odradek.broker.handlers.k28_txn_offset_commit
 import odradek.broker.handlers.k32_describe_configs
 import odradek.broker.handlers.k33_alter_configs
@@ -31,4 +32,7 @@ import odradek.broker.handlers.k44_incremental_alter_configs
 import odradek.broker.handlers.k47_offset_delete
 import odradek.broker.handlers.k48_describe_client_quotas
 import odradek.broker.handlers.k49_alter_client_quotas
-import odradek.broker.handlers.k60_describe_cluster  # noqa: F401
+import odradek.broker.handlers.k60_describe_cluster
+import odradek.broker.handlers.k61_describe_producers
+import odradek.broker.handlers.k65_describe_transactions
+import odradek.broker.handlers.k66_list_transactions  # noqa: F401

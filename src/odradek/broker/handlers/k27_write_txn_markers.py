@@ -1,0 +1,92 @@
+"""WriteTxnMarkers (key 27), version 1: append COMMIT/ABORT markers.
+
+Behaviour: for each marker, one control batch (COMMIT when
+``transaction_result`` is true, else ABORT; Kafka's format, with the
+marker's producer id, epoch and coordinator epoch) is appended to each named
+partition through the partition layer with the coordinator origin, and the
+answer waits until the high watermark passes it (``acks=all``), as Kafka's
+leader does. This is what ``kafka-transactions.sh abort`` sends (KIP-664) to
+close a hanging transaction by hand: the transaction coordinator itself
+writes its markers directly, not through this API. Per partition: a
+partition this node does not hold gets UNKNOWN_TOPIC_OR_PARTITION (or
+NOT_LEADER_OR_FOLLOWER when the topic exists elsewhere); an epoch older than
+the producer's INVALID_PRODUCER_EPOCH; a coordinator epoch older than the
+last marker's TRANSACTION_COORDINATOR_FENCED. A marker that reaches
+``__consumer_offsets`` is also handed to the group coordinator, so the
+producer's pending transactional offsets apply or go. A marker for a
+producer with no open transaction on the partition is written but changes
+nothing there.
+
+Version notes: only v1 (flexible, the version Kafka 2.8+ admin clients send)
+is served; v0 is not advertised, nor v2 (KIP-1228's ``TransactionVersion``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from odradek.broker.context import RequestContext
+from odradek.broker.partitions import PartitionGoneError
+from odradek.broker.registry import handler
+from odradek.coordinator.records import OFFSETS_TOPIC
+from odradek.replication.partition import Origin
+from odradek.wire.errors import ErrorCode
+from odradek.wire.messages.write_txn_markers_request import (
+    WritableTxnMarker,
+    WriteTxnMarkersRequest,
+)
+from odradek.wire.messages.write_txn_markers_response import (
+    WritableTxnMarkerPartitionResult,
+    WritableTxnMarkerResult,
+    WritableTxnMarkerTopicResult,
+    WriteTxnMarkersResponse,
+)
+from odradek.wire.records import CONTROL_ABORT, CONTROL_COMMIT, build_batch, control_record
+
+
+async def _write(ctx: RequestContext, marker: WritableTxnMarker, topic: str, index: int) -> int:
+    """Append one marker to ``topic``-``index`` and wait for it; the error code."""
+    state = ctx.broker
+    part = state.partitions.get(topic, index)
+    if part is None:
+        known = topic in state.image.topics and index in state.image.topics[topic].partitions
+        return (ErrorCode.NOT_LEADER_OR_FOLLOWER if known
+                else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    commit = bool(marker.transaction_result)
+    batch = build_batch(
+        [control_record(CONTROL_COMMIT if commit else CONTROL_ABORT, offset=0,
+                        timestamp=state.clock.now_ms(),
+                        coordinator_epoch=marker.coordinator_epoch)],
+        producer_id=marker.producer_id, producer_epoch=marker.producer_epoch,
+        transactional=True, control=True)
+    result = state.partitions.append_now(part, memoryview(batch), Origin.COORDINATOR)
+    if result.error_code:
+        return result.error_code
+    if topic == OFFSETS_TOPIC and state.groups is not None:
+        state.groups.txn_marker(index, marker.producer_id, commit)
+    try:
+        await state.partitions.complete(part, result, acks=-1)
+    except PartitionGoneError:
+        return ErrorCode.NOT_LEADER_OR_FOLLOWER
+    return ErrorCode.NONE
+
+
+async def _marker(ctx: RequestContext, marker: WritableTxnMarker) -> WritableTxnMarkerResult:
+    wanted = [(t.name, p) for t in marker.topics for p in t.partition_indexes]
+    # Appended in request order (append_now runs to its first await), then
+    # waited on together.
+    codes = await asyncio.gather(*(_write(ctx, marker, t, p) for t, p in wanted))
+    by_topic: dict[str, list[WritableTxnMarkerPartitionResult]] = {}
+    for (topic, index), code in zip(wanted, codes, strict=True):
+        by_topic.setdefault(topic, []).append(
+            WritableTxnMarkerPartitionResult(partition_index=index, error_code=code))
+    return WritableTxnMarkerResult(producer_id=marker.producer_id, topics=[
+        WritableTxnMarkerTopicResult(name=t, partitions=r) for t, r in by_topic.items()])
+
+
+@handler(27, (1, 1))
+async def handle(
+    ctx: RequestContext, request: WriteTxnMarkersRequest
+) -> WriteTxnMarkersResponse:
+    return WriteTxnMarkersResponse(
+        markers=[await _marker(ctx, m) for m in request.markers])
