@@ -18,8 +18,11 @@ broker.
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import time
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
@@ -33,7 +36,7 @@ from confluent_kafka import (
     Producer,
     TopicPartition,
 )
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic  # type: ignore[attr-defined]
 from confluent_kafka.admin import OffsetSpec as _OffsetSpec  # type: ignore[attr-defined]
 
 from odradek.spark.offsets import Offsets, Range
@@ -332,15 +335,9 @@ def _producer(options: SinkOptions) -> Any:
     return producer
 
 
-def write_batches(options: SinkOptions, batches: Iterator[pa.RecordBatch]) -> int:
-    """Produce every row of ``batches``; returns the count once all are acknowledged.
-
-    Columns: ``value`` (required; string or binary), ``key``, ``topic`` (unless the
-    ``topic`` option is set, which wins), ``partition`` (null: the partitioner
-    decides) and ``headers`` (array of key/value structs).
-    """
-    producer = _producer(options)
-    failures: list[str] = []
+def _produce_all(producer: Any, options: SinkOptions, batches: Iterable[pa.RecordBatch],
+                 failures: list[str]) -> int:
+    """Hand every row of ``batches`` to ``producer``; delivery errors go to ``failures``."""
 
     def delivered(err: Any, _msg: Any) -> None:
         if err is not None:
@@ -363,12 +360,188 @@ def write_batches(options: SinkOptions, batches: Iterator[pa.RecordBatch]) -> in
                     producer.poll(0.05)
             count += 1
         producer.poll(0)
+    return count
+
+
+def write_batches(options: SinkOptions, batches: Iterator[pa.RecordBatch]) -> int:
+    """Produce every row of ``batches``; returns the count once all are acknowledged.
+
+    Columns: ``value`` (required; string or binary), ``key``, ``topic`` (unless the
+    ``topic`` option is set, which wins), ``partition`` (null: the partitioner
+    decides) and ``headers`` (array of key/value structs).
+    """
+    producer = _producer(options)
+    failures: list[str] = []
+    count = _produce_all(producer, options, batches, failures)
     remaining = producer.flush(_ADMIN_TIMEOUT_S * 4)
     if remaining:
         raise RuntimeError(f"{remaining} records were not acknowledged in time")
     if failures:
         raise RuntimeError(f"{len(failures)} records failed to be written: {failures[0]}")
     return count
+
+
+# -- the exactly-once sink -------------------------------------------------------------
+
+_TXN_TIMEOUT_S = 60.0
+# The bookkeeping topic is created with this many partitions at least and grown
+# in steps of it (one partition per Spark writer partition).
+_BOOK_PARTITIONS_STEP = 16
+_book_partitions: dict[tuple[tuple[tuple[str, str], ...], str], int] = {}
+_book_consumers: dict[tuple[tuple[tuple[str, str], ...], str], Any] = {}
+
+
+@dataclass(frozen=True)
+class TxnTask:
+    """Who a transactional write is: the names derived from the prefix, the
+    micro-batch and the Spark partition. ``query_id`` is stored with the marker
+    so that a new query reusing a prefix is not mistaken for a replay."""
+
+    prefix: str
+    batch_id: int
+    partition: int
+    query_id: str = ""
+
+    @property
+    def transactional_id(self) -> str:
+        return f"{self.prefix}-{self.partition}"
+
+    @property
+    def group(self) -> str:
+        return f"{self.prefix}-sink"
+
+    @property
+    def book_topic(self) -> str:
+        return book_topic(self.prefix)
+
+
+def book_topic(prefix: str) -> str:
+    """The topic whose partition P's offset in group ``<prefix>-sink`` records
+    the last batch writer partition P committed (the topic holds no records)."""
+    return f"__odradek_sink_{prefix}"
+
+
+@dataclass(frozen=True)
+class TxnWrite:
+    """What a transactional task did: ``rows`` written, or ``replayed`` (the
+    marker showed this batch already committed, so nothing was written)."""
+
+    rows: int
+    replayed: bool
+
+
+def _sink_admin_config(options: SinkOptions) -> dict[str, Any]:
+    return _admin_config(options.config())
+
+
+def ensure_book_partitions(options: SinkOptions, topic: str, needed: int) -> None:
+    """Make ``topic`` exist with at least ``needed`` partitions (tasks race: an
+    existing topic or partitions another task added are fine)."""
+    key = (options.client_config, topic)
+    if _book_partitions.get(key, 0) >= needed:
+        return
+    admin = AdminClient(_sink_admin_config(options))
+    for _ in range(10):
+        meta = admin.list_topics(topic, timeout=_ADMIN_TIMEOUT_S).topics.get(topic)
+        have = 0 if meta is None or meta.error is not None else len(meta.partitions)
+        if have >= needed:
+            _book_partitions[key] = have
+            return
+        target = -(-needed // _BOOK_PARTITIONS_STEP) * _BOOK_PARTITIONS_STEP
+        try:
+            if have == 0:
+                admin.create_topics([NewTopic(topic, target, 1)])[topic].result(
+                    _ADMIN_TIMEOUT_S)
+            else:
+                admin.create_partitions([NewPartitions(topic, target)])[topic].result(
+                    _ADMIN_TIMEOUT_S)
+        except KafkaException as exc:
+            code = exc.args[0].code()
+            if code not in (KafkaError.TOPIC_ALREADY_EXISTS, KafkaError.INVALID_PARTITIONS):
+                raise
+        time.sleep(0.05)
+    raise RuntimeError(f"could not give the bookkeeping topic {topic} {needed} partitions")
+
+
+def _book_consumer(options: SinkOptions, group: str) -> Any:
+    """An unsubscribed consumer of ``group``: it reads the markers (read_committed,
+    so an offset still inside an open transaction is waited for) and gives the
+    group metadata ``send_offsets_to_transaction`` needs."""
+    key = (options.client_config, group)
+    consumer = _book_consumers.get(key)
+    if consumer is None:
+        config: dict[str, Any] = {
+            **{k: v for k, v in options.config().items()
+               if not k.startswith(("linger.", "batch.", "acks", "compression.",
+                                    "transaction", "queue.buffering", "retries",
+                                    "delivery.", "message.timeout", "request.required"))},
+            "group.id": group,
+            "isolation.level": "read_committed",
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+        }
+        consumer = _book_consumers[key] = Consumer(config)
+    return consumer
+
+
+def committed_batch(options: SinkOptions, task: TxnTask) -> tuple[int, str] | None:
+    """(next batch id, query id) of the last marker writer partition
+    ``task.partition`` committed under its prefix, or None."""
+    consumer = _book_consumer(options, task.group)
+    (tp,) = consumer.committed([TopicPartition(task.book_topic, task.partition)],
+                               timeout=_ADMIN_TIMEOUT_S)
+    if tp.error is not None:
+        raise KafkaException(tp.error)
+    if tp.offset < 0:
+        return None
+    return tp.offset, tp.metadata or ""
+
+
+def write_transactional(options: SinkOptions, batches: Iterable[pa.RecordBatch],
+                        task: TxnTask) -> TxnWrite:
+    """Write one Spark partition of one micro-batch exactly once.
+
+    With a fresh producer of transactional id ``<prefix>-<partition>``:
+    init_transactions (fencing every earlier producer of that id: a zombie
+    attempt's open transaction is aborted, a prepared one completed), then read
+    the partition's marker; if it says this batch is already committed (Spark
+    replays a batch whose Kafka commit happened but whose checkpoint commit did
+    not), write nothing. Otherwise begin, produce the rows, commit the marker
+    ``batch_id + 1`` (metadata: the query id) to the bookkeeping partition in
+    the same transaction, and commit it. A task with no rows touches nothing.
+    """
+    it = iter(batches)
+    first = next((b for b in it if b.num_rows), None)
+    if first is None:
+        return TxnWrite(0, False)
+    ensure_book_partitions(options, task.book_topic, task.partition + 1)
+    config: dict[str, Any] = {"linger.ms": 5, "queue.buffering.max.messages": 1_000_000,
+                              **options.config(), "transactional.id": task.transactional_id}
+    producer: Any = Producer(config)
+    producer.init_transactions(_TXN_TIMEOUT_S)
+    marker = committed_batch(options, task)
+    if marker is not None and marker[1] == task.query_id and marker[0] > task.batch_id:
+        for _ in it:  # the rows were committed by an earlier attempt: drain, write nothing
+            pass
+        return TxnWrite(0, True)
+    producer.begin_transaction()
+    failures: list[str] = []
+    try:
+        count = _produce_all(producer, options, itertools.chain([first], it), failures)
+        book = TopicPartition(task.book_topic, task.partition, task.batch_id + 1,
+                              metadata=task.query_id)
+        producer.send_offsets_to_transaction(
+            [book], _book_consumer(options, task.group).consumer_group_metadata(),
+            _TXN_TIMEOUT_S)
+        if failures:
+            raise RuntimeError(f"{len(failures)} records failed to be written: {failures[0]}")
+        producer.commit_transaction(_TXN_TIMEOUT_S * 4)
+    except BaseException:
+        with contextlib.suppress(Exception):  # fenced or fatal: the broker aborts it anyway
+            producer.abort_transaction(_TXN_TIMEOUT_S)
+        producer = None  # the traceback keeps this frame: let the client close now
+        raise
+    return TxnWrite(count, False)
 
 
 def _column(batch: pa.RecordBatch, name: str) -> list[Any] | None:

@@ -31,6 +31,8 @@ LATEST = -1
 _FORBIDDEN_SOURCE = ("auto.offset.reset", "enable.auto.commit", "key.deserializer",
                      "value.deserializer", "interceptor.classes")
 _FORBIDDEN_SINK = ("key.serializer", "value.serializer", "interceptor.classes")
+# The exactly-once sink names and owns its transactions.
+_OWNED_BY_EXACTLY_ONCE = ("transactional.id", "enable.idempotence")
 
 _DURATION = re.compile(r"^\s*(\d+)\s*(us|ms|s|m|min|h|d)?\s*$", re.IGNORECASE)
 _DURATION_MS = {"us": 0.001, "ms": 1, "s": 1000, "m": 60_000, "min": 60_000,
@@ -112,9 +114,15 @@ class SourceOptions:
 
 @dataclass(frozen=True)
 class SinkOptions:
+    """``exactly_once``: streaming writes go through transactions and skip a
+    replayed batch (see ``sink.py``); ``transactional_prefix`` names the
+    transactional ids, None meaning one derived from Spark's query id."""
+
     bootstrap_servers: str
     topic: str | None
     client_config: tuple[tuple[str, str], ...] = ()
+    exactly_once: bool = False
+    transactional_prefix: str | None = None
 
     def config(self) -> dict[str, str]:
         return dict(self.client_config)
@@ -326,12 +334,36 @@ def parse_source(options: Mapping[str, str], streaming: bool | None) -> SourceOp
     )
 
 
-def parse_sink(options: Mapping[str, str]) -> SinkOptions:
-    bootstrap, config = _client_config(options, _FORBIDDEN_SINK)
+# The prefix also names the bookkeeping topic, so it must be a legal topic name part.
+_PREFIX = re.compile(r"^[A-Za-z0-9._-]{1,200}$")
+
+
+def parse_sink(options: Mapping[str, str], streaming: bool | None = None) -> SinkOptions:
+    """Check a write's options. ``streaming`` False refuses ``exactlyOnce``
+    (a batch write has no batch id to recognise a rerun by)."""
+    exactly_once = _bool(options, "exactlyOnce", False)
+    forbidden = _FORBIDDEN_SINK + (_OWNED_BY_EXACTLY_ONCE if exactly_once else ())
+    bootstrap, config = _client_config(options, forbidden)
     topic = options.get("topic")
     if topic is not None and not str(topic).strip():
         raise OptionError("option 'topic' is empty")
-    return SinkOptions(bootstrap, None if topic is None else str(topic).strip(), config)
+    prefix = options.get("transactional.id.prefix")
+    if prefix is not None:
+        prefix = str(prefix).strip()
+        if not exactly_once:
+            raise OptionError("option 'transactional.id.prefix' needs exactlyOnce=true")
+        if not _PREFIX.match(prefix):
+            raise OptionError(
+                "option 'transactional.id.prefix' must be 1 to 200 characters of "
+                f"[A-Za-z0-9._-] (it also names a topic), not {prefix!r}"
+            )
+    if exactly_once and streaming is False:
+        raise OptionError(
+            "exactlyOnce applies to streaming writes (writeStream) only: a batch write has "
+            "no batch id by which a rerun could be recognised"
+        )
+    return SinkOptions(bootstrap, None if topic is None else str(topic).strip(), config,
+                       exactly_once=exactly_once, transactional_prefix=prefix)
 
 
 def _stable_hash(text: str) -> str:

@@ -33,15 +33,25 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from odradek.spark.kafka import write_batches
+from odradek.spark.kafka import TxnTask, write_batches, write_transactional
 from odradek.spark.options import OptionError, SinkOptions, parse_sink
+
+# Local properties Spark's micro-batch engine gives every task of a batch
+# (StreamExecution.BATCH_ID_KEY and QUERY_ID_KEY); the query id is the one in
+# the checkpoint's metadata file, the same after every restart.
+BATCH_ID_PROPERTY = "streaming.sql.batchId"
+QUERY_ID_PROPERTY = "sql.streaming.queryId"
 
 _TEXT = (StringType, BinaryType)
 
 
 @dataclass
 class Written(WriterCommitMessage):
+    """``rows`` a task wrote; ``replayed``: the exactly-once sink found the
+    task's rows already committed by an earlier run of the batch and wrote none."""
+
     rows: int
+    replayed: bool = False
 
 
 def check_columns(schema: StructType, options: SinkOptions) -> None:
@@ -70,10 +80,11 @@ def check_columns(schema: StructType, options: SinkOptions) -> None:
                               "value: binary>>")
 
 
-def _options(raw: Mapping[str, str], schema: StructType, overwrite: bool) -> SinkOptions:
+def _options(raw: Mapping[str, str], schema: StructType, overwrite: bool,
+             streaming: bool) -> SinkOptions:
     if overwrite:
         raise OptionError("the odradek sink only appends: use mode('append')")
-    options = parse_sink(raw)
+    options = parse_sink(raw, streaming)
     check_columns(schema, options)
     return options
 
@@ -84,7 +95,7 @@ class BatchWriter(DataSourceArrowWriter):
 
     @classmethod
     def create(cls, raw: Mapping[str, str], schema: StructType, overwrite: bool) -> BatchWriter:
-        return cls(_options(raw, schema, overwrite))
+        return cls(_options(raw, schema, overwrite, streaming=False))
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
         return Written(write_batches(self.options, iterator))
@@ -97,13 +108,41 @@ class StreamWriter(DataSourceStreamArrowWriter):
     @classmethod
     def create(cls, raw: Mapping[str, str], schema: StructType, overwrite: bool) -> StreamWriter:
         # complete and update output modes write each batch's rows, as Kafka's sink does
-        return cls(_options(raw, schema, overwrite=False))
+        return cls(_options(raw, schema, overwrite=False, streaming=True))
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
-        return Written(write_batches(self.options, iterator))
+        if not self.options.exactly_once:
+            return Written(write_batches(self.options, iterator))
+        done = write_transactional(self.options, iterator, self.task())
+        return Written(done.rows, done.replayed)
+
+    def task(self) -> TxnTask:
+        """This task's place: Spark's batch id, query id and partition id."""
+        from pyspark import TaskContext
+
+        context = TaskContext.get()
+        batch = context.getLocalProperty(BATCH_ID_PROPERTY) if context else None
+        if context is None or batch is None:
+            raise RuntimeError("exactlyOnce needs Spark's micro-batch engine: no batch id "
+                               f"({BATCH_ID_PROPERTY}) in this task's context")
+        query = context.getLocalProperty(QUERY_ID_PROPERTY) or ""
+        prefix = self.options.transactional_prefix or default_prefix(query)
+        return TxnTask(prefix, int(batch), context.partitionId(), query)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        """Nothing to do: every task's records were acknowledged before it ended."""
+        """Nothing to do: every task's records were acknowledged (or, exactly
+        once, committed with its marker) before it ended."""
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        """Records already acknowledged stay (at-least-once); nothing to undo."""
+        """Nothing to undo. At-least-once: acknowledged records stay. Exactly
+        once: tasks that committed stay committed and are skipped when Spark
+        reruns the batch; the others' transactions were aborted."""
+
+
+def default_prefix(query_id: str) -> str:
+    """The transactional id prefix when none is given: Spark's query id, which
+    the checkpoint keeps across restarts (a new checkpoint is a new query)."""
+    if not query_id:
+        raise RuntimeError("exactlyOnce without 'transactional.id.prefix' needs Spark's query "
+                           "id, and this task has none: set the option")
+    return f"odradek-{query_id}"
