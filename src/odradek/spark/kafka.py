@@ -14,6 +14,9 @@ broker.
   Spark's Kafka schema.
 - :func:`write_batches` (executor): rows to a producer, flushed and checked
   before the task reports success (at-least-once, as Spark's Kafka sink).
+- :func:`write_transactional` (executor): one task's rows and its batch
+  marker in one transaction, skipped when the marker shows the batch already
+  committed (the sink's ``exactlyOnce`` mode; see ``sink.py``).
 """
 
 from __future__ import annotations

@@ -7,10 +7,64 @@ and ``headers`` (array<struct<key string, value binary>>). They are checked
 when the write is planned, so a wrong DataFrame fails at ``save()`` or
 ``start()``.
 
-Delivery is at-least-once, as with Spark's Kafka sink: every task flushes its
-producer and fails unless every record was acknowledged, and a batch Spark
-replays after a crash is written again. Batch writes accept only
+By default delivery is at-least-once, as with Spark's Kafka sink: every task
+flushes its producer and fails unless every record was acknowledged, and a
+batch Spark replays after a crash is written again. Batch writes accept only
 ``mode("append")``; streaming writes any output mode, writing each batch's rows.
+
+Exactly-once streaming writes (``exactlyOnce=true``, writeStream only)
+----------------------------------------------------------------------
+Each writer task (one Spark partition P of micro-batch N) writes through a
+fresh transactional producer whose ``transactional.id`` is ``<prefix>-P``.
+The prefix is the option ``transactional.id.prefix`` or, when absent,
+``odradek-<Spark query id>``: the query id comes from the checkpoint, so it
+is the same after every restart and new for a new checkpoint. Spark gives the
+task its batch id and query id as local properties of the task context
+(``streaming.sql.batchId``, ``sql.streaming.queryId``); the writer API itself
+has no batch id in ``write()``. The task:
+
+1. ``init_transactions()``: fences every earlier producer of ``<prefix>-P``
+   (a zombie attempt of this task, a crashed run of the query); its open
+   transaction is aborted, a prepared one completed;
+2. reads its marker: the offset committed by group ``<prefix>-sink`` for
+   partition P of the topic ``__odradek_sink_<prefix>`` (created on first
+   use and grown as needed; it holds no records), read_committed. If the
+   marker says batch N is already committed by this query (offset > N and
+   metadata = the query id), the task writes nothing and reports success:
+   this is Spark rerunning a batch whose Kafka commit happened but whose
+   checkpoint commit did not (a driver crash in between);
+3. otherwise begins a transaction, produces the rows, commits the marker
+   ``N + 1`` (metadata: the query id) with ``send_offsets_to_transaction`` in
+   the same transaction, and commits it. A task with no rows does nothing.
+
+Limits (also in docs/transactions.md, "The Spark sink's exactly-once mode"):
+
+- Readers must use ``isolation.level=read_committed``; a read_uncommitted
+  reader also sees the rows of aborted attempts.
+- Atomic per task, not per batch: a read_committed reader can see the rows
+  of some partitions of batch N before the others'. If batch N fails midway,
+  the partitions that committed stay, and Spark's rerun skips them.
+- A rerun must give each partition id the same rows as the first run: the
+  plan must be deterministic (no ``rand()``, ``uuid()``, ``current_timestamp``
+  in the written rows, a source that replays the same offsets, as this one
+  does) and the number of partitions of a batch must not change between runs
+  (don't change ``spark.sql.shuffle.partitions``, ``repartition(n)`` or
+  ``minPartitions`` and then restart on the same checkpoint).
+- One query per prefix: two queries running with one prefix fence each other.
+  A prefix reused by a new checkpoint (new query id) is not mistaken for a
+  replay, but its bookkeeping group and topic are shared.
+- Deleting the bookkeeping group ``<prefix>-sink`` (or its topic) loses the
+  markers: a rerun batch would be written again.
+- A task's transaction must finish within ``transaction.timeout.ms`` (60 s by
+  default; ``kafka.transaction.timeout.ms`` sets it, the broker caps it at
+  ``transaction.max.timeout.ms``), or the coordinator aborts it and the task
+  fails. Keep micro-batches small enough.
+- Each task with rows pays for a producer start-up and ``init_transactions``
+  (tens of ms), the marker read, and the transaction's requests
+  (AddPartitionsToTxn, AddOffsetsToTxn, TxnOffsetCommit, EndTxn); see
+  ``benchmarks/spark_bench.py`` (e) for the cost against at-least-once.
+- Batch writes (``df.write``) refuse ``exactlyOnce``: there is no batch id to
+  recognise a rerun by. Spark's own Kafka sink is at-least-once everywhere.
 """
 
 from __future__ import annotations
