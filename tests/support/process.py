@@ -145,13 +145,14 @@ class ServerProcess:
         """Read stdout until the ready line; raise RuntimeError on exit or timeout."""
         assert self.proc is not None and self.proc.stdout is not None
         fd = self.proc.stdout.fileno()
+        poller = select.poll()  # not select(): descriptors above 1023 must work too
+        poller.register(fd, select.POLLIN | select.POLLHUP)
         buf = b""
         while True:
             left = deadline - time.perf_counter()
             if left <= 0:
                 raise RuntimeError("not ready in time")
-            ready, _, _ = select.select([fd], [], [], left)
-            if not ready:
+            if not poller.poll(left * 1000):
                 continue
             chunk = os.read(fd, 4096)
             if not chunk:

@@ -41,6 +41,7 @@ is its LEO. With one replica (a single node) it follows the LEO at once.
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import dataclasses
 from collections.abc import Iterable, Sequence
@@ -50,6 +51,7 @@ from enum import Enum
 from odradek.replication.producer_state import AbortedTxn, ProducerStateTable, Verdict
 from odradek.storage.errors import StorageError
 from odradek.storage.log import FileSlice, Log
+from odradek.storage.txnfiles import encode_snapshot
 from odradek.wire.batch import BatchHeader, read_batch_header
 from odradek.wire.errors import ErrorCode
 from odradek.wire.primitives import Buffer, DecodeError
@@ -137,6 +139,7 @@ class PartitionState:
     """The leader's broker id; -2 (the default) means this replica leads."""
 
     def __post_init__(self) -> None:
+        self.log.snapshot_source = self._snapshot_bytes
         if self.leader_id == -2:
             self.leader_id = self.local_id
         if not self.replicas:
@@ -247,8 +250,10 @@ class PartitionState:
             return Appended(exc.error_code, str(exc))
         offset = info.first_offset
         for h, (commit, coordinator_epoch) in zip(headers, markers, strict=True):
-            self.producers.record(dataclasses.replace(h, base_offset=offset), commit=commit,
-                                  coordinator_epoch=coordinator_epoch)
+            aborted = self.producers.record(dataclasses.replace(h, base_offset=offset),
+                                            commit=commit, coordinator_epoch=coordinator_epoch)
+            if aborted is not None:
+                plog.append_aborted(aborted)
             offset += h.last_offset_delta + 1
         return Appended(
             first_offset=info.first_offset, last_offset=info.last_offset,
@@ -279,7 +284,10 @@ class PartitionState:
                         commit, coordinator_epoch = _marker(chunk, pos, h)
                     except DecodeError:
                         commit, coordinator_epoch = None, -1
-                    self.producers.record(h, commit=commit, coordinator_epoch=coordinator_epoch)
+                    aborted = self.producers.record(h, commit=commit,
+                                                    coordinator_epoch=coordinator_epoch)
+                    if aborted is not None:
+                        self.log.append_aborted(aborted)
                     pos += h.size
         moved = self.log.advance_high_watermark(min(leader_hw, self.log_end_offset))
         return Appended(first_offset=first, last_offset=last, log_start_offset=start,
@@ -336,19 +344,41 @@ class PartitionState:
 
     # -- start-up ---------------------------------------------------------------------
 
+    def _snapshot_bytes(self) -> bytes:
+        return encode_snapshot(self.producers.snapshot())
+
     def _rebuild(self) -> None:
         """Producer state (and, if its file was missing, the leader-epoch cache) from
-        every batch header of the log. A segment whose framing is damaged (found
-        here after a clean shutdown, when nothing was validated) is recorded on the
-        log and skipped from the damage on: the partition opens, and only fetches
-        that reach the damage fail."""
+        the newest producer snapshot at or above the log start and the batch
+        headers after it (every header when there is none, or the epoch cache
+        must be rebuilt). Aborted transactions below the snapshot come from the
+        ``.txnindex`` files; an ABORT marker replayed here whose entry is missing
+        (a crash between the marker and its entry) gets it written. A segment
+        whose framing is damaged (found here after a clean shutdown, when nothing
+        was validated) is recorded on the log and skipped from the damage on: the
+        partition opens, and only fetches that reach the damage fail."""
         plog = self.log
+        try:
+            indexed = plog.txn_files.aborted(plog.segment_bases)
+            snap = (plog.txn_files.latest_snapshot(plog.log_end_offset)
+                    if plog.epochs.loaded else None)
+        except OSError:
+            indexed, snap = [], None
+        start = plog.log_start_offset
+        if snap is not None and snap[0] >= start:
+            start = snap[0]
+            self.producers.load_snapshot(
+                snap[1], [a for a in indexed if start > a.last_offset >= plog.log_start_offset])
+        known = set(indexed)
         epochs: list[tuple[int, int]] = []
-        for h in self._iter_headers():
+        for h in self._iter_headers(start):
             commit, coordinator_epoch = None, -1
             if h.is_control:
                 commit, coordinator_epoch = self._stored_marker(h)
-            self.producers.record(h, commit=commit, coordinator_epoch=coordinator_epoch)
+            aborted = self.producers.record(h, commit=commit,
+                                            coordinator_epoch=coordinator_epoch)
+            if aborted is not None and aborted not in known:
+                plog.append_aborted(aborted)
             epochs.append((h.partition_leader_epoch, h.base_offset))
         if not plog.epochs.loaded:
             # An unwritable file leaves the entries in memory; they are written
@@ -365,14 +395,15 @@ class PartitionState:
         except (DecodeError, StorageError):
             return None, -1
 
-    def _iter_headers(self) -> Iterable[BatchHeader]:
+    def _iter_headers(self, start: int) -> Iterable[BatchHeader]:
         plog = self.log
-        for seg in plog.segments:
+        first = max(bisect.bisect_right(plog.segment_bases, start) - 1, 0)
+        for seg in plog.segments[first:]:
             offset = seg.base_offset
             try:
                 for _, header in seg.iter_headers(0):
                     offset = header.next_offset
-                    if header.last_offset >= plog.log_start_offset:
+                    if header.last_offset >= start:
                         yield header
             except DecodeError as exc:
                 plog.note_damage(seg.log_path, offset, exc)

@@ -40,6 +40,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from enum import Enum
 
+from odradek.storage.txnfiles import AbortedEntry, SnapshotEntry
 from odradek.wire.batch import NO_PRODUCER_ID, BatchHeader
 
 MAX_REMEMBERED = 5
@@ -63,16 +64,10 @@ class BatchMetadata:
     max_timestamp: int
 
 
-@dataclass(frozen=True, slots=True)
-class AbortedTxn:
-    """An aborted transaction (one entry of Kafka's ``.txnindex``): ``producer_id``'s
-    records from ``first_offset`` to the ABORT marker at ``last_offset``;
-    ``last_stable_offset`` was the LSO once the marker was written."""
-
-    producer_id: int
-    first_offset: int
-    last_offset: int
-    last_stable_offset: int
+AbortedTxn = AbortedEntry
+"""An aborted transaction (one entry of Kafka's ``.txnindex``): ``producer_id``'s
+records from ``first_offset`` to the ABORT marker at ``last_offset``;
+``last_stable_offset`` was the LSO once the marker was written."""
 
 
 @dataclass(slots=True)
@@ -152,13 +147,14 @@ class ProducerStateTable:
 
     def record(
         self, header: BatchHeader, *, commit: bool | None = None, coordinator_epoch: int = -1
-    ) -> None:
+    ) -> AbortedTxn | None:
         """Apply a batch that is now in the log (its header carries final offsets).
         For a control batch ``commit`` says COMMIT (True) or ABORT (False) and
-        ``coordinator_epoch`` is the marker's."""
+        ``coordinator_epoch`` is the marker's. Returns the aborted transaction an
+        ABORT marker ended (for the ``.txnindex``)."""
         pid = header.producer_id
         if pid == NO_PRODUCER_ID:
-            return
+            return None
         entry = self.producers.get(pid)
         if entry is None:
             entry = self.producers[pid] = ProducerEntry(header.producer_epoch)
@@ -167,8 +163,8 @@ class ProducerStateTable:
             entry.batches.clear()
         entry.last_timestamp = header.max_timestamp
         if header.is_control:
-            self._end_transaction(entry, pid, header.base_offset, commit, coordinator_epoch)
-            return
+            return self._end_transaction(entry, pid, header.base_offset, commit,
+                                         coordinator_epoch)
         if header.base_sequence >= 0:
             entry.batches.append(
                 BatchMetadata(
@@ -179,21 +175,57 @@ class ProducerStateTable:
         if header.is_transactional and entry.txn_first_offset < 0:
             entry.txn_first_offset = header.base_offset
             self.ongoing[pid] = header.base_offset
+        return None
+
+    def snapshot(self) -> list[SnapshotEntry]:
+        """Kafka's snapshot of the table: per producer its last batch, epoch,
+        coordinator epoch and open transaction (older batches are not kept)."""
+        out = []
+        for pid, e in sorted(self.producers.items()):
+            if e.batches:
+                b = e.batches[-1]
+                out.append(SnapshotEntry(pid, e.epoch, b.last_seq, b.last_offset,
+                                         b.last_offset - b.first_offset, b.max_timestamp,
+                                         e.coordinator_epoch, e.txn_first_offset))
+            else:
+                out.append(SnapshotEntry(pid, e.epoch, -1, -1, 0, e.last_timestamp,
+                                         e.coordinator_epoch, e.txn_first_offset))
+        return out
+
+    def load_snapshot(self, entries: list[SnapshotEntry], aborted: list[AbortedTxn]) -> None:
+        """Start from a snapshot (and the aborted transactions below it)."""
+        self.producers.clear()
+        self.ongoing.clear()
+        for s in entries:
+            entry = ProducerEntry(s.epoch, txn_first_offset=s.current_txn_first_offset,
+                                  coordinator_epoch=s.coordinator_epoch,
+                                  last_timestamp=s.timestamp)
+            if s.last_offset >= 0:
+                entry.batches.append(BatchMetadata(
+                    max(s.last_sequence - s.offset_delta, 0), s.last_sequence,
+                    s.last_offset - s.offset_delta, s.last_offset, s.timestamp))
+            self.producers[s.producer_id] = entry
+            if s.current_txn_first_offset >= 0:
+                self.ongoing[s.producer_id] = s.current_txn_first_offset
+        self.aborted = list(aborted)
 
     def _end_transaction(
         self, entry: ProducerEntry, pid: int, marker: int, commit: bool | None,
         coordinator_epoch: int,
-    ) -> None:
+    ) -> AbortedTxn | None:
         entry.coordinator_epoch = max(entry.coordinator_epoch, coordinator_epoch)
         first = entry.txn_first_offset
         if first < 0 or commit is None:
-            return  # no open transaction here: the marker changes nothing
+            return None  # no open transaction here: the marker changes nothing
         entry.txn_first_offset = -1
         del self.ongoing[pid]
         self.undecided.append((first, marker))
-        if not commit:
-            lso = min([marker + 1, *self.ongoing.values()])
-            self.aborted.append(AbortedTxn(pid, first, marker, lso))
+        if commit:
+            return None
+        lso = min([marker + 1, *self.ongoing.values()])
+        aborted = AbortedTxn(pid, first, marker, lso)
+        self.aborted.append(aborted)
+        return aborted
 
     def last_stable_offset(self, high_watermark: int) -> int:
         """The LSO: the first offset of the earliest transaction still open or decided

@@ -40,7 +40,7 @@ import logging
 import posixpath
 import uuid
 from bisect import bisect_right
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -74,6 +74,7 @@ from odradek.storage.loader import LoadReport, load_segments
 from odradek.storage.names import PARTITION_METADATA_FILE, parse_partition_dir_name
 from odradek.storage.segment import BatchMeta, Segment
 from odradek.storage.timestamps import RecordTimestampSearch, TimestampOffset
+from odradek.storage.txnfiles import AbortedEntry, TxnFiles
 from odradek.wire.primitives import Buffer, DecodeError
 
 _log = logging.getLogger("odradek.storage")
@@ -176,6 +177,15 @@ class Log:
         """The leader-epoch cache; loaded here, rebuilt from the batches by the
         partition when its file was missing (``epochs.loaded`` is false)."""
         self.epochs.load()
+        self.txn_files = TxnFiles(fs, dir_path)
+        """``.txnindex`` files and producer snapshots (their contents are the
+        partition layer's; see :mod:`odradek.storage.txnfiles`)."""
+        self.snapshot_source: Callable[[], bytes] | None = None
+        """Set by the partition: the producer snapshot to store at a roll and at close."""
+        try:
+            self.txn_files.truncate_from_end(self._leo, self._bases)
+        except OSError as e:
+            _log.warning("%s: cannot trim transaction files: %s", dir_path, e)
         self.damage: list[Damage] = list(load_report.damage)
         """Damage found by recovery (cut out) or while serving (left in place)."""
         for found in self.damage:
@@ -531,10 +541,34 @@ class Log:
         self._segments.append(seg)
         self._bases.append(seg.base_offset)
         self._dir_dirty = True
+        self._store_snapshot(durable=False)
         # The old segment's final index entries are not durable until the next flush,
         # so recovery must not trust it yet: cap the recovery point at its base.
         self._cap_recovery_point(active.base_offset)
         return seg
+
+    def _store_snapshot(self, *, durable: bool) -> None:
+        """The producer snapshot at the LEO (a roll: not synced; close: synced). A
+        snapshot that cannot be written only costs a longer scan at start-up."""
+        if self.snapshot_source is None:
+            return
+        try:
+            self.txn_files.write_snapshot(self._leo, self.snapshot_source(), durable=durable)
+        except OSError as e:
+            _log.warning("%s: producer snapshot not written: %s", self.dir_path, e)
+
+    def append_aborted(self, entry: AbortedEntry) -> None:
+        """Record an aborted transaction in the ``.txnindex`` of the segment holding
+        its marker."""
+        i = max(bisect_right(self._bases, entry.last_offset) - 1, 0)
+        try:
+            self.txn_files.append_aborted(self._bases[i], entry)
+        except OSError as e:
+            _log.warning("%s: .txnindex entry not written: %s", self.dir_path, e)
+
+    @property
+    def segment_bases(self) -> Sequence[int]:
+        return self._bases
 
     def _cap_recovery_point(self, offset: int) -> None:
         self._recovery_point = min(self._recovery_point, offset)
@@ -819,6 +853,7 @@ class Log:
         self._leo = leo
         try:
             self.epochs.truncate_from_end(leo)
+            self.txn_files.truncate_from_end(leo, self._bases)
         except OSError as e:
             raise self._io_failed("leader-epoch-checkpoint write", e) from e
         # A cut inside the batch holding the log start leaves nothing at or above it.
@@ -923,7 +958,10 @@ class Log:
 
     def close(self) -> None:
         """Write index tails (and final time-index entries) and close every file.
-        Does not flush: call :meth:`flush` first for a clean shutdown."""
+        Does not flush: call :meth:`flush` first for a clean shutdown. The producer
+        snapshot at the log end is written (and synced) first."""
+        if not self._offline:
+            self._store_snapshot(durable=True)
         for seg in self._segments:
             try:
                 seg.close()

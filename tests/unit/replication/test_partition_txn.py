@@ -4,6 +4,8 @@ are reported to read_committed reads, and all of it survives a reopen."""
 
 from __future__ import annotations
 
+import struct
+
 from odradek.common.clock import ManualClock
 from odradek.replication.partition import (
     READ_COMMITTED,
@@ -96,3 +98,55 @@ def test_transactions_are_rebuilt_from_the_log_on_reopen() -> None:
     assert again.producers.aborted == [AbortedTxn(5, 0, 1, 2)]
     again.append_as_leader(marker(6, commit=True), Origin.COORDINATOR)
     assert again.last_stable_offset == again.high_watermark == 4
+
+
+def test_aborted_transactions_are_written_to_the_txnindex_in_kafkas_format() -> None:
+    clock = ManualClock(NOW)
+    fs = MemoryFileSystem(clock)
+    st = open_state(fs, clock)
+    st.append_as_leader(txn([b"a"], pid=5, seq=0), Origin.CLIENT)                 # 0
+    st.append_as_leader(txn([b"b"], pid=6, seq=0), Origin.CLIENT)                 # 1
+    st.append_as_leader(marker(5, commit=False), Origin.COORDINATOR)              # 2
+    raw = fs.read_file("/d/t-0/00000000000000000000.txnindex")
+    # int16 version 0, producer id, first offset, marker offset, LSO (pid 6 open at 1)
+    assert raw == struct.pack(">hqqqq", 0, 5, 0, 2, 1)
+
+
+def test_a_reopen_starts_from_the_producer_snapshot_written_at_close() -> None:
+    clock = ManualClock(NOW)
+    fs = MemoryFileSystem(clock)
+    st = open_state(fs, clock)
+    st.append_as_leader(txn([b"a"], pid=5, seq=0), Origin.CLIENT)                 # 0
+    st.append_as_leader(marker(5, commit=False), Origin.COORDINATOR)              # 1
+    st.append_as_leader(txn([b"b", b"c"], pid=6, seq=0, epoch=2), Origin.CLIENT)  # 2-3 open
+    st.log.flush()
+    st.log.close()
+    assert fs.exists("/d/t-0/00000000000000000004.snapshot")
+    again = open_state(fs, clock)
+    assert again.last_stable_offset == 2
+    assert again.producers.aborted == [AbortedTxn(5, 0, 1, 2)]
+    entry = again.producers.producers[6]
+    assert (entry.epoch, entry.last_seq, entry.txn_first_offset) == (2, 1, 2)
+    # the next batch of producer 6 must follow its sequence; a duplicate is one
+    dup = again.append_as_leader(txn([b"b", b"c"], pid=6, seq=0, epoch=2), Origin.CLIENT)
+    assert dup.duplicate and dup.first_offset == 2
+    gap = again.append_as_leader(txn([b"x"], pid=6, seq=5, epoch=2), Origin.CLIENT)
+    assert gap.error_code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+
+
+def test_a_missing_txnindex_and_a_damaged_snapshot_are_rebuilt_from_the_log() -> None:
+    clock = ManualClock(NOW)
+    fs = MemoryFileSystem(clock)
+    st = open_state(fs, clock)
+    st.append_as_leader(txn([b"a"], pid=5, seq=0), Origin.CLIENT)
+    st.append_as_leader(marker(5, commit=False), Origin.COORDINATOR)
+    st.append_as_leader(txn([b"b"], pid=7, seq=0), Origin.CLIENT)
+    st.log.flush()
+    st.log.close()
+    fs.remove("/d/t-0/00000000000000000000.txnindex")
+    fs.write_file("/d/t-0/00000000000000000003.snapshot", b"\x00\x01garbage")
+    again = open_state(fs, clock)
+    assert again.producers.aborted == [AbortedTxn(5, 0, 1, 2)]
+    assert again.last_stable_offset == 2
+    assert fs.read_file("/d/t-0/00000000000000000000.txnindex") == struct.pack(
+        ">hqqqq", 0, 5, 0, 1, 2)
