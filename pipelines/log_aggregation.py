@@ -7,6 +7,12 @@ the watermark closes a window writes an alert (key = service, value = JSON)
 for every window whose error rate is at least ``--threshold`` with at least
 ``--min-lines`` lines.
 
+With ``--exactly-once`` the alerts are written through the sink's
+exactly-once mode (transactions; see docs/transactions.md, "The Spark sink's
+exactly-once mode"): after a crash and restart from the checkpoint, a
+read_committed reader of the alerts topic sees each alert once. Without it, a
+batch Spark reruns writes its alerts again.
+
     spark-submit pipelines/log_aggregation.py --bootstrap 127.0.0.1:9092
     python pipelines/log_aggregation.py --master 'local[*]' --bootstrap 127.0.0.1:9092
 """
@@ -60,6 +66,10 @@ def build(spark: SparkSession, args: argparse.Namespace) -> list[Any]:
         .writeStream.format("odradek").queryName("error_alerts")
         .option("kafka.bootstrap.servers", args.bootstrap).option("topic", args.alerts_topic)
         .option("checkpointLocation", args.checkpoint).outputMode("append"))
+    if args.exactly_once:
+        writer = writer.option("exactlyOnce", "true")
+        if args.transactional_id_prefix:
+            writer = writer.option("transactional.id.prefix", args.transactional_id_prefix)
     writer = (writer.trigger(availableNow=True) if args.available_now
               else writer.trigger(processingTime=f"{args.trigger_seconds} seconds"))
     return [writer.start()]
@@ -77,6 +87,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--watermark", default="30 seconds")
     p.add_argument("--trigger-seconds", type=int, default=5)
     p.add_argument("--available-now", action="store_true")
+    p.add_argument("--exactly-once", action="store_true",
+                   help="transactional alerts: each once for read_committed readers")
+    p.add_argument("--transactional-id-prefix", default=None,
+                   help="with --exactly-once (default: derived from the query id)")
     p.add_argument("--master", default=None)
     return p
 
