@@ -40,7 +40,7 @@ from odradek.broker.coordinator_runtime import (
     CoordinatorWriteError,
     Entry,
 )
-from odradek.broker.partitions import PartitionGoneError, PartitionManager
+from odradek.broker.partitions import Partition, PartitionGoneError, PartitionManager
 from odradek.common.clock import Clock
 from odradek.coordinator.records import OFFSETS_TOPIC
 from odradek.coordinator.txn import records as trecords
@@ -52,7 +52,7 @@ from odradek.coordinator.txn.coordinator import (
 )
 from odradek.coordinator.txn.records import TXN_TOPIC, partition_for
 from odradek.metadata import controller
-from odradek.replication.partition import Origin
+from odradek.replication.partition import Appended, Origin
 from odradek.storage.errors import StorageError
 from odradek.wire.errors import ErrorCode
 from odradek.wire.primitives import DecodeError
@@ -69,6 +69,25 @@ TXN_TOPIC_CONFIGS = {
     "min.insync.replicas": "1",
 }
 MARKER_RETRY_S = 0.1
+
+
+def append_marker(
+    partitions: PartitionManager, groups: GroupRuntime | None, part: Partition,
+    producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int, now_ms: int,
+) -> Appended:
+    """Append one COMMIT/ABORT marker to ``part`` through the partition layer (the
+    coordinator origin); a marker that reaches ``__consumer_offsets`` is handed to
+    the group coordinator, so the producer's pending offsets apply or go. The
+    caller waits for the answer with ``partitions.complete(part, result, -1)``."""
+    kind = CONTROL_COMMIT if commit else CONTROL_ABORT
+    batch = build_batch(
+        [control_record(kind, offset=0, timestamp=now_ms, coordinator_epoch=coordinator_epoch)],
+        producer_id=producer_id, producer_epoch=producer_epoch, transactional=True,
+        control=True)
+    result = partitions.append_now(part, memoryview(batch), Origin.COORDINATOR)
+    if result.error_code == 0 and part.topic == OFFSETS_TOPIC and groups is not None:
+        groups.txn_marker(part.index, producer_id, commit)
+    return result
 
 
 class TxnRuntime:
@@ -202,23 +221,15 @@ class TxnRuntime:
         part = self.partitions.get(topic, index)
         if part is None:
             return True  # the topic was deleted: nothing to mark
-        kind = CONTROL_COMMIT if job.commit else CONTROL_ABORT
-        batch = build_batch(
-            [control_record(kind, offset=0, timestamp=self.clock.now_ms(),
-                            coordinator_epoch=job.coordinator_epoch)],
-            producer_id=job.producer_id, producer_epoch=job.producer_epoch,
-            transactional=True, control=True)
-        result = self.partitions.append_now(part, memoryview(batch), Origin.COORDINATOR)
+        result = append_marker(self.partitions, self.groups(), part, job.producer_id,
+                               job.producer_epoch, job.commit, job.coordinator_epoch,
+                               self.clock.now_ms())
         if result.error_code == ErrorCode.INVALID_PRODUCER_EPOCH:
             log.warning("%s-%d has a newer epoch than the marker of %r; skipped",
                         topic, index, job.transactional_id)
             return True
         if result.error_code:
             raise CoordinatorWriteError(f"{result.error_code}: {result.error_message}")
-        if topic == OFFSETS_TOPIC:
-            groups = self.groups()
-            if groups is not None:
-                groups.txn_marker(index, job.producer_id, job.commit)
         try:
             await self.partitions.complete(part, result, acks=-1)
         except PartitionGoneError:

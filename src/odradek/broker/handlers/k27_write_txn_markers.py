@@ -28,8 +28,7 @@ import asyncio
 from odradek.broker.context import RequestContext
 from odradek.broker.partitions import PartitionGoneError
 from odradek.broker.registry import handler
-from odradek.coordinator.records import OFFSETS_TOPIC
-from odradek.replication.partition import Origin
+from odradek.broker.transactions import append_marker
 from odradek.wire.errors import ErrorCode
 from odradek.wire.messages.write_txn_markers_request import (
     WritableTxnMarker,
@@ -41,7 +40,6 @@ from odradek.wire.messages.write_txn_markers_response import (
     WritableTxnMarkerTopicResult,
     WriteTxnMarkersResponse,
 )
-from odradek.wire.records import CONTROL_ABORT, CONTROL_COMMIT, build_batch, control_record
 
 
 async def _write(ctx: RequestContext, marker: WritableTxnMarker, topic: str, index: int) -> int:
@@ -52,18 +50,11 @@ async def _write(ctx: RequestContext, marker: WritableTxnMarker, topic: str, ind
         known = topic in state.image.topics and index in state.image.topics[topic].partitions
         return (ErrorCode.NOT_LEADER_OR_FOLLOWER if known
                 else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-    commit = bool(marker.transaction_result)
-    batch = build_batch(
-        [control_record(CONTROL_COMMIT if commit else CONTROL_ABORT, offset=0,
-                        timestamp=state.clock.now_ms(),
-                        coordinator_epoch=marker.coordinator_epoch)],
-        producer_id=marker.producer_id, producer_epoch=marker.producer_epoch,
-        transactional=True, control=True)
-    result = state.partitions.append_now(part, memoryview(batch), Origin.COORDINATOR)
+    result = append_marker(state.partitions, state.groups, part, marker.producer_id,
+                           marker.producer_epoch, bool(marker.transaction_result),
+                           marker.coordinator_epoch, state.clock.now_ms())
     if result.error_code:
         return result.error_code
-    if topic == OFFSETS_TOPIC and state.groups is not None:
-        state.groups.txn_marker(index, marker.producer_id, commit)
     try:
         await state.partitions.complete(part, result, acks=-1)
     except PartitionGoneError:
