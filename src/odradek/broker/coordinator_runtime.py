@@ -27,16 +27,23 @@ coordinatorEpoch:int32``.
 
 from __future__ import annotations
 
+import logging
 import struct
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from odradek.broker.partitions import Partition, PartitionGoneError, PartitionManager
+from odradek.common.ids import Ids
+from odradek.metadata import controller
+from odradek.metadata.controller import Outcome
+from odradek.metadata.image import MetadataImage
 from odradek.replication.partition import Appended, Origin
 from odradek.storage.errors import StorageError
 from odradek.wire.batch import NO_PRODUCER_ID
 from odradek.wire.records import Record, build_batch, decode_batch
 
+log = logging.getLogger("odradek.coordinators")
 _LOAD_CHUNK_BYTES = 1 << 20
 _CONTROL_KEY = struct.Struct(">hh")
 CONTROL_ABORT = 0
@@ -75,6 +82,38 @@ class Pending:
 
     partition: Partition
     result: Appended
+
+
+class Metadata(Protocol):
+    """What a coordinator's shell needs of the broker's metadata (BrokerState has it)."""
+
+    @property
+    def image(self) -> MetadataImage: ...
+
+    @property
+    def node_id(self) -> int: ...
+
+    @property
+    def ids(self) -> Ids: ...
+
+    async def write(self, decide: Callable[[MetadataImage], Outcome]) -> Outcome: ...
+
+
+async def ensure_internal_topic(
+    metadata: Metadata, topic: str, partitions: int, configs: Mapping[str, str]
+) -> bool:
+    """Create a coordinator's internal topic if it does not exist; True when it does
+    (also when another request created it meanwhile)."""
+    if topic in metadata.image.topics:
+        return True
+    outcome = await metadata.write(lambda image: controller.create_topic(
+        image, topic, partitions, -1, configs, node_id=metadata.node_id,
+        default_partitions=1, topic_id=metadata.ids.uuid(),
+    ))
+    if outcome.error and topic not in metadata.image.topics:
+        log.error("cannot create %s: %s", topic, outcome.message)
+        return False
+    return True
 
 
 class CoordinatorRuntime:

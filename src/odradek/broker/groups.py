@@ -25,27 +25,25 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any
 
 from odradek.broker.config import BrokerConfig
 from odradek.broker.coordinator_runtime import (
     CoordinatorRuntime,
     CoordinatorWriteError,
     Entry,
+    Metadata,
     Pending,
+    ensure_internal_topic,
 )
 from odradek.broker.partitions import PartitionManager
 from odradek.common.clock import Clock
-from odradek.common.ids import Ids
 from odradek.coordinator import records as crecords
 from odradek.coordinator.coordinator import GroupCoordinator
 from odradek.coordinator.core import Effects, GroupConfig
 from odradek.coordinator.group import Token
 from odradek.coordinator.offsets import CommitRequest, PartitionExists
 from odradek.coordinator.records import OFFSETS_TOPIC, CoordinatorRecord
-from odradek.metadata import controller
-from odradek.metadata.controller import Outcome
-from odradek.metadata.image import MetadataImage
 from odradek.storage.errors import StorageError
 from odradek.wire.primitives import DecodeError
 
@@ -57,21 +55,6 @@ OFFSETS_TOPIC_CONFIGS = {
     "compression.type": "producer",
 }
 __all__ = ["CoordinatorWriteError", "GroupRuntime", "Metadata"]
-
-
-class Metadata(Protocol):
-    """What the group runtime needs of the broker's metadata (BrokerState has it)."""
-
-    @property
-    def image(self) -> MetadataImage: ...
-
-    @property
-    def node_id(self) -> int: ...
-
-    @property
-    def ids(self) -> Ids: ...
-
-    async def write(self, decide: Callable[[MetadataImage], Outcome]) -> Outcome: ...
 
 
 class GroupRuntime:
@@ -107,16 +90,11 @@ class GroupRuntime:
 
     async def ensure_topic(self) -> bool:
         """Create ``__consumer_offsets`` if it does not exist; True when it does."""
-        metadata = self.metadata
-        if OFFSETS_TOPIC in metadata.image.topics:
+        if OFFSETS_TOPIC in self.metadata.image.topics:
             return True
-        outcome = await metadata.write(lambda image: controller.create_topic(
-            image, OFFSETS_TOPIC, self.coordinator.config.offsets_partitions, -1,
-            OFFSETS_TOPIC_CONFIGS, node_id=metadata.node_id, default_partitions=1,
-            topic_id=metadata.ids.uuid(),
-        ))
-        if outcome.error and OFFSETS_TOPIC not in metadata.image.topics:
-            log.error("cannot create %s: %s", OFFSETS_TOPIC, outcome.message)
+        if not await ensure_internal_topic(self.metadata, OFFSETS_TOPIC,
+                                           self.coordinator.config.offsets_partitions,
+                                           OFFSETS_TOPIC_CONFIGS):
             return False
         self.coordinator.loading.clear()
         return True

@@ -39,6 +39,8 @@ from odradek.broker.coordinator_runtime import (
     CoordinatorRuntime,
     CoordinatorWriteError,
     Entry,
+    Metadata,
+    ensure_internal_topic,
 )
 from odradek.broker.partitions import Partition, PartitionGoneError, PartitionManager
 from odradek.common.clock import Clock
@@ -51,7 +53,6 @@ from odradek.coordinator.txn.coordinator import (
     TxnConfig,
 )
 from odradek.coordinator.txn.records import TXN_TOPIC, partition_for
-from odradek.metadata import controller
 from odradek.replication.partition import Appended, Origin
 from odradek.storage.errors import StorageError
 from odradek.wire.errors import ErrorCode
@@ -59,7 +60,7 @@ from odradek.wire.primitives import DecodeError
 from odradek.wire.records import CONTROL_ABORT, CONTROL_COMMIT, build_batch, control_record
 
 if TYPE_CHECKING:
-    from odradek.broker.groups import GroupRuntime, Metadata
+    from odradek.broker.groups import GroupRuntime
 
 log = logging.getLogger("odradek.transactions")
 
@@ -151,20 +152,11 @@ class TxnRuntime:
 
     async def ensure_topic(self) -> bool:
         """Create ``__transaction_state`` if it does not exist; True when it does."""
-        metadata = self.metadata
-        if TXN_TOPIC in metadata.image.topics:
-            return True
         configs = dict(TXN_TOPIC_CONFIGS)
         configs["segment.bytes"] = str(self.config.get_int(
             "transaction.state.log.segment.bytes"))
-        outcome = await metadata.write(lambda image: controller.create_topic(
-            image, TXN_TOPIC, self.num_partitions, -1, configs, node_id=metadata.node_id,
-            default_partitions=1, topic_id=metadata.ids.uuid(),
-        ))
-        if outcome.error and TXN_TOPIC not in metadata.image.topics:
-            log.error("cannot create %s: %s", TXN_TOPIC, outcome.message)
-            return False
-        return True
+        return await ensure_internal_topic(self.metadata, TXN_TOPIC, self.num_partitions,
+                                           configs)
 
     def partition_of(self, transactional_id: str) -> int:
         return partition_for(transactional_id, self.num_partitions)
