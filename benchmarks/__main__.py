@@ -200,6 +200,9 @@ def spark_phase(plan: Plan, r: report.Results) -> None:
         ("stream, one batch (wall)", "stream one batch", None),
         ("stream, one batch (in batch)", "stream one batch in batches", None),
         ("write -> topic", "write", "write noop"),
+        ("stream copy -> topic, exactly-once (wall)", "stream write eos", "stream write"),
+        ("stream copy -> topic, exactly-once (in batches)", "stream write eos in batches",
+         "stream write in batches"),
     ]
     for config, key, baseline in rows:
         for v in got[key]:
@@ -207,7 +210,8 @@ def spark_phase(plan: Plan, r: report.Results) -> None:
         for v in got[baseline] if baseline else []:
             r.add(section, config, "baseline", v, "rows/s")
     r.notes.append("PySpark baseline: the same job on Spark alone (read: the rows from Parquet; "
-                   "write: the same DataFrame to noop).")
+                   "write: the same DataFrame to noop; exactly-once stream copy: the same "
+                   "copy with the at-least-once sink).")
 
 
 def startup_phase(plan: Plan, r: report.Results) -> None:

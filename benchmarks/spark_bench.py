@@ -17,6 +17,11 @@ Data: ``--records`` records of 100-byte values and 10-byte keys in a
     the batch read of (b).
 (d) Write of the records (key, value) to a new topic; baseline: the same
     DataFrame written to ``noop``.
+(e) Streaming copy of the topic to a new 4-partition topic, AvailableNow
+    with the same ``maxOffsetsPerTrigger`` as (c): the sink at-least-once
+    (the default) and with ``exactlyOnce=true`` (a transaction per task, see
+    ``src/odradek/spark/sink.py``), alternating run by run; the ratio is
+    exactly-once / at-least-once.
 
 Medians of ``--runs`` runs with min-max.
 """
@@ -191,8 +196,51 @@ def measure(bootstrap: str, records: int, runs: int, max_offsets: int, work: Pat
         out["write noop"] = _timed(runs, records, lambda _: frame.write.format("noop")
                                    .mode("overwrite").save())
         log(f"spark write {_summary(out['write'])}")
+
+        out.update(stream_write_rates(spark, bootstrap, records, runs, max_offsets, work))
+        log(f"spark stream write at-least-once {_summary(out['stream write'])}")
+        log(f"spark stream write exactly-once {_summary(out['stream write eos'])}")
     finally:
         spark.stop()
+    return out
+
+
+def stream_write_rates(spark: Any, bootstrap: str, records: int, runs: int,
+                       max_offsets: int, work: Path) -> dict[str, list[float]]:
+    """(e): topic ``bench`` copied by a streaming query to a fresh topic, at-least-once
+    and exactly-once in turn; rows/s from ``start()`` to termination and inside
+    the micro-batches (triggerExecution)."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    out: dict[str, list[float]] = {"stream write": [], "stream write eos": [],
+                                   "stream write in batches": [],
+                                   "stream write eos in batches": []}
+    for run in range(runs):
+        for name, eos in (("stream write", False), ("stream write eos", True)):
+            topic = f"copy-{'eos' if eos else 'alo'}-{run}-{time.time_ns()}"
+            admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(30)
+            writer = (spark.readStream.format("odradek")
+                      .option("kafka.bootstrap.servers", bootstrap).option("subscribe", "bench")
+                      .option("startingOffsets", "earliest")
+                      .option("commitOffsetsToGroup", "false")
+                      .option("maxOffsetsPerTrigger", str(max_offsets)).load()
+                      .select("key", "value").writeStream.format("odradek")
+                      .option("kafka.bootstrap.servers", bootstrap).option("topic", topic)
+                      .option("checkpointLocation", str(work / f"cp-{topic}"))
+                      .trigger(availableNow=True))
+            if eos:
+                writer = writer.option("exactlyOnce", "true")
+            t0 = time.perf_counter()
+            query = writer.start()
+            query.awaitTermination()
+            wall = time.perf_counter() - t0
+            progress = [p for p in query.recentProgress if p["numInputRows"]]
+            got = sum(p["numInputRows"] for p in progress)
+            assert got == records, got
+            busy_ms = sum(p["durationMs"]["triggerExecution"] for p in progress)
+            out[name].append(records / wall)
+            out[f"{name} in batches"].append(got / busy_ms * 1000)
     return out
 
 
@@ -246,6 +294,13 @@ def main() -> None:
     print(f"    odradek sink     {_summary(r['write'])}")
     print(f"    noop baseline    {_summary(r['write noop'])}")
     print(f"    odradek / noop: {ratio_of('write', 'write noop')}")
+    print(f"\n(e) streaming copy -> topic, AvailableNow, maxOffsetsPerTrigger={max_offsets}"
+          f" ({PARTITIONS} tasks per micro-batch)")
+    for name, what in (("stream write", "at-least-once"), ("stream write eos", "exactly-once")):
+        print(f"    {what:16} wall {_summary(r[name])}")
+        print(f"    {'':16} in batches {_summary(r[name + ' in batches'])}")
+    print(f"    exactly-once / at-least-once: wall {ratio_of('stream write eos', 'stream write')}"
+          f", in batches {ratio_of('stream write eos in batches', 'stream write in batches')}")
     shutil.rmtree(work, ignore_errors=True)
 
 
