@@ -208,7 +208,10 @@ class PartitionState:
         """The one place the HW moves: to min LEO over the ISR, never back."""
         self.replicas[self.local_id].log_end_offset = self.log_end_offset
         target = min(self.replicas[b].log_end_offset for b in self.isr if b in self.replicas)
-        return self.log.advance_high_watermark(target)
+        moved = self.log.advance_high_watermark(target)
+        if moved:
+            self.producers.high_watermark_moved(self.high_watermark)
+        return moved
 
     # -- appends ------------------------------------------------------------------------
 
@@ -290,6 +293,8 @@ class PartitionState:
                         self.log.append_aborted(aborted)
                     pos += h.size
         moved = self.log.advance_high_watermark(min(leader_hw, self.log_end_offset))
+        if moved:
+            self.producers.high_watermark_moved(self.high_watermark)
         return Appended(first_offset=first, last_offset=last, log_start_offset=start,
                         hw_moved=moved, flush_due=flush_due)
 

@@ -227,16 +227,20 @@ class ProducerStateTable:
         self.aborted.append(aborted)
         return aborted
 
-    def last_stable_offset(self, high_watermark: int) -> int:
-        """The LSO: the first offset of the earliest transaction still open or decided
-        above the HW, or the HW."""
+    def high_watermark_moved(self, high_watermark: int) -> None:
+        """Forget decided transactions whose marker is now below the HW."""
         undecided = self.undecided
         while undecided and undecided[0][1] < high_watermark:
             undecided.popleft()
+
+    def last_stable_offset(self, high_watermark: int) -> int:
+        """The LSO: the first offset of the earliest transaction still open or decided
+        above the HW, or the HW."""
+        self.high_watermark_moved(high_watermark)
         lso = high_watermark
         for first in self.ongoing.values():
             lso = min(lso, first)
-        for first, marker in undecided:
+        for first, marker in self.undecided:
             if marker >= high_watermark:
                 lso = min(lso, first)
         return lso

@@ -150,3 +150,13 @@ def test_a_missing_txnindex_and_a_damaged_snapshot_are_rebuilt_from_the_log() ->
     assert again.last_stable_offset == 2
     assert fs.read_file("/d/t-0/00000000000000000000.txnindex") == struct.pack(
         ">hqqqq", 0, 5, 0, 1, 2)
+
+
+def test_decided_transactions_are_forgotten_once_the_hw_passes_their_marker() -> None:
+    clock = ManualClock(NOW)
+    st = open_state(MemoryFileSystem(clock), clock)
+    for seq in range(50):
+        st.append_as_leader(txn([b"v"], pid=5, seq=seq), Origin.CLIENT)
+        st.append_as_leader(marker(5, commit=seq % 2 == 0), Origin.COORDINATOR)
+    assert len(st.producers.undecided) <= 1  # nobody asked for the LSO meanwhile
+    assert len(st.producers.aborted) == 25
