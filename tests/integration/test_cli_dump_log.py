@@ -112,3 +112,33 @@ def test_errors_are_one_line(tmp_path: Path) -> None:
     wrong = dump(str(odd), ok=False)
     assert wrong.returncode == 1 and "not a segment file" in wrong.stderr
     assert len(wrong.stderr.strip().splitlines()) == 1
+
+
+def test_markers_txnindex_and_producer_snapshot(tmp_path: Path) -> None:
+    with Broker(data_dir=str(tmp_path)) as b:
+        b.create_topic("txn", 1)
+        producer = Producer({"bootstrap.servers": b.bootstrap_servers,
+                             "transactional.id": "dump"})
+        producer.init_transactions(10)
+        producer.begin_transaction()
+        producer.produce("txn", b"kept")
+        producer.commit_transaction(10)
+        producer.begin_transaction()
+        producer.produce("txn", b"dropped")
+        producer.flush(10)
+        producer.abort_transaction(10)
+    part = tmp_path / "txn-0"
+    log = dump("--records", str(part / f"{SEGMENT}.log")).stdout
+    assert "| offset: 1 endTxnMarker: COMMIT coordinatorEpoch: 0" in log
+    assert "| offset: 3 endTxnMarker: ABORT coordinatorEpoch: 0" in log
+    index = dump(str(part / f"{SEGMENT}.txnindex")).stdout
+    assert "firstOffset: 2 lastOffset: 3 lastStableOffset: 4" in index
+    (snapshot,) = part.glob("*.snapshot")
+    assert snapshot.name == "00000000000000000004.snapshot"  # written at the clean stop
+    data = json.loads(dump("--json", str(snapshot)).stdout)
+    (entry,) = data[0]["entries"]
+    assert (entry["last_sequence"], entry["last_offset"], entry["current_txn_first_offset"]) == (
+        1, 2, -1)
+    damaged = tmp_path / "00000000000000000004.snapshot"
+    damaged.write_bytes(snapshot.read_bytes()[:-3])
+    assert "PROBLEM: producer snapshot of" in dump(str(damaged)).stdout

@@ -18,6 +18,12 @@ By suffix (formats in :mod:`odradek.storage.segment` and :mod:`odradek.storage.i
   not point at the start of the batch whose last offset it names.
 * ``.timeindex``: entries (timestamp -> offset); problems: timestamps not
   increasing or offsets decreasing.
+* ``.txnindex``: aborted transactions (producer id, first offset, marker
+  offset, last stable offset); problems: a torn tail, markers not increasing.
+* ``.snapshot``: a producer snapshot's entries; problem: it does not check out.
+
+With ``--records`` a transaction marker shows as ``endTxnMarker: COMMIT`` (or
+ABORT) with its coordinator epoch, as in Kafka's tool.
 
 A trailing partial entry in an index is a problem too. ``--json`` prints one
 document: a list with, per file, its entries or batches and its problems. The
@@ -37,10 +43,17 @@ from odradek.cli.consume import text
 from odradek.cli.output import emit_json
 from odradek.storage.damage import next_valid_in
 from odradek.storage.names import parse_segment_file_name
+from odradek.storage.txnfiles import (
+    ENTRY_SIZE,
+    SNAPSHOT_SUFFIX,
+    SnapshotError,
+    parse_entries,
+    parse_snapshot,
+)
 from odradek.wire.batch import LOG_OVERHEAD, validate_batch
 from odradek.wire.compression import CODEC_NAMES
 from odradek.wire.primitives import DecodeError
-from odradek.wire.records import decode_batch
+from odradek.wire.records import Record, control_record_type, decode_batch
 
 _OFFSET_ENTRY = struct.Struct(">ii")
 _TIME_ENTRY = struct.Struct(">qi")
@@ -76,13 +89,18 @@ def _read(path: str) -> bytes:
 def _base_offset(path: str) -> tuple[int, str]:
     parsed = parse_segment_file_name(os.path.basename(path))
     if parsed is None:
-        raise CliError(f"{path}: not a segment file (want <20 digits>.log, .index or .timeindex)")
+        raise CliError(f"{path}: not a segment file (want <20 digits>.log, .index, "
+                       f".timeindex, .txnindex or .snapshot)")
     return parsed
 
 
 def dump_file(path: str, records: bool, max_batches: int | None) -> dict[str, Any]:
+    if path.endswith(SNAPSHOT_SUFFIX):
+        return {"file": path, "kind": "snapshot", **dump_snapshot(_read(path))}
     base, suffix = _base_offset(path)
     data = _read(path)
+    if suffix == ".txnindex":
+        return {"file": path, "kind": "txnindex", **dump_txn_index(data)}
     if suffix == ".log":
         return {"file": path, "kind": "log", **dump_segment(data, records, max_batches)}
     if suffix == ".index":
@@ -129,6 +147,7 @@ def dump_segment(data: bytes, with_records: bool, max_batches: int | None) -> di
             try:
                 _, recs = decode_batch(data, pos)
                 batch["records"] = [
+                    _control(r) if h.is_control else
                     {"offset": r.offset, "timestamp": r.timestamp, "key": text(r.key),
                      "value": text(r.value), "headers": {k: text(v) for k, v in r.headers}}
                     for r in recs
@@ -141,6 +160,41 @@ def dump_segment(data: bytes, with_records: bool, max_batches: int | None) -> di
         batches.append(batch)
         pos += h.size
     return {"batches": batches, "problems": problems}
+
+
+def _control(r: Record) -> dict[str, Any]:
+    """A control record as Kafka's DumpLogSegments shows it (endTxnMarker)."""
+    out: dict[str, Any] = {"offset": r.offset, "timestamp": r.timestamp}
+    try:
+        kind = control_record_type(r)
+    except DecodeError:
+        return {**out, "control": "unreadable"}
+    out["end_txn_marker"] = {0: "ABORT", 1: "COMMIT"}.get(kind, f"type {kind}")
+    if r.value is not None and len(r.value) >= 6:
+        out["coordinator_epoch"] = struct.unpack_from(">hi", r.value)[1]
+    return out
+
+
+def dump_txn_index(data: bytes) -> dict[str, Any]:
+    entries = parse_entries(data)
+    problems = []
+    if len(entries) * ENTRY_SIZE != len(data):
+        problems.append(f"{len(data) - len(entries) * ENTRY_SIZE} bytes after the last "
+                        f"readable entry")
+    last = -1
+    for e in entries:
+        if e.last_offset <= last:
+            problems.append(f"entry for marker {e.last_offset} does not follow {last}")
+        last = e.last_offset
+    return {"entries": [e._asdict() for e in entries], "problems": problems}
+
+
+def dump_snapshot(data: bytes) -> dict[str, Any]:
+    try:
+        entries = parse_snapshot(data)
+    except SnapshotError as exc:
+        return {"entries": [], "problems": [str(exc)]}
+    return {"entries": [e._asdict() for e in entries], "problems": []}
 
 
 def _batch_starts(log: bytes) -> dict[int, int]:
@@ -209,14 +263,29 @@ def print_text(result: dict[str, Any]) -> None:
                 f"partitionLeaderEpoch: {b['partition_leader_epoch']}"
             )
             for r in b.get("records", []):
+                if "end_txn_marker" in r:
+                    print(f"| offset: {r['offset']} endTxnMarker: {r['end_txn_marker']} "
+                          f"coordinatorEpoch: {r.get('coordinator_epoch', -1)}")
+                    continue
+                if "key" not in r:
+                    print(f"| offset: {r['offset']} control record: {r.get('control')}")
+                    continue
                 headers = ",".join(f"{k}={v}" for k, v in r["headers"].items())
                 print(f"| offset: {r['offset']} timestamp: {r['timestamp']} key: {r['key']} "
                       f"value: {r['value']} headers: {headers}")
     elif result["kind"] == "index":
         for e in result["entries"]:
             print(f"offset: {e['offset']} position: {e['position']}")
+    elif result["kind"] in ("txnindex", "snapshot"):
+        for e in result["entries"]:
+            print(" ".join(f"{_camel(k)}: {v}" for k, v in e.items()))
     else:
         for e in result["entries"]:
             print(f"timestamp: {e['timestamp']} offset: {e['offset']}")
     for problem in result["problems"]:
         print(f"PROBLEM: {problem}")
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(w.capitalize() for w in rest)

@@ -95,11 +95,11 @@ def parse_snapshot(data: bytes) -> list[SnapshotEntry]:
     body = data[_SNAP_HEAD.size:]
     if version != SNAPSHOT_VERSION:
         raise SnapshotError(f"producer snapshot version {version}")
-    if crc32c(body) != crc:
-        raise SnapshotError("producer snapshot CRC mismatch")
     (count,) = _COUNT.unpack_from(body, 0)
     if count < 0 or len(body) != _COUNT.size + count * _PRODUCER.size:
-        raise SnapshotError(f"producer snapshot of {len(body)} bytes claims {count} entries")
+        raise SnapshotError(f"producer snapshot of {len(data)} bytes claims {count} entries")
+    if crc32c(body) != crc:
+        raise SnapshotError("producer snapshot CRC mismatch")
     return [SnapshotEntry(*_PRODUCER.unpack_from(body, _COUNT.size + i * _PRODUCER.size))
             for i in range(count)]
 
