@@ -14,6 +14,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient
 
 from odradek.spark.kafka import TxnTask, book_topic, committed_batch, write_transactional
 from odradek.spark.options import OptionError, parse_sink
@@ -52,6 +53,11 @@ def read_committed(bootstrap: str, topic: str, partitions: int) -> list[bytes]:
                 out.append(m.value())
     consumer.close()
     return sorted(out)
+
+
+def partitions_of(bootstrap: str, topic: str) -> int:
+    meta = AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic, timeout=10)
+    return len(meta.topics[topic].partitions)
 
 
 def eos_stream(spark: Any, bootstrap: str, source: str, sink: str, checkpoint: Path,
@@ -155,6 +161,11 @@ def test_writing_the_same_batch_twice_writes_it_once(kafka: Any) -> None:
     done = write_transactional(options, batches(third), TxnTask(prefix, 0, 3, "query-b"))
     assert (done.rows, done.replayed) == (1, False)
     assert read_committed(bootstrap, sink, 1) == sorted(first + second + third)
+    # the bookkeeping topic: created with 16 partitions, grown for writer partition 20
+    assert partitions_of(bootstrap, book_topic(prefix)) == 16
+    write_transactional(options, batches([b"p20"]), TxnTask(prefix, 0, 20, "query-b"))
+    assert partitions_of(bootstrap, book_topic(prefix)) == 32
+    assert committed_batch(options, TxnTask(prefix, 0, 20, "query-b")) == (1, "query-b")
 
 
 def test_a_zombie_attempt_cannot_commit_after_a_new_one_started(kafka: Any) -> None:

@@ -439,30 +439,31 @@ def _sink_admin_config(options: SinkOptions) -> dict[str, Any]:
 
 def ensure_book_partitions(options: SinkOptions, topic: str, needed: int) -> None:
     """Make ``topic`` exist with at least ``needed`` partitions (tasks race: an
-    existing topic or partitions another task added are fine)."""
+    existing topic or partitions another task added are fine). It is created
+    before it is looked up: a Metadata request for a missing topic may
+    auto-create it with the broker's default partition count."""
     key = (options.client_config, topic)
     if _book_partitions.get(key, 0) >= needed:
         return
     admin = AdminClient(_sink_admin_config(options))
-    for _ in range(10):
-        meta = admin.list_topics(topic, timeout=_ADMIN_TIMEOUT_S).topics.get(topic)
-        have = 0 if meta is None or meta.error is not None else len(meta.partitions)
-        if have >= needed:
-            _book_partitions[key] = have
-            return
-        target = -(-needed // _BOOK_PARTITIONS_STEP) * _BOOK_PARTITIONS_STEP
+    target = -(-needed // _BOOK_PARTITIONS_STEP) * _BOOK_PARTITIONS_STEP
+    for attempt in range(10):
         try:
-            if have == 0:
-                admin.create_topics([NewTopic(topic, target, 1)])[topic].result(
-                    _ADMIN_TIMEOUT_S)
-            else:
+            if attempt == 0 and key not in _book_partitions:
+                admin.create_topics([NewTopic(topic, target)])[topic].result(_ADMIN_TIMEOUT_S)
+            meta = admin.list_topics(topic, timeout=_ADMIN_TIMEOUT_S).topics.get(topic)
+            have = 0 if meta is None or meta.error is not None else len(meta.partitions)
+            if have >= needed:
+                _book_partitions[key] = have
+                return
+            if have:
                 admin.create_partitions([NewPartitions(topic, target)])[topic].result(
                     _ADMIN_TIMEOUT_S)
         except KafkaException as exc:
             code = exc.args[0].code()
             if code not in (KafkaError.TOPIC_ALREADY_EXISTS, KafkaError.INVALID_PARTITIONS):
                 raise
-        time.sleep(0.05)
+        time.sleep(0.05 * attempt)
     raise RuntimeError(f"could not give the bookkeeping topic {topic} {needed} partitions")
 
 
