@@ -44,6 +44,7 @@ from __future__ import annotations
 import bisect
 import contextlib
 import dataclasses
+import struct
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
@@ -52,7 +53,7 @@ from odradek.replication.producer_state import AbortedTxn, ProducerStateTable, V
 from odradek.storage.errors import StorageError
 from odradek.storage.log import FileSlice, Log
 from odradek.storage.txnfiles import encode_snapshot
-from odradek.wire.batch import BatchHeader, read_batch_header
+from odradek.wire.batch import ATTR_CONTROL, BatchHeader, read_batch_header
 from odradek.wire.errors import ErrorCode
 from odradek.wire.primitives import Buffer, DecodeError
 from odradek.wire.records import CONTROL_ABORT, CONTROL_COMMIT, read_marker
@@ -206,8 +207,13 @@ class PartitionState:
 
     def _update_high_watermark(self) -> bool:
         """The one place the HW moves: to min LEO over the ISR, never back."""
-        self.replicas[self.local_id].log_end_offset = self.log_end_offset
-        target = min(self.replicas[b].log_end_offset for b in self.isr if b in self.replicas)
+        leo = self.log.log_end_offset
+        self.replicas[self.local_id].log_end_offset = leo
+        isr = self.isr
+        if len(isr) == 1:  # the leader alone (it is always in its ISR)
+            target = leo
+        else:
+            target = min(self.replicas[b].log_end_offset for b in isr if b in self.replicas)
         moved = self.log.advance_high_watermark(target)
         if moved:
             self.producers.high_watermark_moved(self.high_watermark)
@@ -227,20 +233,27 @@ class PartitionState:
                        if len(records) else None)
         except StorageError as exc:
             return Appended(exc.error_code, str(exc))
-        headers: list[BatchHeader] = []
-        markers: list[tuple[bool | None, int]] = []
+        # Only batches with a producer id (or markers) touch producer state: a plain
+        # batch is looked at no further than its producer id and attributes.
+        stateful: list[tuple[int, BatchHeader, bool | None, int]] = []
         if checked is not None:
-            headers = [read_batch_header(records, pos) for pos, *_ in checked.batches]
-            try:
-                markers = [_marker(records, pos, h) for (pos, *_), h
-                           in zip(checked.batches, headers, strict=True)]
-            except DecodeError as exc:
-                return Appended(ErrorCode.CORRUPT_MESSAGE, f"bad control record: {exc}")
-        for h, (_, coordinator_epoch) in zip(headers, markers, strict=True):
+            rel = 0
+            for pos, _, count, _ in checked.batches:
+                attributes, = _ATTRIBUTES.unpack_from(records, pos + 21)
+                producer_id, = _PRODUCER_ID.unpack_from(records, pos + 43)
+                if producer_id >= 0 or attributes & ATTR_CONTROL:
+                    h = read_batch_header(records, pos)
+                    try:
+                        commit, coordinator_epoch = _marker(records, pos, h)
+                    except DecodeError as exc:
+                        return Appended(ErrorCode.CORRUPT_MESSAGE, f"bad control record: {exc}")
+                    stateful.append((rel, h, commit, coordinator_epoch))
+                rel += count
+        for _, h, _, coordinator_epoch in stateful:
             check = self.producers.check(h, coordinator_epoch)
             if check.verdict is Verdict.APPEND:
                 continue
-            if check.verdict is Verdict.DUPLICATE and len(headers) == 1:
+            if check.verdict is Verdict.DUPLICATE and checked and len(checked.batches) == 1:
                 assert check.duplicate_of is not None
                 return Appended(
                     first_offset=check.duplicate_of.first_offset,
@@ -251,13 +264,12 @@ class PartitionState:
             info = plog.append(records, leader_epoch=self.leader_epoch, checked=checked)
         except StorageError as exc:
             return Appended(exc.error_code, str(exc))
-        offset = info.first_offset
-        for h, (commit, coordinator_epoch) in zip(headers, markers, strict=True):
-            aborted = self.producers.record(dataclasses.replace(h, base_offset=offset),
-                                            commit=commit, coordinator_epoch=coordinator_epoch)
+        for rel, h, commit, coordinator_epoch in stateful:
+            aborted = self.producers.record(
+                dataclasses.replace(h, base_offset=info.first_offset + rel),
+                commit=commit, coordinator_epoch=coordinator_epoch)
             if aborted is not None:
                 plog.append_aborted(aborted)
-            offset += h.last_offset_delta + 1
         return Appended(
             first_offset=info.first_offset, last_offset=info.last_offset,
             log_append_time_ms=info.log_append_time_ms,
@@ -413,6 +425,9 @@ class PartitionState:
             except DecodeError as exc:
                 plog.note_damage(seg.log_path, offset, exc)
 
+
+_ATTRIBUTES = struct.Struct(">h")  # at +21 of a batch
+_PRODUCER_ID = struct.Struct(">q")  # at +43 of a batch
 
 _VERDICT_CODES = {
     Verdict.INVALID_EPOCH: ErrorCode.INVALID_PRODUCER_EPOCH,

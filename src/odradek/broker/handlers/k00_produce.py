@@ -34,7 +34,7 @@ from odradek.broker.handlers.topics import INTERNAL_TOPICS
 from odradek.broker.partitions import Partition
 from odradek.broker.registry import CloseConnection, handler
 from odradek.replication.partition import Origin
-from odradek.wire.batch import BATCH_HEADER_SIZE, read_batch_header
+from odradek.wire.batch import ATTR_TRANSACTIONAL, BATCH_HEADER_SIZE, read_batch_header
 from odradek.wire.errors import ErrorCode
 from odradek.wire.messages.produce_request import ProduceRequest
 from odradek.wire.messages.produce_response import (
@@ -59,8 +59,8 @@ def error_response(request: ProduceRequest, code: int) -> ProduceResponse:
 def _unverified(ctx: RequestContext, part: Partition, records: memoryview) -> int:
     """An error code if the records are a transactional batch of a producer whose
     ongoing transaction does not hold this partition."""
-    if len(records) < BATCH_HEADER_SIZE:
-        return 0  # the partition layer reports the framing
+    if len(records) < BATCH_HEADER_SIZE or not records[22] & ATTR_TRANSACTIONAL:
+        return 0  # not transactional (a bad frame is the partition layer's to report)
     header = read_batch_header(records, 0)
     if not header.is_transactional or header.producer_id < 0:
         return 0
