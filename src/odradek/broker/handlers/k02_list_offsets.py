@@ -1,15 +1,22 @@
-"""ListOffsets (key 2), versions 1–7.
+"""ListOffsets (key 2), versions 1–10.
 
 Behaviour: per partition, timestamp -2 (earliest) gives the log start offset,
--1 (latest) the high watermark (also for read_committed: no transactions yet,
-so the last stable offset is the high watermark), -3 (max timestamp, v7) the
-offset and timestamp of the record with the largest timestamp, and a
-timestamp >= 0 the first record whose timestamp is at or after it — offset
--1 and timestamp -1 when there is none. Unknown partitions get
-UNKNOWN_TOPIC_OR_PARTITION.
+-1 (latest) the last fetchable offset (the high watermark, or the last stable
+offset under read_committed), -3 (max timestamp, v7) the
+offset and timestamp of the record with the largest timestamp, -4 (earliest
+local, v8) the local log start offset — with no tiered storage, the log start
+offset, as for -2 — and -5 (latest tiered, v9) offset -1, timestamp -1 and
+leader epoch -1 with no error, which is what Kafka answers when remote storage
+is off for the topic. A timestamp >= 0 gives the first record whose timestamp
+is at or after it — offset -1 and timestamp -1 when there is none. A sentinel
+newer than the request's version (or below -5) gets UNSUPPORTED_VERSION.
+Unknown partitions get UNKNOWN_TOPIC_OR_PARTITION.
 
 Version notes: v1 single offset with timestamp; v2 isolation level; v4 leader
-epochs; v6 flexible; v7 max timestamp (KIP-734).
+epochs; v6 flexible; v7 max timestamp (KIP-734); v8 earliest local timestamp
+(KIP-405); v9 latest tiered timestamp (KIP-1005); v10 ``timeout_ms`` (KIP-1075),
+the time to wait for remote-storage lookups — nothing here is remote, so every
+answer is immediate and the field is ignored.
 """
 
 from __future__ import annotations
@@ -26,7 +33,13 @@ from odradek.wire.messages.list_offsets_response import (
     ListOffsetsTopicResponse,
 )
 
-MAX_TIMESTAMP = -3
+
+def _lowest_sentinel(version: int) -> int:
+    """The lowest sentinel timestamp ``version`` may ask for: -2 earliest, -3 max
+    timestamp (v7), -4 earliest local (v8), -5 latest tiered (v9)."""
+    if version >= 9:
+        return -5
+    return -2 - max(0, version - 6)
 
 
 def _lookup(
@@ -37,7 +50,7 @@ def _lookup(
     if part is None:
         resp.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         return resp
-    if req.timestamp < MAX_TIMESTAMP or (req.timestamp == MAX_TIMESTAMP and ctx.api_version < 7):
+    if req.timestamp < _lowest_sentinel(ctx.api_version):
         resp.error_code = ErrorCode.UNSUPPORTED_VERSION
         return resp
     plog = part.log
@@ -55,7 +68,7 @@ def _lookup(
     return resp
 
 
-@handler(2, (1, 7))
+@handler(2, (1, 10))
 async def handle(ctx: RequestContext, request: ListOffsetsRequest) -> ListOffsetsResponse:
     return ListOffsetsResponse(
         throttle_time_ms=0,
