@@ -30,7 +30,9 @@ from odradek.wire.messages.produce_request import (
     ProduceRequest,
     TopicProduceData,
 )
+from odradek.wire.messages.produce_response import LeaderIdAndEpoch, ProduceResponse
 from odradek.wire.records import Record, build_batch
+from tests.integration.txnclients import RawTxnProducer
 from tests.support.rawclient import RawClient
 
 TOPIC = "k40"
@@ -69,6 +71,7 @@ def _topic_id(client: RawClient, name: str = TOPIC) -> uuid.UUID:
 
 def test_advertised_ranges_are_kafka_40s() -> None:
     ranges = {key: (lo, hi) for key, lo, hi in advertised()}
+    assert ranges[0] == (0, 11)  # not 12: that is transactions v2 (KIP-890 part 2)
     assert ranges[2] == (1, 10)
 
 
@@ -121,3 +124,93 @@ def test_list_offsets_sentinel_newer_than_version_is_unsupported(
 def test_list_offsets_v10_unknown_partition(client: RawClient) -> None:
     p = _list_offsets(client, 10, -1, partition=7, timeout_ms=500)
     assert p.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+# -- Produce -------------------------------------------------------------------
+
+
+def _produce(
+    client: RawClient, version: int, partitions: dict[int, bytes | None],
+    topic: str = TOPIC, transactional_id: str | None = None,
+) -> ProduceResponse:
+    resp: ProduceResponse = client.request(ProduceRequest(
+        transactional_id=transactional_id, acks=-1, timeout_ms=5000, topic_data=[
+            TopicProduceData(topic, [PartitionProduceData(i, b) for i, b in partitions.items()])
+        ]), version)
+    return resp
+
+
+@pytest.mark.parametrize("version", [10, 11])
+def test_produce_v10_v11_append_with_default_leader_hints(client: RawClient, version: int) -> None:
+    resp = _produce(client, version, {0: _batch([b"x", b"y"]), 1: _batch([b"z"])})
+    parts = resp.responses[0].partition_responses
+    assert [(p.index, p.error_code, p.base_offset) for p in parts] == [(0, 0, 0), (1, 0, 0)]
+    assert all(p.current_leader == LeaderIdAndEpoch(-1, -1) for p in parts)
+    assert resp.node_endpoints == []
+    again = _produce(client, version, {0: _batch([b"w"])}).responses[0].partition_responses[0]
+    assert (again.error_code, again.base_offset, again.log_start_offset) == (0, 2, 0)
+
+
+@pytest.mark.parametrize("version", [10, 11])
+def test_produce_v10_v11_errors_other_than_not_leader_carry_no_hints(
+    client: RawClient, version: int
+) -> None:
+    resp = _produce(client, version, {9: _batch([b"x"])})
+    p = resp.responses[0].partition_responses[0]
+    assert p.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert p.current_leader == LeaderIdAndEpoch(-1, -1)
+    assert resp.node_endpoints == []
+
+
+@pytest.mark.parametrize("version", [9, 10, 11])
+def test_produce_not_leader_carries_leader_hints_from_v10(
+    broker: Broker, client: RawClient, version: int
+) -> None:
+    # One node leads everything, so make the partition layer of partition 1 believe
+    # another broker leads it: the metadata image still names this node.
+    state = broker.app.state
+    assert state is not None
+    part = state.partitions.get(TOPIC, 1)
+    assert part is not None
+    image_p = state.image.topics[TOPIC].partitions[1]
+    local = part.state.leader_id
+    part.state.leader_id = local + 100
+    try:
+        resp = _produce(client, version, {0: _batch([b"ok"]), 1: _batch([b"x"])})
+    finally:
+        part.state.leader_id = local
+    ok, moved = resp.responses[0].partition_responses
+    assert ok.error_code == 0
+    assert moved.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    host, port = broker.bootstrap_servers.rsplit(":", 1)
+    if version >= 10:
+        assert moved.current_leader == LeaderIdAndEpoch(image_p.leader, image_p.leader_epoch)
+        assert ok.current_leader == LeaderIdAndEpoch(-1, -1)
+        assert [(e.node_id, e.host, e.port, e.rack) for e in resp.node_endpoints] == [
+            (image_p.leader, host, int(port), None)]
+    else:  # not on the wire before v10: decoded as defaults
+        assert moved.current_leader == LeaderIdAndEpoch(-1, -1)
+        assert resp.node_endpoints == []
+
+
+@pytest.mark.parametrize(("version", "expected"), [
+    (9, ErrorCode.INVALID_TXN_STATE), (10, ErrorCode.INVALID_TXN_STATE),
+    (11, ErrorCode.TRANSACTION_ABORTABLE),
+])
+def test_produce_transactional_batch_outside_the_transaction(
+    broker: Broker, client: RawClient, version: int, expected: ErrorCode
+) -> None:
+    txn = RawTxnProducer(broker.bootstrap_servers, f"tid-{version}")
+    try:
+        assert txn.init() == 0
+        batch = build_batch([Record(0, int(time.time() * 1000), None, b"t")],
+                            producer_id=txn.pid, producer_epoch=txn.epoch, base_sequence=0,
+                            transactional=True)
+        # partition 0 was never added to the transaction
+        resp = _produce(client, version, {0: batch}, transactional_id=txn.tid)
+        p = resp.responses[0].partition_responses[0]
+        assert (p.error_code, p.base_offset) == (expected, -1)
+        assert resp.node_endpoints == []
+    finally:
+        txn.close()
+

@@ -1,4 +1,4 @@
-"""Produce (key 0), versions 3–9 served; 0–2 advertised but rejected.
+"""Produce (key 0), versions 3–11 served; 0–2 advertised but rejected.
 
 Behaviour: each partition's records go to the partition layer
 (:meth:`PartitionState.append_as_leader`): validated in full (framing, magic
@@ -22,7 +22,16 @@ answer carries ``throttle_time_ms`` and the connection is muted that long.
 
 Version notes: v0–2 (magic 0/1) get UNSUPPORTED_VERSION — advertised because
 librdkafka checks for Produce v0 (KAFKA-18659); v3 transactional id and v2
-batches; v5 log start offset; v8 record errors and messages; v9 flexible.
+batches; v5 log start offset; v8 record errors and messages; v9 flexible;
+v10 leader hints (KIP-951): a partition answered NOT_LEADER_OR_FOLLOWER
+carries ``current_leader`` (the leader and epoch in the metadata image, -1/-1
+if the partition is unknown) and the response lists that leader's endpoint in
+``node_endpoints`` if it is live — otherwise both keep their defaults, which
+on a single node (it leads everything) is always; v11 TRANSACTION_ABORTABLE
+(KIP-890): a transactional batch for a partition that is not in the producer's
+ongoing transaction gets it instead of INVALID_TXN_STATE, as Kafka 4.0's
+verification answers such clients. v12 (transactions v2, KIP-890 part 2) is not
+implemented (docs/transactions.md) and not advertised.
 """
 
 from __future__ import annotations
@@ -38,6 +47,8 @@ from odradek.wire.batch import ATTR_TRANSACTIONAL, BATCH_HEADER_SIZE, read_batch
 from odradek.wire.errors import ErrorCode
 from odradek.wire.messages.produce_request import ProduceRequest
 from odradek.wire.messages.produce_response import (
+    LeaderIdAndEpoch,
+    NodeEndpoint,
     PartitionProduceResponse,
     ProduceResponse,
     TopicProduceResponse,
@@ -80,6 +91,8 @@ async def _append(
 ) -> PartitionProduceResponse:
     code = _unverified(ctx, part, records)
     if code:
+        if code == ErrorCode.INVALID_TXN_STATE and ctx.api_version >= 11:
+            code = ErrorCode.TRANSACTION_ABORTABLE
         return PartitionProduceResponse(index=part.index, error_code=code, base_offset=-1)
     result = await ctx.broker.partitions.append(part, records, Origin.CLIENT, acks=acks)
     resp = PartitionProduceResponse(
@@ -92,7 +105,29 @@ async def _append(
     return resp
 
 
-@handler(0, (0, 9), rejected_versions=(0, 2), error_response=error_response)
+def _leader_hints(ctx: RequestContext, responses: list[TopicProduceResponse]) -> list[NodeEndpoint]:
+    """KIP-951 (v10+): the current leader of every partition answered
+    NOT_LEADER_OR_FOLLOWER, and the endpoints of those leaders that are live."""
+    state = ctx.broker
+    topics = state.image.topics
+    endpoints: dict[int, NodeEndpoint] = {}
+    for topic in responses:
+        t = topics.get(topic.name)
+        for resp in topic.partition_responses:
+            if resp.error_code != ErrorCode.NOT_LEADER_OR_FOLLOWER:
+                continue
+            p = t.partitions.get(resp.index) if t is not None else None
+            if p is None:
+                continue
+            resp.current_leader = LeaderIdAndEpoch(p.leader, p.leader_epoch)
+            if p.leader >= 0 and p.leader not in endpoints:
+                e = state.endpoint_of(p.leader)
+                if e is not None:
+                    endpoints[p.leader] = NodeEndpoint(p.leader, e.host, e.port, None)
+    return [endpoints[n] for n in sorted(endpoints)]
+
+
+@handler(0, (0, 11), rejected_versions=(0, 2), error_response=error_response)
 async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceResponse | None:
     state = ctx.broker
     acks = request.acks
@@ -135,4 +170,7 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
         if failed:
             raise CloseConnection("acks=0 produce failed")
         return None
-    return ProduceResponse(responses=responses, throttle_time_ms=ctx.throttle_ms)
+    response = ProduceResponse(responses=responses, throttle_time_ms=ctx.throttle_ms)
+    if failed and ctx.api_version >= 10:
+        response.node_endpoints = _leader_hints(ctx, responses)
+    return response
