@@ -35,4 +35,5 @@ import odradek.broker.handlers.k49_alter_client_quotas
 import odradek.broker.handlers.k60_describe_cluster
 import odradek.broker.handlers.k61_describe_producers
 import odradek.broker.handlers.k65_describe_transactions
-import odradek.broker.handlers.k66_list_transactions  # noqa: F401
+import odradek.broker.handlers.k66_list_transactions
+import odradek.broker.handlers.k75_describe_topic_partitions  # noqa: F401
