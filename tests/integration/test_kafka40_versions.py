@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -18,6 +19,14 @@ from odradek.wire.messages.delete_records_request import (
     DeleteRecordsRequest,
     DeleteRecordsTopic,
 )
+from odradek.wire.messages.fetch_request import (
+    FetchPartition,
+    FetchRequest,
+    FetchTopic,
+    ForgottenTopic,
+    ReplicaState,
+)
+from odradek.wire.messages.fetch_response import FetchResponse, PartitionData
 from odradek.wire.messages.list_offsets_request import (
     ListOffsetsPartition,
     ListOffsetsRequest,
@@ -31,7 +40,7 @@ from odradek.wire.messages.produce_request import (
     TopicProduceData,
 )
 from odradek.wire.messages.produce_response import LeaderIdAndEpoch, ProduceResponse
-from odradek.wire.records import Record, build_batch
+from odradek.wire.records import Record, build_batch, decode_batches
 from tests.integration.txnclients import RawTxnProducer
 from tests.support.rawclient import RawClient
 
@@ -53,9 +62,11 @@ def _batch(values: list[bytes], ts: int | None = None) -> bytes:
     return build_batch([Record(i, now + i, None, v) for i, v in enumerate(values)])
 
 
-def _produce_v9(client: RawClient, partition: int, values: list[bytes]) -> int:
+def _produce_v9(
+    client: RawClient, partition: int, values: list[bytes], ts: int | None = None
+) -> int:
     resp = client.request(ProduceRequest(acks=-1, timeout_ms=5000, topic_data=[
-        TopicProduceData(TOPIC, [PartitionProduceData(partition, _batch(values))])]), 9)
+        TopicProduceData(TOPIC, [PartitionProduceData(partition, _batch(values, ts))])]), 9)
     p = resp.responses[0].partition_responses[0]
     assert p.error_code == 0
     base: int = p.base_offset
@@ -72,6 +83,7 @@ def _topic_id(client: RawClient, name: str = TOPIC) -> uuid.UUID:
 def test_advertised_ranges_are_kafka_40s() -> None:
     ranges = {key: (lo, hi) for key, lo, hi in advertised()}
     assert ranges[0] == (0, 11)  # not 12: that is transactions v2 (KIP-890 part 2)
+    assert ranges[1] == (4, 17)
     assert ranges[2] == (1, 10)
 
 
@@ -89,8 +101,9 @@ def _list_offsets(
 
 
 def test_list_offsets_v8_to_v10_earliest_local_and_latest_tiered(client: RawClient) -> None:
-    _produce_v9(client, 0, [b"a", b"b", b"c"])
-    _produce_v9(client, 0, [b"d", b"e"])
+    now = int(time.time() * 1000)
+    _produce_v9(client, 0, [b"a", b"b", b"c"], now - 10_000)
+    _produce_v9(client, 0, [b"d", b"e"], now)  # "e" has the largest timestamp
     resp = client.request(DeleteRecordsRequest(topics=[
         DeleteRecordsTopic(TOPIC, [DeleteRecordsPartition(0, 2)])], timeout_ms=5000), 2)
     assert resp.topics[0].partitions[0].error_code == 0
@@ -214,3 +227,88 @@ def test_produce_transactional_batch_outside_the_transaction(
     finally:
         txn.close()
 
+
+
+# -- Fetch ---------------------------------------------------------------------
+
+
+def _fetch(
+    client: RawClient, version: int, topics: list[FetchTopic], **kw: Any
+) -> FetchResponse:
+    resp: FetchResponse = client.request(FetchRequest(
+        max_wait_ms=0, min_bytes=0, max_bytes=1 << 20, topics=topics, **kw), version)
+    assert resp.error_code == 0 and resp.session_id == 0
+    return resp
+
+
+def _values(p: PartitionData) -> list[bytes | None]:
+    return [r.value for _, records in decode_batches(bytes(p.records or b"")) for r in records]
+
+
+def _fp(partition: int, offset: int = 0) -> FetchPartition:
+    return FetchPartition(partition=partition, fetch_offset=offset, partition_max_bytes=1 << 20)
+
+
+@pytest.mark.parametrize("version", [13, 14, 15, 16, 17])
+def test_fetch_v13_plus_by_topic_id(client: RawClient, version: int) -> None:
+    _produce_v9(client, 0, [b"a", b"b"])
+    _produce_v9(client, 1, [b"c"])
+    topic_id = _topic_id(client)
+    unknown = uuid.uuid4()
+    kw: dict[str, Any] = {}
+    if version >= 15:
+        kw["replica_state"] = ReplicaState(replica_id=-1, replica_epoch=-1)
+    fp = [_fp(0), _fp(1, 1), _fp(5)]
+    if version >= 17:
+        fp[0].replica_directory_id = uuid.uuid4()  # a follower's field; ignored
+    resp = _fetch(client, version, [
+        FetchTopic(topic_id=topic_id, partitions=fp),
+        FetchTopic(topic_id=unknown, partitions=[_fp(0), _fp(1)]),
+    ], forgotten_topics_data=[ForgottenTopic(topic_id=unknown, partitions=[3])], **kw)
+    known, missing = resp.responses
+    assert (known.topic_id, known.topic) == (topic_id, "")  # no name on the wire at v13+
+    p0, p1, p5 = known.partitions
+    assert (p0.partition_index, p0.error_code, p0.high_watermark, p0.log_start_offset) == (
+        0, 0, 2, 0)
+    assert _values(p0) == [b"a", b"b"]
+    assert (p1.error_code, p1.high_watermark, _values(p1)) == (0, 1, [])
+    assert (p5.partition_index, p5.error_code) == (5, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    # an id the broker does not know: UNKNOWN_TOPIC_ID for each of its partitions
+    assert missing.topic_id == unknown
+    assert [(p.partition_index, p.error_code, p.high_watermark, _values(p))
+            for p in missing.partitions] == [
+        (0, ErrorCode.UNKNOWN_TOPIC_ID, -1, []), (1, ErrorCode.UNKNOWN_TOPIC_ID, -1, [])]
+    assert resp.node_endpoints == []
+    assert all(p.current_leader.leader_id == -1 for p in known.partitions)
+
+
+def test_fetch_v13_zero_topic_id_is_unknown(client: RawClient) -> None:
+    # a client that sends a name at v13 sends no name at all: only the (zero) id
+    resp = _fetch(client, 13, [FetchTopic(topic=TOPIC, partitions=[_fp(0)])])
+    assert resp.responses[0].partitions[0].error_code == ErrorCode.UNKNOWN_TOPIC_ID
+
+
+def test_fetch_v13_long_poll_by_topic_id_wakes_on_append(broker: Broker, client: RawClient) -> None:
+    topic_id = _topic_id(client)
+    other = RawClient(broker.bootstrap_servers)
+    try:
+        other.sock.sendall(other.conn.send(FetchRequest(
+            max_wait_ms=10_000, min_bytes=1, max_bytes=1 << 20,
+            topics=[FetchTopic(topic_id=topic_id, partitions=[_fp(0)])]), 16))
+        time.sleep(0.2)
+        started = time.monotonic()
+        _produce_v9(client, 0, [b"late"])
+        while (got := other.conn.next_response()) is None:
+            other.conn.receive_data(other.sock.recv(65536))
+        assert time.monotonic() - started < 5
+        resp: FetchResponse = got[1]
+        assert _values(resp.responses[0].partitions[0]) == [b"late"]
+    finally:
+        other.close()
+
+
+def test_fetch_v12_still_by_name(client: RawClient) -> None:
+    _produce_v9(client, 0, [b"n"])
+    resp = _fetch(client, 12, [FetchTopic(topic=TOPIC, partitions=[_fp(0)])])
+    assert resp.responses[0].topic == TOPIC
+    assert _values(resp.responses[0].partitions[0]) == [b"n"]

@@ -1,4 +1,4 @@
-"""Fetch (key 1), versions 4–12, for consumers.
+"""Fetch (key 1), versions 4–17, for consumers.
 
 Behaviour: for each partition, whole batches from the one holding
 ``fetch_offset`` (clients drop records before it), up to the high watermark,
@@ -19,8 +19,17 @@ size; a client over it gets an empty answer with ``throttle_time_ms`` and the
 connection is muted that long (KIP-219).
 
 Version notes: v4 isolation level and aborted transactions; v5 log start
-offset; v7 sessions; v11 rack and preferred read replica; v12 flexible.
-Versions 13+ address topics by id and are not advertised.
+offset; v7 sessions; v11 rack and preferred read replica; v12 flexible;
+v13 topics by id (KIP-516): request and response name topics by ``topic_id``
+alone, and the partitions of an id the metadata image does not know (or the
+zero id) get UNKNOWN_TOPIC_ID with high watermark -1, as Kafka answers; v14
+no change here (OFFSET_MOVED_TO_TIERED_STORAGE needs tiered storage); v15
+``replica_state`` replaces ``replica_id`` (KIP-903) — like ``replica_id``
+before it, unused: every fetcher is served as a consumer; v16
+``node_endpoints`` (KIP-951), the endpoints of the leaders named in partitions
+answered NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH — reads here never
+fail that way, so it is always empty; v17 the follower's
+``replica_directory_id`` (KIP-853), unused.
 """
 
 from __future__ import annotations
@@ -81,10 +90,22 @@ def _collect(
     total = 0
     watched: list[Partition] = []
     topics = []
+    by_id = state.image.by_id if ctx.api_version >= 13 else None
     for topic in request.topics:
-        out = []
+        out: list[PartitionData] = []
+        name = topic.topic
+        if by_id is not None:  # v13+: the topic by id
+            found = by_id.get(topic.topic_id)
+            if found is None:
+                out.extend(PartitionData(
+                    partition_index=preq.partition, error_code=ErrorCode.UNKNOWN_TOPIC_ID,
+                    high_watermark=-1, records=b"",
+                ) for preq in topic.partitions)
+                topics.append(FetchableTopicResponse(topic_id=topic.topic_id, partitions=out))
+                continue
+            name = found
         for preq in topic.partitions:
-            part = state.partitions.get(topic.topic, preq.partition)
+            part = state.partitions.get(name, preq.partition)
             if part is None:
                 out.append(PartitionData(
                     partition_index=preq.partition,
@@ -96,7 +117,7 @@ def _collect(
             data, size = _read(part, preq, budget - total, total == 0, request.isolation_level)
             total += size
             out.append(data)
-        topics.append(FetchableTopicResponse(topic=topic.topic, partitions=out))
+        topics.append(FetchableTopicResponse(topic=name, topic_id=topic.topic_id, partitions=out))
     response = FetchResponse(throttle_time_ms=0, error_code=0, session_id=0, responses=topics)
     return response, total, watched
 
@@ -115,7 +136,7 @@ async def _wait_for_append(parts: list[Partition], timeout_ms: float) -> None:
             part.waiters.discard(fut)
 
 
-@handler(1, (4, 12))
+@handler(1, (4, 17))
 async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
     if ctx.api_version >= 7 and request.session_id != 0:
         return FetchResponse(
