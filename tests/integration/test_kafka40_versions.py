@@ -312,3 +312,27 @@ def test_fetch_v12_still_by_name(client: RawClient) -> None:
     resp = _fetch(client, 12, [FetchTopic(topic=TOPIC, partitions=[_fp(0)])])
     assert resp.responses[0].topic == TOPIC
     assert _values(resp.responses[0].partitions[0]) == [b"n"]
+
+
+# -- Metadata ------------------------------------------------------------------
+
+
+def test_metadata_stays_at_v12() -> None:
+    # v13 (KIP-1102's top-level error code) needs message classes generated from
+    # Kafka 4.0's MetadataResponse.json; ours stop at v12.
+    ranges = {key: (lo, hi) for key, lo, hi in advertised()}
+    assert ranges[3] == (0, 12)
+
+
+def test_metadata_v12_unknown_topic_id_echoes_the_id(client: RawClient) -> None:
+    topic_id = _topic_id(client)
+    unknown = uuid.uuid4()
+    resp = client.request(MetadataRequest(topics=[
+        MetadataRequestTopic(topic_id=unknown, name=None),
+        MetadataRequestTopic(topic_id=topic_id, name=None),
+    ]), 12)
+    missing, known = resp.topics
+    assert (missing.error_code, missing.name, missing.topic_id, missing.partitions) == (
+        ErrorCode.UNKNOWN_TOPIC_ID, None, unknown, [])
+    assert (known.error_code, known.name, known.topic_id) == (0, TOPIC, topic_id)
+    assert len(known.partitions) == 2

@@ -8,10 +8,16 @@ UNKNOWN_TOPIC_OR_PARTITION, and an illegal name INVALID_TOPIC_EXCEPTION.
 
 Version notes: v1 controller id and is_internal; v2 cluster id; v4 the
 auto-creation flag; v5 offline replicas; v7 leader epochs; v8–10 authorized
-operations (unset, -2^31); v10 topic ids; v12 lookup by topic id.
+operations (unset, -2^31); v10 topic ids; v12 lookup by topic id (an unknown
+id is answered UNKNOWN_TOPIC_ID with a null name and the id echoed, as Kafka
+does). v13 (KIP-1102: a top-level error code, REBOOTSTRAP_REQUIRED) is not
+served: the generated Metadata message classes (Kafka's pre-4.0 JSON specs)
+stop at v12, so a v13 request could not even be decoded.
 """
 
 from __future__ import annotations
+
+import uuid
 
 from odradek.broker.context import RequestContext
 from odradek.broker.handlers.topics import INTERNAL_TOPICS, auto_create
@@ -26,6 +32,7 @@ from odradek.wire.messages.metadata_response import (
     MetadataResponsePartition,
     MetadataResponseTopic,
 )
+from odradek.wire.primitives import ZERO_UUID
 
 
 def _topic(t: TopicImage) -> MetadataResponseTopic:
@@ -47,8 +54,10 @@ def _topic(t: TopicImage) -> MetadataResponseTopic:
     )
 
 
-def _error_topic(name: str | None, code: ErrorCode) -> MetadataResponseTopic:
-    return MetadataResponseTopic(error_code=code, name=name, partitions=[])
+def _error_topic(
+    name: str | None, code: ErrorCode, topic_id: uuid.UUID = ZERO_UUID
+) -> MetadataResponseTopic:
+    return MetadataResponseTopic(error_code=code, name=name, topic_id=topic_id, partitions=[])
 
 
 @handler(3, (0, 12))
@@ -74,7 +83,7 @@ async def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataRespo
             if name is None:  # v12: by topic id
                 found = image.by_id.get(item.topic_id)
                 if found is None:
-                    topics.append(_error_topic(None, ErrorCode.UNKNOWN_TOPIC_ID))
+                    topics.append(_error_topic(None, ErrorCode.UNKNOWN_TOPIC_ID, item.topic_id))
                     continue
                 name = found
             if topic_name_error(name):
