@@ -44,6 +44,10 @@ _TOPIC_KEYS: Final = {
     "cleanup.policy": "cleanup_policy",
     "compression.type": "compression_type",
     "preallocate": "preallocate",
+    "delete.retention.ms": "delete_retention_ms",
+    "min.cleanable.dirty.ratio": "min_cleanable_dirty_ratio",
+    "min.compaction.lag.ms": "min_compaction_lag_ms",
+    "max.compaction.lag.ms": "max_compaction_lag_ms",
 }
 
 # broker-level name -> topic-level name (the broker value is the topic default)
@@ -64,6 +68,10 @@ _SERVER_KEYS: Final = {
     "log.cleanup.policy": "cleanup.policy",
     "compression.type": "compression.type",
     "log.preallocate": "preallocate",
+    "log.cleaner.delete.retention.ms": "delete.retention.ms",
+    "log.cleaner.min.cleanable.ratio": "min.cleanable.dirty.ratio",
+    "log.cleaner.min.compaction.lag.ms": "min.compaction.lag.ms",
+    "log.cleaner.max.compaction.lag.ms": "max.compaction.lag.ms",
 }
 
 # Kafka's coarser broker-level spellings, lowest precedence last.
@@ -87,6 +95,13 @@ def _as_int(key: str, value: object) -> int:
         except ValueError:
             pass
     raise ValueError(f"{key}: expected an integer, got {value!r}")
+
+
+def _as_float(key: str, value: object) -> float:
+    try:
+        return float(str(value).strip())
+    except ValueError:
+        raise ValueError(f"{key}: expected a number, got {value!r}") from None
 
 
 def _as_bool(key: str, value: object) -> bool:
@@ -130,7 +145,17 @@ class LogConfig:
     file_delete_delay_ms: int = 60_000
     """``file.delete.delay.ms``: how long a deleted segment lingers as ``*.deleted``."""
     cleanup_policy: str = "delete"
-    """``cleanup.policy``: only ``delete`` acts today (no compaction yet)."""
+    """``cleanup.policy``: ``delete`` (retention), ``compact`` (the cleaner), or both."""
+    delete_retention_ms: int = 86_400_000
+    """``delete.retention.ms``: how long a tombstone outlives the first cleaning that
+    kept it (its batch's delete horizon, KIP-534)."""
+    min_cleanable_dirty_ratio: float = 0.5
+    """``min.cleanable.dirty.ratio``: clean once dirty bytes / cleanable bytes pass it."""
+    min_compaction_lag_ms: int = 0
+    """``min.compaction.lag.ms``: a segment with newer records is not cleaned yet."""
+    max_compaction_lag_ms: int = LONG_MAX
+    """``max.compaction.lag.ms``: a dirty segment older than this is cleaned whatever
+    the ratio."""
     compression_type: str = "producer"
     """``compression.type``: kept for the record; batches are stored as produced."""
     preallocate: bool = False
@@ -159,6 +184,10 @@ class LogConfig:
             raise ValueError("file.delete.delay.ms must not be negative")
 
     @property
+    def compact(self) -> bool:
+        return "compact" in self.cleanup_policy.replace(" ", "").split(",")
+
+    @property
     def log_append_time(self) -> bool:
         return self.message_timestamp_type == LOG_APPEND_TIME
 
@@ -175,6 +204,8 @@ class LogConfig:
                 changes[attr] = str(value).strip()
             elif attr == "preallocate":
                 changes[attr] = _as_bool(key, value)
+            elif attr == "min_cleanable_dirty_ratio":
+                changes[attr] = _as_float(key, value)
             else:
                 changes[attr] = _as_int(key, value)
         return dataclasses.replace(defaults or cls(), **changes)  # type: ignore[arg-type]

@@ -2,8 +2,12 @@
 
 Start-up work by case:
 
-* Leftovers first: ``*.deleted`` and ``*.tmp`` files are removed, and index
-  files without a ``.log`` are orphans and removed too.
+* Leftovers first: ``*.deleted``, ``*.tmp`` and ``*.cleaned`` files are
+  removed, and index files without a ``.log`` are orphans and removed too. A
+  ``<base>.log.swap`` is a cleaner swap that was decided but not finished
+  (:mod:`odradek.storage.cleaner`): the segments it replaces (those based
+  within its offsets) are removed, their ``.txnindex`` entries move to it, and
+  it becomes ``<base>.log``, indexed afresh by recovery.
 * Clean shutdown: nothing is read except the active segment's indexes and the
   log bytes after its last offset-index entry. Inactive segments stay unopened
   until used; their sizes come from ``stat``.
@@ -37,6 +41,7 @@ import itertools
 from bisect import bisect_right
 from dataclasses import dataclass, field
 
+from odradek.storage.cleaner import CLEANED_SUFFIX, SWAP_SUFFIX
 from odradek.storage.config import LogConfig
 from odradek.storage.damage import Damage
 from odradek.storage.fs import FileSystem
@@ -47,11 +52,15 @@ from odradek.storage.names import (
     LOG_SUFFIX,
     TIME_INDEX_SUFFIX,
     TMP_SUFFIX,
+    TXN_INDEX_SUFFIX,
     parse_segment_file_name,
     segment_file_name,
+    segment_path,
 )
 from odradek.storage.recovery import open_active_clean, recover_segment
 from odradek.storage.segment import Segment
+from odradek.storage.txnfiles import encode_entry, parse_entries
+from odradek.wire.batch import BATCH_HEADER_SIZE, read_batch_header
 
 
 @dataclass(slots=True)
@@ -67,7 +76,55 @@ class LoadReport:
     damage: list[Damage] = field(default_factory=list)
 
 
+def _finish_swaps(fs: FileSystem, dir_path: str, report: LoadReport) -> None:
+    for name in sorted(fs.listdir(dir_path)):
+        if name.endswith(CLEANED_SUFFIX):
+            fs.remove(f"{dir_path}/{name}")
+            report.removed_files.append(name)
+            continue
+        if not name.endswith(LOG_SUFFIX + SWAP_SUFFIX):
+            continue
+        parsed = parse_segment_file_name(name[: -len(SWAP_SUFFIX)])
+        if parsed is None:
+            continue
+        base = parsed[0]
+        swap = f"{dir_path}/{name}"
+        end = _swap_end(fs, swap, base)
+        entries = []
+        for other in sorted(fs.listdir(dir_path)):
+            found = parse_segment_file_name(other)
+            if found is None or not base <= found[0] < end:
+                continue
+            path = f"{dir_path}/{other}"
+            if found[1] == TXN_INDEX_SUFFIX:
+                entries.extend(parse_entries(fs.read_file(path)))
+            fs.remove(path)
+            report.removed_files.append(other)
+        fs.rename(swap, segment_path(dir_path, base, LOG_SUFFIX))
+        if entries:
+            data = b"".join(encode_entry(e) for e in sorted(set(entries),
+                                                            key=lambda e: e.last_offset))
+            fs.write_file(segment_path(dir_path, base, TXN_INDEX_SUFFIX), data)
+        fs.sync_dir(dir_path)
+
+
+def _swap_end(fs: FileSystem, path: str, base: int) -> int:
+    """The offset after the last whole batch of a swap file (``base`` if empty)."""
+    handle = fs.open(path)
+    try:
+        size, pos, end = handle.size(), 0, base
+        while pos + BATCH_HEADER_SIZE <= size:
+            h = read_batch_header(handle.pread(pos, BATCH_HEADER_SIZE), 0)
+            if h.size < BATCH_HEADER_SIZE or pos + h.size > size:
+                break
+            end, pos = h.next_offset, pos + h.size
+        return end
+    finally:
+        handle.close()
+
+
 def _list_segments(fs: FileSystem, dir_path: str, report: LoadReport) -> tuple[list[int], set[str]]:
+    _finish_swaps(fs, dir_path, report)
     names = fs.listdir(dir_path)
     bases: list[int] = []
     present = set(names)

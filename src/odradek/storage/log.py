@@ -58,6 +58,7 @@ from odradek.storage.checkpoint import (
     parse_partition_metadata,
     write_atomically,
 )
+from odradek.storage.cleaner import SWAP_SUFFIX, CleanerView
 from odradek.storage.config import INT_MAX, LogConfig
 from odradek.storage.damage import Damage
 from odradek.storage.epochs import LeaderEpochCache
@@ -71,7 +72,12 @@ from odradek.storage.flush import FlushJob, FlushPolicy
 from odradek.storage.fs import FileHandle, FileSystem, makedirs_durable
 from odradek.storage.handles import HandleCache
 from odradek.storage.loader import LoadReport, load_segments
-from odradek.storage.names import PARTITION_METADATA_FILE, parse_partition_dir_name
+from odradek.storage.names import (
+    LOG_SUFFIX,
+    PARTITION_METADATA_FILE,
+    parse_partition_dir_name,
+    segment_path,
+)
 from odradek.storage.segment import BatchMeta, Segment
 from odradek.storage.timestamps import RecordTimestampSearch, TimestampOffset
 from odradek.storage.txnfiles import AbortedEntry, TxnFiles
@@ -180,6 +186,10 @@ class Log:
         self.txn_files = TxnFiles(fs, dir_path)
         """``.txnindex`` files and producer snapshots (their contents are the
         partition layer's; see :mod:`odradek.storage.txnfiles`)."""
+        self.cleaner_checkpoint = -1
+        """First dirty offset for the cleaner (``cleaner-offset-checkpoint``)."""
+        self.cleaner_view: Callable[[], CleanerView] | None = None
+        """Set by the partition: the LSO and aborted transactions the cleaner obeys."""
         self.snapshot_source: Callable[[], bytes] | None = None
         """Set by the partition: the producer snapshot to store at a roll and at close."""
         try:
@@ -757,6 +767,47 @@ class Log:
         self._recovery_point = max(self._recovery_point, self._segments[0].base_offset)
         self._schedule_delete(victims)
         self._epochs_start_at(self._log_start)
+
+    def replace_segments(self, old: Sequence[Segment], cleaned_path: str) -> bool:
+        """Swap the cleaner's ``<base>.log.cleaned`` in for ``old`` (consecutive,
+        inactive segments based at ``<base>``); see :mod:`odradek.storage.cleaner`
+        for the protocol. False (and the cleaned file removed) when the log
+        changed meanwhile (retention, truncation, deletion took a segment)."""
+        self._check_online()
+        n = len(old)
+        try:
+            i = next(k for k, seg in enumerate(self._segments) if seg is old[0])
+        except StopIteration:
+            i = -1
+        if i < 0 or self._segments[i:i + n] != list(old) or i + n >= len(self._segments):
+            with contextlib.suppress(OSError):
+                self.fs.remove(cleaned_path)
+            return False
+        base = old[0].base_offset
+        live = segment_path(self.dir_path, base, LOG_SUFFIX)
+        swap = live + SWAP_SUFFIX
+        try:
+            entries = self.txn_files.aborted([s.base_offset for s in old])
+            self.fs.rename(cleaned_path, swap)
+            self.fs.sync_dir(self.dir_path)  # the decision: recovery finishes it
+            self._schedule_delete(old)
+            self.fs.rename(swap, live)
+            seg = Segment(self.fs, self.handles, self.dir_path, base,
+                          max_index_bytes=self.config.segment_index_bytes,
+                          index_interval_bytes=self.config.index_interval_bytes,
+                          size=self.fs.size(live), created_ms=old[0].created_ms)
+            seg.rebuild_indexes()
+            seg.next_offset = self._segments[i + n].base_offset
+            for entry in entries:
+                self.txn_files.append_aborted(base, entry)
+            self.fs.sync_dir(self.dir_path)
+        except (OSError, DecodeError) as e:
+            error = e if isinstance(e, OSError) else OSError(str(e))
+            raise self._io_failed("segment swap", error) from e
+        self._segments[i:i + n] = [seg]
+        self._bases[i:i + n] = [base]
+        self._dir_dirty = True
+        return True
 
     def _epochs_start_at(self, offset: int) -> None:
         try:

@@ -52,6 +52,7 @@ from typing import Final
 
 from odradek.wire.batch import (
     ATTR_CONTROL,
+    ATTR_DELETE_HORIZON,
     ATTR_TIMESTAMP_TYPE,
     ATTR_TRANSACTIONAL,
     BATCH_HEADER_SIZE,
@@ -297,19 +298,25 @@ def build_batch(
     control: bool = False,
     partition_leader_epoch: int = -1,
     log_append_time: bool = False,
+    last_offset_delta: int | None = None,
+    delete_horizon_ms: int | None = None,
+    max_timestamp: int | None = None,
 ) -> bytes:
     """Encode ``records`` as one v2 batch with a correct CRC.
 
     Record offsets must rise strictly from ``base_offset`` (gaps are allowed,
     as after compaction); baseTimestamp is the first record's timestamp and
     maxTimestamp the largest. The records section is always compressed when a
-    codec is given, even if that makes it larger.
+    codec is given, even if that makes it larger. The cleaner keeps a batch's
+    ``last_offset_delta`` and ``max_timestamp`` when it drops records, and
+    sets ``delete_horizon_ms`` (KIP-534: attribute bit 6, the horizon as
+    baseTimestamp, record timestamps as deltas from it).
     """
     if not records:
         raise EncodeError("a batch needs at least one record")
     if compression not in CODEC_NAMES:
         raise EncodeError(f"unknown compression codec {compression}")
-    base_timestamp = records[0].timestamp
+    base_timestamp = records[0].timestamp if delete_horizon_ms is None else delete_horizon_ms
     body = bytearray()
     previous = base_offset - 1
     for record in records:
@@ -317,7 +324,10 @@ def build_batch(
             raise EncodeError(f"record offset {record.offset} does not follow {previous}")
         previous = record.offset
         _encode_record(body, record, record.offset - base_offset, base_timestamp)
-    last_offset_delta = records[-1].offset - base_offset
+    if last_offset_delta is None:
+        last_offset_delta = records[-1].offset - base_offset
+    elif last_offset_delta < records[-1].offset - base_offset:
+        raise EncodeError(f"lastOffsetDelta {last_offset_delta} is before the last record")
     if last_offset_delta > _INT32_MAX:
         raise EncodeError(f"lastOffsetDelta {last_offset_delta} exceeds int32")
     if compression:
@@ -326,6 +336,7 @@ def build_batch(
     attributes |= ATTR_TIMESTAMP_TYPE if log_append_time else 0
     attributes |= ATTR_TRANSACTIONAL if transactional else 0
     attributes |= ATTR_CONTROL if control else 0
+    attributes |= ATTR_DELETE_HORIZON if delete_horizon_ms is not None else 0
     header = BatchHeader(
         base_offset=base_offset,
         batch_length=BATCH_HEADER_SIZE - LOG_OVERHEAD + len(body),
@@ -335,7 +346,8 @@ def build_batch(
         attributes=attributes,
         last_offset_delta=last_offset_delta,
         base_timestamp=base_timestamp,
-        max_timestamp=max(r.timestamp for r in records),
+        max_timestamp=(max(r.timestamp for r in records) if max_timestamp is None
+                       else max_timestamp),
         producer_id=producer_id,
         producer_epoch=producer_epoch,
         base_sequence=base_sequence,
@@ -344,6 +356,18 @@ def build_batch(
     batch = encode_batch_header(header) + body
     crc = compute_crc(batch, 0, len(batch))
     return encode_batch_header(replace(header, crc=crc)) + body
+
+
+def empty_batch(header: BatchHeader) -> bytes:
+    """A batch with no records that keeps ``header``'s offsets, producer id, epoch,
+    sequence, timestamps and leader epoch (uncompressed): what the cleaner leaves
+    where a producer's last batch lost every record, so the producer's state
+    survives (Kafka does the same)."""
+    attributes = header.attributes & ~0x07
+    empty = replace(header, batch_length=BATCH_HEADER_SIZE - LOG_OVERHEAD,
+                    attributes=attributes, records_count=0, crc=0)
+    data = encode_batch_header(empty)
+    return encode_batch_header(replace(empty, crc=compute_crc(data, 0, len(data))))
 
 
 def _encode_record(out: bytearray, record: Record, offset_delta: int, base_timestamp: int) -> None:

@@ -1,0 +1,430 @@
+"""The log cleaner for one log: keep only the latest record of each key.
+
+Kafka's semantics (``LogCleaner``), one pass at a time:
+
+1. **Range.** The dirty range runs from the first dirty offset (the cleaner
+   checkpoint; the log start at first) to the first uncleanable offset: the
+   smallest of the active segment's base, the last stable offset (an open
+   transaction stops the cleaner), and the base of the first segment holding
+   a record newer than ``min.compaction.lag.ms``. Only whole inactive
+   segments below it are cleaned.
+2. **Offset map.** Every keyed record of the dirty range, from oldest to
+   newest, maps the MD5 of its key to its offset, skipping control batches
+   and batches of aborted transactions. The map holds at most ``max_entries``
+   keys (``log.cleaner.dedupe.buffer.size`` / 24 bytes, Kafka's slot); when it
+   is full the pass stops at the end of the last whole segment that fit, and
+   the next pass goes on from there.
+3. **Rewrite.** The segments from the log start to the map's end are
+   rewritten in groups of at most ``segment.bytes``. A record stays when its
+   offset is at or past the map's end (untouched, tombstone or not), or it is
+   the latest for its key — unless it is a tombstone whose batch's delete
+   horizon has passed. A record
+   without a key goes. Aborted transactions' batches go whole. Control
+   batches stay. A batch keeps its base offset, lastOffsetDelta, producer id,
+   epoch and base sequence, leader epoch, codec and timestamp type; an intact
+   batch is copied byte for byte. A batch that lost every record vanishes,
+   unless it is the last batch of its producer in the group (then it stays as
+   an empty batch, so producer state survives a rebuild). The first pass that
+   keeps a tombstone stamps its batch with a delete horizon
+   (now + ``delete.retention.ms``, KIP-534); a pass after the horizon drops it.
+4. **Swap** (:meth:`odradek.storage.log.Log.replace_segments`): the group is
+   written to ``<base>.log.cleaned`` and fsynced off the event loop; on the
+   loop the file becomes ``<base>.log.swap`` (the decision, made durable with
+   a directory fsync), the old segments are renamed ``*.deleted``, and the swap
+   file becomes ``<base>.log`` with fresh indexes. Start-up finishes a swap it
+   finds (:mod:`odradek.storage.loader`) and removes a ``.cleaned`` file, so a
+   kill -9 at any step leaves either the old segments or the new one.
+
+Offsets never change: cleaning only removes records, leaving gaps, and the
+log end, high watermark and log start stay where they were.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from odradek.storage.fs import FileSystem
+from odradek.storage.names import LOG_SUFFIX, segment_path
+from odradek.storage.segment import Segment
+from odradek.wire.batch import (
+    ATTR_DELETE_HORIZON,
+    BatchHeader,
+    read_batch_header,
+    validate_batch,
+)
+from odradek.wire.records import Record, build_batch, decode_batch, empty_batch
+
+if TYPE_CHECKING:
+    from odradek.storage.log import Log
+
+CLEANED_SUFFIX = ".cleaned"
+SWAP_SUFFIX = ".swap"
+WRITE_BUFFER_BYTES = 512 * 1024
+"""Cleaned bytes gathered before a write (Kafka's ``log.cleaner.io.buffer.size``)."""
+MAP_SLOT_BYTES = 24
+"""Bytes per key in Kafka's offset map (16-byte MD5 + 8-byte offset)."""
+
+IsAborted = Callable[[int, int], bool]
+"""(producer id, offset) -> is the batch at that offset part of an aborted transaction?"""
+
+
+def key_digest(key: bytes) -> bytes:
+    return hashlib.md5(key, usedforsecurity=False).digest()
+
+
+class OffsetMap:
+    """Key digest -> latest offset, holding at most ``max_entries`` keys."""
+
+    def __init__(self, max_entries: int) -> None:
+        self.max_entries = max(max_entries, 1)
+        self._offsets: dict[bytes, int] = {}
+
+    def __len__(self) -> int:
+        return len(self._offsets)
+
+    def put(self, key: bytes, offset: int) -> bool:
+        """Record ``offset`` for ``key``; False (nothing changed) when a new key does
+        not fit."""
+        digest = key_digest(key)
+        if digest not in self._offsets and len(self._offsets) >= self.max_entries:
+            return False
+        self._offsets[digest] = offset
+        return True
+
+    def get(self, key: bytes) -> int:
+        return self._offsets.get(key_digest(key), -1)
+
+
+@dataclass(slots=True)
+class CleanStats:
+    bytes_read: int = 0
+    bytes_written: int = 0
+    records_read: int = 0
+    records_kept: int = 0
+    batches_rewritten: int = 0
+    tombstones_dropped: int = 0
+
+
+@dataclass(slots=True)
+class Group:
+    """Inactive segments rewritten into one (named by the first one's base)."""
+
+    segments: list[Segment]
+    cleaned_path: str = ""
+    size: int = 0
+
+
+@dataclass(slots=True)
+class CleanPlan:
+    """What one pass will do; :func:`build_offset_map` fills the map."""
+
+    first_dirty: int
+    first_uncleanable: int
+    offset_map: OffsetMap
+    map_end: int = -1
+    groups: list[Group] = field(default_factory=list)
+    stats: CleanStats = field(default_factory=CleanStats)
+
+
+def _segment_batches(
+    fs: FileSystem, seg: Segment, *, headers_only: bool = False
+) -> Iterator[tuple[BatchHeader, bytes]]:
+    """(header, bytes) of each batch of an inactive segment (bytes empty with
+    ``headers_only``), read with a handle of our own: the cleaner runs off the
+    event loop. Recovery already accepted these bytes; a batch that does not
+    check out raises DecodeError and the pass is abandoned."""
+    handle = fs.open(seg.log_path)
+    try:
+        size = handle.size()
+        pos = 0
+        while pos < size:
+            head = handle.pread(pos, 61)
+            if len(head) < 61:
+                return
+            h = read_batch_header(head, 0)
+            if headers_only:
+                yield h, b""
+            else:
+                data = handle.pread(pos, h.size)
+                if len(data) < h.size:
+                    return
+                validate_batch(data, 0)
+                yield h, data
+            pos += h.size
+    finally:
+        handle.close()
+
+
+def cleanable_segments(segments: Sequence[Segment], first_uncleanable: int) -> list[Segment]:
+    """The inactive segments wholly below ``first_uncleanable``."""
+    out = []
+    for seg, nxt in itertools.pairwise(segments):
+        if nxt.base_offset > first_uncleanable:
+            break
+        out.append(seg)
+    return out
+
+
+def build_offset_map(
+    fs: FileSystem, plan: CleanPlan, segments: Sequence[Segment], is_aborted: IsAborted
+) -> None:
+    """Fill the plan's map from the dirty segments, oldest first. When a new key
+    does not fit, the map ends at that record: the pass cleans below it and the
+    next pass goes on from there."""
+    offset_map = plan.offset_map
+    end = plan.first_dirty
+    for i, seg in enumerate(segments):
+        seg_end = segments[i + 1].base_offset if i + 1 < len(segments) else seg.next_offset
+        if seg_end <= plan.first_dirty:
+            continue
+        for h, data in _segment_batches(fs, seg):
+            if h.last_offset < plan.first_dirty or h.is_control:
+                continue
+            if h.is_transactional and is_aborted(h.producer_id, h.base_offset):
+                continue
+            _, records = decode_batch(data)
+            for r in records:
+                if r.offset < plan.first_dirty or r.key is None:
+                    continue
+                if not offset_map.put(r.key, r.offset):
+                    plan.map_end = r.offset
+                    return
+        end = seg_end
+    plan.map_end = end
+
+
+def group_segments(segments: Sequence[Segment], map_end: int, segment_bytes: int,
+                   ) -> list[Group]:
+    """The segments from the log start up to the map's end, in groups whose total
+    size stays within ``segment.bytes`` (and offsets within an int32 of the base)."""
+    groups: list[Group] = []
+    for seg in segments:
+        if seg.base_offset >= map_end:
+            break
+        last = groups[-1] if groups else None
+        if (last is not None and last.size + seg.size <= segment_bytes
+                and seg.next_offset - last.segments[0].base_offset < 2**31):
+            last.segments.append(seg)
+            last.size += seg.size
+        else:
+            groups.append(Group([seg], size=seg.size))
+    return groups
+
+
+def clean_group(
+    fs: FileSystem, group: Group, plan: CleanPlan, now_ms: int, delete_retention_ms: int,
+    is_aborted: IsAborted,
+) -> None:
+    """Write the cleaned group to ``<base>.log.cleaned`` (fsynced)."""
+    base = group.segments[0].base_offset
+    group.cleaned_path = segment_path(group.segments[0].dir_path, base, LOG_SUFFIX) + (
+        CLEANED_SUFFIX)
+    last_of_producer: dict[int, int] = {}  # producer id -> base offset of its last batch
+    for seg in group.segments:
+        for h, _ in _segment_batches(fs, seg, headers_only=True):
+            if h.producer_id >= 0:
+                last_of_producer[h.producer_id] = h.base_offset
+    handle = fs.open(group.cleaned_path, create=True)
+    try:
+        handle.truncate(0)
+        position = 0
+        pending: list[bytes] = []
+        pending_bytes = 0
+        for seg in group.segments:
+            for h, data in _segment_batches(fs, seg):
+                plan.stats.bytes_read += len(data)
+                kept = _clean_batch(h, data, plan, now_ms, delete_retention_ms, is_aborted)
+                if kept is None and last_of_producer.get(h.producer_id) == h.base_offset:
+                    kept = empty_batch(h)
+                if kept is None:
+                    continue
+                pending.append(kept)
+                pending_bytes += len(kept)
+                if pending_bytes >= WRITE_BUFFER_BYTES:
+                    handle.pwrite(position, pending)
+                    position += pending_bytes
+                    pending, pending_bytes = [], 0
+        if pending:
+            handle.pwrite(position, pending)
+            position += pending_bytes
+        plan.stats.bytes_written += position
+    finally:
+        handle.close()
+    fs.fsync(group.cleaned_path)
+
+
+def _clean_batch(
+    h: BatchHeader, data: bytes, plan: CleanPlan, now_ms: int, delete_retention_ms: int,
+    is_aborted: IsAborted,
+) -> bytes | None:
+    """The batch as it stays (the same bytes when nothing changes), or None."""
+    if h.is_control:
+        return data
+    if h.is_transactional and is_aborted(h.producer_id, h.base_offset):
+        plan.stats.records_read += h.records_count
+        return None
+    _, records = decode_batch(data)
+    plan.stats.records_read += len(records)
+    horizon = h.base_timestamp if h.attributes & ATTR_DELETE_HORIZON else None
+    kept: list[Record] = []
+    tombstones = False
+    for r in records:
+        if r.key is None:
+            continue
+        if r.offset >= plan.map_end:
+            kept.append(r)  # past what the map covers: kept as it is
+            continue
+        if plan.offset_map.get(r.key) > r.offset:
+            continue  # a later record has this key
+        if r.value is None:
+            if horizon is not None and now_ms >= horizon:
+                plan.stats.tombstones_dropped += 1
+                continue
+            tombstones = True
+        kept.append(r)
+    plan.stats.records_kept += len(kept)
+    if not kept:
+        return None
+    new_horizon = horizon if horizon is not None else (
+        now_ms + delete_retention_ms if tombstones else None)
+    if len(kept) == len(records) and new_horizon == horizon:
+        return data
+    plan.stats.batches_rewritten += 1
+    return build_batch(
+        kept, base_offset=h.base_offset, compression=h.compression,
+        producer_id=h.producer_id, producer_epoch=h.producer_epoch,
+        base_sequence=h.base_sequence, transactional=h.is_transactional,
+        partition_leader_epoch=h.partition_leader_epoch, log_append_time=h.log_append_time,
+        last_offset_delta=h.last_offset_delta, delete_horizon_ms=new_horizon,
+        max_timestamp=h.max_timestamp,
+    )
+
+
+# -- choosing and running a pass ------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class CleanerSettings:
+    """The broker-wide ``log.cleaner.*`` settings."""
+
+    enable: bool = True
+    dedupe_buffer_size: int = 128 * 1024 * 1024
+    backoff_ms: int = 15_000
+    threads: int = 1
+
+    @property
+    def max_map_entries(self) -> int:
+        return max(self.dedupe_buffer_size // max(self.threads, 1) // MAP_SLOT_BYTES, 1)
+
+
+@dataclass(frozen=True, slots=True)
+class CleanerView:
+    """What the partition layer tells the cleaner: the last stable offset (the
+    cleaner never passes it) and which batches are aborted."""
+
+    last_stable_offset: int
+    aborted: Sequence[tuple[int, int, int]]
+    """(producer id, first offset, marker offset) of each aborted transaction."""
+
+    def is_aborted(self, producer_id: int, offset: int) -> bool:
+        return any(pid == producer_id and first <= offset <= last
+                   for pid, first, last in self.aborted)
+
+
+def first_uncleanable(log: Log, view: CleanerView, now_ms: int) -> int:
+    """min(active segment base, LSO, first segment with a record newer than
+    ``min.compaction.lag.ms``)."""
+    limit = min(log.active_segment.base_offset, view.last_stable_offset)
+    lag = log.config.min_compaction_lag_ms
+    if lag > 0:
+        for seg in log.segments[:-1]:
+            if seg.max_timestamp()[0] > now_ms - lag:
+                limit = min(limit, seg.base_offset)
+                break
+    return limit
+
+
+def dirty_ratio(log: Log, first_dirty: int, uncleanable: int) -> tuple[float, int]:
+    """(dirty bytes / cleanable bytes, dirty bytes) below ``uncleanable``."""
+    segments = cleanable_segments(log.segments, uncleanable)
+    total = sum(s.size for s in segments)
+    dirty = sum(s.size for s in segments if s.next_offset > first_dirty)
+    return (dirty / total if total else 0.0), dirty
+
+
+def needs_cleaning(log: Log, first_dirty: int, uncleanable: int, now_ms: int) -> float:
+    """The log's dirty ratio when it is due for cleaning (above its
+    ``min.cleanable.dirty.ratio``, or a dirty segment older than
+    ``max.compaction.lag.ms``), else -1."""
+    ratio, dirty = dirty_ratio(log, first_dirty, uncleanable)
+    if dirty == 0:
+        return -1.0
+    if ratio >= log.config.min_cleanable_dirty_ratio:
+        return ratio
+    max_lag = log.config.max_compaction_lag_ms
+    for seg in cleanable_segments(log.segments, uncleanable):
+        if seg.next_offset > first_dirty and seg.max_timestamp()[0] < now_ms - max_lag:
+            return ratio
+    return -1.0
+
+
+@dataclass(slots=True)
+class CleanJob:
+    """One pass over one log: :meth:`run` (off the event loop) builds the map and
+    writes the cleaned groups; :meth:`complete` (on the loop) swaps them in."""
+
+    log: Log
+    fs: FileSystem
+    plan: CleanPlan
+    segments: list[Segment]
+    view: CleanerView
+    now_ms: int
+    done: Callable[[CleanJob, BaseException | None], None]
+    swapped: int = 0
+
+    def run(self) -> None:
+        build_offset_map(self.fs, self.plan, self.segments, self.view.is_aborted)
+        self.plan.groups = group_segments(self.segments, self.plan.map_end,
+                                          self.log.config.segment_bytes)
+        for group in self.plan.groups:
+            clean_group(self.fs, group, self.plan, self.now_ms,
+                        self.log.config.delete_retention_ms, self.view.is_aborted)
+
+    def complete(self, error: BaseException | None = None) -> None:
+        if error is None:
+            for group in self.plan.groups:
+                if self.log.replace_segments(group.segments, group.cleaned_path):
+                    self.swapped += 1
+                else:
+                    break
+            if self.swapped == len(self.plan.groups):
+                self.log.cleaner_checkpoint = self.plan.map_end
+        else:
+            for group in self.plan.groups:
+                if group.cleaned_path and self.fs.exists(group.cleaned_path):
+                    self.fs.remove(group.cleaned_path)
+        self.done(self, error)
+
+
+def plan_pass(
+    log: Log, view: CleanerView, settings: CleanerSettings, now_ms: int,
+    done: Callable[[CleanJob, BaseException | None], None], *, force: bool = False,
+) -> CleanJob | None:
+    """A pass over ``log`` if it is due (``force``: if it has anything dirty)."""
+    first_dirty = log.cleaner_checkpoint
+    if not log.log_start_offset <= first_dirty <= log.log_end_offset:
+        first_dirty = log.log_start_offset
+    uncleanable = first_uncleanable(log, view, now_ms)
+    if force:
+        due = dirty_ratio(log, first_dirty, uncleanable)[1] > 0
+    else:
+        due = needs_cleaning(log, first_dirty, uncleanable, now_ms) >= 0
+    if not due:
+        return None
+    segments = cleanable_segments(log.segments, uncleanable)
+    plan = CleanPlan(first_dirty, uncleanable, OffsetMap(settings.max_map_entries))
+    return CleanJob(log, log.fs, plan, list(segments), view, now_ms, done)
