@@ -50,13 +50,14 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from odradek.replication.producer_state import AbortedTxn, ProducerStateTable, Verdict
+from odradek.storage.cleaner import CleanerView
 from odradek.storage.errors import StorageError
 from odradek.storage.log import FileSlice, Log
 from odradek.storage.txnfiles import encode_snapshot
 from odradek.wire.batch import ATTR_CONTROL, BatchHeader, read_batch_header
 from odradek.wire.errors import ErrorCode
 from odradek.wire.primitives import Buffer, DecodeError
-from odradek.wire.records import CONTROL_ABORT, CONTROL_COMMIT, read_marker
+from odradek.wire.records import CONTROL_ABORT, CONTROL_COMMIT, decode_batches, read_marker
 
 READ_UNCOMMITTED = 0
 """Consumers: up to the high watermark (Kafka's isolation level 0)."""
@@ -141,6 +142,7 @@ class PartitionState:
 
     def __post_init__(self) -> None:
         self.log.snapshot_source = self._snapshot_bytes
+        self.log.cleaner_view = self._cleaner_view
         if self.leader_id == -2:
             self.leader_id = self.local_id
         if not self.replicas:
@@ -233,6 +235,10 @@ class PartitionState:
                        if len(records) else None)
         except StorageError as exc:
             return Appended(exc.error_code, str(exc))
+        if checked is not None and origin is Origin.CLIENT and plog.config.compact:
+            problem = _keyless(records)
+            if problem:
+                return Appended(ErrorCode.INVALID_RECORD, problem)
         # Only batches with a producer id (or markers) touch producer state: a plain
         # batch is looked at no further than its producer id and attributes.
         stateful: list[tuple[int, BatchHeader, bool | None, int]] = []
@@ -361,6 +367,10 @@ class PartitionState:
 
     # -- start-up ---------------------------------------------------------------------
 
+    def _cleaner_view(self) -> CleanerView:
+        return CleanerView(self.last_stable_offset, [
+            (a.producer_id, a.first_offset, a.last_offset) for a in self.producers.aborted])
+
     def _snapshot_bytes(self) -> bytes:
         return encode_snapshot(self.producers.snapshot())
 
@@ -435,6 +445,20 @@ _VERDICT_CODES = {
     Verdict.COORDINATOR_FENCED: ErrorCode.TRANSACTION_COORDINATOR_FENCED,
     Verdict.DUPLICATE: ErrorCode.DUPLICATE_SEQUENCE_NUMBER,
 }
+
+
+def _keyless(records: memoryview) -> str | None:
+    """Kafka's refusal of a record without a key on a compacted topic (the records
+    are decoded, as Kafka's LogValidator does for compacted topics)."""
+    try:
+        batches = decode_batches(records)
+    except DecodeError as exc:
+        return f"records do not decode: {exc}"
+    for _, batch in batches:
+        for r in batch:
+            if r.key is None:
+                return "Compacted topic cannot accept message without key"
+    return None
 
 
 def _marker(buf: Buffer, pos: int, h: BatchHeader) -> tuple[bool | None, int]:

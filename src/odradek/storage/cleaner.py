@@ -47,6 +47,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from odradek.storage.config import CleanerSettings
 from odradek.storage.fs import FileSystem
 from odradek.storage.names import LOG_SUFFIX, segment_path
 from odradek.storage.segment import Segment
@@ -63,10 +64,10 @@ if TYPE_CHECKING:
 
 CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
+__all__ = ["CleanJob", "CleanerSettings", "CleanerView", "OffsetMap", "plan_pass"]
+
 WRITE_BUFFER_BYTES = 512 * 1024
 """Cleaned bytes gathered before a write (Kafka's ``log.cleaner.io.buffer.size``)."""
-MAP_SLOT_BYTES = 24
-"""Bytes per key in Kafka's offset map (16-byte MD5 + 8-byte offset)."""
 
 IsAborted = Callable[[int, int], bool]
 """(producer id, offset) -> is the batch at that offset part of an aborted transaction?"""
@@ -308,20 +309,6 @@ def _clean_batch(
 
 
 @dataclass(frozen=True, slots=True)
-class CleanerSettings:
-    """The broker-wide ``log.cleaner.*`` settings."""
-
-    enable: bool = True
-    dedupe_buffer_size: int = 128 * 1024 * 1024
-    backoff_ms: int = 15_000
-    threads: int = 1
-
-    @property
-    def max_map_entries(self) -> int:
-        return max(self.dedupe_buffer_size // max(self.threads, 1) // MAP_SLOT_BYTES, 1)
-
-
-@dataclass(frozen=True, slots=True)
 class CleanerView:
     """What the partition layer tells the cleaner: the last stable offset (the
     cleaner never passes it) and which batches are aborted."""
@@ -336,9 +323,10 @@ class CleanerView:
 
 
 def first_uncleanable(log: Log, view: CleanerView, now_ms: int) -> int:
-    """min(active segment base, LSO, first segment with a record newer than
-    ``min.compaction.lag.ms``)."""
-    limit = min(log.active_segment.base_offset, view.last_stable_offset)
+    """min(active segment base, LSO, recovery point (only flushed segments are
+    cleaned, so no flush is ever under way on a segment the cleaner replaces),
+    first segment with a record newer than ``min.compaction.lag.ms``)."""
+    limit = min(log.active_segment.base_offset, view.last_stable_offset, log.recovery_point)
     lag = log.config.min_compaction_lag_ms
     if lag > 0:
         for seg in log.segments[:-1]:

@@ -229,6 +229,24 @@ def log_config_from_server(props: Props) -> LogConfig:
     return LogConfig.from_properties(topic)
 
 
+MAP_SLOT_BYTES: Final = 24
+"""Bytes per key in Kafka's cleaner offset map (16-byte MD5 + 8-byte offset)."""
+
+
+@dataclass(frozen=True, slots=True)
+class CleanerSettings:
+    """The broker-wide ``log.cleaner.*`` settings."""
+
+    enable: bool = True
+    dedupe_buffer_size: int = 128 * 1024 * 1024
+    backoff_ms: int = 15_000
+    threads: int = 1
+
+    @property
+    def max_map_entries(self) -> int:
+        return max(self.dedupe_buffer_size // max(self.threads, 1) // MAP_SLOT_BYTES, 1)
+
+
 @dataclass(frozen=True, slots=True)
 class LogManagerConfig:
     log_dir: str = "/tmp/kafka-logs"
@@ -245,6 +263,8 @@ class LogManagerConfig:
     """Cap on segment and index files held open at once (an LRU closes the rest).
     Not a Kafka setting: Kafka keeps every segment open and relies on a large
     ``ulimit -n``."""
+    cleaner: CleanerSettings = CleanerSettings()
+    """``log.cleaner.enable``, ``.dedupe.buffer.size``, ``.backoff.ms``, ``.threads``."""
     skip_damage: bool = True
     """``log.recovery.damaged.batches``: ``skip`` (the default) cuts damaged bytes out
     of a segment during recovery and keeps every later batch; ``truncate`` cuts
@@ -261,6 +281,14 @@ class LogManagerConfig:
         dirs = props.get("log.dirs") or props.get("log.dir")
         if dirs:
             changes["log_dir"] = str(dirs).split(",")[0].strip()
+        changes["cleaner"] = CleanerSettings(
+            enable=_as_bool("log.cleaner.enable", props.get("log.cleaner.enable", "true")),
+            dedupe_buffer_size=_as_int("log.cleaner.dedupe.buffer.size",
+                                       props.get("log.cleaner.dedupe.buffer.size", 134217728)),
+            backoff_ms=_as_int("log.cleaner.backoff.ms",
+                               props.get("log.cleaner.backoff.ms", 15000)),
+            threads=_as_int("log.cleaner.threads", props.get("log.cleaner.threads", 1)),
+        )
         for key, attr in (
             ("log.flush.offset.checkpoint.interval.ms", "recovery_point_checkpoint_interval_ms"),
             (

@@ -25,6 +25,7 @@ again. Files are opened through one shared, capped handle cache.
 from __future__ import annotations
 
 import contextlib
+import logging
 import posixpath
 import uuid
 from collections.abc import Callable, Iterator, Mapping
@@ -41,6 +42,13 @@ from odradek.storage.checkpoint import (
     write_atomically,
     write_clean_shutdown,
 )
+from odradek.storage.cleaner import (
+    CleanerView,
+    CleanJob,
+    first_uncleanable,
+    needs_cleaning,
+    plan_pass,
+)
 from odradek.storage.config import LogConfig, LogManagerConfig
 from odradek.storage.errors import KafkaStorageError
 from odradek.storage.flush import IoJob
@@ -48,6 +56,7 @@ from odradek.storage.fs import FileSystem, makedirs_durable
 from odradek.storage.handles import HandleCache
 from odradek.storage.log import Log
 from odradek.storage.names import (
+    CLEANER_OFFSET_CHECKPOINT,
     DELETE_DIR_SUFFIX,
     HIGH_WATERMARK_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT,
@@ -58,6 +67,7 @@ from odradek.storage.names import (
     stray_dir_name,
 )
 
+_log = logging.getLogger("odradek.storage")
 _IDLE_MS = 60_000
 
 
@@ -146,6 +156,12 @@ class LogManager:
         self._next_retention_ms = now + config.retention_check_interval_ms
         self.had_clean_shutdown = False
         self.failed: BaseException | None = None
+        self._next_clean_ms = now + config.cleaner.backoff_ms
+        self.cleaning: CleanJob | None = None
+        """The cleaner pass in flight (one at a time: ``log.cleaner.threads``)."""
+        self.cleaner_stats: dict[str, float] = {
+            "passes": 0, "bytes_read": 0, "bytes_written": 0, "last_pass_ms": -1,
+            "max_dirty_ratio": 0.0}
 
     # -- start-up -------------------------------------------------------------------------
 
@@ -161,6 +177,7 @@ class LogManager:
             clean, recovery = False, {}
         starts = self._read_checkpoint(LOG_START_OFFSET_CHECKPOINT) or {}
         hws = self._read_checkpoint(HIGH_WATERMARK_CHECKPOINT) or {}
+        dirty = self._read_checkpoint(CLEANER_OFFSET_CHECKPOINT) or {}
         if fs.exists(marker):
             fs.remove(marker)
             fs.sync_dir(self.log_dir)
@@ -188,6 +205,7 @@ class LogManager:
                 high_watermark=hws.get(tp),
                 skip_damage=self.config.skip_damage,
             )
+            self._logs[tp].cleaner_checkpoint = dirty.get(tp, -1)
 
     def _read_checkpoint(self, name: str) -> dict[TopicPartition, int] | None:
         """Entries of a checkpoint; None when it is unreadable (then recover everything)."""
@@ -308,8 +326,53 @@ class LogManager:
         checkpoint = self._checkpoint_job(now)
         if checkpoint is not None:
             jobs.append(checkpoint)
+        clean = self._clean_job(now)
+        if clean is not None:
+            jobs.append(clean)
+        if self.config.cleaner.enable:
+            deadline = min(deadline, self._next_clean_ms)
         deadline = min(deadline, self._next_retention_ms, *self._next.values())
         return Tick(jobs, deadline)
+
+    def _clean_job(self, now: int) -> CleanJob | None:
+        """The next cleaner pass: the dirtiest compacted log that is due, every
+        ``log.cleaner.backoff.ms`` while nothing is being cleaned."""
+        settings = self.config.cleaner
+        if not settings.enable or self.cleaning is not None or now < self._next_clean_ms:
+            return None
+        self._next_clean_ms = now + settings.backoff_ms
+        wall = self.clock.now_ms()
+        best: tuple[float, Log, CleanerView] | None = None
+        for log in self._logs.values():
+            if log.offline or not log.config.compact or log.cleaner_view is None:
+                continue
+            view = log.cleaner_view()
+            first_dirty = log.cleaner_checkpoint
+            if not log.log_start_offset <= first_dirty <= log.log_end_offset:
+                first_dirty = log.log_start_offset
+            ratio = needs_cleaning(log, first_dirty, first_uncleanable(log, view, wall), wall)
+            self.cleaner_stats["max_dirty_ratio"] = max(
+                self.cleaner_stats["max_dirty_ratio"], ratio)
+            if ratio >= 0 and (best is None or ratio > best[0]):
+                best = (ratio, log, view)
+        if best is None:
+            return None
+        self.cleaning = plan_pass(best[1], best[2], settings, wall, self._cleaned, force=True)
+        return self.cleaning
+
+    def _cleaned(self, job: CleanJob, error: BaseException | None) -> None:
+        self.cleaning = None
+        stats = self.cleaner_stats
+        if error is not None:
+            _log.warning("cleaning %s failed: %s", job.log.dir_path, error)
+            return
+        stats["passes"] += 1
+        stats["bytes_read"] += job.plan.stats.bytes_read
+        stats["bytes_written"] += job.plan.stats.bytes_written
+        stats["last_pass_ms"] = self.clock.now_ms()
+        self._next[CLEANER_OFFSET_CHECKPOINT] = self.clock.monotonic_ms()
+        # Clean again soon if the map ended early (more dirt is waiting).
+        self._next_clean_ms = min(self._next_clean_ms, self.clock.monotonic_ms() + 10)
 
     def _retry_dir_deletes(self, paths: list[str]) -> None:
         due = self.clock.monotonic_ms() + 60_000
@@ -337,7 +400,10 @@ class LogManager:
             HIGH_WATERMARK_CHECKPOINT: self.config.high_watermark_checkpoint_interval_ms,
         }
         for name in names:
-            self._next[name] = now + intervals[name]
+            if name in intervals:
+                self._next[name] = now + intervals[name]
+            else:
+                del self._next[name]  # written once when asked for (after a pass)
         self._checkpoint_in_flight = True
         return self.checkpoint_job(names)
 
@@ -345,6 +411,9 @@ class LogManager:
         """A job writing the named checkpoint files (default: all three) as of now."""
         contents = self._checkpoint_contents()
         chosen = names or list(contents)
+        if not contents[CLEANER_OFFSET_CHECKPOINT] and not self.fs.exists(
+                posixpath.join(self.log_dir, CLEANER_OFFSET_CHECKPOINT)):
+            chosen = [n for n in chosen if n != CLEANER_OFFSET_CHECKPOINT]  # no cleaning yet
         files = [(posixpath.join(self.log_dir, n), format_offsets(contents[n])) for n in chosen]
         return CheckpointJob(self.fs, self, files)
 
@@ -355,6 +424,10 @@ class LogManager:
                 tp: log.log_start_offset for tp, log in self._logs.items()
             },
             HIGH_WATERMARK_CHECKPOINT: {tp: log.high_watermark for tp, log in self._logs.items()},
+            CLEANER_OFFSET_CHECKPOINT: {
+                tp: log.cleaner_checkpoint for tp, log in self._logs.items()
+                if log.cleaner_checkpoint >= 0
+            },
         }
 
     def checkpoint_done(self, error: BaseException | None) -> None:

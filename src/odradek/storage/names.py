@@ -37,6 +37,7 @@ SEGMENT_SUFFIXES: Final = (LOG_SUFFIX, *COMPANION_SUFFIXES)
 PARTITION_METADATA_FILE: Final = "partition.metadata"
 CLEAN_SHUTDOWN_FILE: Final = ".kafka_cleanshutdown"
 RECOVERY_POINT_CHECKPOINT: Final = "recovery-point-offset-checkpoint"
+CLEANER_OFFSET_CHECKPOINT: Final = "cleaner-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT: Final = "log-start-offset-checkpoint"
 HIGH_WATERMARK_CHECKPOINT: Final = "replication-offset-checkpoint"
 LEADER_EPOCH_CHECKPOINT: Final = "leader-epoch-checkpoint"
