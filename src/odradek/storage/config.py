@@ -8,9 +8,9 @@ defaults. :class:`LogManagerConfig` holds the broker-wide settings of the log
 manager (``log.dir``, checkpoint and retention-check intervals).
 
 Kafka accepts some settings we ignore on purpose (``preallocate``,
-``compression.type`` other than ``producer``, ``cleanup.policy=compact``
-until the cleaner exists); they are parsed and kept so a topic's configuration
-round-trips, and the docstring of each field says what we do with it.
+``compression.type`` other than ``producer``); they are parsed and kept so a
+topic's configuration round-trips, and the docstring of each field says what
+we do with it.
 """
 
 from __future__ import annotations
