@@ -7,7 +7,9 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -187,3 +189,51 @@ def test_cluster_describe(broker: Broker) -> None:
         {"id": 1, "host": "127.0.0.1", "port": port, "rack": None}
     ]
     assert "Cluster id:" in odradek(broker, "cluster", "describe").stdout
+
+
+def test_topics_describe_shows_the_cleaner_state_of_compacted_topics(tmp_path: Path) -> None:
+    """First dirty offset and dirty ratio per partition, read from the broker's log
+    directory (DescribeLogDirs names it): before any pass (the log start, every
+    inactive segment dirty) and after one (the checkpoint, nothing dirty)."""
+    compact = {"cleanup.policy": "compact", "segment.ms": "100",
+               "min.cleanable.dirty.ratio": "0.01"}
+    with Broker(**{"log.cleaner.backoff.ms": "50"}) as b:
+        b.create_topic("waiting", 1, {**compact, "min.compaction.lag.ms": "3600000"})
+        b.create_topic("cleaned", 1, compact)
+        b.create_topic("plain", 1)
+        producer = Producer({"bootstrap.servers": b.bootstrap_servers})
+        for rnd in range(3):  # a segment a round
+            for topic in ("waiting", "cleaned"):
+                for k in range(5):
+                    producer.produce(topic, f"v{rnd}".encode(), key=f"k{k}".encode())
+            producer.flush(10)
+            time.sleep(0.11)
+        deadline = time.monotonic() + 30
+        while True:
+            described = json.loads(odradek(b, "topics", "describe", "--json").stdout)
+            by_name = {d["topic"]: d["partitions"][0] for d in described}
+            if by_name["cleaned"]["cleaner"]["checkpointed"]:
+                break
+            assert time.monotonic() < deadline, by_name
+            time.sleep(0.1)
+        assert "cleaner" not in by_name["plain"]
+        waiting = by_name["waiting"]["cleaner"]
+        assert (waiting["first_dirty_offset"], waiting["checkpointed"],
+                waiting["dirty_ratio"]) == (0, False, 1.0)
+        assert waiting["dirty_bytes"] == waiting["inactive_bytes"] > 0
+        cleaned = by_name["cleaned"]["cleaner"]
+        assert cleaned["first_dirty_offset"] == 10 and cleaned["dirty_ratio"] == 0.0
+        text = odradek(b, "topics", "describe", "waiting", "cleaned").stdout
+        assert "FirstDirtyOffset  DirtyRatio" in text and "1.00" in text and "0.00" in text
+        assert "cleaner state not shown" not in text
+        plain = odradek(b, "topics", "describe", "plain").stdout
+        assert "DirtyRatio" not in plain
+        # Another directory (as on a machine that is not the broker's): said, not guessed.
+        (tmp_path / "waiting-0").mkdir()
+        (tmp_path / "waiting-0" / "partition.metadata").write_text(
+            "version: 0\ntopic_id: AAAAAAAAAAAAAAAAAAAAAA")
+        (elsewhere,) = json.loads(odradek(b, "topics", "describe", "waiting", "--json",
+                                          "--log-dir", str(tmp_path)).stdout)
+        assert elsewhere["partitions"][0]["cleaner"] is None
+        text = odradek(b, "topics", "describe", "waiting", "--log-dir", str(tmp_path)).stdout
+        assert "cleaner state not shown" in text

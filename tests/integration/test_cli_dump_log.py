@@ -6,6 +6,7 @@ import json
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -142,3 +143,45 @@ def test_markers_txnindex_and_producer_snapshot(tmp_path: Path) -> None:
     damaged = tmp_path / "00000000000000000004.snapshot"
     damaged.write_bytes(snapshot.read_bytes()[:-3])
     assert "PROBLEM: producer snapshot of" in dump(str(damaged)).stdout
+
+
+def test_compacted_log_shows_gaps_and_tombstones(tmp_path: Path) -> None:
+    """After a cleaner pass: the offsets it removed are INFO gaps (between batches,
+    before the first batch, inside a rebuilt batch), never problems, and a null
+    value is marked as a tombstone."""
+    with Broker(data_dir=str(tmp_path), **{"log.cleaner.backoff.ms": "50"}) as b:
+        b.create_topic("table", 1, {"cleanup.policy": "compact", "segment.ms": "100",
+                                    "min.cleanable.dirty.ratio": "0.01"})
+        producer = Producer({"bootstrap.servers": b.bootstrap_servers, "linger.ms": 50})
+        for rnd in range(4):  # one batch a round, one segment a round
+            for k in range(10):
+                producer.produce("table", f"v{rnd}-{k}".encode(), key=f"key-{k}".encode())
+            if rnd == 3:
+                producer.produce("table", None, key=b"key-0")  # offset 40
+            producer.flush(10)
+            time.sleep(0.11)  # segment.ms passes: the next append rolls
+        producer.produce("table", b"x", key=b"nudge")  # rolls the last round's segment
+        producer.flush(10)
+        checkpoint = tmp_path / "cleaner-offset-checkpoint"
+        deadline = time.monotonic() + 30
+        while not (checkpoint.exists() and "table 0 41" in checkpoint.read_text()):
+            assert time.monotonic() < deadline, "the cleaner did not run"
+            time.sleep(0.05)
+    segment = tmp_path / "table-0" / f"{SEGMENT}.log"
+    (result,) = json.loads(dump(str(segment), "--records", "--json").stdout)
+    assert result["problems"] == []
+    assert [(b["base_offset"], b["last_offset"], b["count"]) for b in result["batches"]] == [
+        (30, 40, 10)]  # rounds 0-2 vanished; key-0's value at 30 went for its tombstone
+    assert result["gaps"] == [
+        {"first_offset": 0, "last_offset": 29, "position": 0, "inside_batch": False},
+        {"first_offset": 30, "last_offset": 30, "position": 0, "inside_batch": True},
+    ]
+    records = result["batches"][0]["records"]
+    assert [r["offset"] for r in records] == list(range(31, 41))
+    assert [r["tombstone"] for r in records] == [False] * 9 + [True]
+    out = dump(str(segment), "--records").stdout
+    assert "INFO: gap: offsets 0..29 absent before the batch at position 0" in out
+    assert "INFO: gap: offset 30 absent inside the batch at position 0" in out
+    assert "| offset: 40 " in out and "key: key-0 value: null tombstone: true" in out
+    assert "key: key-1 value: v3-1 headers:" in out and "PROBLEM" not in out
+    assert out.index("INFO: gap: offsets 0..29") < out.index("baseOffset: 30")

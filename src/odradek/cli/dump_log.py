@@ -12,7 +12,14 @@ By suffix (formats in :mod:`odradek.storage.segment` and :mod:`odradek.storage.i
   (:func:`odradek.storage.damage.next_valid_in`), the damaged range is
   reported and reading goes on from there, else reading stops, as recovery
   would cut the log there. A batch whose base offset does not follow the
-  previous batch is reported too.
+  previous batch is reported too. Offsets missing between batches (or between
+  the file's base offset and its first batch, or, with ``--records``, inside a
+  batch) are listed as gaps: an INFO line, not a problem, since compaction
+  leaves exactly that (and ``"gaps"`` in ``--json``: first and last missing
+  offset, the byte position of the batch after the gap or holding it, and
+  whether it is inside that batch). With ``--records`` a record with a null
+  value is marked as a tombstone (``tombstone: true``; ``"tombstone"`` in
+  ``--json``).
 * ``.index``: entries (offset -> position); problems: entries not strictly
   increasing, and, when the ``.log`` beside it can be read, an entry that does
   not point at the start of the batch whose last offset it names.
@@ -102,7 +109,8 @@ def dump_file(path: str, records: bool, max_batches: int | None) -> dict[str, An
     if suffix == ".txnindex":
         return {"file": path, "kind": "txnindex", **dump_txn_index(data)}
     if suffix == ".log":
-        return {"file": path, "kind": "log", **dump_segment(data, records, max_batches)}
+        return {"file": path, "kind": "log",
+                **dump_segment(data, records, max_batches, base_offset=base)}
     if suffix == ".index":
         log_path = path[: -len(".index")] + ".log"
         log = _read(log_path) if os.path.exists(log_path) else None
@@ -112,9 +120,13 @@ def dump_file(path: str, records: bool, max_batches: int | None) -> dict[str, An
     raise CliError(f"{path}: cannot dump {suffix} files")
 
 
-def dump_segment(data: bytes, with_records: bool, max_batches: int | None) -> dict[str, Any]:
+def dump_segment(data: bytes, with_records: bool, max_batches: int | None,
+                 base_offset: int = 0) -> dict[str, Any]:
+    """Batches, problems and offset gaps of a ``.log`` file whose name says
+    ``base_offset``."""
     batches: list[dict[str, Any]] = []
     problems: list[str] = []
+    gaps: list[dict[str, Any]] = []
     pos = 0
     while pos < len(data) and (max_batches is None or len(batches) < max_batches):
         if pos + LOG_OVERHEAD > len(data):
@@ -143,15 +155,21 @@ def dump_segment(data: bytes, with_records: bool, max_batches: int | None) -> di
             "transactional": h.is_transactional, "control": h.is_control,
             "partition_leader_epoch": h.partition_leader_epoch,
         }
+        expected = batches[-1]["last_offset"] + 1 if batches else base_offset
+        if h.base_offset > expected:
+            gaps.append(_gap(expected, h.base_offset - 1, pos, inside=False))
         if with_records:
             try:
                 _, recs = decode_batch(data, pos)
                 batch["records"] = [
                     _control(r) if h.is_control else
                     {"offset": r.offset, "timestamp": r.timestamp, "key": text(r.key),
-                     "value": text(r.value), "headers": {k: text(v) for k, v in r.headers}}
+                     "value": text(r.value), "headers": {k: text(v) for k, v in r.headers},
+                     "tombstone": r.value is None}
                     for r in recs
                 ]
+                gaps += _gaps_inside(h.base_offset, h.last_offset, [r.offset for r in recs],
+                                     pos)
             except DecodeError as exc:
                 problems.append(f"batch at position {pos}: records do not decode: {exc}")
         if batches and h.base_offset <= batches[-1]["last_offset"]:
@@ -159,7 +177,33 @@ def dump_segment(data: bytes, with_records: bool, max_batches: int | None) -> di
                             f"follow the previous batch's last offset {batches[-1]['last_offset']}")
         batches.append(batch)
         pos += h.size
-    return {"batches": batches, "problems": problems}
+    return {"batches": batches, "gaps": gaps, "problems": problems}
+
+
+def _gap(first: int, last: int, position: int, *, inside: bool) -> dict[str, Any]:
+    return {"first_offset": first, "last_offset": last, "position": position,
+            "inside_batch": inside}
+
+
+def _gaps_inside(base: int, last: int, offsets: list[int], position: int,
+                 ) -> list[dict[str, Any]]:
+    """The offsets of ``base..last`` that no record of the batch holds, as ranges
+    (a cleaned batch keeps its base offset and lastOffsetDelta)."""
+    out = []
+    expected = base
+    for offset in [*offsets, last + 1]:
+        if offset > expected:
+            out.append(_gap(expected, offset - 1, position, inside=True))
+        expected = max(expected, offset + 1)
+    return out
+
+
+def _gap_line(g: dict[str, Any]) -> str:
+    span = (f"offset {g['first_offset']}" if g["first_offset"] == g["last_offset"]
+            else f"offsets {g['first_offset']}..{g['last_offset']}")
+    where = ("inside the batch" if g["inside_batch"] else "before the batch")
+    return (f"INFO: gap: {span} absent {where} at position {g['position']} "
+            f"(records removed, as compaction does)")
 
 
 def _control(r: Record) -> dict[str, Any]:
@@ -251,7 +295,12 @@ def dump_time_index(data: bytes, base: int) -> dict[str, Any]:
 def print_text(result: dict[str, Any]) -> None:
     print(f"Dumping {result['file']}")
     if result["kind"] == "log":
+        gaps: dict[tuple[int, bool], list[dict[str, Any]]] = {}
+        for g in result["gaps"]:
+            gaps.setdefault((g["position"], g["inside_batch"]), []).append(g)
         for b in result["batches"]:
+            for g in gaps.get((b["position"], False), []):
+                print(_gap_line(g))
             print(
                 f"baseOffset: {b['base_offset']} lastOffset: {b['last_offset']} "
                 f"count: {b['count']} position: {b['position']} size: {b['size']} "
@@ -271,8 +320,11 @@ def print_text(result: dict[str, Any]) -> None:
                     print(f"| offset: {r['offset']} control record: {r.get('control')}")
                     continue
                 headers = ",".join(f"{k}={v}" for k, v in r["headers"].items())
+                value = "null tombstone: true" if r["tombstone"] else r["value"]
                 print(f"| offset: {r['offset']} timestamp: {r['timestamp']} key: {r['key']} "
-                      f"value: {r['value']} headers: {headers}")
+                      f"value: {value} headers: {headers}")
+            for g in gaps.get((b["position"], True), []):
+                print(_gap_line(g))
     elif result["kind"] == "index":
         for e in result["entries"]:
             print(f"offset: {e['offset']} position: {e['position']}")
