@@ -1,28 +1,9 @@
-"""Named points where a crash test has the broker kill itself with SIGKILL.
-
-``ODRADEK_CRASH_AT=<point>`` in the broker's environment makes the first
-arrival at :func:`reach` ``(<point>)`` send SIGKILL to the broker's own
-process: the same abrupt end as ``kill -9`` from outside, but at an exact step
-(between two writes of a transaction, say) that no outside timing can hit
-reliably. Without the variable :func:`reach` is one comparison. Points:
-
-``txn.after_prepare``
-    PrepareCommit/PrepareAbort is committed in ``__transaction_state``; no
-    marker is written and EndTxn is not answered.
-``txn.after_first_marker``
-    One partition of the transaction has its marker, the others not.
-``txn.before_complete``
-    Every marker is written; CompleteCommit/CompleteAbort is not.
-"""
+"""Crash points for broker code: :mod:`odradek.common.crashpoints` (where the
+points are listed), re-exported so that ``from odradek.broker import
+crashpoints`` keeps working."""
 
 from __future__ import annotations
 
-import os
-import signal
+from odradek.common.crashpoints import reach
 
-_TARGET = os.environ.get("ODRADEK_CRASH_AT", "")
-
-
-def reach(point: str) -> None:
-    if _TARGET and point == _TARGET:
-        os.kill(os.getpid(), signal.SIGKILL)
+__all__ = ["reach"]

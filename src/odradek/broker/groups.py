@@ -14,7 +14,8 @@ Durability: a commit is acknowledged once its record is appended to the log
 (in the page cache), the same as a Produce with acks=all on one node; the
 topic's flush settings decide fsync. ``__consumer_offsets`` is created on the
 first FindCoordinator (or at start-up when a group request finds it missing)
-with ``offsets.topic.num.partitions`` partitions and ``cleanup.policy=compact``.
+with ``offsets.topic.num.partitions`` partitions, ``cleanup.policy=compact`` and
+``segment.bytes`` from ``offsets.topic.segment.bytes``.
 At start-up each existing partition is replayed in a background task; until a
 group's partition is loaded its requests get COORDINATOR_LOAD_IN_PROGRESS.
 """
@@ -51,7 +52,7 @@ log = logging.getLogger("odradek.groups")
 
 OFFSETS_TOPIC_CONFIGS = {
     "cleanup.policy": "compact",
-    "segment.bytes": "104857600",
+    "segment.bytes": "104857600",  # replaced by offsets.topic.segment.bytes at creation
     "compression.type": "producer",
 }
 __all__ = ["CoordinatorWriteError", "GroupRuntime", "Metadata"]
@@ -92,9 +93,11 @@ class GroupRuntime:
         """Create ``__consumer_offsets`` if it does not exist; True when it does."""
         if OFFSETS_TOPIC in self.metadata.image.topics:
             return True
+        configs = dict(OFFSETS_TOPIC_CONFIGS)
+        configs["segment.bytes"] = str(self.config.get_int("offsets.topic.segment.bytes"))
         if not await ensure_internal_topic(self.metadata, OFFSETS_TOPIC,
                                            self.coordinator.config.offsets_partitions,
-                                           OFFSETS_TOPIC_CONFIGS):
+                                           configs):
             return False
         self.coordinator.loading.clear()
         return True

@@ -33,7 +33,6 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from odradek.broker import crashpoints
 from odradek.broker.config import BrokerConfig
 from odradek.broker.coordinator_runtime import (
     CoordinatorRuntime,
@@ -43,6 +42,7 @@ from odradek.broker.coordinator_runtime import (
     ensure_internal_topic,
 )
 from odradek.broker.partitions import Partition, PartitionGoneError, PartitionManager
+from odradek.common import crashpoints
 from odradek.common.clock import Clock
 from odradek.coordinator.records import OFFSETS_TOPIC
 from odradek.coordinator.txn import records as trecords

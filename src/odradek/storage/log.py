@@ -44,6 +44,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from odradek.common import crashpoints
 from odradek.common.clock import Clock
 from odradek.storage import retention, timestamps
 from odradek.storage.append import (
@@ -786,12 +787,16 @@ class Log:
         base = old[0].base_offset
         live = segment_path(self.dir_path, base, LOG_SUFFIX)
         swap = live + SWAP_SUFFIX
+        crashpoints.reach("cleaner.after_write")
         try:
             entries = self.txn_files.aborted([s.base_offset for s in old])
             self.fs.rename(cleaned_path, swap)
             self.fs.sync_dir(self.dir_path)  # the decision: recovery finishes it
+            crashpoints.reach("cleaner.after_decide")
             self._schedule_delete(old)
+            crashpoints.reach("cleaner.after_delete")
             self.fs.rename(swap, live)
+            crashpoints.reach("cleaner.after_rename")
             seg = Segment(self.fs, self.handles, self.dir_path, base,
                           max_index_bytes=self.config.segment_index_bytes,
                           index_interval_bytes=self.config.index_interval_bytes,
