@@ -24,7 +24,9 @@ Kafka's semantics (``LogCleaner``), one pass at a time:
    epoch and base sequence, leader epoch, codec and timestamp type; an intact
    batch is copied byte for byte. A batch that lost every record vanishes,
    unless it is the last batch of its producer in the group (then it stays as
-   an empty batch, so producer state survives a rebuild). The first pass that
+   an empty batch, so producer state survives a rebuild) or the group's last
+   batch (so the cleaned file ends where the group ends, and a restart that
+   finishes a swap removes exactly the group's segments). The first pass that
    keeps a tombstone stamps its batch with a delete horizon
    (now + ``delete.retention.ms``, KIP-534); a pass after the horizon drops it.
 4. **Swap** (:meth:`odradek.storage.log.Log.replace_segments`): the group is
@@ -37,12 +39,21 @@ Kafka's semantics (``LogCleaner``), one pass at a time:
 
 Offsets never change: cleaning only removes records, leaving gaps, and the
 log end, high watermark and log start stay where they were.
+
+On the operating system's files a pass runs in a worker process
+(:class:`CleanerPool`, ``spawn``): decoding records is CPU work that would
+otherwise hold the broker's interpreter lock. A worker whose broker is gone
+(kill -9) stops at its next check, and never writes a ``.cleaned`` file that
+already exists.
 """
 
 from __future__ import annotations
 
 import hashlib
 import itertools
+import multiprocessing
+import multiprocessing.pool
+import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -110,11 +121,29 @@ class CleanStats:
     tombstones_dropped: int = 0
 
 
+@dataclass(frozen=True, slots=True)
+class SegmentFile:
+    """What a pass needs of an inactive segment (picklable: a pass may run in a
+    worker process)."""
+
+    base_offset: int
+    log_path: str
+    dir_path: str
+    size: int
+    next_offset: int
+
+    @classmethod
+    def of(cls, seg: Segment) -> SegmentFile:
+        return cls(seg.base_offset, seg.log_path, seg.dir_path, seg.size, seg.next_offset)
+
+
 @dataclass(slots=True)
 class Group:
     """Inactive segments rewritten into one (named by the first one's base)."""
 
-    segments: list[Segment]
+    segments: list[SegmentFile]
+    first_index: int = 0
+    """Position of the first of them among the pass's segments."""
     cleaned_path: str = ""
     size: int = 0
 
@@ -132,7 +161,7 @@ class CleanPlan:
 
 
 def _segment_batches(
-    fs: FileSystem, seg: Segment, *, headers_only: bool = False
+    fs: FileSystem, seg: SegmentFile, *, headers_only: bool = False
 ) -> Iterator[tuple[BatchHeader, bytes]]:
     """(header, bytes) of each batch of an inactive segment (bytes empty with
     ``headers_only``), read with a handle of our own: the cleaner runs off the
@@ -171,7 +200,7 @@ def cleanable_segments(segments: Sequence[Segment], first_uncleanable: int) -> l
 
 
 def build_offset_map(
-    fs: FileSystem, plan: CleanPlan, segments: Sequence[Segment], is_aborted: IsAborted
+    fs: FileSystem, plan: CleanPlan, segments: Sequence[SegmentFile], is_aborted: IsAborted
 ) -> None:
     """Fill the plan's map from the dirty segments, oldest first. When a new key
     does not fit, the map ends at that record: the pass cleans below it and the
@@ -182,6 +211,7 @@ def build_offset_map(
         seg_end = segments[i + 1].base_offset if i + 1 < len(segments) else seg.next_offset
         if seg_end <= plan.first_dirty:
             continue
+        _check_parent()
         for h, data in _segment_batches(fs, seg):
             if h.last_offset < plan.first_dirty or h.is_control:
                 continue
@@ -198,12 +228,12 @@ def build_offset_map(
     plan.map_end = end
 
 
-def group_segments(segments: Sequence[Segment], map_end: int, segment_bytes: int,
+def group_segments(segments: Sequence[SegmentFile], map_end: int, segment_bytes: int,
                    ) -> list[Group]:
     """The segments from the log start up to the map's end, in groups whose total
     size stays within ``segment.bytes`` (and offsets within an int32 of the base)."""
     groups: list[Group] = []
-    for seg in segments:
+    for i, seg in enumerate(segments):
         if seg.base_offset >= map_end:
             break
         last = groups[-1] if groups else None
@@ -212,7 +242,7 @@ def group_segments(segments: Sequence[Segment], map_end: int, segment_bytes: int
             last.segments.append(seg)
             last.size += seg.size
         else:
-            groups.append(Group([seg], size=seg.size))
+            groups.append(Group([seg], first_index=i, size=seg.size))
     return groups
 
 
@@ -225,10 +255,16 @@ def clean_group(
     group.cleaned_path = segment_path(group.segments[0].dir_path, base, LOG_SUFFIX) + (
         CLEANED_SUFFIX)
     last_of_producer: dict[int, int] = {}  # producer id -> base offset of its last batch
+    group_last = -1  # base offset of the group's last batch
     for seg in group.segments:
         for h, _ in _segment_batches(fs, seg, headers_only=True):
+            group_last = h.base_offset
             if h.producer_id >= 0:
                 last_of_producer[h.producer_id] = h.base_offset
+    _check_parent()
+    if fs.exists(group.cleaned_path):
+        # Only a cleaner left over from before a restart can be writing it.
+        raise FileExistsError(f"{group.cleaned_path} exists: another pass is writing it")
     handle = fs.open(group.cleaned_path, create=True)
     try:
         handle.truncate(0)
@@ -239,13 +275,18 @@ def clean_group(
             for h, data in _segment_batches(fs, seg):
                 plan.stats.bytes_read += len(data)
                 kept = _clean_batch(h, data, plan, now_ms, delete_retention_ms, is_aborted)
-                if kept is None and last_of_producer.get(h.producer_id) == h.base_offset:
+                if kept is None and (h.base_offset == group_last
+                                     or last_of_producer.get(h.producer_id) == h.base_offset):
+                    # A producer's last batch keeps its state; the group's last
+                    # batch keeps the group's end offset in the swap file, so a
+                    # restart that finishes the swap replaces exactly the group.
                     kept = empty_batch(h)
                 if kept is None:
                     continue
                 pending.append(kept)
                 pending_bytes += len(kept)
                 if pending_bytes >= WRITE_BUFFER_BYTES:
+                    _check_parent()
                     handle.pwrite(position, pending)
                     position += pending_bytes
                     pending, pending_bytes = [], 0
@@ -360,10 +401,96 @@ def needs_cleaning(log: Log, first_dirty: int, uncleanable: int, now_ms: int) ->
     return -1.0
 
 
+def run_pass(
+    fs: FileSystem, files: Sequence[SegmentFile], first_dirty: int, first_uncleanable: int,
+    max_entries: int, segment_bytes: int, now_ms: int, delete_retention_ms: int,
+    aborted: Sequence[tuple[int, int, int]],
+) -> PassResult:
+    """One whole pass over ``files`` (steps 2 and 3 of the module docstring): the
+    cleaned files are written; nothing is swapped."""
+    view = CleanerView(first_uncleanable, aborted)
+    plan = CleanPlan(first_dirty, first_uncleanable, OffsetMap(max_entries))
+    build_offset_map(fs, plan, files, view.is_aborted)
+    plan.groups = group_segments(files, plan.map_end, segment_bytes)
+    for group in plan.groups:
+        clean_group(fs, group, plan, now_ms, delete_retention_ms, view.is_aborted)
+    return PassResult(plan.map_end, [(g.first_index, len(g.segments), g.cleaned_path)
+                                     for g in plan.groups], plan.stats)
+
+
+@dataclass(frozen=True, slots=True)
+class PassResult:
+    map_end: int
+    groups: list[tuple[int, int, str]]
+    """(index of the first segment, number of segments, cleaned file) per group."""
+    stats: CleanStats
+
+
+_PARENT: int | None = None
+"""In a cleaner worker: the broker's pid (the worker stops if the broker is gone)."""
+
+
+def _check_parent() -> None:
+    """A worker whose broker died (kill -9 leaves it running) stops writing at
+    once: the restarted broker removes its files and cleans again."""
+    if _PARENT is not None and os.getppid() != _PARENT:
+        raise SystemExit("the broker is gone")
+
+
+def _run_pass_in_worker(parent: int, *args: object) -> PassResult:
+    """:func:`run_pass` in a worker process, on the operating system's files."""
+    from odradek.storage.fs import OsFileSystem
+
+    global _PARENT
+    _PARENT = parent
+    return run_pass(OsFileSystem(), *args)  # type: ignore[arg-type]
+
+
+class CleanerStopped(Exception):
+    """The broker is stopping: the pass was abandoned."""
+
+
+class CleanerPool:
+    """The worker process that runs passes (``log.cleaner.threads``): decoding and
+    rewriting records is CPU work, and in a process of its own it does not hold
+    the broker's interpreter lock while requests are served."""
+
+    def __init__(self, workers: int = 1) -> None:
+        self.workers = max(workers, 1)
+        self._pool: multiprocessing.pool.Pool | None = None
+        self._closed = False
+
+    def submit(self, *args: object) -> PassResult:
+        """Run a pass in the worker and wait for it (from a thread, not the loop)."""
+        pool = self._pool
+        if pool is None:
+            if self._closed:
+                raise CleanerStopped("the cleaner is stopped")
+            pool = self._pool = multiprocessing.get_context("spawn").Pool(self.workers)
+        pending = pool.apply_async(_run_pass_in_worker, (os.getpid(), *args))
+        while True:
+            try:
+                result: PassResult = pending.get(timeout=0.2)
+                return result
+            except multiprocessing.TimeoutError:
+                if self._closed:
+                    raise CleanerStopped("the cleaner stopped during a pass") from None
+
+    def close(self) -> None:
+        """Stop the worker at once (a pass under way leaves a ``.cleaned`` file that
+        the next start-up removes)."""
+        self._closed = True
+        if self._pool is not None:
+            self._pool.terminate()
+            self._pool.join()
+            self._pool = None
+
+
 @dataclass(slots=True)
 class CleanJob:
-    """One pass over one log: :meth:`run` (off the event loop) builds the map and
-    writes the cleaned groups; :meth:`complete` (on the loop) swaps them in."""
+    """One pass over one log: :meth:`run` (off the event loop, in the cleaner's
+    worker process when the log is on the operating system's files) writes the
+    cleaned groups; :meth:`complete` (on the loop) swaps them in."""
 
     log: Log
     fs: FileSystem
@@ -372,35 +499,43 @@ class CleanJob:
     view: CleanerView
     now_ms: int
     done: Callable[[CleanJob, BaseException | None], None]
+    pool: CleanerPool | None = None
     swapped: int = 0
+    result: PassResult | None = None
 
     def run(self) -> None:
-        build_offset_map(self.fs, self.plan, self.segments, self.view.is_aborted)
-        self.plan.groups = group_segments(self.segments, self.plan.map_end,
-                                          self.log.config.segment_bytes)
-        for group in self.plan.groups:
-            clean_group(self.fs, group, self.plan, self.now_ms,
-                        self.log.config.delete_retention_ms, self.view.is_aborted)
+        files = [SegmentFile.of(s) for s in self.segments]
+        args = (files, self.plan.first_dirty, self.plan.first_uncleanable,
+                self.plan.offset_map.max_entries, self.log.config.segment_bytes, self.now_ms,
+                self.log.config.delete_retention_ms, list(self.view.aborted))
+        if self.pool is not None:
+            self.result = self.pool.submit(*args)
+        else:
+            self.result = run_pass(self.fs, *args)
+        self.plan.map_end = self.result.map_end
+        self.plan.stats = self.result.stats
 
     def complete(self, error: BaseException | None = None) -> None:
+        groups = self.result.groups if self.result is not None else []
         if error is None:
-            for group in self.plan.groups:
-                if self.log.replace_segments(group.segments, group.cleaned_path):
+            for first, count, cleaned in groups:
+                if self.log.replace_segments(self.segments[first:first + count], cleaned):
                     self.swapped += 1
                 else:
                     break
-            if self.swapped == len(self.plan.groups):
+            if self.swapped == len(groups):
                 self.log.cleaner_checkpoint = self.plan.map_end
         else:
-            for group in self.plan.groups:
-                if group.cleaned_path and self.fs.exists(group.cleaned_path):
-                    self.fs.remove(group.cleaned_path)
+            for _, _, cleaned in groups:
+                if cleaned and self.fs.exists(cleaned):
+                    self.fs.remove(cleaned)
         self.done(self, error)
 
 
 def plan_pass(
     log: Log, view: CleanerView, settings: CleanerSettings, now_ms: int,
     done: Callable[[CleanJob, BaseException | None], None], *, force: bool = False,
+    pool: CleanerPool | None = None,
 ) -> CleanJob | None:
     """A pass over ``log`` if it is due (``force``: if it has anything dirty)."""
     first_dirty = log.cleaner_checkpoint
@@ -415,4 +550,4 @@ def plan_pass(
         return None
     segments = cleanable_segments(log.segments, uncleanable)
     plan = CleanPlan(first_dirty, uncleanable, OffsetMap(settings.max_map_entries))
-    return CleanJob(log, log.fs, plan, list(segments), view, now_ms, done)
+    return CleanJob(log, log.fs, plan, list(segments), view, now_ms, done, pool)

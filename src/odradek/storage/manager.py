@@ -43,6 +43,7 @@ from odradek.storage.checkpoint import (
     write_clean_shutdown,
 )
 from odradek.storage.cleaner import (
+    CleanerPool,
     CleanerView,
     CleanJob,
     first_uncleanable,
@@ -52,7 +53,7 @@ from odradek.storage.cleaner import (
 from odradek.storage.config import LogConfig, LogManagerConfig
 from odradek.storage.errors import KafkaStorageError
 from odradek.storage.flush import IoJob
-from odradek.storage.fs import FileSystem, makedirs_durable
+from odradek.storage.fs import FileSystem, OsFileSystem, makedirs_durable
 from odradek.storage.handles import HandleCache
 from odradek.storage.log import Log
 from odradek.storage.names import (
@@ -158,6 +159,8 @@ class LogManager:
         self.failed: BaseException | None = None
         self._next_clean_ms = now + config.cleaner.backoff_ms
         self.cleaning: CleanJob | None = None
+        self.cleaner_pool: CleanerPool | None = (
+            CleanerPool(config.cleaner.threads) if isinstance(fs, OsFileSystem) else None)
         """The cleaner pass in flight (one at a time: ``log.cleaner.threads``)."""
         self.cleaner_stats: dict[str, float] = {
             "passes": 0, "bytes_read": 0, "bytes_written": 0, "last_pass_ms": -1,
@@ -357,7 +360,8 @@ class LogManager:
                 best = (ratio, log, view)
         if best is None:
             return None
-        self.cleaning = plan_pass(best[1], best[2], settings, wall, self._cleaned, force=True)
+        self.cleaning = plan_pass(best[1], best[2], settings, wall, self._cleaned, force=True,
+                                  pool=self.cleaner_pool)
         return self.cleaning
 
     def _cleaned(self, job: CleanJob, error: BaseException | None) -> None:
@@ -452,6 +456,8 @@ class LogManager:
         """Flush and close every log, write the checkpoints and, if every log is
         healthy, the clean-shutdown marker."""
         healthy = self.failed is None
+        if self.cleaner_pool is not None:
+            self.cleaner_pool.close()
         for log in self._logs.values():
             if not log.offline:
                 with contextlib.suppress(KafkaStorageError):
