@@ -514,6 +514,8 @@ class CleanJob:
             self.result = run_pass(self.fs, *args)
         self.plan.map_end = self.result.map_end
         self.plan.stats = self.result.stats
+        self.plan.groups = [Group(files[first:first + count], first, cleaned)
+                            for first, count, cleaned in self.result.groups]
 
     def complete(self, error: BaseException | None = None) -> None:
         groups = self.result.groups if self.result is not None else []
