@@ -528,3 +528,16 @@ def test_legacy_flips_after_the_offset_are_caught(entry: bytes) -> None:
         flipped[at] ^= 0x40
         with pytest.raises(DecodeError):
             decode_legacy_message_set(bytes(flipped))
+
+
+@FAST
+@given(data=st.data(), codec=st.sampled_from(CODECS))
+def test_batch_keys_agrees_with_a_full_decode(data: st.DataObject, codec: int) -> None:
+    from odradek.wire.records import batch_keys
+
+    base = data.draw(st.integers(0, 2**40))
+    records = data.draw(record_lists(base))
+    batch = build_batch(records, base_offset=base, compression=codec)
+    header, keys = batch_keys(batch)
+    assert header == decode_batch(batch)[0]
+    assert keys == [(r.offset, r.key, r.value is None) for r in records]

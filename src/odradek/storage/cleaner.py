@@ -68,7 +68,7 @@ from odradek.wire.batch import (
     read_batch_header,
     validate_batch,
 )
-from odradek.wire.records import Record, build_batch, decode_batch, empty_batch
+from odradek.wire.records import Record, batch_keys, build_batch, decode_batch, empty_batch
 
 if TYPE_CHECKING:
     from odradek.storage.log import Log
@@ -217,12 +217,12 @@ def build_offset_map(
                 continue
             if h.is_transactional and is_aborted(h.producer_id, h.base_offset):
                 continue
-            _, records = decode_batch(data)
-            for r in records:
-                if r.offset < plan.first_dirty or r.key is None:
+            _, keys = batch_keys(data)
+            for offset, key, _ in keys:
+                if offset < plan.first_dirty or key is None:
                     continue
-                if not offset_map.put(r.key, r.offset):
-                    plan.map_end = r.offset
+                if not offset_map.put(key, offset):
+                    plan.map_end = offset
                     return
         end = seg_end
     plan.map_end = end
@@ -309,32 +309,33 @@ def _clean_batch(
     if h.is_transactional and is_aborted(h.producer_id, h.base_offset):
         plan.stats.records_read += h.records_count
         return None
-    _, records = decode_batch(data)
-    plan.stats.records_read += len(records)
+    _, keys = batch_keys(data)  # decide on keys alone; decode only what changes
+    plan.stats.records_read += len(keys)
     horizon = h.base_timestamp if h.attributes & ATTR_DELETE_HORIZON else None
-    kept: list[Record] = []
+    keep: set[int] = set()
     tombstones = False
-    for r in records:
-        if r.key is None:
+    for offset, key, tombstone in keys:
+        if key is None:
             continue
-        if r.offset >= plan.map_end:
-            kept.append(r)  # past what the map covers: kept as it is
+        if offset >= plan.map_end:
+            keep.add(offset)  # past what the map covers: kept as it is
             continue
-        if plan.offset_map.get(r.key) > r.offset:
+        if plan.offset_map.get(key) > offset:
             continue  # a later record has this key
-        if r.value is None:
+        if tombstone:
             if horizon is not None and now_ms >= horizon:
                 plan.stats.tombstones_dropped += 1
                 continue
             tombstones = True
-        kept.append(r)
-    plan.stats.records_kept += len(kept)
-    if not kept:
+        keep.add(offset)
+    plan.stats.records_kept += len(keep)
+    if not keep:
         return None
     new_horizon = horizon if horizon is not None else (
         now_ms + delete_retention_ms if tombstones else None)
-    if len(kept) == len(records) and new_horizon == horizon:
+    if len(keep) == len(keys) and new_horizon == horizon:
         return data
+    kept: list[Record] = [r for r in decode_batch(data)[1] if r.offset in keep]
     plan.stats.batches_rewritten += 1
     return build_batch(
         kept, base_offset=h.base_offset, compression=h.compression,

@@ -175,6 +175,36 @@ def _decode_records(data: bytes, header: BatchHeader) -> list[Record]:
     return records
 
 
+def batch_keys(
+    buf: Buffer, pos: int = 0, max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
+) -> tuple[BatchHeader, list[tuple[int, bytes | None, bool]]]:
+    """(offset, key, value is null) of each record of the batch at ``pos``, without
+    building records: values and headers are skipped by each record's length
+    (the cleaner's map and its keep-or-drop decisions need no more)."""
+    header = validate_batch(buf, pos)
+    body = memoryview(buf)[pos + BATCH_HEADER_SIZE : pos + header.size]
+    data = (body.tobytes() if not header.compression
+            else decompress(header.compression, body, max_decompressed_bytes))
+    out: list[tuple[int, bytes | None, bool]] = []
+    p = 0
+    size = len(data)
+    base = header.base_offset
+    for _ in range(header.records_count):
+        length, p = _varint(data, p)
+        end = p + length
+        if length < _MIN_RECORD_BYTES - 1 or end > size:
+            raise CorruptBatchError(f"record length {length} at offset {p} does not fit")
+        _, p = read_varlong(data, p + 1)  # attributes, timestamp delta
+        offset_delta, p = _varint(data, p)
+        key, p = _read_field(data, p, end, "key")
+        value_length, p = _varint(data, p)
+        out.append((base + offset_delta, key, value_length == -1))
+        p = end
+    if p != size:
+        raise CorruptBatchError(f"{size - p} bytes left after {header.records_count} records")
+    return header, out
+
+
 def _varint(data: bytes, pos: int) -> tuple[int, int]:
     """read_varint with a fast path for the one-byte values that dominate records."""
     if pos < len(data) and data[pos] < 0x80:
