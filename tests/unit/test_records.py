@@ -541,3 +541,24 @@ def test_batch_keys_agrees_with_a_full_decode(data: st.DataObject, codec: int) -
     header, keys = batch_keys(batch)
     assert header == decode_batch(batch)[0]
     assert keys == [(r.offset, r.key, r.value is None) for r in records]
+
+
+@FAST
+@given(data=st.data(), codec=st.sampled_from(CODECS))
+def test_keep_records_copies_the_chosen_records_unchanged(data: st.DataObject, codec: int) -> None:
+    from odradek.wire.records import keep_records, scan_batch
+
+    base = data.draw(st.integers(0, 2**40))
+    records = data.draw(record_lists(base))
+    batch = build_batch(records, base_offset=base, compression=codec, producer_id=7,
+                        producer_epoch=2, base_sequence=5, partition_leader_epoch=3)
+    header, section, spans = scan_batch(batch)
+    chosen = data.draw(st.lists(st.sampled_from(range(len(spans))), min_size=1, unique=True))
+    kept = [spans[i] for i in sorted(chosen)]
+    rebuilt = keep_records(header, section, kept)
+    new_header, new_records = decode_batch(rebuilt)
+    assert new_records == [records[i] for i in sorted(chosen)]
+    assert (new_header.base_offset, new_header.last_offset_delta, new_header.producer_id,
+            new_header.base_sequence, new_header.max_timestamp, new_header.compression) == (
+        header.base_offset, header.last_offset_delta, 7, 5, header.max_timestamp, codec)
+    assert new_header.records_count == len(kept)

@@ -68,7 +68,16 @@ from odradek.wire.batch import (
     read_batch_header,
     validate_batch,
 )
-from odradek.wire.records import Record, batch_keys, build_batch, decode_batch, empty_batch
+from odradek.wire.records import (
+    Record,
+    RecordSpan,
+    batch_keys,
+    build_batch,
+    decode_batch,
+    empty_batch,
+    keep_records,
+    scan_batch,
+)
 
 if TYPE_CHECKING:
     from odradek.storage.log import Log
@@ -309,33 +318,38 @@ def _clean_batch(
     if h.is_transactional and is_aborted(h.producer_id, h.base_offset):
         plan.stats.records_read += h.records_count
         return None
-    _, keys = batch_keys(data)  # decide on keys alone; decode only what changes
-    plan.stats.records_read += len(keys)
+    _, section, spans = scan_batch(data)  # decide on keys alone, copy what stays
+    plan.stats.records_read += len(spans)
     horizon = h.base_timestamp if h.attributes & ATTR_DELETE_HORIZON else None
-    keep: set[int] = set()
+    keep: list[RecordSpan] = []
     tombstones = False
-    for offset, key, tombstone in keys:
-        if key is None:
+    for span in spans:
+        if span.key is None:
             continue
-        if offset >= plan.map_end:
-            keep.add(offset)  # past what the map covers: kept as it is
+        if span.offset >= plan.map_end:
+            keep.append(span)  # past what the map covers: kept as it is
             continue
-        if plan.offset_map.get(key) > offset:
+        if plan.offset_map.get(span.key) > span.offset:
             continue  # a later record has this key
-        if tombstone:
+        if span.null_value:
             if horizon is not None and now_ms >= horizon:
                 plan.stats.tombstones_dropped += 1
                 continue
             tombstones = True
-        keep.add(offset)
+        keep.append(span)
     plan.stats.records_kept += len(keep)
     if not keep:
         return None
     new_horizon = horizon if horizon is not None else (
         now_ms + delete_retention_ms if tombstones else None)
-    if len(keep) == len(keys) and new_horizon == horizon:
-        return data
-    kept: list[Record] = [r for r in decode_batch(data)[1] if r.offset in keep]
+    if new_horizon == horizon:
+        if len(keep) == len(spans):
+            return data
+        plan.stats.batches_rewritten += 1
+        return keep_records(h, section, keep)
+    # A new delete horizon becomes the base timestamp: records are re-encoded.
+    offsets = {s.offset for s in keep}
+    kept: list[Record] = [r for r in decode_batch(data)[1] if r.offset in offsets]
     plan.stats.batches_rewritten += 1
     return build_batch(
         kept, base_offset=h.base_offset, compression=h.compression,

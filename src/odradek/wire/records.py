@@ -48,7 +48,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Final
+from typing import Final, NamedTuple
 
 from odradek.wire.batch import (
     ATTR_CONTROL,
@@ -175,21 +175,33 @@ def _decode_records(data: bytes, header: BatchHeader) -> list[Record]:
     return records
 
 
-def batch_keys(
+class RecordSpan(NamedTuple):
+    """Where one record is in a batch's (decompressed) records section."""
+
+    offset: int
+    key: bytes | None
+    null_value: bool
+    start: int
+    end: int
+
+
+def scan_batch(
     buf: Buffer, pos: int = 0, max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
-) -> tuple[BatchHeader, list[tuple[int, bytes | None, bool]]]:
-    """(offset, key, value is null) of each record of the batch at ``pos``, without
-    building records: values and headers are skipped by each record's length
-    (the cleaner's map and its keep-or-drop decisions need no more)."""
+) -> tuple[BatchHeader, bytes, list[RecordSpan]]:
+    """The batch at ``pos``: its header, its records section (decompressed) and
+    each record's offset, key, whether its value is null, and its byte span,
+    without building records: values and headers are skipped by each record's
+    length (what the cleaner decides on, and copies from)."""
     header = validate_batch(buf, pos)
     body = memoryview(buf)[pos + BATCH_HEADER_SIZE : pos + header.size]
     data = (body.tobytes() if not header.compression
             else decompress(header.compression, body, max_decompressed_bytes))
-    out: list[tuple[int, bytes | None, bool]] = []
+    out: list[RecordSpan] = []
     p = 0
     size = len(data)
     base = header.base_offset
     for _ in range(header.records_count):
+        start = p
         length, p = _varint(data, p)
         end = p + length
         if length < _MIN_RECORD_BYTES - 1 or end > size:
@@ -198,11 +210,39 @@ def batch_keys(
         offset_delta, p = _varint(data, p)
         key, p = _read_field(data, p, end, "key")
         value_length, p = _varint(data, p)
-        out.append((base + offset_delta, key, value_length == -1))
+        out.append(RecordSpan(base + offset_delta, key, value_length == -1, start, end))
         p = end
     if p != size:
         raise CorruptBatchError(f"{size - p} bytes left after {header.records_count} records")
-    return header, out
+    return header, data, out
+
+
+def batch_keys(
+    buf: Buffer, pos: int = 0, max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
+) -> tuple[BatchHeader, list[tuple[int, bytes | None, bool]]]:
+    """(offset, key, value is null) of each record of the batch at ``pos``."""
+    header, _, spans = scan_batch(buf, pos, max_decompressed_bytes)
+    return header, [(s.offset, s.key, s.null_value) for s in spans]
+
+
+def keep_records(
+    header: BatchHeader, data: bytes, kept: Sequence[RecordSpan],
+    compression_level: int | None = None,
+) -> bytes:
+    """The batch again with only the ``kept`` records, copied byte for byte: their
+    offset and timestamp deltas stay right because the base offset and base
+    timestamp do not change (nor lastOffsetDelta, maxTimestamp, producer,
+    sequence, codec, leader epoch). Compressed again with the batch's codec."""
+    if not kept:
+        raise EncodeError("a batch needs at least one record")
+    body: bytes = b"".join(data[s.start:s.end] for s in kept)
+    if header.compression:
+        body = compress(header.compression, body, compression_level)
+    rebuilt = replace(header, batch_length=BATCH_HEADER_SIZE - LOG_OVERHEAD + len(body),
+                      records_count=len(kept), crc=0)
+    head = encode_batch_header(rebuilt)
+    crc = compute_crc(head + body, 0, len(head) + len(body))
+    return encode_batch_header(replace(rebuilt, crc=crc)) + body
 
 
 def _varint(data: bytes, pos: int) -> tuple[int, int]:
