@@ -200,18 +200,47 @@ def scan_batch(
     p = 0
     size = len(data)
     base = header.base_offset
-    for _ in range(header.records_count):
-        start = p
-        length, p = _varint(data, p)
-        end = p + length
-        if length < _MIN_RECORD_BYTES - 1 or end > size:
-            raise CorruptBatchError(f"record length {length} at offset {p} does not fit")
-        _, p = read_varlong(data, p + 1)  # attributes, timestamp delta
-        offset_delta, p = _varint(data, p)
-        key, p = _read_field(data, p, end, "key")
-        value_length, p = _varint(data, p)
-        out.append(RecordSpan(base + offset_delta, key, value_length == -1, start, end))
-        p = end
+    try:
+        # The one-byte varints that dominate are decoded inline: this loop is
+        # the cleaner's inner loop (once for the map, once for the rewrite).
+        for _ in range(header.records_count):
+            start = p
+            b = data[p]
+            if b < 0x80:
+                length, p = (b >> 1) ^ -(b & 1), p + 1
+            else:
+                length, p = _varint(data, p)
+            end = p + length
+            if length < _MIN_RECORD_BYTES - 1 or end > size:
+                raise CorruptBatchError(f"record length {length} at offset {p} does not fit")
+            p += 1  # attributes
+            if data[p] < 0x80:  # timestamp delta
+                p += 1
+            else:
+                _, p = read_varlong(data, p)
+            b = data[p]
+            if b < 0x80:
+                offset_delta, p = (b >> 1) ^ -(b & 1), p + 1
+            else:
+                offset_delta, p = _varint(data, p)
+            b = data[p]
+            if b < 0x80:
+                key_length, p = (b >> 1) ^ -(b & 1), p + 1
+            else:
+                key_length, p = _varint(data, p)
+            if key_length == -1:
+                key = None
+            elif key_length < 0 or p + key_length > end:
+                raise CorruptBatchError(f"key of length {key_length} overruns its record")
+            else:
+                key = data[p:p + key_length]
+                p += key_length
+            if p >= end:
+                raise CorruptBatchError(f"record at {start} ends before its value")
+            out.append(RecordSpan(base + offset_delta, key, data[p] == 0x01, start, end))
+            p = end
+    except IndexError:
+        raise CorruptBatchError("a record runs past its batch") from None
     if p != size:
         raise CorruptBatchError(f"{size - p} bytes left after {header.records_count} records")
     return header, data, out
@@ -246,10 +275,16 @@ def keep_records(
 
 
 def _varint(data: bytes, pos: int) -> tuple[int, int]:
-    """read_varint with a fast path for the one-byte values that dominate records."""
-    if pos < len(data) and data[pos] < 0x80:
+    """read_varint with fast paths for the one- and two-byte values that dominate
+    records (lengths under 8 KiB, offset deltas under 8192)."""
+    if pos + 1 < len(data):
         byte = data[pos]
-        return (byte >> 1) ^ -(byte & 1), pos + 1
+        if byte < 0x80:
+            return (byte >> 1) ^ -(byte & 1), pos + 1
+        second = data[pos + 1]
+        if second < 0x80:
+            value = (byte & 0x7F) | (second << 7)
+            return (value >> 1) ^ -(value & 1), pos + 2
     return read_varint(data, pos)
 
 
