@@ -68,7 +68,9 @@ from odradek.wire.batch import (
     read_batch_header,
     validate_batch,
 )
+from odradek.wire.primitives import DecodeError
 from odradek.wire.records import (
+    CONTROL_COMMIT,
     Record,
     RecordSpan,
     batch_keys,
@@ -76,6 +78,7 @@ from odradek.wire.records import (
     decode_batch,
     empty_batch,
     keep_records,
+    read_marker,
     scan_batch,
 )
 
@@ -128,6 +131,7 @@ class CleanStats:
     records_kept: int = 0
     batches_rewritten: int = 0
     tombstones_dropped: int = 0
+    markers_dropped: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,6 +171,9 @@ class CleanPlan:
     map_end: int = -1
     groups: list[Group] = field(default_factory=list)
     stats: CleanStats = field(default_factory=CleanStats)
+    txn_data_kept: dict[int, bool] = field(default_factory=dict)
+    """Producer id -> whether data of its current transaction survives this pass
+    (carried across groups, as Kafka does since KAFKA-8351)."""
 
 
 def _segment_batches(
@@ -283,7 +290,15 @@ def clean_group(
         for seg in group.segments:
             for h, data in _segment_batches(fs, seg):
                 plan.stats.bytes_read += len(data)
-                kept = _clean_batch(h, data, plan, now_ms, delete_retention_ms, is_aborted)
+                if h.is_control:
+                    kept = _clean_marker(h, data, plan, now_ms, delete_retention_ms,
+                                         last=last_of_producer.get(h.producer_id)
+                                         == h.base_offset or h.base_offset == group_last)
+                else:
+                    kept = _clean_batch(h, data, plan, now_ms, delete_retention_ms,
+                                        is_aborted)
+                    if kept is not None and h.is_transactional:
+                        plan.txn_data_kept[h.producer_id] = True
                 if kept is None and (h.base_offset == group_last
                                      or last_of_producer.get(h.producer_id) == h.base_offset):
                     # A producer's last batch keeps its state; the group's last
@@ -308,13 +323,46 @@ def clean_group(
     fs.fsync(group.cleaned_path)
 
 
+def _clean_marker(
+    h: BatchHeader, data: bytes, plan: CleanPlan, now_ms: int, delete_retention_ms: int,
+    *, last: bool,
+) -> bytes | None:
+    """A COMMIT marker stays while any data of its transaction stays (seen in this
+    pass, which reads from the log start), and while it is its producer's last
+    batch or its group's last. Once its data is gone it is stamped with a delete
+    horizon; a pass after the horizon removes it. ABORT markers stay: their
+    ``.txnindex`` entries (and the partition's list of aborted transactions)
+    would have to go with them, or a read_committed reader would go on skipping
+    the producer's later transactions."""
+    pid = h.producer_id
+    data_kept = plan.txn_data_kept.pop(pid, False)
+    if data_kept or last:
+        return data
+    try:
+        kind, _ = read_marker(data, 0)
+    except DecodeError:
+        return data
+    if kind != CONTROL_COMMIT:
+        return data
+    if h.attributes & ATTR_DELETE_HORIZON:
+        if now_ms >= h.base_timestamp:
+            plan.stats.markers_dropped += 1
+            return None
+        return data
+    _, records = decode_batch(data)
+    plan.stats.batches_rewritten += 1
+    return build_batch(
+        records, base_offset=h.base_offset, producer_id=pid, producer_epoch=h.producer_epoch,
+        transactional=True, control=True, partition_leader_epoch=h.partition_leader_epoch,
+        last_offset_delta=h.last_offset_delta, delete_horizon_ms=now_ms + delete_retention_ms,
+        max_timestamp=h.max_timestamp)
+
+
 def _clean_batch(
     h: BatchHeader, data: bytes, plan: CleanPlan, now_ms: int, delete_retention_ms: int,
     is_aborted: IsAborted,
 ) -> bytes | None:
     """The batch as it stays (the same bytes when nothing changes), or None."""
-    if h.is_control:
-        return data
     if h.is_transactional and is_aborted(h.producer_id, h.base_offset):
         plan.stats.records_read += h.records_count
         return None
