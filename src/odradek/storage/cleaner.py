@@ -54,6 +54,7 @@ import itertools
 import multiprocessing
 import multiprocessing.pool
 import os
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -161,6 +162,25 @@ class Group:
     size: int = 0
 
 
+class Throttle:
+    """``log.cleaner.io.max.bytes.per.second``: after each read or write the pass
+    sleeps as long as it is ahead of the rate (read and write bytes count
+    together, as in Kafka)."""
+
+    def __init__(self, bytes_per_second: float) -> None:
+        self.rate = bytes_per_second
+        self.start = time.monotonic()
+        self.spent = 0
+
+    def spend(self, n: int) -> None:
+        if self.rate <= 0 or self.rate == float("inf"):
+            return
+        self.spent += n
+        ahead = self.spent / self.rate - (time.monotonic() - self.start)
+        if ahead > 0.001:
+            time.sleep(ahead)
+
+
 @dataclass(slots=True)
 class CleanPlan:
     """What one pass will do; :func:`build_offset_map` fills the map."""
@@ -171,6 +191,7 @@ class CleanPlan:
     map_end: int = -1
     groups: list[Group] = field(default_factory=list)
     stats: CleanStats = field(default_factory=CleanStats)
+    throttle: Throttle = field(default_factory=lambda: Throttle(float("inf")))
     txn_data_kept: dict[int, bool] = field(default_factory=dict)
     """Producer id -> whether data of its current transaction survives this pass
     (carried across groups, as Kafka does since KAFKA-8351)."""
@@ -229,6 +250,7 @@ def build_offset_map(
             continue
         _check_parent()
         for h, data in _segment_batches(fs, seg):
+            plan.throttle.spend(len(data))
             if h.last_offset < plan.first_dirty or h.is_control:
                 continue
             if h.is_transactional and is_aborted(h.producer_id, h.base_offset):
@@ -290,6 +312,7 @@ def clean_group(
         for seg in group.segments:
             for h, data in _segment_batches(fs, seg):
                 plan.stats.bytes_read += len(data)
+                plan.throttle.spend(len(data))
                 if h.is_control:
                     kept = _clean_marker(h, data, plan, now_ms, delete_retention_ms,
                                          last=last_of_producer.get(h.producer_id)
@@ -311,6 +334,7 @@ def clean_group(
                 pending_bytes += len(kept)
                 if pending_bytes >= WRITE_BUFFER_BYTES:
                     _check_parent()
+                    plan.throttle.spend(pending_bytes)
                     handle.pwrite(position, pending)
                     position += pending_bytes
                     pending, pending_bytes = [], 0
@@ -459,20 +483,30 @@ def needs_cleaning(log: Log, first_dirty: int, uncleanable: int, now_ms: int) ->
         return ratio
     max_lag = log.config.max_compaction_lag_ms
     for seg in cleanable_segments(log.segments, uncleanable):
-        if seg.next_offset > first_dirty and seg.max_timestamp()[0] < now_ms - max_lag:
+        if seg.next_offset > first_dirty and _first_timestamp(seg) < now_ms - max_lag:
             return ratio
     return -1.0
+
+
+def _first_timestamp(seg: Segment) -> int:
+    """The first batch's first timestamp (what ``max.compaction.lag.ms`` is
+    measured from); the newest one if it cannot be read."""
+    try:
+        return read_batch_header(seg.read(0, 61), 0).base_timestamp
+    except (OSError, DecodeError):
+        return seg.max_timestamp()[0]
 
 
 def run_pass(
     fs: FileSystem, files: Sequence[SegmentFile], first_dirty: int, first_uncleanable: int,
     max_entries: int, segment_bytes: int, now_ms: int, delete_retention_ms: int,
-    aborted: Sequence[tuple[int, int, int]],
+    aborted: Sequence[tuple[int, int, int]], io_bytes_per_second: float = float("inf"),
 ) -> PassResult:
     """One whole pass over ``files`` (steps 2 and 3 of the module docstring): the
     cleaned files are written; nothing is swapped."""
     view = CleanerView(first_uncleanable, aborted)
-    plan = CleanPlan(first_dirty, first_uncleanable, OffsetMap(max_entries))
+    plan = CleanPlan(first_dirty, first_uncleanable, OffsetMap(max_entries),
+                     throttle=Throttle(io_bytes_per_second))
     build_offset_map(fs, plan, files, view.is_aborted)
     plan.groups = group_segments(files, plan.map_end, segment_bytes)
     for group in plan.groups:
@@ -563,6 +597,7 @@ class CleanJob:
     now_ms: int
     done: Callable[[CleanJob, BaseException | None], None]
     pool: CleanerPool | None = None
+    io_bytes_per_second: float = float("inf")
     swapped: int = 0
     result: PassResult | None = None
 
@@ -570,7 +605,8 @@ class CleanJob:
         files = [SegmentFile.of(s) for s in self.segments]
         args = (files, self.plan.first_dirty, self.plan.first_uncleanable,
                 self.plan.offset_map.max_entries, self.log.config.segment_bytes, self.now_ms,
-                self.log.config.delete_retention_ms, list(self.view.aborted))
+                self.log.config.delete_retention_ms, list(self.view.aborted),
+                self.io_bytes_per_second)
         if self.pool is not None:
             self.result = self.pool.submit(*args)
         else:
@@ -615,4 +651,5 @@ def plan_pass(
         return None
     segments = cleanable_segments(log.segments, uncleanable)
     plan = CleanPlan(first_dirty, uncleanable, OffsetMap(settings.max_map_entries))
-    return CleanJob(log, log.fs, plan, list(segments), view, now_ms, done, pool)
+    return CleanJob(log, log.fs, plan, list(segments), view, now_ms, done, pool,
+                    settings.io_max_bytes_per_second)

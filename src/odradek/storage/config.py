@@ -241,6 +241,8 @@ class CleanerSettings:
     dedupe_buffer_size: int = 128 * 1024 * 1024
     backoff_ms: int = 15_000
     threads: int = 1
+    io_max_bytes_per_second: float = float("inf")
+    """``log.cleaner.io.max.bytes.per.second`` (read and write bytes of a pass)."""
 
     @property
     def max_map_entries(self) -> int:
@@ -288,6 +290,9 @@ class LogManagerConfig:
             backoff_ms=_as_int("log.cleaner.backoff.ms",
                                props.get("log.cleaner.backoff.ms", 15000)),
             threads=_as_int("log.cleaner.threads", props.get("log.cleaner.threads", 1)),
+            io_max_bytes_per_second=_as_float(
+                "log.cleaner.io.max.bytes.per.second",
+                props.get("log.cleaner.io.max.bytes.per.second", "inf")),
         )
         for key, attr in (
             ("log.flush.offset.checkpoint.interval.ms", "recovery_point_checkpoint_interval_ms"),

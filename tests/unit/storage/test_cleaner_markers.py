@@ -97,3 +97,24 @@ def test_markers_after_their_data_is_gone() -> None:
     assert markers[abort] == "ABORT"  # ABORT markers stay (their .txnindex entries do)
     assert 8 in markers and 9 in markers  # each producer's last batch stays
     assert values == [b"p-a", b"p-b", b"t-d", b"p-e"]
+
+
+def test_the_io_limit_paces_a_pass(monkeypatch: object) -> None:
+    import odradek.storage.cleaner as cleaner
+
+    now = [100.0]
+    slept: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        now[0] += seconds
+
+    monkeypatch.setattr(cleaner.time, "monotonic", lambda: now[0])  # type: ignore[attr-defined]
+    monkeypatch.setattr(cleaner.time, "sleep", sleep)  # type: ignore[attr-defined]
+    throttle = cleaner.Throttle(1_000_000)  # 1 MB/s
+    for _ in range(10):
+        throttle.spend(200_000)
+    assert abs(sum(slept) - 2.0) < 1e-6  # 2 MB at 1 MB/s with no time spent otherwise
+    free = cleaner.Throttle(float("inf"))
+    free.spend(10**9)
+    assert len(slept) == 10
