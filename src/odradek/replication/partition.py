@@ -143,6 +143,7 @@ class PartitionState:
     def __post_init__(self) -> None:
         self.log.snapshot_source = self._snapshot_bytes
         self.log.cleaner_view = self._cleaner_view
+        self.log.on_aborts_removed = self._aborts_removed
         if self.leader_id == -2:
             self.leader_id = self.local_id
         if not self.replicas:
@@ -366,6 +367,12 @@ class PartitionState:
         return low
 
     # -- start-up ---------------------------------------------------------------------
+
+    def _aborts_removed(self, marker_offsets: set[int]) -> None:
+        """The cleaner removed these ABORT markers (their data was already gone):
+        read_committed fetches no longer report their transactions."""
+        self.producers.aborted = [a for a in self.producers.aborted
+                                  if a.last_offset not in marker_offsets]
 
     def _cleaner_view(self) -> CleanerView:
         return CleanerView(self.last_stable_offset, [

@@ -71,7 +71,6 @@ from odradek.wire.batch import (
 )
 from odradek.wire.primitives import DecodeError
 from odradek.wire.records import (
-    CONTROL_COMMIT,
     Record,
     RecordSpan,
     batch_keys,
@@ -79,7 +78,6 @@ from odradek.wire.records import (
     decode_batch,
     empty_batch,
     keep_records,
-    read_marker,
     scan_batch,
 )
 
@@ -351,22 +349,17 @@ def _clean_marker(
     h: BatchHeader, data: bytes, plan: CleanPlan, now_ms: int, delete_retention_ms: int,
     *, last: bool,
 ) -> bytes | None:
-    """A COMMIT marker stays while any data of its transaction stays (seen in this
-    pass, which reads from the log start), and while it is its producer's last
-    batch or its group's last. Once its data is gone it is stamped with a delete
-    horizon; a pass after the horizon removes it. ABORT markers stay: their
-    ``.txnindex`` entries (and the partition's list of aborted transactions)
-    would have to go with them, or a read_committed reader would go on skipping
-    the producer's later transactions."""
+    """A marker stays while any data of its transaction stays (seen in this pass,
+    which reads from the log start), and while it is its producer's last batch
+    or its group's last. Once its data is gone it is stamped with a delete
+    horizon; a pass after the horizon removes it. An ABORT marker's
+    ``.txnindex`` entry, and the partition's aborted-transaction entry, go with
+    it at the swap (:meth:`odradek.storage.log.Log.replace_segments`): a
+    read_committed reader told of an abort whose marker is gone would skip the
+    producer's later transactions."""
     pid = h.producer_id
     data_kept = plan.txn_data_kept.pop(pid, False)
     if data_kept or last:
-        return data
-    try:
-        kind, _ = read_marker(data, 0)
-    except DecodeError:
-        return data
-    if kind != CONTROL_COMMIT:
         return data
     if h.attributes & ATTR_DELETE_HORIZON:
         if now_ms >= h.base_timestamp:

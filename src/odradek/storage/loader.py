@@ -89,7 +89,7 @@ def _finish_swaps(fs: FileSystem, dir_path: str, report: LoadReport) -> None:
             continue
         base = parsed[0]
         swap = f"{dir_path}/{name}"
-        end = _swap_end(fs, swap, base)
+        end, markers = _swap_end(fs, swap, base)
         entries = []
         for other in sorted(fs.listdir(dir_path)):
             found = parse_segment_file_name(other)
@@ -101,6 +101,7 @@ def _finish_swaps(fs: FileSystem, dir_path: str, report: LoadReport) -> None:
             fs.remove(path)
             report.removed_files.append(other)
         fs.rename(swap, segment_path(dir_path, base, LOG_SUFFIX))
+        entries = [e for e in entries if e.last_offset in markers]  # markers still there
         if entries:
             data = b"".join(encode_entry(e) for e in sorted(set(entries),
                                                             key=lambda e: e.last_offset))
@@ -108,17 +109,21 @@ def _finish_swaps(fs: FileSystem, dir_path: str, report: LoadReport) -> None:
         fs.sync_dir(dir_path)
 
 
-def _swap_end(fs: FileSystem, path: str, base: int) -> int:
-    """The offset after the last whole batch of a swap file (``base`` if empty)."""
+def _swap_end(fs: FileSystem, path: str, base: int) -> tuple[int, set[int]]:
+    """The offset after the last whole batch of a swap file (``base`` if empty), and
+    the offsets of its control batches (the markers the cleaner kept)."""
     handle = fs.open(path)
     try:
         size, pos, end = handle.size(), 0, base
+        markers: set[int] = set()
         while pos + BATCH_HEADER_SIZE <= size:
             h = read_batch_header(handle.pread(pos, BATCH_HEADER_SIZE), 0)
             if h.size < BATCH_HEADER_SIZE or pos + h.size > size:
                 break
+            if h.is_control:
+                markers.add(h.base_offset)
             end, pos = h.next_offset, pos + h.size
-        return end
+        return end, markers
     finally:
         handle.close()
 

@@ -191,6 +191,9 @@ class Log:
         """First dirty offset for the cleaner (``cleaner-offset-checkpoint``)."""
         self.cleaner_view: Callable[[], CleanerView] | None = None
         """Set by the partition: the LSO and aborted transactions the cleaner obeys."""
+        self.on_aborts_removed: Callable[[set[int]], None] | None = None
+        """Set by the partition: the cleaner removed these ABORT markers (by offset),
+        so their aborted-transaction entries go too."""
         self.snapshot_source: Callable[[], bytes] | None = None
         """Set by the partition: the producer snapshot to store at a roll and at close."""
         try:
@@ -803,8 +806,11 @@ class Log:
                           size=self.fs.size(live), created_ms=old[0].created_ms)
             seg.rebuild_indexes()
             seg.next_offset = self._segments[i + n].base_offset
+            kept_markers = {h.base_offset for _, h in seg.iter_headers(0) if h.is_control}
+            gone = {e.last_offset for e in entries if e.last_offset not in kept_markers}
             for entry in entries:
-                self.txn_files.append_aborted(base, entry)
+                if entry.last_offset in kept_markers:
+                    self.txn_files.append_aborted(base, entry)
             self.fs.sync_dir(self.dir_path)
         except (OSError, DecodeError) as e:
             error = e if isinstance(e, OSError) else OSError(str(e))
@@ -812,6 +818,8 @@ class Log:
         self._segments[i:i + n] = [seg]
         self._bases[i:i + n] = [base]
         self._dir_dirty = True
+        if gone and self.on_aborts_removed is not None:
+            self.on_aborts_removed(gone)
         return True
 
     def _epochs_start_at(self, offset: int) -> None:

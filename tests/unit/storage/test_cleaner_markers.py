@@ -1,6 +1,7 @@
-"""Transactions under the cleaner: aborted data goes, a COMMIT marker goes once its
-transaction's data is gone and delete.retention.ms has passed, ABORT markers and
-a producer's last batch stay."""
+"""Transactions under the cleaner: aborted data goes, a marker goes once its
+transaction's data is gone and delete.retention.ms has passed (an ABORT marker
+with its .txnindex entry and the partition's aborted entry), and a producer's
+last batch stays."""
 
 from __future__ import annotations
 
@@ -82,6 +83,11 @@ def test_markers_after_their_data_is_gone() -> None:
     _marker(log, clock, 5, commit=True)                # 8: producer 5's last batch
     _marker(log, clock, 6, commit=True)                # 9: producer 6's last batch
     aborted = [(6, 3, abort)]
+    from odradek.storage.txnfiles import AbortedEntry
+
+    log.append_aborted(AbortedEntry(6, 3, abort, abort + 1))
+    removed: list[set[int]] = []
+    log.on_aborts_removed = removed.append
 
     _clean(log, clock, aborted)
     markers, values = _contents(log)
@@ -94,7 +100,9 @@ def test_markers_after_their_data_is_gone() -> None:
     _clean(log, clock, aborted)
     markers, values = _contents(log)
     assert commit not in markers  # data gone and the horizon passed
-    assert markers[abort] == "ABORT"  # ABORT markers stay (their .txnindex entries do)
+    assert abort not in markers
+    assert removed == [{abort}]  # the partition drops its aborted entry
+    assert log.txn_files.aborted(log.segment_bases) == []  # and so does the .txnindex
     assert 8 in markers and 9 in markers  # each producer's last batch stays
     assert values == [b"p-a", b"p-b", b"t-d", b"p-e"]
 
@@ -118,3 +126,40 @@ def test_the_io_limit_paces_a_pass(monkeypatch: object) -> None:
     free = cleaner.Throttle(float("inf"))
     free.spend(10**9)
     assert len(slept) == 10
+
+
+def test_a_swap_finished_at_start_up_drops_the_entries_of_removed_abort_markers() -> None:
+    from odradek.storage.txnfiles import AbortedEntry
+
+    clock = ManualClock(1_700_000_000_000)
+    fs = MemoryFileSystem(clock)
+    fs.makedirs("/data")
+    fs.sync_dir("/")
+    config = LogConfig(segment_bytes=100_000, cleanup_policy="compact",
+                       delete_retention_ms=RETENTION, file_delete_delay_ms=0)
+    log = Log.open(fs, DIR, config, clock)
+    _txn(log, clock, 6, 0, [b"c"])                     # 0
+    abort = _marker(log, clock, 6, commit=False)       # 1
+    log.append_aborted(AbortedEntry(6, 0, abort, abort + 1))
+    _txn(log, clock, 6, 1, [b"d"])                     # 2
+    _marker(log, clock, 6, commit=True)                # 3: producer 6's last batch
+    aborted = [(6, 0, abort)]
+    _clean(log, clock, aborted)                        # stamps the ABORT marker
+    clock.advance(RETENTION + 1)
+    _plain(log, clock, [b"e"])
+    log.roll()
+    log.flush()
+    log.advance_high_watermark(log.log_end_offset)
+    job = plan_pass(log, CleanerView(log.log_end_offset, aborted), CleanerSettings(),
+                    clock.now_ms(), lambda _j, _e: None, force=True)
+    assert job is not None
+    job.run()
+    (group,) = job.plan.groups
+    fs.rename(group.cleaned_path, group.cleaned_path[: -len(".cleaned")] + ".swap")
+    fs.sync_dir(DIR)
+    fs.crash()  # decided, not finished: start-up finishes it
+    again = Log.open(fs, DIR, config, clock)
+    markers, values = _contents(again)
+    assert abort not in markers
+    assert again.txn_files.aborted(again.segment_bases) == []
+    assert values == [b"t-d", b"p-e"]
