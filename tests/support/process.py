@@ -22,6 +22,9 @@ exited.
 
 With ``data_dir=None`` the data directory is a private temporary one, removed
 by ``stop()`` and ``kill()``; a given ``data_dir`` is never removed.
+
+``properties`` names a ``server.properties`` file, passed as ``odradek serve
+FILE``; the listener, ``log.dirs`` and ``overrides`` still override it.
 """
 
 from __future__ import annotations
@@ -76,8 +79,10 @@ class ServerProcess:
         log_level: str = "WARNING",
         stderr_to_file: bool = False,
         env: dict[str, str] | None = None,
+        properties: Path | None = None,
     ) -> None:
         self.overrides = list(overrides)
+        self.properties = properties
         self.env = dict(env or {})
         """Extra environment of the broker (may be changed before a restart)."""
         self.log_level = log_level
@@ -110,7 +115,7 @@ class ServerProcess:
         """Start the broker and wait until it serves; returns ``self``."""
         data_dir = self.data_dir
         data_dir.mkdir(parents=True, exist_ok=True)
-        args = [*serve_command(),
+        args = [*serve_command(), *([str(self.properties)] if self.properties else []),
                 "--override", "listeners=PLAINTEXT://127.0.0.1:0",
                 "--override", f"log.dirs={data_dir}",
                 "--log-level", self.log_level]

@@ -9,10 +9,14 @@ interprets must parse, or :class:`ConfigError` says which and why.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import urlsplit
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from odradek.broker.cluster_config import QuorumVoter
 
 
 class ConfigError(ValueError):
@@ -74,6 +78,26 @@ DEFAULTS: dict[str, str] = {
     # What unclean recovery does with damaged batches (docs/durability.md).
     "log.recovery.damaged.batches": "skip",
     "cluster.id": "",
+    # KRaft: roles, the controller quorum, listeners (odradek.broker.cluster_config).
+    "controller.quorum.voters": "",
+    "controller.quorum.bootstrap.servers": "",
+    "controller.listener.names": "",
+    "listener.security.protocol.map": (
+        "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,"
+        "SASL_SSL:SASL_SSL"),
+    "inter.broker.listener.name": "",
+    "broker.rack": "",
+    "controller.quorum.election.timeout.ms": "1000",
+    "controller.quorum.fetch.timeout.ms": "2000",
+    "controller.quorum.election.backoff.max.ms": "1000",
+    "controller.quorum.request.timeout.ms": "2000",
+    "controller.quorum.append.linger.ms": "25",
+    "broker.heartbeat.interval.ms": "2000",
+    "broker.session.timeout.ms": "9000",
+    "metadata.log.dir": "",
+    "metadata.max.idle.interval.ms": "500",
+    "metadata.log.max.record.bytes.between.snapshots": "20971520",
+    "metadata.log.max.snapshot.interval.ms": "3600000",
 }
 
 _INT_KEYS = {
@@ -94,6 +118,15 @@ _INT_KEYS = {
     "transaction.abort.timed.out.transaction.cleanup.interval.ms",
     "transaction.remove.expired.transaction.cleanup.interval.ms",
 }
+# Kafka's KRaft timings and sizes: none may be negative.
+_KRAFT_INT_KEYS = {
+    "controller.quorum.election.timeout.ms", "controller.quorum.fetch.timeout.ms",
+    "controller.quorum.election.backoff.max.ms", "controller.quorum.request.timeout.ms",
+    "controller.quorum.append.linger.ms", "broker.heartbeat.interval.ms",
+    "broker.session.timeout.ms", "metadata.max.idle.interval.ms",
+    "metadata.log.max.record.bytes.between.snapshots", "metadata.log.max.snapshot.interval.ms",
+}
+_INT_KEYS |= _KRAFT_INT_KEYS
 _BOOL_KEYS = {"auto.create.topics.enable", "delete.topic.enable"}
 
 
@@ -104,18 +137,22 @@ class Listener:
     port: int
 
 
+# NAME://HOST:PORT, an IPv6 host in brackets; the name may hold "_" (SASL_SSL),
+# which a URL scheme may not, so this is no job for urlsplit.
+_LISTENER = re.compile(r"([A-Za-z0-9_.-]+)://(\[[0-9A-Fa-f:.%]*\]|[^:/\[\]]*):([0-9]*)")
+
+
 def parse_listeners(text: str, key: str) -> list[Listener]:
     """``PLAINTEXT://127.0.0.1:9092,OTHER://:9093`` → listeners (port 0 = ephemeral)."""
     out: list[Listener] = []
     for item in filter(None, (x.strip() for x in text.split(","))):
-        parts = urlsplit(item)
-        try:
-            port = parts.port
-        except ValueError as exc:
-            raise ConfigError(f"{key}: bad port in {item!r}") from exc
-        if not parts.scheme or port is None:
+        match = _LISTENER.fullmatch(item)
+        if not match or not match.group(3):
             raise ConfigError(f"{key}: expected NAME://HOST:PORT, got {item!r}")
-        out.append(Listener(parts.scheme.upper(), parts.hostname or "", port))
+        name, host, port = match.group(1).upper(), match.group(2).strip("[]"), match.group(3)
+        if int(port) > 65535:
+            raise ConfigError(f"{key}: bad port in {item!r}")
+        out.append(Listener(name, host, int(port)))
     if not out:
         raise ConfigError(f"{key}: no listener given")
     return out
@@ -208,10 +245,18 @@ class BrokerConfig:
                     "max.connection.creation.rate"):
             if self.get_int(key) < 0 or (key == "queued.max.requests" and self.get_int(key) < 1):
                 raise ConfigError(f"{key}: must be at least {int(key == 'queued.max.requests')}")
+        for key in _KRAFT_INT_KEYS:
+            if self.get_int(key) < 0:
+                raise ConfigError(f"{key}: must not be negative")
+        if self.get_int("metadata.log.max.record.bytes.between.snapshots") < 1:
+            raise ConfigError("metadata.log.max.record.bytes.between.snapshots: must be positive")
         self.listeners()
         self.advertised_listeners()
-        if not self.get("log.dirs").strip():
+        if not self.log_dirs():
             raise ConfigError("log.dirs: must name a directory")
+        from odradek.broker import cluster_config
+
+        cluster_config.validate(self)
 
     @property
     def node_id(self) -> int:
@@ -220,7 +265,58 @@ class BrokerConfig:
     @property
     def log_dir(self) -> Path:
         # One directory per node today; several log.dirs come with JBOD support.
-        return Path(self.get("log.dirs").split(",")[0].strip())
+        return self.log_dirs()[0]
+
+    def log_dirs(self) -> list[Path]:
+        """Every directory of ``log.dirs`` (comma separated), in order."""
+        return [Path(d.strip()) for d in self.get("log.dirs").split(",") if d.strip()]
+
+    @property
+    def metadata_log_dir(self) -> Path | None:
+        """``metadata.log.dir``, or None when unset. ``odradek storage format`` formats it,
+        as Kafka's tool does, but the metadata log stays in ``log_dir`` today."""
+        text = self.get("metadata.log.dir").strip()
+        return Path(text) if text else None
+
+    # The KRaft parsing lives in cluster_config, which imports this module: hence
+    # the imports inside the methods.
+    def process_roles(self) -> frozenset[str]:
+        from odradek.broker.cluster_config import parse_roles
+
+        return parse_roles(self.get("process.roles"))
+
+    def quorum_voters(self) -> list[QuorumVoter]:
+        """``controller.quorum.voters`` parsed; empty in single-node mode."""
+        from odradek.broker.cluster_config import parse_voters
+
+        return parse_voters(self.get("controller.quorum.voters"))
+
+    def quorum_bootstrap_servers(self) -> list[tuple[str, int]]:
+        from odradek.broker.cluster_config import parse_bootstrap_servers
+
+        return parse_bootstrap_servers(self.get("controller.quorum.bootstrap.servers"))
+
+    @property
+    def is_cluster(self) -> bool:
+        """Whether a static controller quorum is configured (else: single-node mode)."""
+        return bool(self.quorum_voters())
+
+    def controller_listener_names(self) -> list[str]:
+        from odradek.broker.cluster_config import parse_listener_names
+
+        return parse_listener_names(self.get("controller.listener.names"))
+
+    def controller_listeners(self) -> list[Listener]:
+        """The listeners named by ``controller.listener.names``, in that order."""
+        from odradek.broker.cluster_config import split_listeners
+
+        return split_listeners(self.listeners(), self.controller_listener_names())[0]
+
+    def client_listeners(self) -> list[Listener]:
+        """The listeners that are not controller listeners, in ``listeners`` order."""
+        from odradek.broker.cluster_config import split_listeners
+
+        return split_listeners(self.listeners(), self.controller_listener_names())[1]
 
     def listeners(self) -> list[Listener]:
         return parse_listeners(self.get("listeners"), "listeners")
@@ -228,3 +324,9 @@ class BrokerConfig:
     def advertised_listeners(self) -> list[Listener]:
         text = self.get("advertised.listeners")
         return parse_listeners(text, "advertised.listeners") if text else self.listeners()
+
+    def client_advertised_listeners(self) -> list[Listener]:
+        """What this node advertises to clients: the advertised listeners without the
+        controller ones (clients never send requests to a controller listener)."""
+        names = self.controller_listener_names()
+        return [lis for lis in self.advertised_listeners() if lis.name not in names]

@@ -358,11 +358,18 @@ class KafkaServer:
         from odradek.broker.config import Listener
 
         bound = self.bound_ports()
+        config = self.state.config
+        # An advertised port 0 is the bound port of the listener of that name
+        # (by position when no listener has the name, as before).
+        by_name = {lis.name: i for i, lis in enumerate(config.listeners())}
         out = []
-        for i, adv in enumerate(self.state.config.advertised_listeners()):
-            port = adv.port or (bound[i] if i < len(bound) else adv.port)
+        for i, adv in enumerate(config.advertised_listeners()):
+            j = by_name.get(adv.name, i)
+            port = adv.port or (bound[j] if j < len(bound) else adv.port)
             out.append(Listener(adv.name, adv.host or "127.0.0.1", port))
-        return out
+        # Clients are told only of broker listeners, never of controller ones.
+        controllers = set(config.controller_listener_names())
+        return [a for a in out if a.name not in controllers]
 
     def bound_ports(self) -> list[int]:
         return [s.sockets[0].getsockname()[1] for s in self._servers if s.sockets]

@@ -8,13 +8,18 @@ replays them into the image, so what is served is always what is durable.
 from __future__ import annotations
 
 import asyncio
-import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from odradek.broker.config import BrokerConfig, ConfigError, Listener
+from odradek.broker.meta_properties import (
+    META_PROPERTIES,
+    DataDirError,
+    random_uuid,
+    read_meta_properties,
+    write_meta_properties,
+)
 from odradek.broker.partitions import PartitionManager
 from odradek.broker.quotas import QuotaManager
 from odradek.common.clock import Clock, SystemClock
@@ -25,11 +30,6 @@ from odradek.metadata.image import Endpoint, MetadataImage
 if TYPE_CHECKING:
     from odradek.broker.groups import GroupRuntime
     from odradek.broker.transactions import TxnRuntime
-
-
-class DataDirError(ConfigError):
-    """A file of the data directory that stops the broker from starting. The message
-    is one line naming the file, what is wrong and the way out."""
 
 
 ACCEPT_MISSING_METADATA = "odradek.accept.missing.metadata"
@@ -193,39 +193,16 @@ def _refuse_orphaned_partitions(config: BrokerConfig, partitions: PartitionManag
     )
 
 
-def read_meta_properties(path: Path) -> dict[str, str]:
-    """``key=value`` lines of ``meta.properties``; DataDirError (one line) if damaged."""
-    way_out = ("restore it from a backup, or delete it to give this data directory a new "
-               "cluster id (clients will see a different cluster)")
-    try:
-        text = path.read_bytes().decode("utf-8")
-    except OSError as exc:
-        raise DataDirError(f"cannot read {path}: {exc.strerror}") from exc
-    except UnicodeDecodeError:
-        raise DataDirError(f"{path} is damaged (not text): {way_out}") from None
-    props: dict[str, str] = {}
-    for line in text.splitlines():
-        line = line.strip()
-        if not line or line.startswith("#"):
-            continue
-        key, sep, value = line.partition("=")
-        if not sep:
-            raise DataDirError(f"{path} is damaged (a line is not key=value): {way_out}")
-        props[key.strip()] = value.strip()
-    if not props.get("cluster.id"):
-        raise DataDirError(f"{path} is damaged (no cluster.id): {way_out}")
-    return props
-
-
 def _cluster_id_from(config: BrokerConfig) -> str:
-    """A stable id per data directory, in Kafka's base64 form of a UUID.
+    """The cluster id in the data directory's ``meta.properties`` (format in
+    :mod:`odradek.broker.meta_properties`), checking that its ``node.id`` is this
+    broker's, as Kafka does.
 
-    ``meta.properties`` (Kafka's format: ``version``, ``cluster.id``, ``node.id``)
-    is written on first start; later starts check that its ``node.id`` is this
-    broker's, as Kafka does."""
-    import base64
-
-    path = config.log_dir / "meta.properties"
+    A directory without one is formatted here on first start in single-node mode,
+    with a fresh id. A node of a quorum must be formatted first (``odradek storage
+    format``): the cluster id has to be the same on every node, so no node may
+    invent its own."""
+    path = config.log_dir / META_PROPERTIES
     if path.exists():
         props = read_meta_properties(path)
         stored = props.get("node.id")
@@ -236,10 +213,10 @@ def _cluster_id_from(config: BrokerConfig) -> str:
                 f"log.dirs at this node's own directory"
             )
         return props["cluster.id"]
-    raw = uuid.uuid4().bytes
-    cluster_id = base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(
-        f"version=1\ncluster.id={cluster_id}\nnode.id={config.node_id}\n", encoding="utf-8"
-    )
-    return cluster_id
+    if config.is_cluster or config.quorum_bootstrap_servers():
+        raise DataDirError(
+            f"{config.log_dir} is not formatted (no {META_PROPERTIES}) and this node is part "
+            f"of a controller quorum: run `odradek storage format -t CLUSTER_ID -c FILE` on "
+            f"every node with one id from `odradek storage random-uuid`, or set cluster.id"
+        )
+    return write_meta_properties(config.log_dir, random_uuid(), config.node_id)["cluster.id"]

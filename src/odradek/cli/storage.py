@@ -1,0 +1,177 @@
+"""``odradek storage``: prepare data directories offline (``kafka-storage.sh``).
+
+* ``random-uuid`` prints a new cluster id (Kafka's ``Uuid`` string: 16 random
+  bytes in base64url, 22 characters, never starting with ``-``).
+* ``format -t CLUSTER_ID -c FILE`` checks the configuration as ``odradek serve``
+  would, then writes ``meta.properties`` (format in
+  :mod:`odradek.broker.meta_properties`) into every directory of ``log.dirs``
+  and ``metadata.log.dir``, creating them. A directory formatted already stops
+  it before anything is written, unless ``--ignore-formatted``; a formatted
+  directory of another cluster or node always does. Every node of a cluster is
+  formatted with the same id; a single node formats itself on first start, so
+  it needs this only to choose its id.
+* ``info -c FILE`` prints each directory's ``meta.properties``, or why there is
+  none; exit status 1 when a directory is not formatted or they disagree, as
+  Kafka's tool.
+
+Unlike Kafka's tool, ``format`` writes no bootstrap metadata snapshot: the
+metadata log starts empty and the controller writes its first records.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from odradek.broker.config import BrokerConfig, ConfigError, parse_overrides, read_properties
+from odradek.broker.meta_properties import (
+    META_PROPERTIES,
+    DataDirError,
+    check_uuid,
+    random_uuid,
+    read_meta_properties,
+    write_meta_properties,
+)
+from odradek.cli.common import CliError
+
+METADATA_VERSION = "4.0-IV3"
+"""The metadata.version Kafka 4.0 formats with; the one Odradek's records follow."""
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    storage = sub.add_parser("storage", help="format and inspect data directories (offline)")
+    verbs = storage.add_subparsers(dest="verb", required=True)
+    verbs.add_parser("random-uuid", help="print a new cluster id").set_defaults(
+        run=run_random_uuid)
+    fmt = verbs.add_parser(
+        "format", help="write meta.properties into log.dirs and metadata.log.dir",
+        description="Write meta.properties (cluster.id, node.id, a new directory.id) into "
+                    "every directory of log.dirs and metadata.log.dir.")
+    fmt.add_argument("-t", "--cluster-id", required=True, help="from `odradek storage random-uuid`")
+    _add_config(fmt)
+    fmt.add_argument("-g", "--ignore-formatted", action="store_true",
+                     help="skip directories formatted already (for this cluster and node)")
+    fmt.add_argument("-s", "--standalone", action="store_true",
+                     help="this controller alone forms the controller quorum (a single voter; "
+                          "only without controller.quorum.voters). Nothing extra is written: "
+                          "the flag is checked and reported")
+    fmt.set_defaults(run=run_format)
+    info = verbs.add_parser("info", help="print each directory's meta.properties")
+    _add_config(info)
+    info.set_defaults(run=run_info)
+
+
+def _add_config(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-c", "--config", required=True, type=Path,
+                        help="the server.properties-style file the node is started with")
+    parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
+                        help="override a config, as `odradek serve` takes it")
+
+
+def _config(args: argparse.Namespace) -> BrokerConfig:
+    return BrokerConfig.from_sources(read_properties(args.config), parse_overrides(args.override))
+
+
+def directories(config: BrokerConfig) -> list[Path]:
+    """``log.dirs`` and ``metadata.log.dir``, once each, sorted (as Kafka's tool)."""
+    dirs = set(config.log_dirs())
+    if config.metadata_log_dir is not None:
+        dirs.add(config.metadata_log_dir)
+    return sorted(dirs)
+
+
+def run_random_uuid(args: argparse.Namespace) -> int:
+    print(random_uuid())
+    return 0
+
+
+def run_format(args: argparse.Namespace) -> int:
+    config = _config(args)
+    cluster_id = args.cluster_id.strip()
+    try:
+        check_uuid(cluster_id)
+    except ValueError as exc:
+        raise CliError(f"Cluster ID string {cluster_id!r} does not appear to be a valid UUID: "
+                       f"{exc}") from None
+    node_id = config.node_id
+    if node_id < 0:
+        raise ConfigError(f"node.id: must not be negative to format, got {node_id}")
+    if args.standalone:
+        _check_standalone(config)
+    formatted = _formatted(directories(config), cluster_id, node_id)
+    if formatted and not args.ignore_formatted:
+        raise CliError(f"Log directory {formatted[0]} is already formatted. Use "
+                       f"--ignore-formatted to ignore this directory and format the others.")
+    todo = [d for d in directories(config) if d not in formatted]
+    if not todo:
+        print("All of the log directories are already formatted.")
+    for directory in todo:
+        print(f"Formatting {directory} with metadata.version {METADATA_VERSION}.", flush=True)
+        try:
+            write_meta_properties(directory, cluster_id, node_id)
+        except OSError as exc:
+            raise CliError(f"cannot format {directory}: {exc.strerror or exc}") from exc
+    if args.standalone:
+        print(f"Node {node_id} alone forms the controller quorum (a single voter).")
+    return 0
+
+
+def _check_standalone(config: BrokerConfig) -> None:
+    if "controller" not in config.process_roles():
+        raise CliError("You cannot use --standalone on a broker node (process.roles has no "
+                       "controller).")
+    if config.quorum_voters():
+        raise CliError("You cannot use --standalone with controller.quorum.voters set (a static "
+                       "quorum): remove it, and set controller.quorum.bootstrap.servers for a "
+                       "dynamic one.")
+
+
+def _formatted(dirs: list[Path], cluster_id: str, node_id: int) -> list[Path]:
+    """The directories formatted already; CliError if one is not a directory, or is
+    formatted for another cluster or node (whether or not it would be skipped)."""
+    out = []
+    for directory in dirs:
+        if directory.exists() and not directory.is_dir():
+            raise CliError(f"{directory} is not a directory")
+        path = directory / META_PROPERTIES
+        if not path.exists():
+            continue
+        props = read_meta_properties(path)
+        if props["cluster.id"] != cluster_id:
+            raise CliError(f"Log directory {directory} is already formatted for cluster.id="
+                           f"{props['cluster.id']}, not {cluster_id}.")
+        if props.get("node.id", str(node_id)) != str(node_id):
+            raise CliError(f"Log directory {directory} is already formatted for node.id="
+                           f"{props['node.id']}, not {node_id}.")
+        out.append(directory)
+    return out
+
+
+def run_info(args: argparse.Namespace) -> int:
+    config = _config(args)
+    problems = 0
+    seen: set[tuple[str, str | None]] = set()
+    for directory in directories(config):
+        path = directory / META_PROPERTIES
+        if not directory.is_dir():
+            print(f"{directory}: {'not a directory' if directory.exists() else 'does not exist'}")
+            problems += 1
+            continue
+        if not path.exists():
+            print(f"{directory}: not formatted")
+            problems += 1
+            continue
+        try:
+            props = read_meta_properties(path)
+        except DataDirError as exc:
+            print(f"{directory}: {exc}")
+            problems += 1
+            continue
+        seen.add((props["cluster.id"], props.get("node.id")))
+        print(f"{directory}:")
+        for key in sorted(props):
+            print(f"  {key}={props[key]}")
+    if len(seen) > 1:
+        print("Mismatched cluster or node ids between the directories.")
+        problems += 1
+    return 1 if problems else 0
