@@ -1,0 +1,103 @@
+"""What a leader tracks of its quorum: each replica's progress and the high watermark.
+
+Pull replication means the leader learns a follower's log end from the
+follower's next Fetch: ``fetch_offset`` is the follower's flushed end once the
+Fetch's ``last_fetched_epoch`` matched the leader's log (the leader answers a
+mismatch with a diverging epoch and updates nothing).
+
+The high watermark is the largest offset that a majority of voters (the leader
+counted with its *flushed* end) have, and it only moves once it is past the
+epoch's start offset — the leader's own LeaderChange entry must be committed
+before anything of the new epoch is, which also commits every older entry the
+leader carries (KRaft's ``LeaderState.maybeUpdateHighWatermark``).
+
+Check quorum: a leader that has not heard a Fetch from a majority (itself
+counted) within 1.5 × ``fetch_timeout_ms`` resigns.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(slots=True)
+class ReplicaProgress:
+    end_offset: int = -1
+    last_fetch_ms: int = -1
+    last_caught_up_ms: int = -1
+    acknowledged: bool = False
+    """Has fetched (or answered BeginQuorumEpoch) in this epoch."""
+    begin_sent_ms: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaInfo:
+    """One row of DescribeQuorum."""
+
+    node_id: int
+    end_offset: int
+    last_fetch_ms: int
+    last_caught_up_ms: int
+
+
+@dataclass(slots=True)
+class LeaderState:
+    node_id: int
+    epoch: int
+    epoch_start_offset: int
+    voters: frozenset[int]
+    started_ms: int
+    progress: dict[int, ReplicaProgress] = field(default_factory=dict)
+    """Voters other than the leader, and observers once they fetch."""
+
+    def __post_init__(self) -> None:
+        for voter in self.voters - {self.node_id}:
+            self.progress[voter] = ReplicaProgress()
+
+    def record_fetch(self, replica: int, fetch_offset: int, leader_end: int, now_ms: int) -> None:
+        p = self.progress.setdefault(replica, ReplicaProgress())
+        if fetch_offset >= leader_end:
+            p.last_caught_up_ms = now_ms
+        elif p.end_offset >= 0 and fetch_offset >= p.end_offset and p.last_fetch_ms >= 0:
+            # Caught up to where the leader was at the previous fetch (Kafka's rule).
+            p.last_caught_up_ms = max(p.last_caught_up_ms, p.last_fetch_ms)
+        p.end_offset = fetch_offset
+        p.last_fetch_ms = now_ms
+        p.acknowledged = True
+
+    def majority_end(self, leader_flushed: int) -> int:
+        """The largest offset that a majority of voters have (the leader included)."""
+        ends = [leader_flushed] + [
+            self.progress[v].end_offset for v in self.voters if v != self.node_id
+        ]
+        ends.sort(reverse=True)
+        return ends[len(self.voters) // 2]
+
+    def new_high_watermark(self, leader_flushed: int, current: int) -> int | None:
+        candidate = self.majority_end(leader_flushed)
+        if candidate > self.epoch_start_offset and candidate > current:
+            return candidate
+        return None
+
+    def has_quorum(self, now_ms: int, window_ms: int) -> bool:
+        """Has a majority fetched within ``window_ms`` (the leader counts itself)?"""
+        since = now_ms - window_ms
+        heard = 1 + sum(
+            1 for v in self.voters
+            if v != self.node_id and self.progress[v].last_fetch_ms >= max(since, self.started_ms)
+        )
+        if self.started_ms > since:
+            return True  # a new leader gets a full window before it is judged
+        return heard * 2 > len(self.voters)
+
+    def successors(self) -> tuple[int, ...]:
+        """Voters by end offset, most caught up first (EndQuorumEpoch's ranking)."""
+        others = [v for v in self.voters if v != self.node_id]
+        return tuple(sorted(others, key=lambda v: (-self.progress[v].end_offset, v)))
+
+    def describe(self, leader_end: int, now_ms: int) -> list[ReplicaInfo]:
+        rows = [ReplicaInfo(self.node_id, leader_end, now_ms, now_ms)]
+        for node_id in sorted(self.progress):
+            p = self.progress[node_id]
+            rows.append(ReplicaInfo(node_id, p.end_offset, p.last_fetch_ms, p.last_caught_up_ms))
+        return rows

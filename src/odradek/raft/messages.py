@@ -1,0 +1,121 @@
+"""The messages Raft nodes exchange, as plain values.
+
+Each is one of Kafka's KRaft RPCs reduced to what the core decides on; the
+broker shell maps them to Vote (52), BeginQuorumEpoch (53), EndQuorumEpoch (54),
+Fetch (1) on ``__cluster_metadata-0`` and FetchSnapshot (59). ``src`` and
+``dst`` are node ids. A response echoes what its request asked for where the
+core must match the two (``fetch_offset``), because networks duplicate and
+reorder.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from odradek.raft.log import Entry, Snapshot
+
+
+@dataclass(frozen=True, slots=True)
+class VoteRequest:
+    src: int
+    dst: int
+    epoch: int
+    """The epoch the candidate stands in (its current epoch + 1 for a pre-vote)."""
+    last_epoch: int
+    end_offset: int
+    pre_vote: bool
+
+
+@dataclass(frozen=True, slots=True)
+class VoteResponse:
+    src: int
+    dst: int
+    epoch: int
+    leader_id: int
+    granted: bool
+    pre_vote: bool
+    error: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class BeginEpochRequest:
+    src: int
+    dst: int
+    epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class BeginEpochResponse:
+    src: int
+    dst: int
+    epoch: int
+    leader_id: int
+    error: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class EndEpochRequest:
+    src: int
+    dst: int
+    epoch: int
+    successors: tuple[int, ...]
+    """Voters ranked by how far they had fetched: the first waits least."""
+
+
+@dataclass(frozen=True, slots=True)
+class EndEpochResponse:
+    src: int
+    dst: int
+    epoch: int
+    leader_id: int
+    error: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class FetchRequest:
+    src: int
+    dst: int
+    epoch: int
+    fetch_offset: int
+    last_fetched_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class FetchResponse:
+    src: int
+    dst: int
+    epoch: int
+    leader_id: int
+    fetch_offset: int
+    high_watermark: int = -1
+    entries: tuple[Entry, ...] = ()
+    diverging: tuple[int, int] | None = None
+    """(epoch, end offset) where the follower's log parts from the leader's."""
+    snapshot_id: tuple[int, int] | None = None
+    """(end offset, epoch) of the snapshot to fetch: the follower is below the log start."""
+    error: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class FetchSnapshotRequest:
+    src: int
+    dst: int
+    epoch: int
+    snapshot_id: tuple[int, int]
+
+
+@dataclass(frozen=True, slots=True)
+class FetchSnapshotResponse:
+    src: int
+    dst: int
+    epoch: int
+    leader_id: int
+    snapshot: Snapshot | None = None
+    error: int = 0
+
+
+Message = (
+    VoteRequest | VoteResponse | BeginEpochRequest | BeginEpochResponse | EndEpochRequest
+    | EndEpochResponse | FetchRequest | FetchResponse | FetchSnapshotRequest
+    | FetchSnapshotResponse
+)

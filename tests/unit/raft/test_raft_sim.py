@@ -1,0 +1,55 @@
+"""The Raft core under the seeded simulation (tests/support/raft_sim.py).
+
+Each seed runs a quorum through message loss, duplication, delay and
+reordering, network partitions (split, isolation, one-way), crashes that lose
+unflushed data, restarts and snapshots, checking the safety invariants after
+every event, then heals everything and checks liveness. ``RAFT_SIM_SEEDS``
+multiplies the number of seeds (e.g. 10 for a long local run); a failure names
+its seed and the command that replays it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+import pytest
+
+from tests.support.raft_sim import Faults, RaftSim
+
+SCALE = float(os.environ.get("RAFT_SIM_SEEDS", "1"))
+CHUNK = 50
+
+
+def _run(first: int, count: int, voters: int, observers: int, faults: Faults | None = None,
+         chaos_ms: int = 8_000) -> int:
+    committed = 0
+    for seed in range(first, first + count):
+        copy = dataclasses.replace(faults) if faults else None
+        sim = RaftSim(seed, voters, observers, faults=copy)
+        sim.run(chaos_ms=chaos_ms)
+        committed += sim.committed_end
+    return committed
+
+
+@pytest.mark.parametrize("chunk", range(int(1500 * SCALE) // CHUNK))
+def test_three_voters(chunk: int) -> None:
+    assert _run(chunk * CHUNK, CHUNK, voters=3, observers=0) > 0
+
+
+@pytest.mark.parametrize("chunk", range(int(300 * SCALE) // CHUNK))
+def test_five_voters(chunk: int) -> None:
+    assert _run(100_000 + chunk * CHUNK, CHUNK, voters=5, observers=0) > 0
+
+
+@pytest.mark.parametrize("chunk", range(int(200 * SCALE) // CHUNK))
+def test_three_voters_two_observers(chunk: int) -> None:
+    assert _run(200_000 + chunk * CHUNK, CHUNK, voters=3, observers=2) > 0
+
+
+@pytest.mark.parametrize("chunk", range(int(200 * SCALE) // CHUNK))
+def test_hostile_network(chunk: int) -> None:
+    """A fifth of messages lost, many duplicated, long delays, frequent faults."""
+    hostile = Faults(loss=0.2, dup=0.1, max_delay_ms=300, crash_every_ms=1500,
+                     partition_every_ms=1500, snapshot_every_ms=1000)
+    assert _run(300_000 + chunk * CHUNK, CHUNK, voters=3, observers=1, faults=hostile) > 0
