@@ -61,7 +61,7 @@ APIS: dict[int, tuple[str, str, str, Versions, Versions | None, tuple[str, ...]]
     49: ('AlterClientQuotas', 'alter_client_quotas_request', 'alter_client_quotas_response', (0, 1), (1, _MAX), ('zkBroker', 'broker', 'controller')),
     50: ('DescribeUserScramCredentials', 'describe_user_scram_credentials_request', 'describe_user_scram_credentials_response', (0, 0), (0, _MAX), ('zkBroker', 'broker', 'controller')),
     51: ('AlterUserScramCredentials', 'alter_user_scram_credentials_request', 'alter_user_scram_credentials_response', (0, 0), (0, _MAX), ('zkBroker', 'broker', 'controller')),
-    52: ('Vote', 'vote_request', 'vote_response', (0, 1), (0, _MAX), ('controller',)),
+    52: ('Vote', 'vote_request', 'vote_response', (0, 2), (0, _MAX), ('controller',)),
     53: ('BeginQuorumEpoch', 'begin_quorum_epoch_request', 'begin_quorum_epoch_response', (0, 1), (1, _MAX), ('controller',)),
     54: ('EndQuorumEpoch', 'end_quorum_epoch_request', 'end_quorum_epoch_response', (0, 1), (1, _MAX), ('controller',)),
     55: ('DescribeQuorum', 'describe_quorum_request', 'describe_quorum_response', (0, 2), (0, _MAX), ('broker', 'controller')),

@@ -24,6 +24,7 @@ class PartitionData(_Struct):
     voter_directory_id: _uuid.UUID = _ZERO_UUID
     last_offset_epoch: int = 0
     last_offset: int = 0
+    pre_vote: bool = False
     FLEXIBLE_VERSIONS = (0, _MAX)
     FIELDS = (
         _F('partition_index', 'PartitionIndex', 'int32', (0, _MAX), default=0),
@@ -33,6 +34,7 @@ class PartitionData(_Struct):
         _F('voter_directory_id', 'VoterDirectoryId', 'uuid', (1, _MAX), default=_ZERO_UUID, ignorable=True),
         _F('last_offset_epoch', 'LastOffsetEpoch', 'int32', (0, _MAX), default=0),
         _F('last_offset', 'LastOffset', 'int64', (0, _MAX), default=0),
+        _F('pre_vote', 'PreVote', 'bool', (2, _MAX), default=False),
     )
 
 
@@ -55,7 +57,7 @@ class VoteRequest(_Message):
 
     API_KEY = 52
     MESSAGE_TYPE = 'request'
-    VALID_VERSIONS = (0, 1)
+    VALID_VERSIONS = (0, 2)
     FLEXIBLE_VERSIONS = (0, _MAX)
     FIELDS = (
         _F('cluster_id', 'ClusterId', 'string', (0, _MAX), default=None, nullable=(0, _MAX)),

@@ -64,7 +64,7 @@ class VoteResponse(_Message):
 
     API_KEY = 52
     MESSAGE_TYPE = 'response'
-    VALID_VERSIONS = (0, 1)
+    VALID_VERSIONS = (0, 2)
     FLEXIBLE_VERSIONS = (0, _MAX)
     FIELDS = (
         _F('error_code', 'ErrorCode', 'int16', (0, _MAX), default=0),
