@@ -53,11 +53,12 @@ the leader's log start) writes it, empties the log (truncate, fsync), then
 deletes the others.
 
 **Opening** (recovery). ``.part`` and ``.tmp`` leftovers are deleted. The
-newest snapshot that checks out (magic, length, CRC) is loaded; a damaged one
-is ignored, and so is any older one. The log is scanned batch by batch and cut
-(truncated and fsynced) at the first batch that is torn, fails its CRC, does not
-follow the one before or lowers the epoch: after a crash such a tail was never
-flushed, so never acknowledged. Then, against the snapshot ``(end, epoch)``:
+newest snapshot that checks out (magic, length, CRC) is loaded: damaged newer
+ones are passed over (and kept, as evidence), older ones are deleted. The log
+is scanned batch by batch and cut (truncated and fsynced) at the first batch
+that is torn, fails its CRC, does not follow the one before or lowers the
+epoch: after a crash such a tail was never flushed, so never acknowledged.
+Then, against the snapshot ``(end, epoch)``:
 
 * entries below ``end`` are skipped; the rest are kept when the log agrees with
   the snapshot: its entry ending at ``end`` has the snapshot's epoch, or its

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import posixpath
 import random
 from collections.abc import Callable
@@ -414,3 +415,67 @@ def test_a_snapshot_file_is_header_then_payload() -> None:
     log.take_snapshot(2, b"payload")
     raw = fs.read_file(posixpath.join(DIR, "00000000000000000002-0000000005.checkpoint"))
     assert raw[:4] == b"ODS1" and raw[-7:] == b"payload" and len(raw) == 16 + 7
+
+
+def test_a_crash_right_after_a_failed_write_or_sync_leaves_the_state_before_or_after() -> None:
+    """A write or sync fails somewhere (a full disk, an I/O error) and the power goes
+    at that moment: the log reopens as it was before the failed call or after it,
+    never losing a flushed entry (unless a snapshot now covers it)."""
+    places = ["", LOG_FILE, LOG_FILE + ".tmp", ".checkpoint", DIR]
+    failures = 0
+    for seed in range(300):
+        rng = random.Random(seed)
+        fs = MemoryFileSystem()
+        file_log, mem = FileRaftLog(fs, DIR), MemoryRaftLog()
+        if rng.random() < 0.5:
+            fs.fail_next_write(rng.choice(places), keep_bytes=rng.randint(0, 80))
+        else:
+            fs.fail_next_sync(rng.choice(places))
+        epoch = 1
+        for _ in range(40):
+            before = copy.deepcopy(mem)
+            roll = rng.random()
+            try:
+                if roll < 0.5:
+                    epoch = max(epoch, mem.last_epoch) + (rng.random() < 0.2)
+                    entry = _entry(mem.end_offset, epoch, rng.randint(1, 3))
+                    mem.append([entry])
+                    file_log.append([entry])
+                elif roll < 0.7:
+                    mem.flush()
+                    file_log.flush()
+                elif roll < 0.8:
+                    offset = rng.randint(mem.start_offset, mem.end_offset)
+                    mem.truncate_to(offset)
+                    file_log.truncate_to(offset)
+                elif roll < 0.95 and mem.entries():
+                    end = rng.choice(mem.entries()).end
+                    mem.take_snapshot(end, b"image@%d" % end)
+                    file_log.take_snapshot(end, b"image@%d" % end)
+                else:
+                    snap = Snapshot(mem.end_offset + rng.randint(-2, 3), mem.last_epoch
+                                    + rng.randint(0, 1), b"leader@%d" % seed)
+                    if snap.end_offset < 0:
+                        continue
+                    mem.install_snapshot(snap)
+                    file_log.install_snapshot(snap)
+            except OSError:
+                failures += 1
+                break
+        else:
+            continue
+        fs.crash(random.Random(seed))
+        got = FileRaftLog(fs, DIR)
+        entries = got.entries()
+        if got.snapshot() == before.snapshot():
+            assert entries == before.entries()[: len(entries)], seed
+            assert got.end_offset >= before.flushed_offset, seed
+        else:
+            assert got.snapshot() == mem.snapshot(), seed
+            lineage = [e for e in before.entries() if e.offset >= got.start_offset]
+            assert (entries == mem.entries()[: len(entries)]
+                    or entries == lineage[: len(entries)]), seed
+            assert entries == [] or entries[0].offset == got.start_offset, seed
+            snap = got.snapshot()
+            assert snap is not None and all(e.epoch >= snap.epoch for e in entries), seed
+    assert failures > 200
