@@ -6,17 +6,23 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import posixpath
 
 from odradek.broker.config import BrokerConfig
 from odradek.broker.groups import GroupRuntime
 from odradek.broker.journal import LogJournal
-from odradek.broker.partitions import PartitionManager
+from odradek.broker.partitions import METADATA_TOPIC, PartitionManager
+from odradek.broker.quorum import QuorumDriver
 from odradek.broker.server import KafkaServer
-from odradek.broker.state import BrokerState, MetadataJournal
+from odradek.broker.state import BrokerState, MemoryJournal, MetadataJournal
 from odradek.broker.transactions import TxnRuntime
 from odradek.common.clock import Clock, SystemClock
 from odradek.common.ids import Ids, RandomIds
+from odradek.raft.file_log import FileRaftLog
+from odradek.raft.node import RaftConfig
+from odradek.raft.quorum_state import FileQuorumStateStore
 from odradek.storage.fs import OsFileSystem
 
 log = logging.getLogger("odradek.broker")
@@ -33,6 +39,7 @@ class BrokerApp:
         self.partitions: PartitionManager | None = None
         self.state: BrokerState | None = None
         self.server: KafkaServer | None = None
+        self._registering: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
         try:
@@ -44,21 +51,32 @@ class BrokerApp:
     async def _start(self) -> None:
         log_dir = str(self.config.log_dir)
         fs = OsFileSystem()
-        self.partitions = PartitionManager(log_dir, self.config.props, self.clock, fs,
-                                           node_id=self.config.node_id, ids=self.ids)
+        cluster = self.config.is_cluster
+        self.partitions = PartitionManager(
+            log_dir, self.config.props, self.clock, fs, node_id=self.config.node_id,
+            ids=self.ids, foreign=frozenset({(METADATA_TOPIC, 0)}) if cluster else frozenset())
         self.partitions.startup()
-        self.journal = LogJournal(self.partitions.metadata_partition(), self.clock)
+        if cluster:
+            self.journal = MemoryJournal()  # the image comes from the quorum
+        else:
+            self.journal = LogJournal(self.partitions.metadata_partition(), self.clock)
         self.state = BrokerState.open(self.config, self.journal, self.partitions, self.clock,
                                       self.ids)
+        if cluster:
+            self.state.quorum = self._quorum(fs, self.state)
         self.partitions.start_housekeeping()
         self.state.groups = GroupRuntime(self.state, self.partitions, self.config, self.clock)
-        self.state.groups.start()
         state = self.state
         self.state.txns = TxnRuntime(state, self.partitions, self.config, self.clock,
                                      lambda: state.groups)
-        self.state.txns.start()
+        if not cluster:
+            self.state.groups.start()
+            self.state.txns.start()
         self.server = KafkaServer(self.state)
         await self.server.start()
+        if self.state.quorum is not None:
+            self.state.quorum.start()
+            self._registering = asyncio.get_running_loop().create_task(self._join())
         log.info("odradek broker %d listening on %s", self.state.node_id,
                  ", ".join(f"{a.host}:{a.port}" for a in self.state.advertised))
 
@@ -73,7 +91,41 @@ class BrokerApp:
         host = self.config.listeners()[0].host or "127.0.0.1"
         return f"{host}:{self.server.bound_ports()[0]}"
 
+    async def _join(self) -> None:
+        """Cluster mode: register with the controller; once the metadata log has
+        been replayed up to this registration, the image says which coordinator
+        partitions this broker leads, and the coordinators load them."""
+        state = self.state
+        assert state is not None and state.groups is not None and state.txns is not None
+        await state.register()
+        state.groups.start()
+        state.txns.start()
+        log.info("node %d registered with controller %d", state.node_id, state.controller_id)
+
+    def _quorum(self, fs: OsFileSystem, state: BrokerState) -> QuorumDriver:
+        config = self.config
+        meta_dir = config.get("metadata.log.dir").strip() or str(config.log_dir)
+        directory = posixpath.join(meta_dir, f"{METADATA_TOPIC}-0")
+        voters = {v.node_id: (v.host, v.port) for v in config.quorum_voters()}
+        raft_config = RaftConfig(
+            election_timeout_ms=config.get_int("controller.quorum.election.timeout.ms"),
+            fetch_timeout_ms=config.get_int("controller.quorum.fetch.timeout.ms"),
+            request_timeout_ms=config.get_int("controller.quorum.request.timeout.ms"),
+            election_backoff_max_ms=config.get_int("controller.quorum.election.backoff.max.ms"),
+        )
+        return QuorumDriver(
+            config.node_id, voters, state.cluster_id, FileRaftLog(fs, directory),
+            FileQuorumStateStore(fs, directory), raft_config, self.clock,
+            state.apply_entry, state.restore_snapshot)
+
     async def stop(self) -> None:
+        if self._registering is not None:
+            self._registering.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._registering
+            self._registering = None
+        if self.state is not None and self.state.quorum is not None:
+            await self.state.quorum.resign()
         if self.server is not None:
             await self.server.stop()
             self.server = None
@@ -83,6 +135,12 @@ class BrokerApp:
         if self.state is not None and self.state.groups is not None:
             await self.state.groups.close()
             self.state.groups = None
+        if self.state is not None and self.state.quorum is not None:
+            await self.state.quorum.stop()
+            self.state.quorum = None
+        if self.state is not None and self.state.channel is not None:
+            await self.state.channel.close()
+            self.state.channel = None
         if self.journal is not None:
             self.journal.close()
             self.journal = None

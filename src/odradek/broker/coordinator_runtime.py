@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from odradek.broker.partitions import Partition, PartitionGoneError, PartitionManager
+from odradek.broker.state import NotControllerError
 from odradek.common.ids import Ids
 from odradek.metadata import controller
 from odradek.metadata.controller import Outcome
@@ -98,6 +99,9 @@ class Metadata(Protocol):
 
     async def write(self, decide: Callable[[MetadataImage], Outcome]) -> Outcome: ...
 
+    async def create_topic_at_controller(self, name: str, partitions: int,
+                                         configs: dict[str, str]) -> bool: ...
+
 
 async def ensure_internal_topic(
     metadata: Metadata, topic: str, partitions: int, configs: Mapping[str, str]
@@ -106,10 +110,13 @@ async def ensure_internal_topic(
     (also when another request created it meanwhile)."""
     if topic in metadata.image.topics:
         return True
-    outcome = await metadata.write(lambda image: controller.create_topic(
-        image, topic, partitions, -1, configs, node_id=metadata.node_id,
-        default_partitions=1, topic_id=metadata.ids.uuid(),
-    ))
+    try:
+        outcome = await metadata.write(lambda image: controller.create_topic(
+            image, topic, partitions, -1, configs, node_id=metadata.node_id,
+            default_partitions=1, topic_id=metadata.ids.uuid(),
+        ))
+    except NotControllerError:  # cluster mode: the controller creates it
+        return await metadata.create_topic_at_controller(topic, partitions, dict(configs))
     if outcome.error and topic not in metadata.image.topics:
         log.error("cannot create %s: %s", topic, outcome.message)
         return False

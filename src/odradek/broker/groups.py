@@ -99,11 +99,24 @@ class GroupRuntime:
                                            self.coordinator.config.offsets_partitions,
                                            configs):
             return False
+        self._note_foreign()
         self.coordinator.loading.clear()
         return True
 
+    def _note_foreign(self) -> None:
+        """Cluster mode: the partitions other brokers lead are not ours to serve."""
+        topic = self.metadata.image.topics.get(OFFSETS_TOPIC)
+        if topic is not None:
+            self.coordinator.store.foreign = {
+                p.partition for p in topic.partitions.values()
+                if self.runtime.partitions.get(OFFSETS_TOPIC, p.partition) is None}
+
     async def _load_all(self) -> None:
+        self._note_foreign()
         for p in sorted(self.coordinator.loading):
+            if p in self.coordinator.store.foreign:
+                self.coordinator.loaded(p, self.clock.now_ms())
+                continue
             try:
                 self._load(p)
             except (DecodeError, StorageError):

@@ -126,7 +126,10 @@ class PartitionManager:
     def __init__(
         self, log_dir: str, server_props: dict[str, str], clock: Clock,
         fs: FileSystem | None = None, *, node_id: int = 1, ids: Ids | None = None,
+        foreign: frozenset[tuple[str, int]] = frozenset(),
     ) -> None:
+        """``foreign``: partition directories another owner keeps (cluster mode:
+        ``__cluster_metadata-0``, the Raft log), never opened as logs."""
         self.node_id = node_id
         self.log_dir = log_dir
         self.fs = fs or OsFileSystem()
@@ -135,7 +138,8 @@ class PartitionManager:
         props = dict(server_props)
         props["log.dir"] = props["log.dirs"] = log_dir
         self.logs = LogManager(
-            self.fs, clock, LogManagerConfig.from_properties(props), self.defaults, ids=ids
+            self.fs, clock, LogManagerConfig.from_properties(props), self.defaults, ids=ids,
+            foreign=foreign
         )
         self.partitions: dict[tuple[str, int], Partition] = {}
         self._flushing: dict[tuple[str, int], asyncio.Future[None]] = {}
@@ -174,6 +178,8 @@ class PartitionManager:
         for topic in image.topics.values():
             config = self.config_for(topic.configs)
             for p in topic.partitions.values():
+                if self.node_id not in p.replicas:
+                    continue  # another broker's (cluster mode)
                 key = (topic.name, p.partition)
                 wanted.add(key)
                 part = self.partitions.get(key)

@@ -36,6 +36,7 @@ from typing import Any, cast
 import odradek.broker.handlers  # noqa: F401  (registers every handler)
 from odradek.broker.connlimits import ConnectionLimits
 from odradek.broker.context import RequestContext
+from odradek.broker.controller_channel import FORWARDED_APIS
 from odradek.broker.registry import HANDLERS, CloseConnection
 from odradek.broker.state import BrokerState
 from odradek.broker.transfer import write_parts
@@ -232,7 +233,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
             timed = quotas is not None and quotas.active(REQUEST_QUOTA)
             started = time.perf_counter() if timed else 0.0
             try:
-                body = await reg.handle(ctx, req.body)
+                body = await self._forwarded(req)
+                if body is None:
+                    body = await reg.handle(ctx, req.body)
             except CloseConnection as exc:
                 log.info("closing %s: %s", self.peer, exc)
                 self.close()
@@ -256,6 +259,25 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 await asyncio.sleep(throttle / 1000)
             finally:
                 self._resume("throttle")
+
+    async def _forwarded(self, req: Request) -> Any:
+        """Cluster mode: the controller's answer to an admin request this node may
+        not decide (broker/controller_channel.py); None to handle it here."""
+        quorum = self.state.quorum
+        if quorum is None or req.api_key not in FORWARDED_APIS or quorum.is_leader:
+            return None
+        from odradek.broker.controller_channel import ControllerChannel, ControllerUnavailable
+
+        if self.state.channel is None:
+            self.state.channel = ControllerChannel(self.state)
+        for _ in range(50):  # ~5 s for a controller to be elected
+            if quorum.is_leader:
+                return None
+            try:
+                return await self.state.channel.request(req.body, req.api_version)
+            except ControllerUnavailable:
+                await asyncio.sleep(0.1)
+        return None
 
     def _write(self, parts: list[Any]) -> None:
         if self.transport is None or self.transport.is_closing():
@@ -349,8 +371,10 @@ class KafkaServer:
             self._servers.append(server)
         self.state.advertised = self._advertised()
         # Bound but not accepting yet: the registration names the real ports, and
-        # no request is answered from the previous run's registration.
-        await self.state.register()
+        # no request is answered from the previous run's registration. (A cluster
+        # node registers with the controller once serving: peers must reach it.)
+        if self.state.quorum is None:
+            await self.state.register()
         for server in self._servers:
             await server.start_serving()
 

@@ -8,11 +8,14 @@ replays them into the image, so what is served is always what is durable.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from odradek.broker.config import BrokerConfig, ConfigError, Listener
+from odradek.broker.journal import decode_record, encode_record
 from odradek.broker.meta_properties import (
     META_PROPERTIES,
     DataDirError,
@@ -28,8 +31,19 @@ from odradek.metadata import controller
 from odradek.metadata.image import Endpoint, MetadataImage
 
 if TYPE_CHECKING:
+    from odradek.broker.controller_channel import ControllerChannel
     from odradek.broker.groups import GroupRuntime
+    from odradek.broker.quorum import QuorumDriver
     from odradek.broker.transactions import TxnRuntime
+
+
+class NotControllerError(Exception):
+    """A metadata write on a node that is not the active controller (cluster mode);
+    the caller forwards the request to the controller."""
+
+    def __init__(self, controller_id: int) -> None:
+        super().__init__(f"this node is not the active controller (controller: {controller_id})")
+        self.controller_id = controller_id
 
 
 ACCEPT_MISSING_METADATA = "odradek.accept.missing.metadata"
@@ -95,6 +109,11 @@ class BrokerState:
     """The transaction coordinator's shell, set once the broker starts serving."""
     quotas: QuotaManager | None = None
     """Client quota sensors (set by :meth:`open`)."""
+    channel: ControllerChannel | None = None
+    """Cluster mode: requests to the active controller."""
+    quorum: QuorumDriver | None = None
+    """Cluster mode: the Raft quorum the metadata log lives in (None: single node,
+    metadata in the local journal)."""
     _writes: asyncio.Lock = field(default_factory=asyncio.Lock)
     """The controller queue: one metadata write at a time, decided on the image
     that the writes before it left."""
@@ -114,7 +133,8 @@ class BrokerState:
             image.replay(record)
             replayed += 1
         cluster_id = config.get("cluster.id") or _cluster_id_from(config)
-        if not replayed:
+        if not replayed and not config.is_cluster:
+            # (A cluster node rebuilds its image from the quorum once it runs.)
             _refuse_orphaned_partitions(config, partitions)
         partitions.reconcile(image, remove=False)
         state = cls(config, journal, cluster_id, clock or SystemClock(), image, [], partitions,
@@ -129,13 +149,100 @@ class BrokerState:
         return self.config.node_id
 
     async def register(self) -> None:
-        """Register this broker's advertised listeners (at start-up, before serving)."""
+        """Register this broker's advertised listeners (at start-up, before serving;
+        in cluster mode with the active controller, retrying until it answers)."""
         endpoints = [Endpoint(a.name, a.host, a.port) for a in self.advertised]
         incarnation = self.ids.uuid()
+        if self.quorum is not None:
+            await self._register_with_controller(endpoints, incarnation)
+            return
         outcome = await self.write(lambda image: controller.register_broker(
             image, self.node_id, endpoints, incarnation))
         if outcome.error:
             raise ConfigError(f"cannot register broker {self.node_id}: {outcome.message}")
+
+    async def _register_with_controller(self, endpoints: list[Endpoint],
+                                        incarnation: uuid.UUID) -> None:
+        from odradek.broker.controller_channel import ControllerChannel, ControllerUnavailable
+        from odradek.wire.errors import ErrorCode
+        from odradek.wire.messages import broker_registration_request as br
+
+        if self.channel is None:
+            self.channel = ControllerChannel(self)
+        request = br.BrokerRegistrationRequest(
+            broker_id=self.node_id, cluster_id=self.cluster_id, incarnation_id=incarnation,
+            listeners=[br.Listener(e.listener, e.host, e.port, e.security_protocol)
+                       for e in endpoints],
+            rack=self.config.get("broker.rack") or None)
+        while True:
+            try:
+                response = await self.channel.request(request, 2)
+            except ControllerUnavailable:
+                response = None
+            if response is not None and response.error_code == ErrorCode.INCONSISTENT_CLUSTER_ID:
+                raise ConfigError(f"the controller quorum belongs to another cluster than "
+                                  f"{self.cluster_id} (format this node with its cluster id)")
+            if response is not None and response.error_code in (
+                    0, ErrorCode.DUPLICATE_BROKER_REGISTRATION):
+                return
+            await asyncio.sleep(0.2)
+
+    async def create_topic_at_controller(self, name: str, partitions: int,
+                                         configs: dict[str, str]) -> bool:
+        """Cluster mode, not the controller: ask the controller to create ``name``
+        (as Kafka's brokers do for auto-created and internal topics) and wait until
+        the metadata log brings it here. True once it exists."""
+        from odradek.broker.controller_channel import ControllerChannel, ControllerUnavailable
+        from odradek.wire.messages import create_topics_request as ct
+
+        if self.channel is None:
+            self.channel = ControllerChannel(self)
+        request = ct.CreateTopicsRequest([ct.CreatableTopic(
+            name, partitions, -1, [], [ct.CreatableTopicConfig(k, v) for k, v in configs.items()],
+        )], timeout_ms=10_000)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 10
+        while name not in self.image.topics and loop.time() < deadline:
+            with contextlib.suppress(ControllerUnavailable):
+                await self.channel.request(request, 5)
+            for _ in range(20):
+                if name in self.image.topics:
+                    break
+                await asyncio.sleep(0.05)
+        return name in self.image.topics
+
+    async def producer_ids_from_controller(self) -> range:
+        """Cluster mode: a block of producer ids from the controller (AllocateProducerIds)."""
+        from odradek.broker.controller_channel import ControllerChannel, ControllerUnavailable
+        from odradek.wire.messages.allocate_producer_ids_request import (
+            AllocateProducerIdsRequest,
+        )
+
+        if self.channel is None:
+            self.channel = ControllerChannel(self)
+        broker = self.image.brokers.get(self.node_id)
+        request = AllocateProducerIdsRequest(self.node_id, broker.epoch if broker else -1)
+        for _ in range(100):
+            try:
+                resp = await self.channel.request(request, 0)
+                if not resp.error_code and resp.producer_id_len > 0:
+                    return range(resp.producer_id_start,
+                                 resp.producer_id_start + resp.producer_id_len)
+            except ControllerUnavailable:
+                pass
+            await asyncio.sleep(0.1)
+        raise NotControllerError(self.controller_id)
+
+    def missing_partition_error(self, topic: str, index: int) -> int:
+        """The error for a partition this node does not host: NOT_LEADER_OR_FOLLOWER
+        when another broker leads it (clients refresh metadata and go there),
+        else UNKNOWN_TOPIC_OR_PARTITION."""
+        from odradek.wire.errors import ErrorCode
+
+        t = self.image.topics.get(topic)
+        if t is not None and index in t.partitions:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
     def endpoint_of(self, node_id: int) -> Endpoint | None:
         """The first advertised listener of a live (unfenced) broker."""
@@ -154,6 +261,11 @@ class BrokerState:
                 out.append((node_id, endpoint))
         return out
 
+    @property
+    def controller_id(self) -> int:
+        """The active controller: the quorum's leader (-1: none yet), else this node."""
+        return self.quorum.leader_id if self.quorum is not None else self.node_id
+
     async def write(self, decide: Callable[[MetadataImage], D], *, apply: bool = True) -> D:
         """The controller queue: run ``decide`` on the current image when every
         earlier write is done, then (unless it failed, or ``apply`` is false: a
@@ -161,10 +273,33 @@ class BrokerState:
         its decision. This is where the Raft quorum plugs in: the records are
         answered once the quorum has them."""
         async with self._writes:
+            quorum = self.quorum
+            if quorum is not None and not quorum.is_leader:
+                raise NotControllerError(quorum.leader_id)
             decision = decide(self.image)
             if apply and not decision.error:
-                self.commit(decision.records)
+                if quorum is None:
+                    self.commit(decision.records)
+                elif decision.records:
+                    # Replayed by apply_entry, on this node as on every other.
+                    await quorum.propose([encode_record(r) for r in decision.records])
             return decision
+
+    def apply_entry(self, offset: int, values: list[bytes]) -> None:
+        """Replay one committed entry of the quorum's metadata log (cluster mode)."""
+        for value in values:
+            self.image.replay(decode_record(value))
+        self.partitions.reconcile(self.image)
+
+    def restore_snapshot(self, payload: bytes) -> None:
+        """Start over from a metadata snapshot: the image's records, framed as entries."""
+        from odradek.raft.codec import decode_entries
+
+        self.image = MetadataImage()
+        for entry in decode_entries(payload):
+            for value in entry.records:
+                self.image.replay(decode_record(value))
+        self.partitions.reconcile(self.image)
 
     def commit(self, records: list[Any]) -> None:
         """Journal and replay ``records`` now (start-up, and :meth:`write`)."""

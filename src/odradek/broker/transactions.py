@@ -124,6 +124,8 @@ class TxnRuntime:
 
     def _load(self) -> None:
         for index in range(len(self.metadata.image.topics[TXN_TOPIC].partitions)):
+            if self.runtime.partitions.get(TXN_TOPIC, index) is None:
+                continue  # another broker leads it (cluster mode)
             try:
                 for entry in self.runtime.read_partition(index):
                     if isinstance(entry, Entry) and entry.key is not None:

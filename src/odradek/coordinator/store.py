@@ -44,6 +44,8 @@ class GroupStore:
         self.config = config
         self.groups: dict[str, Group] = {}
         self.loading: set[int] = set(range(config.offsets_partitions))
+        self.foreign: set[int] = set()
+        """Partitions another broker leads (cluster mode): their groups are not ours."""
         """``__consumer_offsets`` partitions not yet replayed: their groups wait."""
         self._new_id = new_id or (lambda: str(uuid.uuid4()))
         self.pending_txn: dict[int, dict[tuple[str, str, int], OffsetRecord]] = {}
@@ -70,6 +72,8 @@ class GroupStore:
                     m.heartbeat_deadline_ms = now_ms + m.session_timeout_ms
 
     def coordinator_error(self, group_id: str) -> ErrorCode:
+        if self.partition_of(group_id) in self.foreign:
+            return ErrorCode.NOT_COORDINATOR
         if self.is_loading(group_id):
             return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
         return ErrorCode.NONE

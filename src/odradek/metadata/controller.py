@@ -97,6 +97,12 @@ def create_topic(
             ErrorCode.INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0."
         )
     live_brokers = image.live_brokers() or 1
+    if rf > 1 and live_brokers > 1:
+        return Outcome.fail(
+            ErrorCode.INVALID_REPLICATION_FACTOR,
+            f"Replication factor {rf} is not served yet: this Odradek cluster keeps each "
+            f"partition on one broker (replicated partitions come in a later release).",
+        )
     if rf > live_brokers:
         return Outcome.fail(
             ErrorCode.INVALID_REPLICATION_FACTOR,
@@ -114,19 +120,40 @@ def create_topic(
         if value is not None
     ]
     records.append(TopicRecord(name=name, topic_id=tid))
-    records += _partition_records(tid, range(partitions), node_id)
+    records += _partition_records(image, tid, range(partitions), rf, node_id)
     return Outcome(records=records)
 
 
-def _partition_records(tid: uuid.UUID, ids: range, node_id: int) -> list[Any]:
-    return [
-        PartitionRecord(
-            partition_id=p, topic_id=tid, replicas=[node_id], isr=[node_id],
-            removing_replicas=[], adding_replicas=[], leader=node_id,
+def place_replicas(image: MetadataImage, tid: uuid.UUID, ids: range, rf: int,
+                   node_id: int) -> list[list[int]]:
+    """Replicas of each partition: striped over the live brokers from a start
+    that depends on the topic id, so leaders spread over the cluster and topics
+    do not all begin on the same broker; with ``broker.rack`` set, consecutive
+    brokers in the stripe alternate racks (Kafka's rack-aware placement keeps a
+    partition's replicas on different racks where it can). With no broker
+    registered yet (a single node starting), the node itself."""
+    live = sorted(b.node_id for b in image.brokers.values() if not b.fenced) or [node_id]
+    racks: dict[str | None, list[int]] = {}
+    for b in live:
+        racks.setdefault(image.brokers[b].rack if b in image.brokers else None, []).append(b)
+    if len(racks) > 1:  # interleave racks: r1a, r2a, r3a, r1b, ...
+        columns = [racks[r] for r in sorted(racks, key=lambda r: (r is None, r or ""))]
+        live = [c[i] for i in range(max(map(len, columns))) for c in columns if i < len(c)]
+    n = len(live)
+    start = tid.int % n
+    return [[live[(start + p + i) % n] for i in range(min(rf, n))] for p in ids]
+
+
+def _partition_records(image: MetadataImage, tid: uuid.UUID, ids: range, rf: int,
+                       node_id: int) -> list[Any]:
+    out = []
+    for p, replicas in zip(ids, place_replicas(image, tid, ids, rf, node_id), strict=True):
+        out.append(PartitionRecord(
+            partition_id=p, topic_id=tid, replicas=replicas, isr=list(replicas),
+            removing_replicas=[], adding_replicas=[], leader=replicas[0],
             leader_recovery_state=0, leader_epoch=0, partition_epoch=0,
-        )
-        for p in ids
-    ]
+        ))
+    return out
 
 
 def create_partitions(image: MetadataImage, name: str, count: int, *, node_id: int) -> Outcome:
@@ -146,7 +173,9 @@ def create_partitions(image: MetadataImage, name: str, count: int, *, node_id: i
         )
     if count > MAX_PARTITIONS:
         return Outcome.fail(ErrorCode.INVALID_PARTITIONS, "Too many partitions.")
-    return Outcome(records=_partition_records(topic.topic_id, range(current, count), node_id))
+    rf = max((len(p.replicas) for p in topic.partitions.values()), default=1)
+    return Outcome(records=_partition_records(image, topic.topic_id, range(current, count), rf,
+                                              node_id))
 
 
 def delete_topic(image: MetadataImage, name: str) -> Outcome:

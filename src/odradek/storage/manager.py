@@ -136,7 +136,10 @@ class LogManager:
         *,
         broker_epoch: int = -1,
         ids: Ids | None = None,
+        foreign: frozenset[tuple[str, int]] = frozenset(),
     ) -> None:
+        self.foreign = foreign
+        """Partition directories kept by another owner (the Raft log): never opened."""
         self.fs = fs
         self.ids: Ids = ids or RandomIds()
         self.clock = clock
@@ -193,7 +196,7 @@ class LogManager:
                 fs.rmtree(path)
                 continue
             tp = parse_partition_dir_name(name)
-            if tp is None:
+            if tp is None or tp in self.foreign:
                 continue  # -future, -stray, or not ours
             config = config_for(tp[0]) if config_for is not None else self.default_log_config
             self._logs[tp] = Log.open(

@@ -32,8 +32,15 @@ import odradek.broker.handlers.k44_incremental_alter_configs
 import odradek.broker.handlers.k47_offset_delete
 import odradek.broker.handlers.k48_describe_client_quotas
 import odradek.broker.handlers.k49_alter_client_quotas
+import odradek.broker.handlers.k52_vote
+import odradek.broker.handlers.k53_begin_quorum_epoch
+import odradek.broker.handlers.k54_end_quorum_epoch
+import odradek.broker.handlers.k55_describe_quorum
+import odradek.broker.handlers.k59_fetch_snapshot
 import odradek.broker.handlers.k60_describe_cluster
 import odradek.broker.handlers.k61_describe_producers
+import odradek.broker.handlers.k62_broker_registration
 import odradek.broker.handlers.k65_describe_transactions
 import odradek.broker.handlers.k66_list_transactions
+import odradek.broker.handlers.k67_allocate_producer_ids
 import odradek.broker.handlers.k75_describe_topic_partitions  # noqa: F401

@@ -149,7 +149,7 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
             elif part is None:
                 resp = PartitionProduceResponse(
                     index=pdata.index, base_offset=-1,
-                    error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                    error_code=state.missing_partition_error(topic.name, pdata.index),
                 )
             elif pdata.records is None:
                 resp = PartitionProduceResponse(

@@ -37,7 +37,7 @@ from __future__ import annotations
 import asyncio
 
 from odradek.broker.context import RequestContext
-from odradek.broker.partitions import Partition
+from odradek.broker.partitions import METADATA_TOPIC, Partition
 from odradek.broker.registry import handler
 from odradek.broker.transfer import FileRecords
 from odradek.wire.errors import ErrorCode
@@ -109,7 +109,7 @@ def _collect(
             if part is None:
                 out.append(PartitionData(
                     partition_index=preq.partition,
-                    error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                    error_code=state.missing_partition_error(name, preq.partition),
                     high_watermark=-1, records=b"",
                 ))
                 continue
@@ -138,6 +138,9 @@ async def _wait_for_append(parts: list[Partition], timeout_ms: float) -> None:
 
 @handler(1, (4, 17))
 async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
+    if ctx.broker.quorum is not None and _is_raft_fetch(request):
+        response: FetchResponse = await ctx.broker.quorum.serve(1, request)
+        return response
     if ctx.api_version >= 7 and request.session_id != 0:
         return FetchResponse(
             error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND, session_id=0, responses=[]
@@ -153,6 +156,12 @@ async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
         before = loop.time()
         await _wait_for_append(watched, remaining_ms)
         ctx.waited_s += loop.time() - before
+
+
+def _is_raft_fetch(request: FetchRequest) -> bool:
+    """A voter or observer replicating the metadata log (KRaft), not a consumer."""
+    return (request.replica_id >= 0 or request.replica_state.replica_id >= 0) and any(
+        t.topic == METADATA_TOPIC for t in request.topics)
 
 
 def _charged(ctx: RequestContext, response: FetchResponse, total: int) -> FetchResponse:

@@ -48,7 +48,7 @@ def _lookup(
     resp = ListOffsetsPartitionResponse(partition_index=req.partition_index, error_code=0)
     part = ctx.broker.partitions.get(topic, req.partition_index)
     if part is None:
-        resp.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        resp.error_code = ctx.broker.missing_partition_error(topic, req.partition_index)
         return resp
     if req.timestamp < _lowest_sentinel(ctx.api_version):
         resp.error_code = ErrorCode.UNSUPPORTED_VERSION

@@ -58,12 +58,16 @@ async def handle(ctx: RequestContext, req: OffsetCommitRequest) -> OffsetCommitR
         group_instance_id=req.group_instance_id if version >= 7 else None,
         retention_ms=req.retention_time_ms if version <= 4 else -1, commits=commits,
     )
-    partitions = ctx.broker.partitions
+    state = ctx.broker
     now = runtime.clock.now_ms()
+
+    def exists(topic: str, p: int) -> bool:  # anywhere in the cluster, not only here
+        t = state.image.topics.get(topic)
+        return t is not None and p in t.partitions
+
     try:
         errors = await runtime.call(lambda t: runtime.coordinator.commit_offsets(
-            t, now, commit, lambda topic, p: partitions.get(topic, p) is not None
-        ))
+            t, now, commit, exists))
     except CoordinatorWriteError:
         errors = {(c.topic, c.partition): ErrorCode.COORDINATOR_NOT_AVAILABLE for c in commits}
     return _answer(req, errors)

@@ -1,8 +1,9 @@
 """FindCoordinator (key 10), versions 0–4.
 
-Behaviour: this node coordinates every group and every transactional id (one
-node: it leads every ``__consumer_offsets`` and ``__transaction_state``
-partition); the topic is created here on first use. Any other key type is
+Behaviour: the coordinator of a group (transactional id) is the broker leading
+its partition of ``__consumer_offsets`` (``__transaction_state``), Kafka's
+hash of the key modulo the partition count; on one node, this node. The topic
+is created on first use (by the controller, in a cluster). Any other key type is
 INVALID_REQUEST.
 
 Version notes: v1 key type, throttle and error message; v3 flexible; v4 a
@@ -15,6 +16,8 @@ from odradek.broker.context import RequestContext
 from odradek.broker.handlers.group_common import group_runtime
 from odradek.broker.handlers.txn_common import txn_runtime
 from odradek.broker.registry import handler
+from odradek.coordinator.records import OFFSETS_TOPIC, partition_for
+from odradek.coordinator.txn.records import TXN_TOPIC
 from odradek.wire.errors import ErrorCode
 from odradek.wire.messages.find_coordinator_request import FindCoordinatorRequest
 from odradek.wire.messages.find_coordinator_response import Coordinator, FindCoordinatorResponse
@@ -34,13 +37,24 @@ async def _find(ctx: RequestContext, key: str, key_type: int) -> Coordinator:
         return Coordinator(key=key, node_id=-1, host="", port=-1,
                            error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
                            error_message="the coordinator is not available")
-    endpoint = ctx.broker.endpoint_of(ctx.broker.node_id)
+    node_id = _leader_of(ctx, key, key_type)
+    endpoint = ctx.broker.endpoint_of(node_id)
     if endpoint is None:
         return Coordinator(key=key, node_id=-1, host="", port=-1,
                            error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
                            error_message="the coordinator's broker is not registered")
-    return Coordinator(key=key, node_id=ctx.broker.node_id, host=endpoint.host,
+    return Coordinator(key=key, node_id=node_id, host=endpoint.host,
                        port=endpoint.port, error_code=0, error_message=None)
+
+
+def _leader_of(ctx: RequestContext, key: str, key_type: int) -> int:
+    """The broker leading the key's coordinator partition (``partition_for``:
+    Kafka's hash of the key modulo the internal topic's partition count)."""
+    topic = ctx.broker.image.topics.get(TXN_TOPIC if key_type == 1 else OFFSETS_TOPIC)
+    if topic is None or not topic.partitions:
+        return ctx.broker.node_id
+    p = topic.partitions.get(partition_for(key, len(topic.partitions)))
+    return p.leader if p is not None else ctx.broker.node_id
 
 
 @handler(10, (0, 4))

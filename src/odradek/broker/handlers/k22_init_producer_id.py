@@ -24,7 +24,7 @@ from functools import partial
 from odradek.broker.context import RequestContext
 from odradek.broker.handlers.txn_common import fenced_as, txn_runtime
 from odradek.broker.registry import handler
-from odradek.broker.state import BrokerState
+from odradek.broker.state import BrokerState, NotControllerError
 from odradek.metadata import controller
 from odradek.metadata.controller import Outcome
 from odradek.metadata.image import MetadataImage
@@ -41,7 +41,10 @@ async def ensure_producer_ids(state: BrokerState) -> None:
     pool = state.producer_ids
     while not pool:
         blocks: list[range] = []
-        await state.write(partial(_allocate, node_id=state.node_id, blocks=blocks))
+        try:
+            await state.write(partial(_allocate, node_id=state.node_id, blocks=blocks))
+        except NotControllerError:  # cluster mode: the controller hands out blocks
+            blocks = [await state.producer_ids_from_controller()]
         if not pool:
             pool.extend(reversed(blocks[0]))
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from odradek.broker.state import BrokerState
+from odradek.broker.state import BrokerState, NotControllerError
 from odradek.metadata import controller
 
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
@@ -18,9 +18,13 @@ async def auto_create(state: BrokerState, name: str) -> bool:
         return state.groups is not None and await state.groups.ensure_topic()
     if name in INTERNAL_TOPICS or not state.config.get_bool("auto.create.topics.enable"):
         return False
-    outcome = await state.write(lambda image: controller.create_topic(
-        image, name, -1, -1, {},
-        node_id=state.node_id,
-        default_partitions=state.config.get_int("num.partitions"), topic_id=state.ids.uuid(),
-    ))
+    try:
+        outcome = await state.write(lambda image: controller.create_topic(
+            image, name, -1, -1, {},
+            node_id=state.node_id,
+            default_partitions=state.config.get_int("num.partitions"),
+            topic_id=state.ids.uuid(),
+        ))
+    except NotControllerError:
+        return await state.create_topic_at_controller(name, -1, {})
     return not outcome.error

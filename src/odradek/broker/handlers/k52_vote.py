@@ -1,0 +1,18 @@
+"""Vote (key 52), versions 0–2: a candidate asks for a vote (v2: PreVote, KIP-996).
+
+Behaviour: handed to the quorum driver (broker/quorum.py), which answers for
+the Raft core; a node without a quorum answers INVALID_REQUEST.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from odradek.broker.context import RequestContext
+from odradek.broker.handlers.raft_common import serve_raft
+from odradek.broker.registry import handler
+
+
+@handler(52, (0,2))
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    return await serve_raft(ctx, 52, request)

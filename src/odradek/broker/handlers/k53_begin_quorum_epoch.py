@@ -1,0 +1,18 @@
+"""BeginQuorumEpoch (key 53), versions 0–1: a new leader announces its epoch.
+
+Behaviour: handed to the quorum driver (broker/quorum.py), which answers for
+the Raft core; a node without a quorum answers INVALID_REQUEST.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from odradek.broker.context import RequestContext
+from odradek.broker.handlers.raft_common import serve_raft
+from odradek.broker.registry import handler
+
+
+@handler(53, (0,1))
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    return await serve_raft(ctx, 53, request)

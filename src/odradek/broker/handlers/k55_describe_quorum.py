@@ -1,0 +1,47 @@
+"""DescribeQuorum (key 55), versions 0–2.
+
+Behaviour: the active controller answers with the quorum's leader, epoch,
+high watermark and, per voter and observer, its log end offset and the wall
+clock times of its last fetch and of the last time it was caught up (-1:
+never). Any other node answers NOT_LEADER_OR_FOLLOWER naming the leader it
+knows, so a tool can ask again there; a node without a quorum answers
+INVALID_REQUEST. v2 adds the voters' controller endpoints.
+"""
+
+from __future__ import annotations
+
+from odradek.broker.context import RequestContext
+from odradek.broker.registry import handler
+from odradek.raft.node import Role
+from odradek.wire.errors import ErrorCode
+from odradek.wire.messages import describe_quorum_response as dq
+from odradek.wire.messages.describe_quorum_request import DescribeQuorumRequest
+
+METADATA = "__cluster_metadata"
+
+
+@handler(55, (0, 2))
+async def handle(ctx: RequestContext, request: DescribeQuorumRequest) -> dq.DescribeQuorumResponse:
+    quorum = ctx.broker.quorum
+    if quorum is None:
+        return dq.DescribeQuorumResponse(error_code=ErrorCode.INVALID_REQUEST,
+                                          error_message="this node runs no controller quorum")
+    raft = quorum.raft
+    part = dq.PartitionData(0, leader_id=quorum.leader_id, leader_epoch=raft.epoch,
+                            high_watermark=raft.high_watermark)
+    if raft.role is not Role.LEADER:
+        part.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
+        part.error_message = f"ask the leader, node {quorum.leader_id}"
+    else:
+        now = quorum.clock.monotonic_ms()
+        for row in raft.describe(now):
+            state = dq.ReplicaState(row.node_id, log_end_offset=row.end_offset,
+                                    last_fetch_timestamp=quorum.wall_ms(row.last_fetch_ms),
+                                    last_caught_up_timestamp=quorum.wall_ms(
+                                        row.last_caught_up_ms))
+            (part.current_voters if row.node_id in quorum.voters else part.observers).append(
+                state)
+    nodes = [dq.Node(node_id, [dq.Listener("CONTROLLER", host, port)])
+             for node_id, (host, port) in sorted(quorum.voters.items())]
+    return dq.DescribeQuorumResponse(
+        topics=[dq.TopicData(METADATA, [part])], nodes=nodes if ctx.api_version >= 2 else [])

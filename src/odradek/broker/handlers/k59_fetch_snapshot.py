@@ -1,0 +1,19 @@
+"""FetchSnapshot (key 59), versions 0–1: a follower behind the log start fetches
+the snapshot (the whole of it in one answer).
+
+Behaviour: handed to the quorum driver (broker/quorum.py), which answers for
+the Raft core; a node without a quorum answers INVALID_REQUEST.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from odradek.broker.context import RequestContext
+from odradek.broker.handlers.raft_common import serve_raft
+from odradek.broker.registry import handler
+
+
+@handler(59, (0,1))
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    return await serve_raft(ctx, 59, request)

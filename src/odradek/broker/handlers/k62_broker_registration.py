@@ -1,0 +1,41 @@
+"""BrokerRegistration (key 62), versions 0–4.
+
+Behaviour: the active controller registers the broker (RegisterBrokerRecord,
+then UnfenceBrokerRecord) through the metadata quorum and answers with the
+broker epoch; a different cluster id gets INCONSISTENT_CLUSTER_ID, a node that
+is not the active controller NOT_CONTROLLER, a repeated incarnation
+DUPLICATE_BROKER_REGISTRATION.
+"""
+
+from __future__ import annotations
+
+from odradek.broker.context import RequestContext
+from odradek.broker.registry import handler
+from odradek.broker.state import NotControllerError
+from odradek.metadata import controller
+from odradek.metadata.image import Endpoint
+from odradek.wire.errors import ErrorCode
+from odradek.wire.messages.broker_registration_request import BrokerRegistrationRequest
+from odradek.wire.messages.broker_registration_response import BrokerRegistrationResponse
+
+
+@handler(62, (0, 4))
+async def handle(ctx: RequestContext, request: BrokerRegistrationRequest,
+                 ) -> BrokerRegistrationResponse:
+    state = ctx.broker
+    if state.quorum is None:
+        return BrokerRegistrationResponse(error_code=ErrorCode.INVALID_REQUEST)
+    if request.cluster_id != state.cluster_id:
+        return BrokerRegistrationResponse(error_code=ErrorCode.INCONSISTENT_CLUSTER_ID)
+    if request.broker_id < 0 or not request.listeners:
+        return BrokerRegistrationResponse(error_code=ErrorCode.INVALID_REQUEST)
+    endpoints = [Endpoint(x.name, x.host, x.port, x.security_protocol) for x in request.listeners]
+    try:
+        outcome = await state.write(lambda image: controller.register_broker(
+            image, request.broker_id, endpoints, request.incarnation_id, request.rack or None))
+    except NotControllerError:
+        return BrokerRegistrationResponse(error_code=ErrorCode.NOT_CONTROLLER)
+    if outcome.error:
+        return BrokerRegistrationResponse(error_code=outcome.error)
+    broker = state.image.brokers.get(request.broker_id)
+    return BrokerRegistrationResponse(broker_epoch=broker.epoch if broker else -1)

@@ -1,0 +1,311 @@
+"""The IO shell around the Raft core: timers, sockets, and applying what commits.
+
+:class:`QuorumDriver` owns one :class:`~odradek.raft.node.RaftNode`. It
+
+* runs the core's timers: one task sleeps until :meth:`RaftNode.next_deadline`
+  (or until woken by a message or a proposal), polls the core and dispatches
+  its outbox;
+* sends the core's requests to the other voters' CONTROLLER listeners as
+  Kafka's KRaft RPCs (``quorum_wire``), one connection per peer, and hands
+  each answer back to the core; a failed request is simply lost (the core
+  retries on its own timers, exactly as it does for a lost message);
+* serves the same RPCs from peers: :meth:`serve` gives the request to the core
+  and waits for the core's answer to that peer (a Fetch the leader parks as a
+  long poll is answered when data or a new high watermark arrives, or at the
+  wait's end);
+* applies committed entries in order: every record below the high watermark
+  goes to ``apply`` exactly once, in offset order, on every node (voters and
+  observers alike), and a snapshot installed from the leader goes to
+  ``restore``;
+* lets the active controller :meth:`propose` records and wait until they are
+  committed and applied here.
+
+The core runs on monotonic milliseconds; DescribeQuorum's timestamps are wall
+clock, converted with the offset between the two taken at start.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+from collections.abc import Callable
+from typing import Any
+
+from odradek.broker import quorum_wire as qw
+from odradek.client.connection import Connection
+from odradek.common.clock import Clock
+from odradek.raft import messages as rm
+from odradek.raft.log import RaftLog
+from odradek.raft.node import NotLeaderError, RaftConfig, RaftNode, Role
+from odradek.raft.quorum_state import QuorumStateStore
+from odradek.wire.errors import ErrorCode
+
+log = logging.getLogger("odradek.quorum")
+
+_RESPONSES = (rm.VoteResponse, rm.BeginEpochResponse, rm.EndEpochResponse, rm.FetchResponse,
+              rm.FetchSnapshotResponse)
+_ANSWER_TO = {rm.VoteRequest: rm.VoteResponse, rm.BeginEpochRequest: rm.BeginEpochResponse,
+              rm.EndEpochRequest: rm.EndEpochResponse, rm.FetchRequest: rm.FetchResponse,
+              rm.FetchSnapshotRequest: rm.FetchSnapshotResponse}
+
+
+class CommitLostError(Exception):
+    """A proposal was not committed: leadership moved before the quorum had it."""
+
+
+class QuorumDriver:
+    def __init__(
+        self, node_id: int, voters: dict[int, tuple[str, int]], cluster_id: str,
+        raft_log: RaftLog, store: QuorumStateStore, config: RaftConfig, clock: Clock,
+        apply: Callable[[int, list[bytes]], None], restore: Callable[[bytes], None],
+    ) -> None:
+        self.node_id = node_id
+        self.voters = voters
+        self.cluster_id = cluster_id
+        self.log = raft_log
+        self.config = config
+        self.clock = clock
+        self._apply = apply
+        self._restore = restore
+        self._wall_offset = clock.now_ms() - clock.monotonic_ms()
+        self.raft = RaftNode(node_id, frozenset(voters), raft_log, store, random.Random(),
+                             config, clock.monotonic_ms())
+        self.applied = 0
+        """Every entry below this offset has been applied (or restored)."""
+        self._wake = asyncio.Event()
+        self._answers: dict[tuple[int, type], asyncio.Future[Any]] = {}
+        self._commits: list[tuple[int, int, asyncio.Future[None]]] = []
+        self._conns: dict[int, Connection] = {}
+        self._connecting: dict[int, asyncio.Lock] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._runner: asyncio.Task[None] | None = None
+        self.on_change: Callable[[], None] | None = None
+        """Called after a role or leader change (the broker moves coordinators)."""
+        self._last_view = (Role.UNATTACHED, -1, -1)
+
+    # -- lifecycle -------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._catch_up()
+        self._runner = asyncio.get_running_loop().create_task(self._run())
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            self._runner.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._runner
+            self._runner = None
+        for task in list(self._tasks):
+            task.cancel()
+        for task in list(self._tasks):
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        for conn in self._conns.values():
+            await conn.close()
+        self._conns.clear()
+        for _, _, fut in self._commits:
+            if not fut.done():
+                fut.set_exception(CommitLostError("the node is stopping"))
+        self._commits.clear()
+
+    async def resign(self) -> None:
+        """Hand leadership over before stopping (controlled shutdown)."""
+        if self.raft.role is Role.LEADER:
+            self.raft.resign(self._now())
+            self._dispatch()
+            await asyncio.sleep(0.05)  # let EndQuorumEpoch reach the wire
+
+    # -- views -----------------------------------------------------------------------
+
+    @property
+    def is_leader(self) -> bool:
+        return self.raft.role is Role.LEADER and self.raft.high_watermark > 0 and (
+            self.applied >= self._epoch_start())
+
+    @property
+    def leader_id(self) -> int:
+        return self.raft.leader_id if self.raft.role in (Role.LEADER, Role.FOLLOWER) else -1
+
+    def _epoch_start(self) -> int:
+        state = self.raft.leader_state
+        return state.epoch_start_offset + 1 if state is not None else 1 << 62
+
+    def _now(self) -> int:
+        return self.clock.monotonic_ms()
+
+    def wall_ms(self, monotonic_ms: int) -> int:
+        return monotonic_ms + self._wall_offset if monotonic_ms >= 0 else -1
+
+    # -- the loop --------------------------------------------------------------------
+
+    async def _run(self) -> None:
+        while True:
+            now = self._now()
+            self.raft.poll(now)
+            self._dispatch()
+            delay = max(0, self.raft.next_deadline() - self._now()) / 1000
+            self._wake.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), timeout=min(delay, 1.0))
+
+    def _dispatch(self) -> None:
+        """Send the core's outbox, answer waiting peers, apply commits."""
+        for msg in self.raft.take_outbox():
+            if isinstance(msg, _RESPONSES):
+                fut = self._answers.pop((msg.dst, type(msg)), None)
+                if fut is not None and not fut.done():
+                    fut.set_result(msg)
+            elif msg.dst in self.voters and msg.dst != self.node_id:
+                task = asyncio.get_running_loop().create_task(self._send(msg))
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
+        self._catch_up()
+        view = (self.raft.role, self.raft.epoch, self.raft.leader_id)
+        if view != self._last_view:
+            self._last_view = view
+            log.info("quorum: node %d is %s in epoch %d (leader %d)", self.node_id,
+                     view[0].value, view[1], view[2])
+            if self.on_change is not None:
+                self.on_change()
+        self._wake.set()
+
+    def _catch_up(self) -> None:
+        """Apply every committed entry not yet applied, in order."""
+        hw = self.raft.high_watermark
+        if self.log.start_offset > self.applied:
+            snap = self.log.snapshot()
+            if snap is not None:
+                self._restore(snap.payload)
+                self.applied = snap.end_offset
+        while self.applied < hw:
+            entries = self.log.read(self.applied, 256)
+            progressed = False
+            for entry in entries:
+                if entry.offset != self.applied or entry.end > hw:
+                    break
+                if not entry.control:
+                    self._apply(entry.offset, list(entry.records))
+                self.applied = entry.end
+                progressed = True
+            if not progressed:
+                break
+        self._settle_commits()
+
+    def _settle_commits(self) -> None:
+        keep = []
+        for end, epoch, fut in self._commits:
+            if fut.done():
+                continue
+            if self.applied >= end:
+                entry = self.log.entry_at(end - 1)
+                held = self.log.start_offset >= end or (entry is not None and entry.epoch == epoch)
+                if held:
+                    fut.set_result(None)
+                else:
+                    fut.set_exception(CommitLostError("the entry was replaced"))
+            elif self.raft.epoch != epoch:
+                fut.set_exception(CommitLostError("leadership moved before the commit"))
+            else:
+                keep.append((end, epoch, fut))
+        self._commits = keep
+
+    # -- outbound --------------------------------------------------------------------
+
+    async def _connection(self, peer: int) -> Connection:
+        conn = self._conns.get(peer)
+        if conn is not None:
+            return conn
+        lock = self._connecting.setdefault(peer, asyncio.Lock())
+        async with lock:
+            conn = self._conns.get(peer)
+            if conn is None:
+                host, port = self.voters[peer]
+                conn = await Connection.open(f"{host}:{port}", f"odradek-raft-{self.node_id}",
+                                             timeout_s=self.config.request_timeout_ms / 1000)
+                self._conns[peer] = conn
+            return conn
+
+    async def _send(self, msg: Any) -> None:
+        api_key, body = qw.request_to_kafka(msg, self.cluster_id)
+        version = qw.VERSIONS[api_key]
+        timeout = (self.config.request_timeout_ms + self.config.fetch_max_wait_ms) / 1000
+        try:
+            conn = await self._connection(msg.dst)
+            resp = await asyncio.wait_for(conn.request(body, version, version), timeout)
+        except (OSError, TimeoutError, Exception) as exc:  # lost: the core retries
+            log.debug("quorum: %s to %d failed: %s", type(msg).__name__, msg.dst, exc)
+            bad = self._conns.pop(msg.dst, None)
+            if bad is not None:
+                with contextlib.suppress(Exception):
+                    await bad.close()
+            return
+        try:
+            answer = qw.response_from_kafka(api_key, resp, msg)
+        except Exception as exc:  # a peer that speaks nonsense: ignore the answer
+            log.warning("quorum: bad answer from %d: %s", msg.dst, exc)
+            return
+        self.raft.handle(answer, self._now())
+        self._dispatch()
+
+    # -- inbound ---------------------------------------------------------------------
+
+    async def serve(self, api_key: int, request: Any) -> Any:
+        """The Kafka answer to a peer's Raft request."""
+        cluster_id = getattr(request, "cluster_id", None)
+        if cluster_id is not None and cluster_id != self.cluster_id:
+            return self._refusal(api_key, ErrorCode.INCONSISTENT_CLUSTER_ID)
+        try:
+            core = qw.request_from_kafka(api_key, request, self.node_id)
+        except ValueError:
+            return self._refusal(api_key, ErrorCode.INVALID_REQUEST)
+        kind = _ANSWER_TO[type(core)]
+        old = self._answers.pop((core.src, kind), None)
+        if old is not None and not old.done():
+            old.set_result(None)  # superseded (a fetch after a timed-out one)
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._answers[(core.src, kind)] = fut
+        self.raft.handle(core, self._now())
+        self._dispatch()
+        wait = (self.config.fetch_max_wait_ms + self.config.request_timeout_ms) / 1000
+        try:
+            answer = await asyncio.wait_for(fut, wait)
+        except TimeoutError:
+            answer = None
+        finally:
+            if self._answers.get((core.src, kind)) is fut:
+                del self._answers[(core.src, kind)]
+        if answer is None:
+            answer = self._empty_answer(core)
+        return qw.response_to_kafka(answer, self.clock.now_ms())
+
+    def _empty_answer(self, core: Any) -> Any:
+        leader = self.leader_id
+        if isinstance(core, rm.FetchRequest):
+            return rm.FetchResponse(self.node_id, core.src, self.raft.epoch, leader,
+                                    core.fetch_offset, self.raft.high_watermark)
+        return _ANSWER_TO[type(core)](self.node_id, core.src, self.raft.epoch, leader,
+                                      error=ErrorCode.REQUEST_TIMED_OUT)
+
+    def _refusal(self, api_key: int, error: int) -> Any:
+        from odradek.wire import api
+
+        return api.response_class(api_key)(error_code=error)  # type: ignore[call-arg]
+
+    # -- proposals -------------------------------------------------------------------
+
+    async def propose(self, records: list[bytes]) -> int:
+        """Append ``records`` as one entry (active controller only) and wait until
+        it is committed and applied here. NotLeaderError, or CommitLostError if
+        leadership moves first (the records may or may not be in the log then:
+        the caller's client retries, and controller decisions are idempotent
+        against the image they are made on)."""
+        if not self.is_leader:
+            raise NotLeaderError(self.leader_id, self.raft.epoch)
+        end = self.raft.propose(records, self._now())
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._commits.append((end, self.raft.epoch, fut))
+        self._dispatch()
+        await fut
+        return end

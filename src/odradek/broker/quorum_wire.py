@@ -1,0 +1,186 @@
+"""The Raft core's messages as Kafka's KRaft RPCs, and back.
+
+| core message | Kafka API (version used between Odradek nodes) |
+|---|---|
+| VoteRequest/Response | Vote (52) v2: ``PreVote`` (KIP-996) |
+| BeginEpochRequest/Response | BeginQuorumEpoch (53) v0 |
+| EndEpochRequest/Response | EndQuorumEpoch (54) v0 |
+| FetchRequest/Response | Fetch (1) v12 on ``__cluster_metadata-0`` (1) |
+| FetchSnapshotRequest/Response | FetchSnapshot (59) v0, the whole snapshot in one answer |
+
+(1) ``ReplicaId``, ``LastFetchedEpoch``, ``ClusterId``; answers carry
+``DivergingEpoch``, ``CurrentLeader`` and ``SnapshotId``.
+
+Every request carries the cluster id (Vote, BeginQuorumEpoch, EndQuorumEpoch,
+Fetch and FetchSnapshot all have ``ClusterId``); a node answers a different one
+with INCONSISTENT_CLUSTER_ID and does not let the core see the request.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from odradek.raft import messages as rm
+from odradek.raft.codec import decode_entries, encode_entries
+from odradek.raft.log import Snapshot
+from odradek.wire.messages import begin_quorum_epoch_request as bq
+from odradek.wire.messages import begin_quorum_epoch_response as bqr
+from odradek.wire.messages import end_quorum_epoch_request as eq
+from odradek.wire.messages import end_quorum_epoch_response as eqr
+from odradek.wire.messages import fetch_request as fq
+from odradek.wire.messages import fetch_response as fr
+from odradek.wire.messages import fetch_snapshot_request as sq
+from odradek.wire.messages import fetch_snapshot_response as sr
+from odradek.wire.messages import vote_request as vq
+from odradek.wire.messages import vote_response as vr
+
+METADATA_TOPIC = "__cluster_metadata"
+VERSIONS = {52: 2, 53: 0, 54: 0, 1: 12, 59: 0}
+"""The version each API is sent at (the peers are Odradek nodes of this release)."""
+
+
+def request_to_kafka(msg: Any, cluster_id: str) -> tuple[int, Any]:
+    """(api key, Kafka request) for a core request."""
+    if isinstance(msg, rm.VoteRequest):
+        return 52, vq.VoteRequest(cluster_id, msg.dst, [vq.TopicData(METADATA_TOPIC, [
+            vq.PartitionData(0, msg.epoch, msg.src, last_offset_epoch=msg.last_epoch,
+                             last_offset=msg.end_offset, pre_vote=msg.pre_vote)])])
+    if isinstance(msg, rm.BeginEpochRequest):
+        return 53, bq.BeginQuorumEpochRequest(cluster_id, msg.dst, [bq.TopicData(
+            METADATA_TOPIC, [bq.PartitionData(0, leader_id=msg.src, leader_epoch=msg.epoch)])])
+    if isinstance(msg, rm.EndEpochRequest):
+        return 54, eq.EndQuorumEpochRequest(cluster_id, [eq.TopicData(METADATA_TOPIC, [
+            eq.PartitionData(0, msg.src, msg.epoch, list(msg.successors))])])
+    if isinstance(msg, rm.FetchRequest):
+        return 1, fq.FetchRequest(
+            cluster_id, replica_id=msg.src, max_wait_ms=0, min_bytes=0,
+            topics=[fq.FetchTopic(METADATA_TOPIC, partitions=[fq.FetchPartition(
+                0, msg.epoch, msg.fetch_offset, msg.last_fetched_epoch,
+                partition_max_bytes=1 << 20)])])
+    if isinstance(msg, rm.FetchSnapshotRequest):
+        end, epoch = msg.snapshot_id
+        return 59, sq.FetchSnapshotRequest(cluster_id, msg.src, topics=[sq.TopicSnapshot(
+            METADATA_TOPIC, [sq.PartitionSnapshot(0, msg.epoch, sq.SnapshotId(end, epoch))])])
+    raise TypeError(f"not a request: {msg!r}")
+
+
+def request_from_kafka(api_key: int, req: Any, dst: int) -> Any:
+    """The core request for a Kafka one addressed to node ``dst``; ValueError if it
+    does not name ``__cluster_metadata-0``."""
+    if api_key == 52:
+        p = _only(req.topics, "topic_name", "partitions")
+        return rm.VoteRequest(p.candidate_id, dst, p.candidate_epoch, p.last_offset_epoch,
+                              p.last_offset, bool(getattr(p, "pre_vote", False)))
+    if api_key == 53:
+        p = _only(req.topics, "topic_name", "partitions")
+        return rm.BeginEpochRequest(p.leader_id, dst, p.leader_epoch)
+    if api_key == 54:
+        p = _only(req.topics, "topic_name", "partitions")
+        return rm.EndEpochRequest(p.leader_id, dst, p.leader_epoch,
+                                  tuple(p.preferred_successors))
+    if api_key == 1:
+        p = _only(req.topics, "topic", "partitions")
+        src = req.replica_id if req.replica_id >= 0 else req.replica_state.replica_id
+        return rm.FetchRequest(src, dst, p.current_leader_epoch, p.fetch_offset,
+                               p.last_fetched_epoch)
+    if api_key == 59:
+        p = _only(req.topics, "name", "partitions")
+        return rm.FetchSnapshotRequest(req.replica_id, dst, p.current_leader_epoch,
+                                       (p.snapshot_id.end_offset, p.snapshot_id.epoch))
+    raise ValueError(f"API {api_key} is not a Raft request")
+
+
+def _only(topics: list[Any], name_attr: str, parts_attr: str) -> Any:
+    if len(topics) != 1 or getattr(topics[0], name_attr) != METADATA_TOPIC:
+        raise ValueError(f"expected exactly the {METADATA_TOPIC} topic")
+    parts = getattr(topics[0], parts_attr)
+    index_attr = "index" if name_attr == "name" else (
+        "partition" if name_attr == "topic" else "partition_index")
+    if len(parts) != 1 or getattr(parts[0], index_attr) != 0:
+        raise ValueError(f"expected exactly partition {METADATA_TOPIC}-0")
+    return parts[0]
+
+
+def response_to_kafka(msg: Any, now_ms: int) -> Any:
+    """The Kafka response for a core response."""
+    if isinstance(msg, rm.VoteResponse):
+        return vr.VoteResponse(0, [vr.TopicData(METADATA_TOPIC, [vr.PartitionData(
+            0, msg.error, msg.leader_id, msg.epoch, msg.granted)])])
+    if isinstance(msg, rm.BeginEpochResponse):
+        return bqr.BeginQuorumEpochResponse(0, [bqr.TopicData(METADATA_TOPIC, [
+            bqr.PartitionData(0, msg.error, msg.leader_id, msg.epoch)])])
+    if isinstance(msg, rm.EndEpochResponse):
+        return eqr.EndQuorumEpochResponse(0, [eqr.TopicData(METADATA_TOPIC, [
+            eqr.PartitionData(0, msg.error, msg.leader_id, msg.epoch)])])
+    if isinstance(msg, rm.FetchResponse):
+        part = fr.PartitionData(
+            0, msg.error, high_watermark=msg.high_watermark,
+            current_leader=fr.LeaderIdAndEpoch(msg.leader_id, msg.epoch),
+            records=encode_entries(msg.entries, now_ms) if msg.entries else None)
+        if msg.diverging is not None:
+            part.diverging_epoch = fr.EpochEndOffset(*msg.diverging)
+        if msg.snapshot_id is not None:
+            part.snapshot_id = fr.SnapshotId(*msg.snapshot_id)
+        return fr.FetchResponse(responses=[fr.FetchableTopicResponse(METADATA_TOPIC,
+                                                                     partitions=[part])])
+    if isinstance(msg, rm.FetchSnapshotResponse):
+        snap = msg.snapshot
+        spart = sr.PartitionSnapshot(0, msg.error, current_leader=sr.LeaderIdAndEpoch(
+            msg.leader_id, msg.epoch))
+        if snap is not None:
+            spart.snapshot_id = sr.SnapshotId(snap.end_offset, snap.epoch)
+            spart.size = len(snap.payload)
+            spart.unaligned_records = snap.payload
+        return sr.FetchSnapshotResponse(topics=[sr.TopicSnapshot(METADATA_TOPIC, [spart])])
+    raise TypeError(f"not a response: {msg!r}")
+
+
+def response_from_kafka(api_key: int, resp: Any, request: Any) -> Any:
+    """The core response to ``request`` (a core request) from its Kafka answer."""
+    src, dst = request.dst, request.src
+    if api_key == 52:
+        p = _first(resp.topics, "partitions")
+        err = resp.error_code or (p.error_code if p else 0)
+        if p is None:
+            return rm.VoteResponse(src, dst, -1, -1, False, request.pre_vote, err or 42)
+        return rm.VoteResponse(src, dst, p.leader_epoch, p.leader_id, p.vote_granted,
+                               request.pre_vote, err)
+    if api_key in (53, 54):
+        p = _first(resp.topics, "partitions")
+        cls = rm.BeginEpochResponse if api_key == 53 else rm.EndEpochResponse
+        if p is None:
+            return cls(src, dst, -1, -1, resp.error_code or 42)
+        return cls(src, dst, p.leader_epoch, p.leader_id, resp.error_code or p.error_code)
+    if api_key == 1:
+        p = _first(resp.responses, "partitions")
+        if p is None or resp.error_code:
+            return rm.FetchResponse(src, dst, -1, -1, request.fetch_offset,
+                                    error=resp.error_code or 42)
+        diverging = None
+        if p.diverging_epoch.epoch >= 0 or p.diverging_epoch.end_offset >= 0:
+            diverging = (p.diverging_epoch.epoch, p.diverging_epoch.end_offset)
+        snapshot_id = None
+        if p.snapshot_id.end_offset >= 0 and p.snapshot_id.epoch >= 0:
+            snapshot_id = (p.snapshot_id.end_offset, p.snapshot_id.epoch)
+        entries = tuple(decode_entries(bytes(p.records))) if p.records else ()
+        return rm.FetchResponse(src, dst, p.current_leader.leader_epoch,
+                                p.current_leader.leader_id, request.fetch_offset,
+                                p.high_watermark, entries, diverging, snapshot_id, p.error_code)
+    if api_key == 59:
+        p = _first(resp.topics, "partitions")
+        if p is None:
+            return rm.FetchSnapshotResponse(src, dst, -1, -1, error=resp.error_code or 42)
+        snap = None
+        if not p.error_code and p.unaligned_records is not None:
+            snap = Snapshot(p.snapshot_id.end_offset, p.snapshot_id.epoch,
+                            bytes(p.unaligned_records))
+        return rm.FetchSnapshotResponse(src, dst, p.current_leader.leader_epoch,
+                                        p.current_leader.leader_id, snap,
+                                        resp.error_code or p.error_code)
+    raise ValueError(f"API {api_key} is not a Raft response")
+
+
+def _first(topics: list[Any], parts_attr: str) -> Any:
+    if not topics or not getattr(topics[0], parts_attr):
+        return None
+    return getattr(topics[0], parts_attr)[0]
