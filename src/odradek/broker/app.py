@@ -97,6 +97,8 @@ class BrokerApp:
         partitions this broker leads, and the coordinators load them."""
         state = self.state
         assert state is not None and state.groups is not None and state.txns is not None
+        if "broker" not in self.config.process_roles():
+            return  # a controller-only node serves no partitions and no groups
         await state.register()
         state.groups.start()
         state.txns.start()

@@ -4,7 +4,7 @@ A node that is not the active controller sends the controller what only the
 controller may decide, over the controller's CONTROLLER listener, as Kafka's
 brokers do: its own BrokerRegistration, and the admin requests clients sent to
 it (CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs,
-IncrementalAlterConfigs, AlterClientQuotas, and CreateTopics for auto-created
+IncrementalAlterConfigs, AlterClientQuotas, DescribeQuorum, and CreateTopics for auto-created
 and internal topics) — KIP-590 forwarding, without the Envelope wrapper: the
 request is sent as the client sent it and the answer returned as it comes.
 A controller that moves while a request is in flight answers NOT_CONTROLLER,
@@ -22,7 +22,7 @@ from odradek.client.connection import Connection
 if TYPE_CHECKING:
     from odradek.broker.state import BrokerState
 
-FORWARDED_APIS = frozenset({19, 20, 33, 37, 44, 49})
+FORWARDED_APIS = frozenset({19, 20, 33, 37, 44, 49, 55})
 
 
 class ControllerUnavailable(Exception):

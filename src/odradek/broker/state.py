@@ -266,6 +266,18 @@ class BrokerState:
         """The active controller: the quorum's leader (-1: none yet), else this node."""
         return self.quorum.leader_id if self.quorum is not None else self.node_id
 
+    @property
+    def client_controller_id(self) -> int:
+        """The controller id told to clients (Metadata, DescribeCluster). Clients
+        cannot reach a controller-only node, so, as Kafka's KRaft brokers do, they
+        are then given a live broker, which forwards what only the controller may
+        decide."""
+        controller = self.controller_id
+        if controller < 0 or self.endpoint_of(controller) is not None:
+            return controller
+        live = self.live_endpoints()
+        return live[0][0] if live else -1
+
     async def write(self, decide: Callable[[MetadataImage], D], *, apply: bool = True) -> D:
         """The controller queue: run ``decide`` on the current image when every
         earlier write is done, then (unless it failed, or ``apply`` is false: a

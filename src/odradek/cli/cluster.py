@@ -1,6 +1,9 @@
-"""``odradek cluster describe``: cluster id, controller and brokers.
+"""``odradek cluster describe``: cluster id, controller, brokers and the quorum.
 
-DescribeCluster where the broker serves it, else Metadata (older brokers).
+DescribeCluster where the broker serves it, else Metadata (older brokers); in
+cluster mode also DescribeQuorum (the broker forwards it to the active
+controller): leader, epoch, high watermark, and each voter's and observer's
+log end offset, lag behind the leader and time since its last fetch.
 """
 
 from __future__ import annotations
@@ -46,4 +49,35 @@ async def _describe(client: KafkaClient, args: argparse.Namespace) -> int:
     print(f"Cluster id: {cluster_id}")
     print(f"Controller: {controller}")
     table(["ID", "HOST", "PORT", "RACK"], [[i, h, p, r or "-"] for i, h, p, r in brokers])
+    quorum = await _quorum(client)
+    if quorum is not None:
+        leader, epoch, hw, rows = quorum
+        print(f"\nQuorum: leader {leader}, epoch {epoch}, high watermark {hw}")
+        table(["NODE", "ROLE", "LOG END", "LAG", "LAST FETCH (ms ago)"], rows)
     return 0
+
+
+async def _quorum(client: KafkaClient) -> tuple[int, int, int, list[list[object]]] | None:
+    """DescribeQuorum's answer as table rows; None on a single node."""
+    import time
+
+    from odradek.wire.messages import describe_quorum_request as dq
+
+    if 55 not in client.bootstrap.versions:
+        return None
+    request = dq.DescribeQuorumRequest([dq.TopicData("__cluster_metadata", [dq.PartitionData(0)])])
+    resp = await client.request(request, 1)
+    if resp.error_code or not resp.topics or not resp.topics[0].partitions:
+        return None
+    part = resp.topics[0].partitions[0]
+    if part.error_code:
+        return None
+    now = int(time.time() * 1000)
+    rows: list[list[object]] = []
+    for role, replicas in (("voter", part.current_voters), ("observer", part.observers)):
+        for r in replicas:
+            ago = now - r.last_fetch_timestamp if r.last_fetch_timestamp >= 0 else "-"
+            shown = "leader" if r.replica_id == part.leader_id else role
+            rows.append([r.replica_id, shown, r.log_end_offset,
+                         max(0, part.high_watermark - r.log_end_offset), ago])
+    return part.leader_id, part.leader_epoch, part.high_watermark, rows

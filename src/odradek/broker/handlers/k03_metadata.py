@@ -102,5 +102,5 @@ async def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataRespo
     ]
     return MetadataResponse(
         throttle_time_ms=0, brokers=brokers, cluster_id=state.cluster_id,
-        controller_id=state.controller_id, topics=topics,
+        controller_id=state.client_controller_id, topics=topics,
     )

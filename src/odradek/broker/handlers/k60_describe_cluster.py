@@ -31,5 +31,5 @@ async def handle(ctx: RequestContext, request: DescribeClusterRequest) -> Descri
     ]
     return DescribeClusterResponse(
         throttle_time_ms=0, error_code=0, error_message=None, endpoint_type=1,
-        cluster_id=state.cluster_id, controller_id=state.controller_id, brokers=brokers,
+        cluster_id=state.cluster_id, controller_id=state.client_controller_id, brokers=brokers,
     )

@@ -1,0 +1,123 @@
+"""``odradek dev cluster``: a local KRaft cluster in one command, for development.
+
+``odradek dev cluster --nodes 3`` writes one ``server.properties`` per node
+(combined ``broker,controller`` roles, Kafka's settings) under ``--dir``
+(default ``./odradek-dev-cluster``), formats the nodes with one new cluster id
+unless they are formatted already, starts one ``odradek serve FILE`` process
+per node, prints the bootstrap string once every node serves, and on Ctrl-C
+(or SIGTERM) stops them all. Node *i* listens on ``--base-port + 2(i-1)`` for
+clients and the next port for the controller quorum. Each node's output goes
+to ``node-i.log`` in its directory. Running it again on the same directory
+restarts the same cluster with its data.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from odradek.cli.common import CliError
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    dev = sub.add_parser("dev", help="development helpers")
+    verbs = dev.add_subparsers(dest="verb", required=True)
+    cluster = verbs.add_parser("cluster", help="run a local cluster of N nodes until Ctrl-C")
+    cluster.add_argument("--nodes", type=int, default=3, help="number of nodes (default 3)")
+    cluster.add_argument("--dir", type=Path, default=Path("odradek-dev-cluster"),
+                         help="where the nodes keep their data (default ./odradek-dev-cluster)")
+    cluster.add_argument("--base-port", type=int, default=19092,
+                         help="first client port; node i uses BASE+2(i-1) and the next one "
+                              "for the quorum (default 19092)")
+    cluster.set_defaults(run=run)
+
+
+def _odradek() -> list[str]:
+    return [sys.executable, "-m", "odradek"]
+
+
+def write_configs(base: Path, nodes: int, base_port: int) -> list[Path]:
+    voters = ",".join(f"{i}@127.0.0.1:{base_port + 2 * (i - 1) + 1}"
+                      for i in range(1, nodes + 1))
+    files = []
+    for i in range(1, nodes + 1):
+        client, quorum = base_port + 2 * (i - 1), base_port + 2 * (i - 1) + 1
+        node_dir = base / f"node{i}"
+        node_dir.mkdir(parents=True, exist_ok=True)
+        path = node_dir / "server.properties"
+        path.write_text("\n".join([
+            "# written by odradek dev cluster",
+            "process.roles=broker,controller", f"node.id={i}",
+            f"controller.quorum.voters={voters}",
+            f"listeners=PLAINTEXT://127.0.0.1:{client},CONTROLLER://127.0.0.1:{quorum}",
+            "controller.listener.names=CONTROLLER",
+            "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            f"log.dirs={(node_dir / 'data').resolve()}",
+        ]) + "\n", encoding="utf-8")
+        files.append(path)
+    return files
+
+
+def _format(files: list[Path]) -> None:
+    if all((f.parent / "data" / "meta.properties").exists() for f in files):
+        return
+    out = subprocess.run([*_odradek(), "storage", "random-uuid"], capture_output=True,
+                         text=True, check=False)
+    if out.returncode:
+        raise CliError(f"cannot make a cluster id: {out.stderr.strip()}")
+    cluster_id = out.stdout.strip()
+    for f in files:
+        done = subprocess.run([*_odradek(), "storage", "format", "-t", cluster_id, "-c", str(f),
+                               "--ignore-formatted"], capture_output=True, text=True, check=False)
+        if done.returncode:
+            raise CliError(done.stderr.strip().removeprefix("odradek: "))
+
+
+def run(args: argparse.Namespace) -> int:
+    if not 1 <= args.nodes <= 9:
+        raise CliError("--nodes must be between 1 and 9")
+    files = write_configs(args.dir, args.nodes, args.base_port)
+    _format(files)
+    procs: list[subprocess.Popen[bytes]] = []
+    stop = False
+
+    def on_signal(signum: int, frame: object) -> None:
+        nonlocal stop
+        stop = True
+
+    signal.signal(signal.SIGTERM, on_signal)
+    try:
+        for i, f in enumerate(files, 1):
+            with open(f.parent / f"node-{i}.log", "ab") as log:
+                procs.append(subprocess.Popen([*_odradek(), "serve", str(f)], stdout=log,
+                                              stderr=subprocess.STDOUT,
+                                              stdin=subprocess.DEVNULL))
+            print(f"node {i}: pid {procs[-1].pid}, log {f.parent / f'node-{i}.log'}",
+                  flush=True)
+        bootstrap = ",".join(f"127.0.0.1:{args.base_port + 2 * i}" for i in range(args.nodes))
+        print(f"bootstrap: {bootstrap}", flush=True)
+        print("Ctrl-C stops the cluster", flush=True)
+        while not stop:
+            dead = [i for i, p in enumerate(procs, 1) if p.poll() is not None]
+            if dead:
+                raise CliError(f"node {dead[0]} exited (see its node-{dead[0]}.log)")
+            time.sleep(0.2)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        for p in procs:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                p.wait(30)
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    print("cluster stopped", flush=True)
+    return 0

@@ -1,0 +1,346 @@
+"""Cluster mode with real processes: a KRaft quorum of ``odradek serve`` nodes,
+configured with Kafka's settings, formatted with ``odradek storage format``,
+used by the three clients as one cluster; kill -9 of the active controller."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from kafka import KafkaAdminClient
+
+from odradek.client.connection import Connection
+from odradek.wire.errors import ErrorCode
+from odradek.wire.messages import vote_request as vq
+from odradek.wire.messages.describe_quorum_request import (
+    DescribeQuorumRequest,
+    PartitionData,
+    TopicData,
+)
+from tests.support.cluster import LocalCluster, wait_for
+
+pytestmark = pytest.mark.timeout(240)
+
+
+def describe_cluster(bootstrap: str) -> dict:  # type: ignore[type-arg]
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=5000)
+    try:
+        result: dict = admin.describe_cluster()  # type: ignore[type-arg]
+        return result
+    finally:
+        admin.close()
+
+
+def ready(cluster: LocalCluster, brokers: int, via: str | None = None) -> dict:  # type: ignore[type-arg]
+    """Wait until a controller is elected and every broker is registered."""
+    def check() -> dict | None:  # type: ignore[type-arg]
+        info = describe_cluster(via or cluster.bootstrap)
+        ok = info["controller_id"] >= 0 and len(info["brokers"]) == brokers
+        return info if ok else None
+    return wait_for(f"{brokers} registered brokers and a controller", check, 60)  # type: ignore[no-any-return]
+
+
+@pytest.fixture
+def combined(tmp_path: Path) -> Iterator[LocalCluster]:
+    cluster = LocalCluster(tmp_path, controllers=3)
+    cluster.format()
+    cluster.start()
+    try:
+        ready(cluster, 3)
+        yield cluster
+    except BaseException:
+        print(cluster.logs())
+        raise
+    finally:
+        cluster.stop()
+
+
+def _leaders_kafka_python(bootstrap: str, topic: str) -> dict[int, int]:
+    from kafka import KafkaConsumer
+
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap)
+    try:
+        consumer.topics()
+        cluster = consumer._client.cluster
+        return {p: cluster.leader_for_partition(_tp(topic, p))
+                for p in cluster.partitions_for_topic(topic) or ()}
+    finally:
+        consumer.close()
+
+
+def _tp(topic: str, p: int):  # type: ignore[no-untyped-def]
+    from kafka.structs import TopicPartition
+
+    return TopicPartition(topic, p)
+
+
+def run_confluent(bootstrap: str, topic: str, n: int) -> tuple[dict[int, int], list[str]]:
+    from confluent_kafka import Consumer, Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, 12, 1)])[topic].result(30)
+    md = wait_for("the topic in metadata", lambda: (
+        m := admin.list_topics(topic, timeout=5)).topics[topic].partitions and m, 20)
+    leaders = {p.id: p.leader for p in md.topics[topic].partitions.values()}
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+    for i in range(n):
+        producer.produce(topic, key=str(i).encode(), value=f"confluent-{i}".encode())
+    assert producer.flush(30) == 0
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{topic}",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer.subscribe([topic])
+    got: list[str] = []
+    deadline = time.monotonic() + 60
+    while len(got) < n and time.monotonic() < deadline:
+        m = consumer.poll(0.5)
+        if m is not None and not m.error():
+            got.append(m.value().decode())
+    consumer.commit(asynchronous=False)
+    committed = consumer.committed(consumer.assignment(), timeout=10)
+    consumer.close()
+    assert sum(tp.offset for tp in committed) == n  # the group's offsets, across brokers
+    return leaders, got
+
+
+def run_kafka_python(bootstrap: str, topic: str, n: int) -> tuple[dict[int, int], list[str]]:
+    from kafka import KafkaConsumer, KafkaProducer
+    from kafka.admin import NewTopic
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=20000)
+    admin.create_topics([NewTopic(topic, 12, 1)])
+    admin.close()
+    leaders = wait_for("12 leaders", lambda: (
+        ls := _leaders_kafka_python(bootstrap, topic)) and len(ls) == 12 and ls, 20)
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    for i in range(n):
+        producer.send(topic, key=str(i).encode(), value=f"kafka-python-{i}".encode())
+    producer.flush(30)
+    producer.close()
+    consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=f"g-{topic}",
+                             auto_offset_reset="earliest", enable_auto_commit=False,
+                             consumer_timeout_ms=2000)
+    got: list[str] = []
+    deadline = time.monotonic() + 60
+    while len(got) < n and time.monotonic() < deadline:
+        for batch in consumer.poll(500).values():
+            got.extend(r.value.decode() for r in batch)
+    consumer.commit()
+    total = sum(consumer.committed(tp) or 0 for tp in consumer.assignment())
+    consumer.close()
+    assert total == n
+    return leaders, got
+
+
+def run_aiokafka(bootstrap: str, topic: str, n: int) -> tuple[dict[int, int], list[str]]:
+    async def go() -> tuple[dict[int, int], list[str]]:
+        from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+        from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
+        admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+        await admin.start()
+        await admin.create_topics([NewTopic(topic, 12, 1)])
+        await admin.close()
+        producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all")
+        await producer.start()
+        for i in range(n):
+            await producer.send(topic, key=str(i).encode(), value=f"aiokafka-{i}".encode())
+        await producer.flush()
+        cluster = producer.client.cluster
+        leaders = {p: cluster.leader_for_partition(_tp(topic, p))
+                   for p in cluster.partitions_for_topic(topic) or ()}
+        await producer.stop()
+        consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=f"g-{topic}",
+                                    auto_offset_reset="earliest", enable_auto_commit=False)
+        await consumer.start()
+        got: list[str] = []
+        deadline = time.monotonic() + 60
+        while len(got) < n and time.monotonic() < deadline:
+            for batch in (await consumer.getmany(timeout_ms=500)).values():
+                got.extend(r.value.decode() for r in batch)
+        await consumer.commit()
+        total = 0
+        for tp in consumer.assignment():
+            total += await consumer.committed(tp) or 0
+        await consumer.stop()
+        assert total == n
+        return leaders, got
+    return asyncio.run(go())
+
+
+@pytest.mark.parametrize("client", ["confluent", "kafka-python", "aiokafka"])
+def test_each_client_uses_three_nodes_as_one_cluster(combined: LocalCluster, client: str) -> None:
+    run = {"confluent": run_confluent, "kafka-python": run_kafka_python,
+           "aiokafka": run_aiokafka}[client]
+    topic = f"t-{client}"
+    n = 60
+    leaders, got = run(combined.bootstrap, topic, n)
+    assert len(leaders) == 12
+    assert set(leaders.values()) == {1, 2, 3}  # every broker leads some partitions
+    assert sorted(got) == sorted(f"{client}-{i}" for i in range(n))
+
+
+def test_killing_the_active_controller_elects_another(combined: LocalCluster) -> None:
+    info = describe_cluster(combined.bootstrap)
+    old = info["controller_id"]
+    combined.kill(old)
+    survivors = ",".join(n.address for n in combined.brokers if n.node_id != old)
+    started = time.monotonic()
+    new = wait_for("a new active controller", lambda: (
+        c := describe_cluster(survivors)["controller_id"]) not in (-1, old) and c, 30)
+    elected_s = time.monotonic() - started
+    assert elected_s < 15, elected_s
+    from kafka.admin import NewTopic
+
+    admin = KafkaAdminClient(bootstrap_servers=survivors, request_timeout_ms=20000)
+    try:
+        admin.create_topics([NewTopic("after-failover", 4, 1)])
+    finally:
+        admin.close()
+    assert new != old
+    combined.start(old)
+    wait_for("the killed node back as a broker", lambda: len(
+        describe_cluster(survivors)["brokers"]) == 3, 60)
+    # The restarted node follows the new leader and has the topic created without it.
+    rejoined = combined.nodes[old].address
+    wait_for("the new topic on the restarted node", lambda: "after-failover" in set(
+        _topics(rejoined)), 30)
+
+
+def _topics(bootstrap: str) -> list[str]:
+    from kafka import KafkaConsumer
+
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap)
+    try:
+        return list(consumer.topics())
+    finally:
+        consumer.close()
+
+
+def _raft_request(address: str, body, api_key: int, version: int):  # type: ignore[no-untyped-def]
+    async def go():  # type: ignore[no-untyped-def]
+        conn = await Connection.open(address, "raft-test")
+        try:
+            return await conn.request(body, version, version)
+        finally:
+            await conn.close()
+    return asyncio.run(go())
+
+
+def test_describe_quorum_and_bad_raft_requests(combined: LocalCluster) -> None:
+    info = describe_cluster(combined.bootstrap)
+    leader = combined.nodes[info["controller_id"]]
+    controller = f"127.0.0.1:{leader.controller_port}"
+    request = DescribeQuorumRequest([TopicData("__cluster_metadata", [PartitionData(0)])])
+    resp = _raft_request(controller, request, 55, 1)
+    part = resp.topics[0].partitions[0]
+    assert part.error_code == 0 and part.leader_id == leader.node_id
+    assert sorted(v.replica_id for v in part.current_voters) == [1, 2, 3]
+    assert part.high_watermark > 0
+    epoch = part.leader_epoch
+    # A vote from another cluster, and one from a node that is not a voter.
+    for cluster_id, candidate, expect in [
+        (str(uuid.uuid4()), 2, ErrorCode.INCONSISTENT_CLUSTER_ID),
+        (combined.cluster_id, 9, ErrorCode.INCONSISTENT_VOTER_SET),
+    ]:
+        vote = vq.VoteRequest(cluster_id, leader.node_id, [vq.TopicData("__cluster_metadata", [
+            vq.PartitionData(0, epoch + 5, candidate, last_offset_epoch=epoch + 4,
+                             last_offset=1 << 40, pre_vote=False)])])
+        answer = _raft_request(controller, vote, 52, 2)
+        code = answer.error_code or answer.topics[0].partitions[0].error_code
+        assert code == expect
+        assert not (answer.topics and answer.topics[0].partitions[0].vote_granted)
+    # Nothing moved: the same leader in the same epoch.
+    after = _raft_request(controller, request, 55, 1).topics[0].partitions[0]
+    assert (after.leader_id, after.leader_epoch) == (leader.node_id, epoch)
+
+
+def test_separate_controllers_and_brokers(tmp_path: Path) -> None:
+    cluster = LocalCluster(tmp_path, controllers=3, brokers=2)
+    cluster.format()
+    cluster.start()
+    try:
+        info = ready(cluster, 2)
+        assert sorted(b["broker_id"] for b in info["brokers"]) == [4, 5]
+        assert info["controller_id"] in (4, 5)  # a broker stands in for the controllers
+        leaders, got = run_kafka_python(cluster.bootstrap, "split-roles", 40)
+        assert set(leaders.values()) == {4, 5}
+        assert sorted(got) == sorted(f"kafka-python-{i}" for i in range(40))
+    except BaseException:
+        print(cluster.logs())
+        raise
+    finally:
+        cluster.stop()
+
+
+def test_a_damaged_quorum_state_stops_the_node_with_one_line(tmp_path: Path) -> None:
+    cluster = LocalCluster(tmp_path, controllers=3)
+    cluster.format()
+    state = cluster.nodes[1].directory / "data" / "__cluster_metadata-0" / "quorum-state"
+    state.parent.mkdir(parents=True, exist_ok=True)
+    state.write_text("{not json")
+    cluster.start(1)
+    proc = cluster.nodes[1].proc
+    assert proc is not None
+    assert proc.wait(30) != 0
+    text = cluster.nodes[1].log_path.read_text()
+    errors = [line for line in text.splitlines() if line.startswith("odradek:")]
+    assert errors and "quorum-state is damaged" in errors[-1], text
+    assert "Traceback" not in text
+
+
+def test_dev_cluster_runs_three_nodes_until_interrupted(tmp_path: Path) -> None:
+    import signal
+    import subprocess
+    import sys
+
+    from tests.support.cluster import free_port
+
+    base = free_port()
+    while True:  # base..base+5 must be free
+        try:
+            import socket
+
+            for p in range(base, base + 6):
+                with socket.socket() as s:
+                    s.bind(("127.0.0.1", p))
+            break
+        except OSError:
+            base = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "odradek", "dev", "cluster", "--nodes", "3",
+         "--dir", str(tmp_path / "dev"), "--base-port", str(base)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        pids, bootstrap = [], ""
+        while not bootstrap:
+            line = proc.stdout.readline()
+            assert line, proc.stderr.read() if proc.stderr else ""
+            if line.startswith("node "):
+                pids.append(int(line.split("pid ")[1].split(",")[0]))
+            if line.startswith("bootstrap: "):
+                bootstrap = line.split(": ", 1)[1].strip()
+        info = wait_for("three brokers", lambda: (i := describe_cluster(bootstrap)) and len(
+            i["brokers"]) == 3 and i, 60)
+        assert info["controller_id"] in (1, 2, 3)
+        out = subprocess.run([sys.executable, "-m", "odradek", "cluster", "describe",
+                              "--bootstrap-server", bootstrap.split(",")[0]],
+                             capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        assert "Quorum: leader" in out.stdout and out.stdout.count("voter") >= 2
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(60) == 0
+        import os
+
+        for pid in pids:  # every node stopped with it
+            with pytest.raises(ProcessLookupError):
+                os.kill(pid, 0)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

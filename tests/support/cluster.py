@@ -1,0 +1,186 @@
+"""A real Odradek cluster on 127.0.0.1: one ``odradek serve FILE`` process per node.
+
+Each node gets a ``server.properties`` written with Kafka's own settings
+(``process.roles``, ``node.id``, ``controller.quorum.voters``, ``listeners``
+with a CONTROLLER listener, ``controller.listener.names``,
+``listener.security.protocol.map``), is formatted with ``odradek storage
+format -t CLUSTER_ID -c FILE`` and started with ``odradek serve FILE``, exactly
+as a user would. Nothing is imported from odradek: the nodes are black boxes.
+
+``LocalCluster(tmp, controllers=3)`` is three combined nodes
+(``broker,controller``); ``LocalCluster(tmp, controllers=3, brokers=2)`` is
+three controller-only nodes (ids 1-3) and two broker-only nodes (ids 4-5).
+:meth:`kill` is ``kill -9``; :meth:`start` restarts a node on its data.
+Each node's stdout and stderr go to ``node-N.log`` in its directory (shown by
+:meth:`logs` when a test fails).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from tests.support.process import serve_command
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@dataclass
+class Node:
+    node_id: int
+    roles: str
+    directory: Path
+    client_port: int | None
+    controller_port: int | None
+    proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def properties(self) -> Path:
+        return self.directory / "server.properties"
+
+    @property
+    def log_path(self) -> Path:
+        return self.directory / f"node-{self.node_id}.log"
+
+    @property
+    def address(self) -> str:
+        assert self.client_port is not None
+        return f"127.0.0.1:{self.client_port}"
+
+    @property
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+
+class LocalCluster:
+    def __init__(self, tmp: Path, controllers: int = 3, brokers: int = 0,
+                 overrides: dict[str, str] | None = None) -> None:
+        self.tmp = tmp
+        combined = brokers == 0
+        self.nodes: dict[int, Node] = {}
+        for i in range(1, controllers + 1):
+            roles = "broker,controller" if combined else "controller"
+            self.nodes[i] = Node(i, roles, tmp / f"node{i}",
+                                 free_port() if combined else None, free_port())
+        for i in range(controllers + 1, controllers + brokers + 1):
+            self.nodes[i] = Node(i, "broker", tmp / f"node{i}", free_port(), None)
+        voters = ",".join(f"{n.node_id}@127.0.0.1:{n.controller_port}"
+                          for n in self.nodes.values() if n.controller_port)
+        self.overrides = {
+            "controller.quorum.election.timeout.ms": "1000",
+            "controller.quorum.fetch.timeout.ms": "2000",
+            **(overrides or {}),
+        }
+        for node in self.nodes.values():
+            node.directory.mkdir(parents=True, exist_ok=True)
+            listeners = []
+            if node.client_port:
+                listeners.append(f"PLAINTEXT://127.0.0.1:{node.client_port}")
+            if node.controller_port:
+                listeners.append(f"CONTROLLER://127.0.0.1:{node.controller_port}")
+            lines = [
+                f"process.roles={node.roles}", f"node.id={node.node_id}",
+                f"controller.quorum.voters={voters}", f"listeners={','.join(listeners)}",
+                "controller.listener.names=CONTROLLER",
+                "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+                f"log.dirs={node.directory / 'data'}",
+                *(f"{k}={v}" for k, v in self.overrides.items()),
+            ]
+            node.properties.write_text("\n".join(lines) + "\n")
+
+    # -- life cycle -------------------------------------------------------------------
+
+    def format(self) -> str:
+        odradek = [*serve_command()[:-1]]
+        cluster_id = subprocess.run([*odradek, "storage", "random-uuid"], check=True,
+                                    capture_output=True, text=True).stdout.strip()
+        for node in self.nodes.values():
+            subprocess.run([*odradek, "storage", "format", "-t", cluster_id, "-c",
+                            str(node.properties)], check=True, capture_output=True)
+        self.cluster_id = cluster_id
+        return cluster_id
+
+    def start(self, node_id: int | None = None) -> None:
+        for node in ([self.nodes[node_id]] if node_id is not None else self.nodes.values()):
+            log = open(node.log_path, "ab")  # noqa: SIM115 (the process owns it)
+            node.proc = subprocess.Popen(
+                [*serve_command(), str(node.properties), "--log-level", "INFO"],
+                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                env={**os.environ, "PYTHONUNBUFFERED": "1"})
+            log.close()
+
+    def kill(self, node_id: int) -> None:
+        node = self.nodes[node_id]
+        if node.proc is not None and node.proc.poll() is None:
+            node.proc.send_signal(signal.SIGKILL)
+            node.proc.wait(10)
+
+    def terminate(self, node_id: int, timeout_s: float = 20.0) -> int | None:
+        node = self.nodes[node_id]
+        if node.proc is None:
+            return None
+        if node.proc.poll() is None:
+            node.proc.send_signal(signal.SIGTERM)
+            try:
+                return node.proc.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                node.proc.kill()
+                node.proc.wait(10)
+        return node.proc.returncode
+
+    def stop(self) -> None:
+        for node in self.nodes.values():
+            if node.proc is not None and node.proc.poll() is None:
+                node.proc.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + 20
+        for node in self.nodes.values():
+            if node.proc is not None:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    node.proc.wait(max(0.1, deadline - time.monotonic()))
+                if node.proc.poll() is None:
+                    node.proc.kill()
+                    node.proc.wait(10)
+
+    # -- views ------------------------------------------------------------------------
+
+    @property
+    def brokers(self) -> list[Node]:
+        return [n for n in self.nodes.values() if "broker" in n.roles]
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(n.address for n in self.brokers)
+
+    def logs(self) -> str:
+        out = []
+        for node in self.nodes.values():
+            text = node.log_path.read_text(errors="replace") if node.log_path.exists() else ""
+            out.append(f"--- node {node.node_id} ---\n" + "\n".join(text.splitlines()[-40:]))
+        return "\n".join(out)
+
+
+def wait_for(what: str, check, timeout_s: float, interval_s: float = 0.1):  # type: ignore[no-untyped-def]
+    """Poll ``check()`` until it returns a truthy value, or fail naming ``what``."""
+    deadline = time.monotonic() + timeout_s
+    last_error: Exception | None = None
+    while time.monotonic() < deadline:
+        try:
+            value = check()
+            if value:
+                return value
+        except Exception as exc:  # the cluster may be between states
+            last_error = exc
+        time.sleep(interval_s)
+    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}"
+                         + (f" (last error: {last_error})" if last_error else ""))
