@@ -344,3 +344,66 @@ def test_dev_cluster_runs_three_nodes_until_interrupted(tmp_path: Path) -> None:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def _leaders(bootstrap: str, topic: str) -> dict[int, int]:
+    from confluent_kafka.admin import AdminClient
+
+    md = AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic, timeout=5)
+    return {p.id: p.leader for p in md.topics[topic].partitions.values()}
+
+
+def test_a_killed_broker_is_fenced_after_its_session_and_rejoins(tmp_path: Path) -> None:
+    cluster = LocalCluster(tmp_path, controllers=3, overrides={
+        "broker.session.timeout.ms": "4000", "broker.heartbeat.interval.ms": "1000"})
+    cluster.format()
+    cluster.start()
+    try:
+        info = ready(cluster, 3)
+        victim = next(n for n in (1, 2, 3) if n != info["controller_id"])
+        from confluent_kafka.admin import AdminClient, NewTopic
+
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+        admin.create_topics([NewTopic("fenced", 6, 1)])["fenced"].result(30)
+        before = wait_for("leaders", lambda: (ls := _leaders(cluster.bootstrap, "fenced"))
+                          and -1 not in ls.values() and ls, 20)
+        owned = {p for p, leader in before.items() if leader == victim}
+        assert owned
+        cluster.kill(victim)
+        others = ",".join(n.address for n in cluster.brokers if n.node_id != victim)
+        killed_at = time.monotonic()
+        # RF=1: its partitions go offline (leader -1), the others keep theirs.
+        after = wait_for("the victim's partitions offline", lambda: (
+            ls := _leaders(others, "fenced")) and all(ls[p] == -1 for p in owned) and ls, 30)
+        fenced_s = time.monotonic() - killed_at
+        assert fenced_s >= 3.0, fenced_s  # not before its session timeout (4 s, less polling)
+        assert all(after[p] == before[p] for p in before if p not in owned)
+        wait_for("two live brokers", lambda: len(describe_cluster(others)["brokers"]) == 2, 20)
+        cluster.start(victim)
+        wait_for("the victim back as leader of its partitions", lambda: _leaders(
+            others, "fenced") == before, 60)
+    except BaseException:
+        print(cluster.logs())
+        raise
+    finally:
+        cluster.stop()
+
+
+def test_sigterm_is_a_controlled_shutdown(tmp_path: Path) -> None:
+    cluster = LocalCluster(tmp_path, controllers=3, overrides={
+        "broker.session.timeout.ms": "30000"})
+    cluster.format()
+    cluster.start()
+    try:
+        info = ready(cluster, 3)
+        victim = next(n for n in (1, 2, 3) if n != info["controller_id"])
+        others = ",".join(n.address for n in cluster.brokers if n.node_id != victim)
+        assert cluster.terminate(victim) == 0
+        # Fenced at once, long before the 30 s session would have run out.
+        wait_for("the stopped broker gone from the cluster", lambda: len(
+            describe_cluster(others)["brokers"]) == 2, 10)
+    except BaseException:
+        print(cluster.logs())
+        raise
+    finally:
+        cluster.stop()

@@ -10,6 +10,7 @@ import contextlib
 import logging
 import posixpath
 
+from odradek.broker.cluster_control import Sessions, heartbeat_forever, send_heartbeat
 from odradek.broker.config import BrokerConfig
 from odradek.broker.groups import GroupRuntime
 from odradek.broker.journal import LogJournal
@@ -40,6 +41,7 @@ class BrokerApp:
         self.state: BrokerState | None = None
         self.server: KafkaServer | None = None
         self._registering: asyncio.Task[None] | None = None
+        self._background: list[asyncio.Task[None]] = []
 
     async def start(self) -> None:
         try:
@@ -76,7 +78,10 @@ class BrokerApp:
         await self.server.start()
         if self.state.quorum is not None:
             self.state.quorum.start()
-            self._registering = asyncio.get_running_loop().create_task(self._join())
+            loop = asyncio.get_running_loop()
+            self.state.sessions = Sessions(self.state)
+            self._background.append(loop.create_task(self.state.sessions.run()))
+            self._registering = loop.create_task(self._join())
         log.info("odradek broker %d listening on %s", self.state.node_id,
                  ", ".join(f"{a.host}:{a.port}" for a in self.state.advertised))
 
@@ -100,6 +105,8 @@ class BrokerApp:
         if "broker" not in self.config.process_roles():
             return  # a controller-only node serves no partitions and no groups
         await state.register()
+        self._background.append(asyncio.get_running_loop().create_task(
+            heartbeat_forever(state)))
         state.groups.start()
         state.txns.start()
         log.info("node %d registered with controller %d", state.node_id, state.controller_id)
@@ -126,7 +133,17 @@ class BrokerApp:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._registering
             self._registering = None
+        for task in self._background:
+            task.cancel()
+        for task in self._background:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        self._background.clear()
         if self.state is not None and self.state.quorum is not None:
+            if "broker" in self.config.process_roles():
+                # Controlled shutdown: the controller fences this broker first.
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(send_heartbeat(self.state, want_shut_down=True), 5)
             await self.state.quorum.resign()
         if self.server is not None:
             await self.server.stop()

@@ -31,8 +31,10 @@ from odradek.metadata import controller
 from odradek.metadata.image import Endpoint, MetadataImage
 
 if TYPE_CHECKING:
+    from odradek.broker.cluster_control import Sessions
     from odradek.broker.controller_channel import ControllerChannel
     from odradek.broker.groups import GroupRuntime
+    from odradek.broker.partitions import Partition
     from odradek.broker.quorum import QuorumDriver
     from odradek.broker.transactions import TxnRuntime
 
@@ -109,6 +111,8 @@ class BrokerState:
     """The transaction coordinator's shell, set once the broker starts serving."""
     quotas: QuotaManager | None = None
     """Client quota sensors (set by :meth:`open`)."""
+    sessions: Sessions | None = None
+    """Cluster mode: broker heartbeats as the active controller sees them."""
     channel: ControllerChannel | None = None
     """Cluster mode: requests to the active controller."""
     quorum: QuorumDriver | None = None
@@ -232,6 +236,16 @@ class BrokerState:
                 pass
             await asyncio.sleep(0.1)
         raise NotControllerError(self.controller_id)
+
+    def serving(self, topic: str, index: int) -> Partition | None:
+        """The partition if this broker leads it (cluster mode: a partition whose
+        broker was fenced, or that moved, is not served even if its log is here)."""
+        part = self.partitions.get(topic, index)
+        if part is None or self.quorum is None:
+            return part
+        t = self.image.topics.get(topic)
+        p = t.partitions.get(index) if t is not None else None
+        return part if p is not None and p.leader == self.node_id else None
 
     def missing_partition_error(self, topic: str, index: int) -> int:
         """The error for a partition this node does not host: NOT_LEADER_OR_FOLLOWER

@@ -17,6 +17,8 @@ from odradek.metadata.image import TOPIC_RESOURCE, Endpoint, MetadataImage
 from odradek.metadata.topic_configs import validate_topic_config
 from odradek.wire.errors import ErrorCode
 from odradek.wire.internal.config_record import ConfigRecord
+from odradek.wire.internal.fence_broker_record import FenceBrokerRecord
+from odradek.wire.internal.partition_change_record import PartitionChangeRecord
 from odradek.wire.internal.partition_record import PartitionRecord
 from odradek.wire.internal.producer_ids_record import ProducerIdsRecord
 from odradek.wire.internal.register_broker_record import BrokerEndpoint, RegisterBrokerRecord
@@ -97,17 +99,17 @@ def create_topic(
             ErrorCode.INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0."
         )
     live_brokers = image.live_brokers() or 1
-    if rf > 1 and live_brokers > 1:
-        return Outcome.fail(
-            ErrorCode.INVALID_REPLICATION_FACTOR,
-            f"Replication factor {rf} is not served yet: this Odradek cluster keeps each "
-            f"partition on one broker (replicated partitions come in a later release).",
-        )
     if rf > live_brokers:
         return Outcome.fail(
             ErrorCode.INVALID_REPLICATION_FACTOR,
             f"Unable to replicate the partition {rf} time(s): The target replication factor "
             f"of {rf} cannot be reached because only {live_brokers} broker(s) are registered.",
+        )
+    if rf > 1:
+        return Outcome.fail(
+            ErrorCode.INVALID_REPLICATION_FACTOR,
+            f"Replication factor {rf} is not served yet: this Odradek cluster keeps each "
+            f"partition on one broker (replicated partitions come in a later release).",
         )
     for key, value in configs.items():
         problem = validate_topic_config(key, value)
@@ -219,7 +221,36 @@ def register_broker(
                     for e in endpoints],
         rack=rack, fenced=True,
     )
-    return Outcome(records=[register, UnfenceBrokerRecord(id=node_id, epoch=epoch)])
+    records: list[Any] = [register, UnfenceBrokerRecord(id=node_id, epoch=epoch)]
+    # Partitions left without a leader while this broker was away lead again here
+    # (one replica each today: nothing else could take them).
+    for topic in image.topics.values():
+        for p in topic.partitions.values():
+            if p.leader == -1 and node_id in p.replicas:
+                records.append(PartitionChangeRecord(partition_id=p.partition,
+                                                     topic_id=topic.topic_id, leader=node_id))
+    return Outcome(records=records)
+
+
+def fence_broker(image: MetadataImage, node_id: int) -> Outcome:
+    """Fence a broker that missed its heartbeats (or asked to shut down): its
+    partitions move to another live in-sync replica, or are left without a
+    leader (-1, clients see LEADER_NOT_AVAILABLE) when it was the only one,
+    as Kafka does with unclean election off. Nothing to do if already fenced."""
+    broker = image.brokers.get(node_id)
+    if broker is None or broker.fenced:
+        return Outcome()
+    live = {b.node_id for b in image.brokers.values() if not b.fenced and b.node_id != node_id}
+    records: list[Any] = [FenceBrokerRecord(id=node_id, epoch=broker.epoch)]
+    for topic in image.topics.values():
+        for p in topic.partitions.values():
+            if p.leader != node_id:
+                continue
+            others = [r for r in p.isr if r in live]
+            records.append(PartitionChangeRecord(partition_id=p.partition,
+                                                 topic_id=topic.topic_id,
+                                                 leader=others[0] if others else -1))
+    return Outcome(records=records)
 
 
 PRODUCER_ID_BLOCK = 1000

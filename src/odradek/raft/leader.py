@@ -28,6 +28,9 @@ class ReplicaProgress:
     acknowledged: bool = False
     """Has fetched (or answered BeginQuorumEpoch) in this epoch."""
     begin_sent_ms: int = -1
+    sent_high_watermark: int = -1
+    """The high watermark in the last Fetch answer to this replica: a fetch is
+    parked as a long poll only if the replica already knows the current one."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -447,7 +447,9 @@ class RaftNode:
         assert self.leader_state is not None
         self.leader_state.record_fetch(req.src, req.fetch_offset, self.log.end_offset, now_ms)
         self._leader_progress(now_ms)
-        if req.fetch_offset >= self.log.end_offset and self.config.fetch_max_wait_ms > 0:
+        known_hw = self.leader_state.progress[req.src].sent_high_watermark
+        if (req.fetch_offset >= self.log.end_offset and self.config.fetch_max_wait_ms > 0
+                and known_hw >= self.high_watermark):
             self._parked[req.src] = (req, now_ms + self.config.fetch_max_wait_ms)
         else:
             self._answer_fetch(req, now_ms)
@@ -480,6 +482,8 @@ class RaftNode:
         entries = self.log.read(req.fetch_offset, self.config.max_fetch_entries)
         if entries and entries[0].offset != req.fetch_offset:
             entries = []  # not a boundary of our log: the next fetch diverges
+        if self.leader_state is not None and req.src in self.leader_state.progress:
+            self.leader_state.progress[req.src].sent_high_watermark = self.high_watermark
         self.outbox.append(FetchResponse(self.node_id, req.src, self.epoch, self.node_id,
                                          req.fetch_offset, self.high_watermark, tuple(entries)))
 

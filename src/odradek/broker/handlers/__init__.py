@@ -40,6 +40,7 @@ import odradek.broker.handlers.k59_fetch_snapshot
 import odradek.broker.handlers.k60_describe_cluster
 import odradek.broker.handlers.k61_describe_producers
 import odradek.broker.handlers.k62_broker_registration
+import odradek.broker.handlers.k63_broker_heartbeat
 import odradek.broker.handlers.k65_describe_transactions
 import odradek.broker.handlers.k66_list_transactions
 import odradek.broker.handlers.k67_allocate_producer_ids

@@ -138,7 +138,7 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
     for topic in request.topic_data:
         parts = []
         for pdata in topic.partition_data:
-            part = state.partitions.get(topic.name, pdata.index)
+            part = state.serving(topic.name, pdata.index)
             if topic.name in INTERNAL_TOPICS:
                 # Only the coordinators write there (Kafka: "Cannot append to
                 # internal topic").

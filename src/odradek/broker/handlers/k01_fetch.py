@@ -105,7 +105,7 @@ def _collect(
                 continue
             name = found
         for preq in topic.partitions:
-            part = state.partitions.get(name, preq.partition)
+            part = state.serving(name, preq.partition)
             if part is None:
                 out.append(PartitionData(
                     partition_index=preq.partition,

@@ -46,7 +46,7 @@ def _lookup(
     ctx: RequestContext, topic: str, req: ListOffsetsPartition, isolation: int
 ) -> ListOffsetsPartitionResponse:
     resp = ListOffsetsPartitionResponse(partition_index=req.partition_index, error_code=0)
-    part = ctx.broker.partitions.get(topic, req.partition_index)
+    part = ctx.broker.serving(topic, req.partition_index)
     if part is None:
         resp.error_code = ctx.broker.missing_partition_error(topic, req.partition_index)
         return resp

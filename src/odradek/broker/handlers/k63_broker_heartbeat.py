@@ -1,0 +1,39 @@
+"""BrokerHeartbeat (key 63), versions 0–1.
+
+Behaviour: the active controller notes the broker alive (broker/cluster_control.py);
+an unknown broker gets BROKER_ID_NOT_REGISTERED, an old broker epoch
+STALE_BROKER_EPOCH, a node that is not the active controller NOT_CONTROLLER.
+``WantShutDown`` fences the broker at once (controlled shutdown) and answers
+``ShouldShutDown``. ``IsCaughtUp`` is true once the broker has applied the
+metadata log up to its own registration.
+"""
+
+from __future__ import annotations
+
+from odradek.broker.context import RequestContext
+from odradek.broker.registry import handler
+from odradek.wire.errors import ErrorCode
+from odradek.wire.messages.broker_heartbeat_request import BrokerHeartbeatRequest
+from odradek.wire.messages.broker_heartbeat_response import BrokerHeartbeatResponse
+
+
+@handler(63, (0, 1))
+async def handle(ctx: RequestContext, request: BrokerHeartbeatRequest,
+                 ) -> BrokerHeartbeatResponse:
+    state = ctx.broker
+    quorum, sessions = state.quorum, state.sessions
+    if quorum is None or sessions is None:
+        return BrokerHeartbeatResponse(error_code=ErrorCode.INVALID_REQUEST)
+    if not quorum.is_leader:
+        return BrokerHeartbeatResponse(error_code=ErrorCode.NOT_CONTROLLER)
+    broker = state.image.brokers.get(request.broker_id)
+    if broker is None:
+        return BrokerHeartbeatResponse(error_code=ErrorCode.BROKER_ID_NOT_REGISTERED)
+    if request.broker_epoch != broker.epoch:
+        return BrokerHeartbeatResponse(error_code=ErrorCode.STALE_BROKER_EPOCH)
+    sessions.heard(request.broker_id)
+    if request.want_shut_down:
+        await sessions.fence(request.broker_id)
+        return BrokerHeartbeatResponse(is_caught_up=True, is_fenced=True,
+                                       should_shut_down=True)
+    return BrokerHeartbeatResponse(is_caught_up=True, is_fenced=broker.fenced)
