@@ -407,3 +407,57 @@ def test_sigterm_is_a_controlled_shutdown(tmp_path: Path) -> None:
         raise
     finally:
         cluster.stop()
+
+
+def test_a_node_behind_the_snapshot_catches_up_and_keeps_its_data(tmp_path: Path) -> None:
+    """Snapshots every ~2 KiB of metadata: a node down while many topics are
+    created restarts behind the leader's log start, installs the leader's
+    snapshot (FetchSnapshot) and serves its own partitions' data again."""
+    cluster = LocalCluster(tmp_path, controllers=3, overrides={
+        "metadata.log.max.record.bytes.between.snapshots": "2048",
+        "broker.session.timeout.ms": "4000", "broker.heartbeat.interval.ms": "1000"})
+    cluster.format()
+    cluster.start()
+    try:
+        info = ready(cluster, 3)
+        victim = next(n for n in (1, 2, 3) if n != info["controller_id"])
+        from confluent_kafka import Consumer, Producer, TopicPartition
+        from confluent_kafka.admin import AdminClient, NewTopic
+
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+        admin.create_topics([NewTopic("kept", 3, 1)])["kept"].result(30)
+        producer = Producer({"bootstrap.servers": cluster.bootstrap})
+        for i in range(30):
+            producer.produce("kept", key=str(i).encode(), value=f"v{i}".encode())
+        assert producer.flush(30) == 0
+        leaders = _leaders(cluster.bootstrap, "kept")
+        cluster.kill(victim)
+        others = ",".join(n.address for n in cluster.brokers if n.node_id != victim)
+        admin = AdminClient({"bootstrap.servers": others})
+        for i in range(40):
+            admin.create_topics([NewTopic(f"more-{i}", 1, 1)])[f"more-{i}"].result(30)
+        snapshots = list((cluster.nodes[info["controller_id"]].directory / "data"
+                          / "__cluster_metadata-0").glob("*.checkpoint"))
+        assert snapshots, "the leader took no snapshot"
+        cluster.start(victim)
+        wait_for("the victim's partitions led again", lambda: _leaders(
+            others, "kept") == leaders, 60)
+        mine = cluster.nodes[victim].address
+        wait_for("all topics on the restarted node", lambda: {
+            f"more-{i}" for i in range(40)} <= set(_topics(mine)), 30)
+        consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "snap",
+                             "auto.offset.reset": "earliest"})
+        consumer.assign([TopicPartition("kept", p, 0) for p in range(3)])
+        got: set[bytes] = set()
+        deadline = time.monotonic() + 30
+        while len(got) < 30 and time.monotonic() < deadline:
+            m = consumer.poll(0.5)
+            if m is not None and not m.error():
+                got.add(m.value())
+        consumer.close()
+        assert got == {f"v{i}".encode() for i in range(30)}  # nothing lost or moved aside
+    except BaseException:
+        print(cluster.logs())
+        raise
+    finally:
+        cluster.stop()

@@ -65,6 +65,7 @@ class BrokerApp:
         self.state = BrokerState.open(self.config, self.journal, self.partitions, self.clock,
                                       self.ids)
         if cluster:
+            self.state.metadata_ready = False
             self.state.quorum = self._quorum(fs, self.state)
         self.partitions.start_housekeeping()
         self.state.groups = GroupRuntime(self.state, self.partitions, self.config, self.clock)
@@ -104,7 +105,12 @@ class BrokerApp:
         assert state is not None and state.groups is not None and state.txns is not None
         if "broker" not in self.config.process_roles():
             return  # a controller-only node serves no partitions and no groups
+        assert state.quorum is not None
+        await state.quorum.wait_ready()
         await state.register()
+        while (b := state.image.brokers.get(state.node_id)) is None or (
+                b.incarnation_id != state.incarnation):  # our registration, applied here
+            await asyncio.sleep(0.02)
         self._background.append(asyncio.get_running_loop().create_task(
             heartbeat_forever(state)))
         state.groups.start()
@@ -125,7 +131,9 @@ class BrokerApp:
         return QuorumDriver(
             config.node_id, voters, state.cluster_id, FileRaftLog(fs, directory),
             FileQuorumStateStore(fs, directory), raft_config, self.clock,
-            state.apply_entry, state.restore_snapshot)
+            state.apply_entry, state.restore_snapshot, state.on_metadata_ready,
+            state.snapshot_payload,
+            config.get_int("metadata.log.max.record.bytes.between.snapshots"))
 
     async def stop(self) -> None:
         if self._registering is not None:

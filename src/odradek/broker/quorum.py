@@ -60,6 +60,8 @@ class QuorumDriver:
         self, node_id: int, voters: dict[int, tuple[str, int]], cluster_id: str,
         raft_log: RaftLog, store: QuorumStateStore, config: RaftConfig, clock: Clock,
         apply: Callable[[int, list[bytes]], None], restore: Callable[[bytes], None],
+        on_ready: Callable[[], None] | None = None,
+        snapshot: Callable[[], bytes] | None = None, snapshot_bytes: int = 20 << 20,
     ) -> None:
         self.node_id = node_id
         self.voters = voters
@@ -69,6 +71,15 @@ class QuorumDriver:
         self.clock = clock
         self._apply = apply
         self._restore = restore
+        self._on_ready = on_ready
+        self._snapshot = snapshot
+        self.snapshot_bytes = snapshot_bytes
+        """Take a snapshot once this many record bytes were applied since the last
+        (``metadata.log.max.record.bytes.between.snapshots``)."""
+        self._since_snapshot = 0
+        self.ready = False
+        """Caught up: everything committed when the leader was first heard is applied."""
+        self._ready_event = asyncio.Event()
         self._wall_offset = clock.now_ms() - clock.monotonic_ms()
         self.raft = RaftNode(node_id, frozenset(voters), raft_log, store, random.Random(),
                              config, clock.monotonic_ms())
@@ -187,11 +198,30 @@ class QuorumDriver:
                     break
                 if not entry.control:
                     self._apply(entry.offset, list(entry.records))
+                    self._since_snapshot += sum(map(len, entry.records))
                 self.applied = entry.end
                 progressed = True
             if not progressed:
                 break
+        if not self.ready and self.raft.hw_from_leader and self.applied >= hw:
+            self.ready = True
+            self._ready_event.set()
+            if self._on_ready is not None:
+                self._on_ready()
+        due = self._since_snapshot >= self.snapshot_bytes
+        if self.ready and due and self._snapshot is not None and (
+                self.applied > self.log.start_offset):
+            # Every node snapshots its own image; the log before it is dropped, and
+            # a follower behind it catches up with FetchSnapshot.
+            self.log.take_snapshot(self.applied, self._snapshot())
+            self._since_snapshot = 0
+            log.info("quorum: node %d took a metadata snapshot at offset %d", self.node_id,
+                     self.applied)
         self._settle_commits()
+
+    async def wait_ready(self) -> None:
+        """Until the metadata log is applied up to the high watermark a leader gave."""
+        await self._ready_event.wait()
 
     def _settle_commits(self) -> None:
         keep = []
@@ -258,7 +288,7 @@ class QuorumDriver:
             return self._refusal(api_key, ErrorCode.INCONSISTENT_CLUSTER_ID)
         try:
             core = qw.request_from_kafka(api_key, request, self.node_id)
-        except ValueError:
+        except (ValueError, AttributeError, StopIteration):
             return self._refusal(api_key, ErrorCode.INVALID_REQUEST)
         kind = _ANSWER_TO[type(core)]
         old = self._answers.pop((core.src, kind), None)

@@ -94,11 +94,14 @@ def _only(topics: list[Any], name_attr: str, parts_attr: str) -> Any:
     if len(topics) != 1 or getattr(topics[0], name_attr) != METADATA_TOPIC:
         raise ValueError(f"expected exactly the {METADATA_TOPIC} topic")
     parts = getattr(topics[0], parts_attr)
-    index_attr = "index" if name_attr == "name" else (
-        "partition" if name_attr == "topic" else "partition_index")
-    if len(parts) != 1 or getattr(parts[0], index_attr) != 0:
+    if len(parts) != 1:
         raise ValueError(f"expected exactly partition {METADATA_TOPIC}-0")
-    return parts[0]
+    part = parts[0]
+    index = next(getattr(part, a) for a in ("partition_index", "partition", "index")
+                 if hasattr(part, a))
+    if index != 0:
+        raise ValueError(f"expected exactly partition {METADATA_TOPIC}-0")
+    return part
 
 
 def response_to_kafka(msg: Any, now_ms: int) -> Any:
@@ -126,7 +129,7 @@ def response_to_kafka(msg: Any, now_ms: int) -> Any:
     if isinstance(msg, rm.FetchSnapshotResponse):
         snap = msg.snapshot
         spart = sr.PartitionSnapshot(0, msg.error, current_leader=sr.LeaderIdAndEpoch(
-            msg.leader_id, msg.epoch))
+            msg.leader_id, msg.epoch), unaligned_records=b"")
         if snap is not None:
             spart.snapshot_id = sr.SnapshotId(snap.end_offset, snap.epoch)
             spart.size = len(snap.payload)
@@ -171,9 +174,9 @@ def response_from_kafka(api_key: int, resp: Any, request: Any) -> Any:
         if p is None:
             return rm.FetchSnapshotResponse(src, dst, -1, -1, error=resp.error_code or 42)
         snap = None
-        if not p.error_code and p.unaligned_records is not None:
+        if not p.error_code and not resp.error_code:
             snap = Snapshot(p.snapshot_id.end_offset, p.snapshot_id.epoch,
-                            bytes(p.unaligned_records))
+                            bytes(p.unaligned_records or b""))
         return rm.FetchSnapshotResponse(src, dst, p.current_leader.leader_epoch,
                                         p.current_leader.leader_id, snap,
                                         resp.error_code or p.error_code)

@@ -115,6 +115,10 @@ class BrokerState:
     """Cluster mode: broker heartbeats as the active controller sees them."""
     channel: ControllerChannel | None = None
     """Cluster mode: requests to the active controller."""
+    incarnation: uuid.UUID | None = None
+    """This process's registration (a new one at each start)."""
+    metadata_ready: bool = True
+    """False on a cluster node until its image has caught up with the quorum."""
     quorum: QuorumDriver | None = None
     """Cluster mode: the Raft quorum the metadata log lives in (None: single node,
     metadata in the local journal)."""
@@ -137,10 +141,12 @@ class BrokerState:
             image.replay(record)
             replayed += 1
         cluster_id = config.get("cluster.id") or _cluster_id_from(config)
-        if not replayed and not config.is_cluster:
-            # (A cluster node rebuilds its image from the quorum once it runs.)
-            _refuse_orphaned_partitions(config, partitions)
-        partitions.reconcile(image, remove=False)
+        if not config.is_cluster:
+            if not replayed:
+                _refuse_orphaned_partitions(config, partitions)
+            partitions.reconcile(image, remove=False)
+        # A cluster node opens no partition until its image has caught up with the
+        # quorum (metadata_ready): an image still being replayed would disown them.
         state = cls(config, journal, cluster_id, clock or SystemClock(), image, [], partitions,
                     ids or RandomIds())
         state.quotas = QuotaManager(
@@ -156,7 +162,7 @@ class BrokerState:
         """Register this broker's advertised listeners (at start-up, before serving;
         in cluster mode with the active controller, retrying until it answers)."""
         endpoints = [Endpoint(a.name, a.host, a.port) for a in self.advertised]
-        incarnation = self.ids.uuid()
+        incarnation = self.incarnation = self.ids.uuid()
         if self.quorum is not None:
             await self._register_with_controller(endpoints, incarnation)
             return
@@ -315,7 +321,15 @@ class BrokerState:
         """Replay one committed entry of the quorum's metadata log (cluster mode)."""
         for value in values:
             self.image.replay(decode_record(value))
-        self.partitions.reconcile(self.image)
+        if self.metadata_ready:
+            self.partitions.reconcile(self.image)
+
+    def on_metadata_ready(self) -> None:
+        """The image has caught up with the quorum: open this broker's partitions.
+        Directories the image does not know are moved aside as ``-stray``, never
+        deleted (as at a single node's start)."""
+        self.metadata_ready = True
+        self.partitions.reconcile(self.image, remove=False)
 
     def restore_snapshot(self, payload: bytes) -> None:
         """Start over from a metadata snapshot: the image's records, framed as entries."""
@@ -325,7 +339,22 @@ class BrokerState:
         for entry in decode_entries(payload):
             for value in entry.records:
                 self.image.replay(decode_record(value))
-        self.partitions.reconcile(self.image)
+        if self.metadata_ready:
+            self.partitions.reconcile(self.image)
+
+    def snapshot_payload(self) -> bytes:
+        """The image as a metadata snapshot (its records, as batches)."""
+        from odradek.raft.codec import encode_entries
+        from odradek.raft.log import Entry
+
+        records = tuple(encode_record(r) for r in self.image.to_records())
+        chunks = [records[i:i + 500] for i in range(0, len(records), 500)] or [()]
+        entries, offset = [], 0
+        for chunk in chunks:
+            if chunk:
+                entries.append(Entry(offset, 0, chunk))
+                offset += len(chunk)
+        return encode_entries(entries, self.clock.now_ms()) if entries else b""
 
     def commit(self, records: list[Any]) -> None:
         """Journal and replay ``records`` now (start-up, and :meth:`write`)."""

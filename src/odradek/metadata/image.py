@@ -139,6 +139,44 @@ class MetadataImage:
             name = self.by_id.pop(record.topic_id)
             del self.topics[name]
 
+    def to_records(self) -> list[Any]:
+        """Records whose replay into an empty image rebuilds this one (a metadata
+        snapshot): brokers, configs, topics with their partitions, quotas and the
+        producer-id high mark. Partition and leader epochs are kept as they are."""
+        from odradek.wire.internal.client_quota_record import EntityData
+        from odradek.wire.internal.register_broker_record import BrokerEndpoint
+
+        out: list[Any] = []
+        for b in self.brokers.values():
+            out.append(RegisterBrokerRecord(
+                broker_id=b.node_id, incarnation_id=b.incarnation_id, broker_epoch=b.epoch,
+                end_points=[BrokerEndpoint(e.listener, e.host, e.port, e.security_protocol)
+                            for e in b.endpoints],
+                rack=b.rack, fenced=b.fenced))
+        for key, value in sorted(self.broker_configs.items()):
+            out.append(ConfigRecord(BROKER_RESOURCE, "", key, value))
+        for name, pending in sorted(self.pending_configs.items()):
+            out.extend(ConfigRecord(TOPIC_RESOURCE, name, k, v) for k, v in sorted(pending.items()))
+        for t in self.topics.values():
+            out.extend(ConfigRecord(TOPIC_RESOURCE, t.name, k, v)
+                       for k, v in sorted(t.configs.items()))
+            out.append(TopicRecord(name=t.name, topic_id=t.topic_id))
+            for p in t.partitions.values():
+                out.append(PartitionRecord(
+                    partition_id=p.partition, topic_id=t.topic_id, replicas=list(p.replicas),
+                    isr=list(p.isr), removing_replicas=[], adding_replicas=[], leader=p.leader,
+                    leader_recovery_state=0, leader_epoch=p.leader_epoch,
+                    partition_epoch=p.partition_epoch))
+        for entity, values in self.client_quotas.items():
+            for quota_key, quota in sorted(values.items()):
+                out.append(ClientQuotaRecord(
+                    entity=[EntityData(etype, ename) for etype, ename in entity],
+                    key=quota_key, value=quota))
+        if self.next_producer_id:
+            out.append(ProducerIdsRecord(broker_id=-1, broker_epoch=-1,
+                                         next_producer_id=self.next_producer_id))
+        return out
+
     def _replay_config(self, record: ConfigRecord) -> None:
         if record.resource_type == BROKER_RESOURCE:
             target = self.broker_configs

@@ -104,6 +104,9 @@ class RaftNode:
         self.config = config
         self.outbox: list[Message] = []
         self.high_watermark = log.start_offset
+        self.hw_from_leader = False
+        """Has this node learned a high watermark from a leader (its own, once it
+        leads) since it started? Until then its log's committed part is unknown."""
         self.leader_state: LeaderState | None = None
         self._granted: set[int] = set()
         self._rejected: set[int] = set()
@@ -421,6 +424,7 @@ class RaftNode:
         hw = state.new_high_watermark(self.log.flushed_offset, self.high_watermark)
         if hw is not None:
             self.high_watermark = hw
+            self.hw_from_leader = True
         for replica, (req, _) in list(self._parked.items()):
             if hw is not None or self.log.end_offset > req.fetch_offset:
                 del self._parked[replica]
@@ -596,6 +600,8 @@ class RaftNode:
             hw = min(resp.high_watermark, self.log.end_offset)
             if hw > self.high_watermark:
                 self.high_watermark = hw
+            if resp.high_watermark >= 0:
+                self.hw_from_leader = True
 
     def _truncate(self, epoch: int, end_offset: int) -> None:
         _, own_end = self.log.end_offset_for_epoch(epoch)
