@@ -254,9 +254,29 @@ def test_describe_quorum_and_bad_raft_requests(combined: LocalCluster) -> None:
         code = answer.error_code or answer.topics[0].partitions[0].error_code
         assert code == expect
         assert not (answer.topics and answer.topics[0].partitions[0].vote_granted)
-    # Nothing moved: the same leader in the same epoch.
+    # Broker registration and heartbeats from strangers, and a stale metadata fetch.
+    from odradek.wire.messages import broker_heartbeat_request as hb
+    from odradek.wire.messages import broker_registration_request as br
+    from odradek.wire.messages import fetch_request as fq
+
+    reg = br.BrokerRegistrationRequest(broker_id=7, cluster_id="another-cluster",
+                                       incarnation_id=uuid.uuid4(),
+                                       listeners=[br.Listener("PLAINTEXT", "h", 1, 0)])
+    assert _raft_request(controller, reg, 62, 2).error_code == ErrorCode.INCONSISTENT_CLUSTER_ID
+    for broker_id, broker_epoch, expect in [
+        (42, 0, ErrorCode.BROKER_ID_NOT_REGISTERED),
+        (leader.node_id, 10**6, ErrorCode.STALE_BROKER_EPOCH),
+    ]:
+        beat = hb.BrokerHeartbeatRequest(broker_id=broker_id, broker_epoch=broker_epoch)
+        assert _raft_request(controller, beat, 63, 0).error_code == expect
+    stale = fq.FetchRequest(combined.cluster_id, replica_id=2, topics=[fq.FetchTopic(
+        "__cluster_metadata", partitions=[fq.FetchPartition(0, epoch - 1, 0, 0)])])
+    answer = _raft_request(controller, stale, 1, 12)
+    assert answer.responses[0].partitions[0].error_code == ErrorCode.FENCED_LEADER_EPOCH
+    # Nothing moved: the same leader in the same epoch, still three brokers.
     after = _raft_request(controller, request, 55, 1).topics[0].partitions[0]
     assert (after.leader_id, after.leader_epoch) == (leader.node_id, epoch)
+    assert len(describe_cluster(combined.bootstrap)["brokers"]) == 3
 
 
 def test_separate_controllers_and_brokers(tmp_path: Path) -> None:
@@ -290,7 +310,7 @@ def test_a_damaged_quorum_state_stops_the_node_with_one_line(tmp_path: Path) -> 
     text = cluster.nodes[1].log_path.read_text()
     errors = [line for line in text.splitlines() if line.startswith("odradek:")]
     assert errors and "quorum-state is damaged" in errors[-1], text
-    assert "Traceback" not in text
+    assert "unexpected" not in errors[-1] and "Traceback" not in text
 
 
 def test_dev_cluster_runs_three_nodes_until_interrupted(tmp_path: Path) -> None:
@@ -456,6 +476,39 @@ def test_a_node_behind_the_snapshot_catches_up_and_keeps_its_data(tmp_path: Path
                 got.add(m.value())
         consumer.close()
         assert got == {f"v{i}".encode() for i in range(30)}  # nothing lost or moved aside
+    except BaseException:
+        print(cluster.logs())
+        raise
+    finally:
+        cluster.stop()
+
+
+def test_a_damaged_snapshot_stops_the_node_with_one_line(tmp_path: Path) -> None:
+    cluster = LocalCluster(tmp_path, controllers=3, overrides={
+        "metadata.log.max.record.bytes.between.snapshots": "1024"})
+    cluster.format()
+    cluster.start()
+    try:
+        ready(cluster, 3)
+        from confluent_kafka.admin import AdminClient, NewTopic
+
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+        for i in range(20):
+            admin.create_topics([NewTopic(f"s-{i}", 1, 1)])[f"s-{i}"].result(30)
+        meta = cluster.nodes[1].directory / "data" / "__cluster_metadata-0"
+        wait_for("a snapshot on node 1", lambda: list(meta.glob("*.checkpoint")), 20)
+        cluster.stop()
+        for snap in meta.glob("*.checkpoint"):
+            data = bytearray(snap.read_bytes())
+            data[len(data) // 2] ^= 0xFF
+            snap.write_bytes(bytes(data))
+        cluster.start(1)
+        proc = cluster.nodes[1].proc
+        assert proc is not None and proc.wait(30) != 0
+        text = cluster.nodes[1].log_path.read_text()
+        errors = [line for line in text.splitlines() if line.startswith("odradek:")]
+        assert errors and ".checkpoint" in errors[-1], text
+        assert "unexpected" not in errors[-1] and "Traceback" not in text
     except BaseException:
         print(cluster.logs())
         raise

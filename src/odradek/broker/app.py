@@ -14,6 +14,7 @@ from odradek.broker.cluster_control import Sessions, heartbeat_forever, send_hea
 from odradek.broker.config import BrokerConfig
 from odradek.broker.groups import GroupRuntime
 from odradek.broker.journal import LogJournal
+from odradek.broker.meta_properties import DataDirError
 from odradek.broker.partitions import METADATA_TOPIC, PartitionManager
 from odradek.broker.quorum import QuorumDriver
 from odradek.broker.server import KafkaServer
@@ -21,9 +22,9 @@ from odradek.broker.state import BrokerState, MemoryJournal, MetadataJournal
 from odradek.broker.transactions import TxnRuntime
 from odradek.common.clock import Clock, SystemClock
 from odradek.common.ids import Ids, RandomIds
-from odradek.raft.file_log import FileRaftLog
+from odradek.raft.file_log import FileRaftLog, RaftLogError
 from odradek.raft.node import RaftConfig
-from odradek.raft.quorum_state import FileQuorumStateStore
+from odradek.raft.quorum_state import FileQuorumStateStore, QuorumStateError
 from odradek.storage.fs import OsFileSystem
 
 log = logging.getLogger("odradek.broker")
@@ -128,9 +129,14 @@ class BrokerApp:
             request_timeout_ms=config.get_int("controller.quorum.request.timeout.ms"),
             election_backoff_max_ms=config.get_int("controller.quorum.election.backoff.max.ms"),
         )
+        store = FileQuorumStateStore(fs, directory)
+        try:
+            raft_log = FileRaftLog(fs, directory)
+            store.read()  # a damaged file stops the start here, with its one line
+        except (RaftLogError, QuorumStateError) as exc:
+            raise DataDirError(str(exc)) from None
         return QuorumDriver(
-            config.node_id, voters, state.cluster_id, FileRaftLog(fs, directory),
-            FileQuorumStateStore(fs, directory), raft_config, self.clock,
+            config.node_id, voters, state.cluster_id, raft_log, store, raft_config, self.clock,
             state.apply_entry, state.restore_snapshot, state.on_metadata_ready,
             state.snapshot_payload,
             config.get_int("metadata.log.max.record.bytes.between.snapshots"))
