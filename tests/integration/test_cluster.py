@@ -476,6 +476,23 @@ def test_a_node_behind_the_snapshot_catches_up_and_keeps_its_data(tmp_path: Path
                 got.add(m.value())
         consumer.close()
         assert got == {f"v{i}".encode() for i in range(30)}  # nothing lost or moved aside
+        # Offline, the leader's metadata log (snapshot + log) shows the same image.
+        import json
+        import subprocess
+        import sys
+
+        meta = cluster.nodes[info["controller_id"]].directory / "data" / "__cluster_metadata-0"
+        out = subprocess.run([sys.executable, "-m", "odradek", "metadata", "dump", str(meta),
+                              "--image", "--json"], capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        image = json.loads(out.stdout)
+        names = {t["name"] for t in image["topics"]}
+        assert {"kept"} | {f"more-{i}" for i in range(40)} <= names
+        assert sorted(b["id"] for b in image["brokers"]) == [1, 2, 3]
+        records = subprocess.run([sys.executable, "-m", "odradek", "metadata", "dump",
+                                  str(meta)], capture_output=True, text=True, timeout=60)
+        assert records.returncode == 0
+        assert "snapshot TopicRecord" in records.stdout  # the part from the snapshot
     except BaseException:
         print(cluster.logs())
         raise

@@ -18,12 +18,12 @@ v2 batches (:mod:`odradek.wire.batch`), back to back, one batch per
 * attributes: no compression, CreateTime, the control bit (0x20) set for a
   control entry (LeaderChange) and clear otherwise;
 * one record per entry record: offset delta k for the k-th, timestamp 0 (the
-  entries carry none), null key, value = the record's bytes, no headers;
+  entries carry none), value = the record's bytes, no headers; the key is
+  null, except in a control entry, where it is Kafka's control key for
+  LEADER_CHANGE (version 0, type 2) (``odradek.raft.codec``, also what Fetch
+  carries);
 * producer id/epoch/sequence -1; CRC-32C as always.
 
-(Kafka's own control records carry a control key; these carry a null key, so
-the file reads as plain batches to Kafka's tools, which cannot tell a
-LeaderChange apart except by the control bit.)
 
 Invariants of the file: its batches are contiguous (each starts where the one
 before ends) with epochs that never decrease; it may begin with entries below
@@ -84,13 +84,12 @@ from typing import Final
 
 from crc32c import crc32c
 
+from odradek.raft.codec import decode_entry, encode_entry
 from odradek.raft.log import Entry, LogError, Snapshot
 from odradek.storage.checkpoint import write_atomically
 from odradek.storage.fs import FileHandle, FileSystem, makedirs_durable
 from odradek.storage.names import LOG_SUFFIX, TMP_SUFFIX, segment_file_name
-from odradek.wire.batch import CorruptBatchError
-from odradek.wire.primitives import Buffer, DecodeError
-from odradek.wire.records import Record, build_batch, decode_batch
+from odradek.wire.primitives import DecodeError
 
 LOG_FILE: Final = segment_file_name(0, LOG_SUFFIX)
 SNAPSHOT_SUFFIX: Final = ".checkpoint"
@@ -125,29 +124,6 @@ def decode_snapshot(data: bytes) -> bytes:
     if crc32c(payload) != crc:
         raise ValueError("CRC mismatch")
     return payload
-
-
-def encode_entry(entry: Entry) -> bytes:
-    """One entry as one RecordBatch v2 (see the module docstring)."""
-    records = [Record(offset=entry.offset + k, timestamp=0, key=None, value=value)
-               for k, value in enumerate(entry.records)]
-    return build_batch(records, base_offset=entry.offset, control=entry.control,
-                       partition_leader_epoch=entry.epoch)
-
-
-def decode_entry(buf: Buffer, pos: int) -> tuple[Entry, int]:
-    """(entry, batch size) of the batch at ``pos``; DecodeError if it is not one of ours."""
-    header, records = decode_batch(buf, pos)
-    if not records or header.last_offset_delta != len(records) - 1:
-        raise CorruptBatchError("not an entry batch (no records, or offset gaps)")
-    values: list[bytes] = []
-    for k, record in enumerate(records):
-        if record.offset != header.base_offset + k or record.value is None:
-            raise CorruptBatchError(f"record {k} is not an entry record")
-        values.append(record.value)
-    entry = Entry(header.base_offset, header.partition_leader_epoch, tuple(values),
-                  header.is_control)
-    return entry, header.size
 
 
 class FileRaftLog:

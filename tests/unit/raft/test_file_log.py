@@ -388,7 +388,7 @@ def test_a_log_that_starts_late_without_a_snapshot_is_an_error() -> None:
 # -- the format ----------------------------------------------------------------------------
 
 
-def test_entries_are_record_batches_with_epoch_control_flag_and_null_keys() -> None:
+def test_entries_are_record_batches_with_epoch_control_flag_and_keys() -> None:
     fs = MemoryFileSystem()
     log = FileRaftLog(fs, DIR)
     entries = [_entry(0, 3, 1, control=True), _entry(1, 3, 3), _entry(4, 7, 1, control=True),
@@ -401,7 +401,8 @@ def test_entries_are_record_batches_with_epoch_control_flag_and_null_keys() -> N
     assert [h.is_control for _, h in batches] == [True, False, True, False]
     for (pos, _), entry in zip(batches, entries, strict=True):
         _, records = decode_batch(data, pos)
-        assert [r.key for r in records] == [None] * len(entry.records)
+        key = b"\x00\x00\x00\x02" if entry.control else None  # LEADER_CHANGE control key
+        assert [r.key for r in records] == [key] * len(entry.records)
         assert tuple(r.value for r in records) == entry.records
         assert [r.offset for r in records] == list(range(entry.offset, entry.end))
     log.close()
