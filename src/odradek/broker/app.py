@@ -84,13 +84,20 @@ class BrokerApp:
             self.state.sessions = Sessions(self.state)
             self._background.append(loop.create_task(self.state.sessions.run()))
             self._registering = loop.create_task(self._join())
-        log.info("odradek broker %d listening on %s", self.state.node_id,
-                 ", ".join(f"{a.host}:{a.port}" for a in self.state.advertised))
+        log.info("odradek %s %d listening on %s", self._role_name(), self.state.node_id,
+                 self.bootstrap_servers)
+
+    def _role_name(self) -> str:
+        roles = self.config.process_roles()
+        return "controller" if "broker" not in roles else "broker"
 
     @property
     def bootstrap_servers(self) -> str:
+        """The client listeners (a controller-only node: its CONTROLLER listeners)."""
         assert self.state is not None
-        return ",".join(f"{a.host}:{a.port}" for a in self.state.advertised)
+        if self.state.advertised:
+            return ",".join(f"{a.host}:{a.port}" for a in self.state.advertised)
+        return ",".join(f"{x.host}:{x.port}" for x in self.config.controller_listeners())
 
     def bound_address(self) -> str:
         """host:port of the first listener as bound (not as advertised)."""
