@@ -95,6 +95,8 @@ class QuorumDriver:
         self.on_change: Callable[[], None] | None = None
         """Called after a role or leader change (the broker moves coordinators)."""
         self._last_view = (Role.UNATTACHED, -1, -1)
+        self.failed: BaseException | None = None
+        """Set when the node stopped itself on a fatal error (see _fatal)."""
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -151,7 +153,35 @@ class QuorumDriver:
 
     # -- the loop --------------------------------------------------------------------
 
+    def _fatal(self, exc: BaseException) -> None:
+        """The core or its log failed (a safety rule would break, or the disk
+        failed): stop the node rather than go on with a quorum member in an unknown
+        state, as Kafka's controllers do. SIGTERM runs the normal, orderly stop."""
+        import os
+        import signal
+
+        if self.failed is None:
+            self.failed = exc
+            log.critical("quorum: node %d stops: %s: %s", self.node_id, type(exc).__name__, exc)
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    def _handle(self, message: Any) -> None:
+        try:
+            self.raft.handle(message, self._now())
+            self._dispatch()
+        except Exception as exc:
+            self._fatal(exc)
+            raise
+
     async def _run(self) -> None:
+        try:
+            await self._loop()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            self._fatal(exc)
+
+    async def _loop(self) -> None:
         while True:
             now = self._now()
             self.raft.poll(now)
@@ -276,8 +306,8 @@ class QuorumDriver:
         except Exception as exc:  # a peer that speaks nonsense: ignore the answer
             log.warning("quorum: bad answer from %d: %s", msg.dst, exc)
             return
-        self.raft.handle(answer, self._now())
-        self._dispatch()
+        with contextlib.suppress(Exception):  # _handle stops the node on failure
+            self._handle(answer)
 
     # -- inbound ---------------------------------------------------------------------
 
@@ -296,8 +326,7 @@ class QuorumDriver:
             old.set_result(None)  # superseded (a fetch after a timed-out one)
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._answers[(core.src, kind)] = fut
-        self.raft.handle(core, self._now())
-        self._dispatch()
+        self._handle(core)
         wait = (self.config.fetch_max_wait_ms + self.config.request_timeout_ms) / 1000
         try:
             answer = await asyncio.wait_for(fut, wait)
@@ -333,7 +362,13 @@ class QuorumDriver:
         against the image they are made on)."""
         if not self.is_leader:
             raise NotLeaderError(self.leader_id, self.raft.epoch)
-        end = self.raft.propose(records, self._now())
+        try:
+            end = self.raft.propose(records, self._now())
+        except NotLeaderError:
+            raise
+        except Exception as exc:  # the log could not take it: stop the node
+            self._fatal(exc)
+            raise
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._commits.append((end, self.raft.epoch, fut))
         self._dispatch()
