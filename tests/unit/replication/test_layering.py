@@ -34,7 +34,9 @@ def _calls_on_a_log(tree: ast.AST) -> list[tuple[int, str]]:
 def test_only_the_partition_state_machine_mutates_a_log() -> None:
     offenders = []
     for path in sorted(SRC.rglob("*.py")):
-        if path in OWNERS or (SRC / "storage") in path.parents:
+        # raft/ appends to and truncates its own log (the metadata quorum's,
+        # odradek.raft.log), never a partition's.
+        if path in OWNERS or (SRC / "storage") in path.parents or (SRC / "raft") in path.parents:
             continue
         for line, call in _calls_on_a_log(ast.parse(path.read_text(), str(path))):
             offenders.append(f"{path.relative_to(SRC)}:{line}: {call}")
