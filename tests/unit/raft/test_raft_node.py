@@ -253,3 +253,34 @@ def test_truncating_below_the_high_watermark_is_fatal() -> None:
     node.take_outbox()
     with pytest.raises(RaftFatalError):
         node.handle(FetchResponse(2, 1, 2, 2, 2, high_watermark=2, diverging=(0, 0)), 3)
+
+
+def test_a_new_leader_commits_nothing_before_an_entry_of_its_own_epoch() -> None:
+    """Raft's figure-8 rule as KRaft applies it: entries of older epochs that a
+    majority holds are not committed by counting them; only once the new
+    leader's LeaderChange entry (at the epoch start offset) is on a majority."""
+    from odradek.raft.leader import LeaderState
+
+    state = LeaderState(1, epoch=3, epoch_start_offset=5, voters=frozenset({1, 2, 3}),
+                        started_ms=0)
+    state.record_fetch(2, 5, leader_end=6, now_ms=1)  # follower 2 has the old entries
+    assert state.new_high_watermark(leader_flushed=6, current=2) is None
+    state.record_fetch(2, 6, leader_end=6, now_ms=2)  # ... and now the LeaderChange entry
+    assert state.new_high_watermark(leader_flushed=6, current=2) == 6
+    # The leader's unflushed tail does not count.
+    state.record_fetch(3, 9, leader_end=9, now_ms=3)
+    assert state.new_high_watermark(leader_flushed=6, current=6) is None
+
+
+def test_check_quorum_counts_only_recent_fetches() -> None:
+    from odradek.raft.leader import LeaderState
+
+    state = LeaderState(1, epoch=1, epoch_start_offset=0, voters=frozenset({1, 2, 3, 4, 5}),
+                        started_ms=0)
+    window = 3000
+    assert state.has_quorum(1000, window)  # a new leader gets a whole window
+    state.record_fetch(2, 1, 1, now_ms=4000)
+    assert not state.has_quorum(5000, window)  # itself and one follower: 2 of 5
+    state.record_fetch(3, 1, 1, now_ms=4500)
+    assert state.has_quorum(5000, window)
+    assert not state.has_quorum(8000, window)  # their fetches are too old now
