@@ -280,12 +280,14 @@ def test_describe_quorum_and_bad_raft_requests(combined: LocalCluster) -> None:
 
 
 def test_separate_controllers_and_brokers(tmp_path: Path) -> None:
-    cluster = LocalCluster(tmp_path, controllers=3, brokers=2)
+    cluster = LocalCluster(tmp_path, controllers=3, brokers=2,
+                           overrides={"broker.rack": "rack-a"})
     cluster.format()
     cluster.start()
     try:
         info = ready(cluster, 2)
         assert sorted(b["broker_id"] for b in info["brokers"]) == [4, 5]
+        assert {b["rack"] for b in info["brokers"]} == {"rack-a"}
         assert info["controller_id"] in (4, 5)  # a broker stands in for the controllers
         leaders, got = run_kafka_python(cluster.bootstrap, "split-roles", 40)
         assert set(leaders.values()) == {4, 5}

@@ -60,6 +60,8 @@ class Sessions:
             if quorum.raft.epoch != self._epoch:  # newly active: every clock starts now
                 self._epoch = quorum.raft.epoch
                 self.last_seen = {b: now for b in self.state.image.brokers}
+                with contextlib.suppress(NotControllerError):
+                    await self.state.write(controller.finalize_features)
             for broker in list(self.state.image.brokers.values()):
                 seen = self.last_seen.setdefault(broker.node_id, now)
                 if not broker.fenced and now - seen > self.session_ms:

@@ -17,6 +17,7 @@ from odradek.metadata.image import TOPIC_RESOURCE, Endpoint, MetadataImage
 from odradek.metadata.topic_configs import validate_topic_config
 from odradek.wire.errors import ErrorCode
 from odradek.wire.internal.config_record import ConfigRecord
+from odradek.wire.internal.feature_level_record import FeatureLevelRecord
 from odradek.wire.internal.fence_broker_record import FenceBrokerRecord
 from odradek.wire.internal.partition_change_record import PartitionChangeRecord
 from odradek.wire.internal.partition_record import PartitionRecord
@@ -262,3 +263,16 @@ def allocate_producer_ids(image: MetadataImage, node_id: int) -> tuple[range, Ou
     block = range(start, start + PRODUCER_ID_BLOCK)
     record = ProducerIdsRecord(broker_id=node_id, broker_epoch=-1, next_producer_id=block.stop)
     return block, Outcome(records=[record])
+
+
+METADATA_VERSION_FEATURE = "metadata.version"
+METADATA_VERSION_LEVEL = 25
+"""Kafka 4.0's ``4.0-IV3``, the metadata version ``odradek storage format`` names."""
+
+
+def finalize_features(image: MetadataImage) -> Outcome:
+    """The FeatureLevelRecord a new cluster's first active controller writes
+    (Kafka writes it at format time, in the bootstrap snapshot)."""
+    if METADATA_VERSION_FEATURE in image.features:
+        return Outcome()
+    return Outcome(records=[FeatureLevelRecord(METADATA_VERSION_FEATURE, METADATA_VERSION_LEVEL)])

@@ -15,6 +15,7 @@ from typing import Any
 from odradek.metadata import quotas as quota_model
 from odradek.wire.internal.client_quota_record import ClientQuotaRecord
 from odradek.wire.internal.config_record import ConfigRecord
+from odradek.wire.internal.feature_level_record import FeatureLevelRecord
 from odradek.wire.internal.fence_broker_record import FenceBrokerRecord
 from odradek.wire.internal.partition_change_record import PartitionChangeRecord
 from odradek.wire.internal.partition_record import PartitionRecord
@@ -87,6 +88,8 @@ class MetadataImage:
     """Client quotas by entity (:mod:`odradek.metadata.quotas`)."""
     next_producer_id: int = 0
     """Every producer id below this one has been handed out (never reused)."""
+    features: dict[str, int] = field(default_factory=dict)
+    """Finalized feature levels (FeatureLevelRecord), e.g. ``metadata.version``."""
     derived: dict[str, Any] = field(default_factory=dict)
     """Values computed from the image by readers (e.g. the Metadata answer for all
     topics); emptied by every replay, so an entry is never stale."""
@@ -135,6 +138,11 @@ class MetadataImage:
             self.next_producer_id = max(self.next_producer_id, record.next_producer_id)
         elif isinstance(record, ClientQuotaRecord):
             quota_model.replay(self.client_quotas, record)
+        elif isinstance(record, FeatureLevelRecord):
+            if record.feature_level:
+                self.features[record.name] = record.feature_level
+            else:
+                self.features.pop(record.name, None)
         elif isinstance(record, RemoveTopicRecord):
             name = self.by_id.pop(record.topic_id)
             del self.topics[name]
@@ -172,6 +180,7 @@ class MetadataImage:
                 out.append(ClientQuotaRecord(
                     entity=[EntityData(etype, ename) for etype, ename in entity],
                     key=quota_key, value=quota))
+        out.extend(FeatureLevelRecord(name, level) for name, level in sorted(self.features.items()))
         if self.next_producer_id:
             out.append(ProducerIdsRecord(broker_id=-1, broker_epoch=-1,
                                          next_producer_id=self.next_producer_id))

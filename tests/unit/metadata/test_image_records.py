@@ -34,6 +34,8 @@ def test_replaying_the_records_of_an_image_rebuilds_it() -> None:
     _apply(image, [ClientQuotaRecord([EntityData("client-id", "app")], "producer_byte_rate",
                                      1024.0)])
     _apply(image, controller.allocate_producer_ids(image, 1)[1].records)
+    _apply(image, controller.finalize_features(image).records)
+    assert controller.finalize_features(image).records == []  # once only
     copy = MetadataImage()
     _apply(copy, image.to_records())
     copy.derived.clear()
@@ -41,3 +43,22 @@ def test_replaying_the_records_of_an_image_rebuilds_it() -> None:
     assert copy == image
     assert copy.brokers[2].fenced and not copy.brokers[1].fenced
     assert copy.next_producer_id == 1000
+    assert copy.features == {"metadata.version": controller.METADATA_VERSION_LEVEL}
+
+
+def test_replicas_are_striped_over_live_brokers_alternating_racks() -> None:
+    import uuid
+
+    ids = SeededIds(4)
+    image = MetadataImage()
+    for node, rack in ((1, "a"), (2, "a"), (3, "b"), (4, "b")):
+        _apply(image, controller.register_broker(
+            image, node, [Endpoint("PLAINTEXT", "h", node)], ids.uuid(), rack=rack).records)
+    placed = controller.place_replicas(image, uuid.UUID(int=0), range(8), 2, node_id=1)
+    racks = {1: "a", 2: "a", 3: "b", 4: "b"}
+    assert all(racks[r[0]] != racks[r[1]] for r in placed)  # two racks per partition
+    leaders = [r[0] for r in placed]
+    assert sorted(set(leaders)) == [1, 2, 3, 4] and leaders.count(1) == 2  # spread evenly
+    _apply(image, controller.fence_broker(image, 3).records)
+    placed = controller.place_replicas(image, uuid.UUID(int=0), range(6), 1, node_id=1)
+    assert 3 not in {r[0] for r in placed}  # never on a fenced broker

@@ -97,7 +97,8 @@ async def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataRespo
             else:
                 topics.append(_topic(t))
     brokers = [
-        MetadataResponseBroker(node_id=node_id, host=e.host, port=e.port, rack=None)
+        MetadataResponseBroker(node_id=node_id, host=e.host, port=e.port,
+                               rack=state.image.brokers[node_id].rack)
         for node_id, e in state.live_endpoints()
     ]
     return MetadataResponse(

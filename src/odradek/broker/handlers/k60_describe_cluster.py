@@ -26,7 +26,8 @@ async def handle(ctx: RequestContext, request: DescribeClusterRequest) -> Descri
             endpoint_type=request.endpoint_type, cluster_id=state.cluster_id,
         )
     brokers = [
-        DescribeClusterBroker(broker_id=node_id, host=e.host, port=e.port, rack=None)
+        DescribeClusterBroker(broker_id=node_id, host=e.host, port=e.port,
+                              rack=state.image.brokers[node_id].rack)
         for node_id, e in state.live_endpoints()
     ]
     return DescribeClusterResponse(
