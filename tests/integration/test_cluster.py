@@ -533,3 +533,110 @@ def test_a_damaged_snapshot_stops_the_node_with_one_line(tmp_path: Path) -> None
         raise
     finally:
         cluster.stop()
+
+
+def _quorum_views(cluster: LocalCluster) -> dict[int, tuple[int, int, int]]:
+    """node -> (leader it names, epoch, error) from DescribeQuorum on each live voter."""
+    request = DescribeQuorumRequest([TopicData("__cluster_metadata", [PartitionData(0)])])
+    views = {}
+    for node in cluster.nodes.values():
+        if node.controller_port and node.alive:
+            try:
+                p = _raft_request(f"127.0.0.1:{node.controller_port}", request, 55,
+                                  1).topics[0].partitions[0]
+            except Exception:
+                continue
+            views[node.node_id] = (p.leader_id, p.leader_epoch, p.error_code)
+    return views
+
+
+def _one_leader(cluster: LocalCluster, not_: int | None = None) -> tuple[int, int] | None:
+    """(leader, epoch) if exactly one node answers as leader (error 0) and it is
+    not ``not_``; None otherwise."""
+    leaders = {(lead, epoch) for lead, epoch, err in _quorum_views(cluster).values()
+               if err == 0}
+    if len(leaders) != 1:
+        return None
+    (leader,) = leaders
+    return leader if leader[0] != not_ else None
+
+
+def test_sigstop_of_the_active_controller(tmp_path: Path) -> None:
+    """SIGSTOP freezes the leader: the others elect a new one; after SIGCONT the
+    old leader learns the newer epoch and follows, and only one leader is left."""
+    cluster = LocalCluster(tmp_path, controllers=3)
+    cluster.format()
+    cluster.start()
+    try:
+        ready(cluster, 3)
+        old, epoch = wait_for("a leader", lambda: _one_leader(cluster), 30)
+        cluster.pause(old)
+        new, new_epoch = wait_for("another leader", lambda: _one_leader(cluster, not_=old), 30)
+        assert new_epoch > epoch
+        cluster.resume(old)
+        views = wait_for("every voter following the new leader", lambda: (
+            v := _quorum_views(cluster)) and len(v) == 3 and all(
+            lead == new and ep == new_epoch for lead, ep, _ in v.values()) and v, 30)
+        # Asked on their CONTROLLER listeners, only the leader answers without error.
+        assert [n for n, (_, _, err) in views.items() if err == 0] == [new]
+    except BaseException:
+        print(cluster.logs())
+        raise
+    finally:
+        cluster.stop()
+
+
+def test_an_isolated_leader_is_replaced_and_rejoins_after_the_partition(
+        tmp_path: Path) -> None:
+    """The active controller is cut off (quorum links both ways; clients can
+    still reach it). The majority elects a new leader and keeps creating
+    topics; the isolated node resigns (check-quorum) and, its heartbeats lost,
+    is fenced. When the network heals it follows the new leader, is unfenced,
+    and sees what was created without it."""
+    cluster = LocalCluster(tmp_path, controllers=3, links=True, overrides={
+        "broker.session.timeout.ms": "4000", "broker.heartbeat.interval.ms": "1000"})
+    cluster.format()
+    cluster.start()
+    try:
+        ready(cluster, 3)
+        old, epoch = wait_for("a leader", lambda: _one_leader(cluster), 30)
+        cluster.isolate(old)
+        new, new_epoch = wait_for("a leader on the majority side", lambda: (
+            leader := _majority_leader(cluster, old)) and leader, 30)
+        assert new != old and new_epoch > epoch
+        # The isolated node stops claiming leadership (check-quorum: 1.5 x fetch timeout).
+        wait_for("the isolated node to resign", lambda: _quorum_views(cluster).get(
+            old, (0, 0, 0))[2] != 0, 15)
+        majority = ",".join(n.address for n in cluster.brokers if n.node_id != old)
+        from kafka.admin import NewTopic
+
+        admin = KafkaAdminClient(bootstrap_servers=majority, request_timeout_ms=20000)
+        try:
+            admin.create_topics([NewTopic("during-partition", 2, 1)])
+        finally:
+            admin.close()
+        wait_for("the isolated broker fenced", lambda: old not in {
+            b["broker_id"] for b in describe_cluster(majority)["brokers"]}, 30)
+        cluster.heal()
+        wait_for("every voter following the new leader", lambda: (
+            v := _quorum_views(cluster)) and len(v) == 3 and all(
+            lead == new and ep == new_epoch for lead, ep, _ in v.values()), 30)
+        wait_for("the rejoined broker unfenced", lambda: len(
+            describe_cluster(majority)["brokers"]) == 3, 30)
+        wait_for("the topic created during the partition on the rejoined node", lambda:
+                 "during-partition" in set(_topics(cluster.nodes[old].address)), 30)
+    except BaseException:
+        print(cluster.logs())
+        raise
+    finally:
+        cluster.stop()
+
+
+def _majority_leader(cluster: LocalCluster, isolated: int) -> tuple[int, int] | None:
+    views = {n: v for n, v in _quorum_views(cluster).items() if n != isolated}
+    leaders = {(lead, ep) for lead, ep, err in views.values() if err == 0}
+    if len(leaders) == 1:
+        (leader,) = leaders
+        if leader[0] != isolated:
+            return leader
+    return None

@@ -10,7 +10,16 @@ as a user would. Nothing is imported from odradek: the nodes are black boxes.
 ``LocalCluster(tmp, controllers=3)`` is three combined nodes
 (``broker,controller``); ``LocalCluster(tmp, controllers=3, brokers=2)`` is
 three controller-only nodes (ids 1-3) and two broker-only nodes (ids 4-5).
-:meth:`kill` is ``kill -9``; :meth:`start` restarts a node on its data.
+:meth:`kill` is ``kill -9``; :meth:`pause`/:meth:`resume` are SIGSTOP/SIGCONT;
+:meth:`start` restarts a node on its data.
+
+With ``links=True`` every node reaches every voter through its own
+:class:`LinkProxy` (node *i*'s ``controller.quorum.voters`` names the proxy of
+the link i→j for each voter j), so :meth:`isolate` cuts a node off from the
+others in both directions — quorum traffic, forwarding, registrations and
+heartbeats — while clients still reach its client listener (Redpanda's
+ISOLATE cuts the internal RPC port the same way). :meth:`heal` restores every
+link.
 Each node's stdout and stderr go to ``node-N.log`` in its directory (shown by
 :meth:`logs` when a test fails).
 """
@@ -22,6 +31,7 @@ import os
 import signal
 import socket
 import subprocess
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -63,9 +73,77 @@ class Node:
         return self.proc is not None and self.proc.poll() is None
 
 
+class LinkProxy:
+    """One directed link: connections accepted here are piped to ``upstream``
+    until :meth:`cut`, which closes them and refuses new ones until :meth:`heal`."""
+
+    def __init__(self, upstream_port: int) -> None:
+        self.upstream = ("127.0.0.1", upstream_port)
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port: int = self.listener.getsockname()[1]
+        self.listener.settimeout(0.1)
+        self._cut = threading.Event()
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._sockets: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while not self._stop.is_set():
+            try:
+                client, _ = self.listener.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            if self._cut.is_set():
+                client.close()
+                continue
+            try:
+                server = socket.create_connection(self.upstream, timeout=2)
+            except OSError:
+                client.close()
+                continue
+            server.settimeout(None)
+            with self._lock:
+                self._sockets += [client, server]
+            for a, b in ((client, server), (server, client)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    def _pump(self, src: socket.socket, dst: socket.socket) -> None:
+        while not self._stop.is_set():
+            try:
+                data = src.recv(65536)
+                if not data:
+                    break
+                dst.sendall(data)
+            except OSError:
+                break
+        for sock in (src, dst):
+            with contextlib.suppress(OSError):
+                sock.close()
+
+    def cut(self) -> None:
+        self._cut.set()
+        with self._lock:
+            for sock in self._sockets:
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
+                    sock.close()
+            self._sockets.clear()
+
+    def heal(self) -> None:
+        self._cut.clear()
+
+    def close(self) -> None:
+        self._stop.set()
+        self.cut()
+        self.listener.close()
+
+
 class LocalCluster:
     def __init__(self, tmp: Path, controllers: int = 3, brokers: int = 0,
-                 overrides: dict[str, str] | None = None) -> None:
+                 overrides: dict[str, str] | None = None, links: bool = False) -> None:
         self.tmp = tmp
         combined = brokers == 0
         self.nodes: dict[int, Node] = {}
@@ -75,8 +153,20 @@ class LocalCluster:
                                  free_port() if combined else None, free_port())
         for i in range(controllers + 1, controllers + brokers + 1):
             self.nodes[i] = Node(i, "broker", tmp / f"node{i}", free_port(), None)
-        voters = ",".join(f"{n.node_id}@127.0.0.1:{n.controller_port}"
-                          for n in self.nodes.values() if n.controller_port)
+        self.links: dict[tuple[int, int], LinkProxy] = {}
+        if links:
+            for a in self.nodes.values():
+                for b in self.nodes.values():
+                    if a is not b and b.controller_port:
+                        self.links[(a.node_id, b.node_id)] = LinkProxy(b.controller_port)
+
+        def voters_for(node: Node) -> str:
+            def port(v: Node) -> int | None:
+                link = self.links.get((node.node_id, v.node_id))
+                return link.port if link is not None else v.controller_port
+            return ",".join(f"{v.node_id}@127.0.0.1:{port(v)}"
+                            for v in self.nodes.values() if v.controller_port)
+
         self.overrides = {
             "controller.quorum.election.timeout.ms": "1000",
             "controller.quorum.fetch.timeout.ms": "2000",
@@ -91,7 +181,8 @@ class LocalCluster:
                 listeners.append(f"CONTROLLER://127.0.0.1:{node.controller_port}")
             lines = [
                 f"process.roles={node.roles}", f"node.id={node.node_id}",
-                f"controller.quorum.voters={voters}", f"listeners={','.join(listeners)}",
+                f"controller.quorum.voters={voters_for(node)}",
+                f"listeners={','.join(listeners)}",
                 "controller.listener.names=CONTROLLER",
                 "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
                 f"log.dirs={node.directory / 'data'}",
@@ -139,8 +230,32 @@ class LocalCluster:
                 node.proc.wait(10)
         return node.proc.returncode
 
+    def pause(self, node_id: int) -> None:
+        proc = self.nodes[node_id].proc
+        assert proc is not None
+        proc.send_signal(signal.SIGSTOP)
+
+    def resume(self, node_id: int) -> None:
+        proc = self.nodes[node_id].proc
+        assert proc is not None
+        proc.send_signal(signal.SIGCONT)
+
+    def isolate(self, node_id: int) -> None:
+        """Cut every quorum link to and from ``node_id`` (needs ``links=True``)."""
+        assert self.links, "LocalCluster(..., links=True) to cut links"
+        for (a, b), link in self.links.items():
+            if node_id in (a, b):
+                link.cut()
+
+    def heal(self) -> None:
+        for link in self.links.values():
+            link.heal()
+
     def stop(self) -> None:
         for node in self.nodes.values():
+            if node.proc is not None and node.proc.poll() is None:
+                with contextlib.suppress(OSError):
+                    node.proc.send_signal(signal.SIGCONT)  # a paused node must see SIGTERM
             if node.proc is not None and node.proc.poll() is None:
                 node.proc.send_signal(signal.SIGTERM)
         deadline = time.monotonic() + 20
@@ -151,6 +266,8 @@ class LocalCluster:
                 if node.proc.poll() is None:
                     node.proc.kill()
                     node.proc.wait(10)
+        for link in self.links.values():
+            link.close()
 
     # -- views ------------------------------------------------------------------------
 

@@ -36,9 +36,9 @@ from typing import Any, cast
 import odradek.broker.handlers  # noqa: F401  (registers every handler)
 from odradek.broker.connlimits import ConnectionLimits
 from odradek.broker.context import RequestContext
-from odradek.broker.controller_channel import FORWARDED_APIS
+from odradek.broker.controller_channel import FORWARDED_APIS, not_controller_response
 from odradek.broker.registry import HANDLERS, CloseConnection
-from odradek.broker.state import BrokerState
+from odradek.broker.state import BrokerState, NotControllerError
 from odradek.broker.transfer import write_parts
 from odradek.wire.frames import (
     UNBOUNDED,
@@ -58,8 +58,10 @@ UNTHROTTLED_APIS = frozenset({18})
 
 
 class KafkaConnection(asyncio.BufferedProtocol):
-    def __init__(self, server: KafkaServer) -> None:
+    def __init__(self, server: KafkaServer, listener: str = "") -> None:
         self.server = server
+        self.listener = listener
+        """The name of the listener this connection came in on."""
         self.state = server.state
         self.conn = ServerConnection(server.max_frame_bytes, server.memory)
         self.transport: asyncio.Transport | None = None
@@ -236,6 +238,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 body = await self._forwarded(req)
                 if body is None:
                     body = await reg.handle(ctx, req.body)
+            except NotControllerError:
+                if req.api_key not in FORWARDED_APIS:
+                    raise
+                body = not_controller_response(req.api_key, req.body)
             except CloseConnection as exc:
                 log.info("closing %s: %s", self.peer, exc)
                 self.close()
@@ -266,6 +272,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         quorum = self.state.quorum
         if quorum is None or req.api_key not in FORWARDED_APIS or quorum.is_leader:
             return None
+        if req.api_key == 55 and self.listener in self.state.config.controller_listener_names():
+            return None  # a controller answers DescribeQuorum itself, as Kafka's do
         from odradek.broker.controller_channel import ControllerChannel, ControllerUnavailable
 
         if self.state.channel is None:
@@ -365,7 +373,8 @@ class KafkaServer:
             self._sweeper = loop.create_task(self._sweep_idle())
         for listener in self.state.config.listeners():
             server = await loop.create_server(
-                lambda: KafkaConnection(self), listener.host or None, listener.port,
+                lambda name=listener.name: KafkaConnection(self, name),
+                listener.host or None, listener.port,
                 reuse_address=True, start_serving=False,
             )
             self._servers.append(server)

@@ -222,7 +222,20 @@ def register_broker(
                     for e in endpoints],
         rack=rack, fenced=True,
     )
-    records: list[Any] = [register, UnfenceBrokerRecord(id=node_id, epoch=epoch)]
+    return Outcome(records=[register, *_unfence(image, node_id, epoch)])
+
+
+def unfence_broker(image: MetadataImage, node_id: int) -> Outcome:
+    """A fenced broker heartbeats again (it was cut off, not dead): unfence it.
+    Nothing to do if it is not registered or not fenced."""
+    broker = image.brokers.get(node_id)
+    if broker is None or not broker.fenced:
+        return Outcome()
+    return Outcome(records=_unfence(image, node_id, broker.epoch))
+
+
+def _unfence(image: MetadataImage, node_id: int, epoch: int) -> list[Any]:
+    records: list[Any] = [UnfenceBrokerRecord(id=node_id, epoch=epoch)]
     # Partitions left without a leader while this broker was away lead again here
     # (one replica each today: nothing else could take them).
     for topic in image.topics.values():
@@ -230,7 +243,7 @@ def register_broker(
             if p.leader == -1 and node_id in p.replicas:
                 records.append(PartitionChangeRecord(partition_id=p.partition,
                                                      topic_id=topic.topic_id, leader=node_id))
-    return Outcome(records=records)
+    return records
 
 
 def fence_broker(image: MetadataImage, node_id: int) -> Outcome:

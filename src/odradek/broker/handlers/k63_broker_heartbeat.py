@@ -4,8 +4,10 @@ Behaviour: the active controller notes the broker alive (broker/cluster_control.
 an unknown broker gets BROKER_ID_NOT_REGISTERED, an old broker epoch
 STALE_BROKER_EPOCH, a node that is not the active controller NOT_CONTROLLER.
 ``WantShutDown`` fences the broker at once (controlled shutdown) and answers
-``ShouldShutDown``. ``IsCaughtUp`` is true once the broker has applied the
-metadata log up to its own registration.
+``ShouldShutDown``; a fenced broker that heartbeats again (it was cut off from
+the controller, not dead) is unfenced and leads its leaderless partitions
+again. ``IsCaughtUp`` is always true: a broker registers (and so heartbeats)
+only once its image has caught up with the quorum.
 """
 
 from __future__ import annotations
@@ -36,4 +38,13 @@ async def handle(ctx: RequestContext, request: BrokerHeartbeatRequest,
         await sessions.fence(request.broker_id)
         return BrokerHeartbeatResponse(is_caught_up=True, is_fenced=True,
                                        should_shut_down=True)
-    return BrokerHeartbeatResponse(is_caught_up=True, is_fenced=broker.fenced)
+    if broker.fenced:  # it was cut off, not dead: back in service
+        from odradek.broker.state import NotControllerError
+        from odradek.metadata import controller
+
+        try:
+            await state.write(lambda image: controller.unfence_broker(image, request.broker_id))
+        except NotControllerError:
+            return BrokerHeartbeatResponse(error_code=ErrorCode.NOT_CONTROLLER)
+    fenced = state.image.brokers[request.broker_id].fenced
+    return BrokerHeartbeatResponse(is_caught_up=True, is_fenced=fenced)
