@@ -38,6 +38,7 @@ import random
 from dataclasses import dataclass
 
 from odradek.raft.leader import LeaderState, ReplicaInfo
+from odradek.raft.leader import ReplicaProgress as LeaderProgress
 from odradek.raft.log import Entry, RaftLog
 from odradek.raft.messages import (
     BeginEpochRequest,
@@ -389,10 +390,20 @@ class RaftNode:
 
     # -- leader --------------------------------------------------------------------
 
+    def _needs_begin_epoch(self, p: LeaderProgress, now_ms: int) -> bool:
+        """A voter that has not answered, or has not fetched for half a fetch
+        timeout, is told (again) who leads: it may not know, or may have moved to a
+        higher epoch without a leader, whose answer then makes this leader step
+        down (Kafka resends BeginQuorumEpoch the same way, KAFKA-16526)."""
+        resend = self.config.fetch_timeout_ms // 2
+        if now_ms - p.begin_sent_ms < resend:
+            return False
+        return not p.acknowledged or now_ms - p.last_fetch_ms >= resend
+
     def _send_begin_epoch(self, now_ms: int) -> None:
         assert self.leader_state is not None
         for voter, p in self.leader_state.progress.items():
-            if voter in self.voters and not p.acknowledged:
+            if voter in self.voters and self._needs_begin_epoch(p, now_ms):
                 self.outbox.append(BeginEpochRequest(self.node_id, voter, self.epoch))
                 p.begin_sent_ms = now_ms
 
@@ -408,10 +419,7 @@ class RaftNode:
                 self._resign(now_ms, persist=False)
                 return
             self._deadline = now_ms + self.config.fetch_timeout_ms // 2
-        resend = self.config.fetch_timeout_ms // 2
-        if any(not p.acknowledged and now_ms - p.begin_sent_ms >= resend
-               for v, p in state.progress.items() if v in self.voters):
-            self._send_begin_epoch(now_ms)
+        self._send_begin_epoch(now_ms)
         for replica, (req, deadline) in list(self._parked.items()):
             if now_ms >= deadline:
                 del self._parked[replica]

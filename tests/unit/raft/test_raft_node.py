@@ -284,3 +284,37 @@ def test_check_quorum_counts_only_recent_fetches() -> None:
     state.record_fetch(3, 1, 1, now_ms=4500)
     assert state.has_quorum(5000, window)
     assert not state.has_quorum(8000, window)  # their fetches are too old now
+
+
+def test_a_voter_stranded_in_a_higher_epoch_is_brought_back() -> None:
+    """Found by the simulation (seed 336 of test_three_voters before the fix): a
+    voter that stood in epoch E+1 while its votes were lost is left in E+1 with no
+    leader, while the leader of E keeps a majority; its pre-votes are refused
+    (the others hear their leader), so it stays out for good. The leader resends
+    BeginQuorumEpoch to voters that do not fetch; the stranded voter answers with
+    its higher epoch, the leader steps down, and one election brings all three
+    back under one leader."""
+    from odradek.raft.quorum_state import ElectionState
+
+    sim = quiet_sim(seed=7)
+    leader = elect(sim)
+    epoch = sim.nodes[leader].raft.epoch  # type: ignore[union-attr]
+    stranded = next(n for n in sim.nodes if n != leader)
+    sim._on_crash(stranded)
+    sim.nodes[stranded].store.write(ElectionState(epoch + 1, -1, stranded))
+    sim._queue = [e for e in sim._queue if e.kind != "restart"]
+    sim._on_restart(stranded)
+    deadline = sim.now + 15_000
+    while sim.now < deadline:
+        sim.run_until(sim.now + 100)
+        rafts = [n.raft for n in sim.nodes.values()]
+        if all(r is not None for r in rafts):
+            leaders = {r.leader_id for r in rafts if r is not None}
+            epochs = {r.epoch for r in rafts if r is not None}
+            if len(leaders) == 1 and -1 not in leaders and len(epochs) == 1:
+                assert epochs.pop() > epoch
+                break
+    else:
+        raise AssertionError("the stranded voter never rejoined")
+    end = propose(sim, b"after")
+    wait_committed(sim, end, sorted(sim.nodes))
