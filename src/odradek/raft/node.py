@@ -368,7 +368,11 @@ class RaftNode:
         if len(self._rejected) >= len(self.voters) - len(self.voters) // 2:
             # A majority refused: back off, then stand again (via Prospective).
             if self.role is Role.PROSPECTIVE and self.leader_id >= 0:
+                # Back to following; a live leader's next answer resets the timer,
+                # but if it is gone, stand again after a backoff rather than a
+                # whole fetch timeout (the others may just not have noticed yet).
                 self._become_follower(self.epoch, self.leader_id, now_ms, persist=False)
+                self._deadline = now_ms + self._backoff()
             else:
                 self._deadline = now_ms + self._backoff()
                 self._rejected.clear()
