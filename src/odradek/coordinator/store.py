@@ -44,9 +44,9 @@ class GroupStore:
         self.config = config
         self.groups: dict[str, Group] = {}
         self.loading: set[int] = set(range(config.offsets_partitions))
+        """``__consumer_offsets`` partitions not yet replayed: their groups wait."""
         self.foreign: set[int] = set()
         """Partitions another broker leads (cluster mode): their groups are not ours."""
-        """``__consumer_offsets`` partitions not yet replayed: their groups wait."""
         self._new_id = new_id or (lambda: str(uuid.uuid4()))
         self.pending_txn: dict[int, dict[tuple[str, str, int], OffsetRecord]] = {}
         """Producer id -> offsets its open transaction committed, by (group, topic,
