@@ -194,13 +194,10 @@ def test_killing_the_active_controller_elects_another(combined: LocalCluster) ->
         c := describe_cluster(survivors)["controller_id"]) not in (-1, old) and c, 30)
     elected_s = time.monotonic() - started
     assert elected_s < 15, elected_s
-    from kafka.admin import NewTopic
-
-    admin = KafkaAdminClient(bootstrap_servers=survivors, request_timeout_ms=20000)
-    try:
-        admin.create_topics([NewTopic("after-failover", 4, 1)])
-    finally:
-        admin.close()
+    # Topic creation works again. (Until the dead broker is fenced, after
+    # broker.session.timeout.ms, metadata still lists it and a client may try it
+    # first; like any Kafka client user, retry.)
+    create_with_retries(survivors, "after-failover", 4)
     assert new != old
     combined.start(old)
     wait_for("the killed node back as a broker", lambda: len(
@@ -209,6 +206,28 @@ def test_killing_the_active_controller_elects_another(combined: LocalCluster) ->
     rejoined = combined.nodes[old].address
     wait_for("the new topic on the restarted node", lambda: "after-failover" in set(
         _topics(rejoined)), 30)
+
+
+def create_with_retries(bootstrap: str, topic: str, partitions: int) -> None:
+    """Create ``topic`` with kafka-python's admin client, retrying on the errors a
+    client meets while the cluster changes (a listed broker that is dead or cut
+    off, a controller that moved)."""
+    from kafka.admin import NewTopic
+    from kafka.errors import KafkaError, TopicAlreadyExistsError
+
+    def attempt() -> bool:
+        admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10000)
+        try:
+            admin.create_topics([NewTopic(topic, partitions, 1)])
+        except TopicAlreadyExistsError:
+            pass  # an earlier attempt got through
+        except KafkaError:
+            return False
+        finally:
+            admin.close()
+        return True
+
+    wait_for(f"creating {topic}", attempt, 60, interval_s=0.5)
 
 
 def _topics(bootstrap: str) -> list[str]:
@@ -608,13 +627,7 @@ def test_an_isolated_leader_is_replaced_and_rejoins_after_the_partition(
         wait_for("the isolated node to resign", lambda: _quorum_views(cluster).get(
             old, (0, 0, 0))[2] != 0, 15)
         majority = ",".join(n.address for n in cluster.brokers if n.node_id != old)
-        from kafka.admin import NewTopic
-
-        admin = KafkaAdminClient(bootstrap_servers=majority, request_timeout_ms=20000)
-        try:
-            admin.create_topics([NewTopic("during-partition", 2, 1)])
-        finally:
-            admin.close()
+        create_with_retries(majority, "during-partition", 2)
         wait_for("the isolated broker fenced", lambda: old not in {
             b["broker_id"] for b in describe_cluster(majority)["brokers"]}, 30)
         cluster.heal()
