@@ -653,3 +653,34 @@ def _majority_leader(cluster: LocalCluster, isolated: int) -> tuple[int, int] | 
         if leader[0] != isolated:
             return leader
     return None
+
+
+def test_kcat_lists_produces_and_consumes_through_the_cluster(combined: LocalCluster) -> None:
+    import shutil
+    import subprocess
+
+    kcat = shutil.which("kcat") or shutil.which("kafkacat")
+    if kcat is None:
+        pytest.skip("kcat not installed (scripts/test.sh installs it)")
+
+    def run(*args: str, stdin: str | None = None) -> str:
+        out = subprocess.run([kcat, "-b", combined.bootstrap, *args], input=stdin,
+                             capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        return out.stdout
+
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": combined.bootstrap})  # kept alive for result()
+    admin.create_topics([NewTopic("kc", 6, 1)])["kc"].result(30)
+    listing = wait_for("kcat seeing 3 brokers and 6 leaders", lambda: (
+        text := run("-L", "-t", "kc")) and "3 brokers" in text and text.count(
+        "leader ") == 6 and text, 30)
+    leaders = {line.split("leader ")[1].split(",")[0] for line in listing.splitlines()
+               if "partition" in line and "leader " in line}
+    assert leaders == {"1", "2", "3"}
+    lines = [f"k{i}:v{i}" for i in range(60)]
+    run("-P", "-t", "kc", "-K", ":", stdin="\n".join(lines) + "\n")
+    consumed = wait_for("all 60 records", lambda: (out := run(
+        "-C", "-t", "kc", "-e", "-f", "%k:%s\n")).count("\n") == 60 and out, 30)
+    assert sorted(consumed.splitlines()) == sorted(lines)
