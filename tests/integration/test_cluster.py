@@ -684,3 +684,22 @@ def test_kcat_lists_produces_and_consumes_through_the_cluster(combined: LocalClu
     consumed = wait_for("all 60 records", lambda: (out := run(
         "-C", "-t", "kc", "-e", "-f", "%k:%s\n")).count("\n") == 60 and out, 30)
     assert sorted(consumed.splitlines()) == sorted(lines)
+
+
+def test_snapshots_are_also_taken_by_time(tmp_path: Path) -> None:
+    cluster = LocalCluster(tmp_path, controllers=3, overrides={
+        "metadata.log.max.record.bytes.between.snapshots": str(1 << 30),
+        "metadata.log.max.snapshot.interval.ms": "500"})
+    cluster.format()
+    cluster.start()
+    try:
+        ready(cluster, 3)
+        metas = [n.directory / "data" / "__cluster_metadata-0" for n in cluster.nodes.values()]
+        # Far below the byte threshold, yet every node snapshots within the interval.
+        wait_for("a snapshot on every node", lambda: all(
+            list(m.glob("*.checkpoint")) for m in metas), 20)
+    except BaseException:
+        print(cluster.logs())
+        raise
+    finally:
+        cluster.stop()

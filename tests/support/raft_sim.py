@@ -12,7 +12,8 @@ quorum-state store, on simulated time. One priority queue holds every event:
 * **poll** a node when its next deadline comes;
 * **propose**: a client appends the next value of a counter to whoever leads;
 * **fault**: crash a node (its unflushed log tail is lost, its quorum-state
-  kept), restart it later, cut the network, heal it;
+  kept), restart it later, make the leader resign (EndQuorumEpoch), cut the
+  network, heal it;
 * **snapshot**: a node replaces the committed prefix of its log by a
   snapshot (so lagging and restarted nodes catch up through FetchSnapshot).
 
@@ -287,7 +288,13 @@ class RaftSim:
         roll = self.rng.random()
         total = 1 / f.crash_every_ms + 1 / f.partition_every_ms + 1 / f.snapshot_every_ms
         if roll < (1 / f.crash_every_ms) / total:
-            self._on_crash(self.rng.choice(sorted(self.nodes)))
+            if self.rng.random() < 0.25 and (leader := self.leader()) is not None:
+                assert leader.raft is not None  # a graceful hand-over instead of a crash
+                self._log(f"{leader.node_id} RESIGN")
+                leader.raft.resign(self.now)
+                self._after(leader)
+            else:
+                self._on_crash(self.rng.choice(sorted(self.nodes)))
         elif roll < (1 / f.crash_every_ms + 1 / f.partition_every_ms) / total:
             self._on_partition(None)
         else:

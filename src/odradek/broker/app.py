@@ -146,7 +146,8 @@ class BrokerApp:
             config.node_id, voters, state.cluster_id, raft_log, store, raft_config, self.clock,
             state.apply_entry, state.restore_snapshot, state.on_metadata_ready,
             state.snapshot_payload,
-            config.get_int("metadata.log.max.record.bytes.between.snapshots"))
+            config.get_int("metadata.log.max.record.bytes.between.snapshots"),
+            config.get_int("metadata.log.max.snapshot.interval.ms"))
 
     async def stop(self) -> None:
         if self._registering is not None:

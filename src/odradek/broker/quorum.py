@@ -62,6 +62,7 @@ class QuorumDriver:
         apply: Callable[[int, list[bytes]], None], restore: Callable[[bytes], None],
         on_ready: Callable[[], None] | None = None,
         snapshot: Callable[[], bytes] | None = None, snapshot_bytes: int = 20 << 20,
+        snapshot_interval_ms: int = 3_600_000,
     ) -> None:
         self.node_id = node_id
         self.voters = voters
@@ -77,6 +78,10 @@ class QuorumDriver:
         """Take a snapshot once this many record bytes were applied since the last
         (``metadata.log.max.record.bytes.between.snapshots``)."""
         self._since_snapshot = 0
+        self.snapshot_interval_ms = snapshot_interval_ms
+        """... or once this long has passed with anything applied since the last
+        (``metadata.log.max.snapshot.interval.ms``)."""
+        self._last_snapshot_ms = clock.monotonic_ms()
         self.ready = False
         """Caught up: everything committed when the leader was first heard is applied."""
         self._ready_event = asyncio.Event()
@@ -238,13 +243,16 @@ class QuorumDriver:
             self._ready_event.set()
             if self._on_ready is not None:
                 self._on_ready()
-        due = self._since_snapshot >= self.snapshot_bytes
+        due = self._since_snapshot >= self.snapshot_bytes or (
+            self._since_snapshot > 0
+            and self._now() - self._last_snapshot_ms >= self.snapshot_interval_ms)
         if self.ready and due and self._snapshot is not None and (
                 self.applied > self.log.start_offset):
             # Every node snapshots its own image; the log before it is dropped, and
             # a follower behind it catches up with FetchSnapshot.
             self.log.take_snapshot(self.applied, self._snapshot())
             self._since_snapshot = 0
+            self._last_snapshot_ms = self._now()
             log.info("quorum: node %d took a metadata snapshot at offset %d", self.node_id,
                      self.applied)
         self._settle_commits()
