@@ -57,6 +57,10 @@ def combined(tmp_path: Path) -> Iterator[LocalCluster]:
         raise
     finally:
         cluster.stop()
+    # No node hit an internal error on the way (a traceback in a node's log is a bug).
+    for node in cluster.nodes.values():
+        text = node.log_path.read_text(errors="replace")
+        assert "Traceback" not in text, f"node {node.node_id}:\n{text[-4000:]}"
 
 
 def _leaders_kafka_python(bootstrap: str, topic: str) -> dict[int, int]:

@@ -314,7 +314,16 @@ class BrokerState:
                     self.commit(decision.records)
                 elif decision.records:
                     # Replayed by apply_entry, on this node as on every other.
-                    await quorum.propose([encode_record(r) for r in decision.records])
+                    from odradek.broker.quorum import CommitLostError
+                    from odradek.raft.node import NotLeaderError
+
+                    try:
+                        await quorum.propose([encode_record(r) for r in decision.records])
+                    except (CommitLostError, NotLeaderError):
+                        # Leadership moved first: the records may or may not be
+                        # committed by the next leader; the caller answers
+                        # NOT_CONTROLLER and the client retries, as with Kafka.
+                        raise NotControllerError(quorum.leader_id) from None
             return decision
 
     def apply_entry(self, offset: int, values: list[bytes]) -> None:
