@@ -120,9 +120,38 @@ class Read:
 
 @dataclass(slots=True)
 class Replica:
+    """What the leader knows of one replica (Kafka's ``Replica``): its log end as of
+    its last fetch, when it was last caught up, and the leader's log end and the
+    time at that fetch (a follower fetching from the leader's log end of its
+    previous fetch was caught up then)."""
+
     broker_id: int
     log_end_offset: int = 0
     last_caught_up_ms: int = -1
+    last_fetch_leader_leo: int = -1
+    last_fetch_ms: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaRead:
+    """The leader's answer to a follower's fetch: batches up to the log end, or the
+    epoch where the follower's log diverges (``diverging_epoch`` >= 0: truncate
+    to ``diverging_end_offset`` or below, nothing else in the answer)."""
+
+    error_code: int
+    slices: Sequence[FileSlice]
+    high_watermark: int
+    log_start_offset: int
+    log_end_offset: int
+    diverging_epoch: int = -1
+    diverging_end_offset: int = -1
+    hw_moved: bool = False
+    expand: bool = False
+    """The follower is now eligible to join the ISR: the shell proposes it."""
+
+    @property
+    def size(self) -> int:
+        return sum(s.length for s in self.slices)
 
 
 @dataclass(slots=True)
@@ -139,6 +168,18 @@ class PartitionState:
     producers: ProducerStateTable = field(default_factory=ProducerStateTable)
     leader_id: int = -2
     """The leader's broker id; -2 (the default) means this replica leads."""
+    partition_epoch: int = 0
+    """The controller's partition epoch for ``isr`` (bumped by every ISR change)."""
+    min_isr: int = 1
+    """``min.insync.replicas``: acks=all needs this many in the ISR, and the HW holds
+    while the ISR is smaller than it (or than the replica count, if fewer)."""
+    pending_isr: frozenset[int] | None = None
+    """An ISR change sent to the controller and not yet seen in the metadata (one
+    at a time). Members it adds count for the HW at once (Kafka's "maximal ISR");
+    members it drops count until the controller confirms."""
+    epoch_start_offset: int = 0
+    """The log end when this replica took the leadership at ``leader_epoch``: a
+    follower joins the ISR only once it has reached it."""
 
     def __post_init__(self) -> None:
         self.log.snapshot_source = self._snapshot_bytes
@@ -152,6 +193,7 @@ class PartitionState:
             self.isr = {self.local_id}
         self._rebuild()
         if self.is_leader:
+            self.epoch_start_offset = self.log_end_offset
             self._update_high_watermark()
 
     # -- views --------------------------------------------------------------------------
@@ -177,42 +219,162 @@ class PartitionState:
     def is_leader(self) -> bool:
         return self.leader_id == self.local_id
 
+    @property
+    def maximal_isr(self) -> set[int]:
+        """The ISR the HW is computed over: the committed one plus members a pending
+        change adds."""
+        return self.isr | self.pending_isr if self.pending_isr is not None else self.isr
+
+    @property
+    def last_fetched_epoch(self) -> int:
+        """The newest leader epoch in this log (a follower's ``LastFetchedEpoch``)."""
+        return self.log.epochs.latest_epoch
+
     # -- leadership and followers -------------------------------------------------------
 
-    def become_leader(self, epoch: int, replicas: Iterable[int], isr: Iterable[int]) -> bool:
+    def become_leader(self, epoch: int, replicas: Iterable[int], isr: Iterable[int],
+                      *, partition_epoch: int | None = None, now_ms: int = 0) -> bool:
         """Take the leadership at ``epoch`` with this replica set and ISR (the local
-        replica is always in both). Returns whether the HW moved."""
+        replica is always in both). What the leader knew of followers is reset
+        (their log ends are unknown until they fetch), ISR members counting as
+        caught up now so none is dropped before it could fetch; the epoch's
+        start offset is the log end. Returns whether the HW moved."""
+        new_term = not self.is_leader or epoch != self.leader_epoch
         self.leader_epoch = epoch
         self.leader_id = self.local_id
+        if partition_epoch is not None:
+            self.partition_epoch = partition_epoch
         wanted = set(replicas) | {self.local_id}
-        self.replicas = {b: self.replicas.get(b) or Replica(b) for b in sorted(wanted)}
         self.isr = (set(isr) & wanted) | {self.local_id}
+        if new_term:
+            self.replicas = {b: Replica(b, last_caught_up_ms=now_ms if b in self.isr else -1)
+                             for b in sorted(wanted)}
+            self.pending_isr = None
+            self.epoch_start_offset = self.log_end_offset
+            if epoch > self.log.epochs.latest_epoch:
+                self.log._assign_epoch(epoch, self.log_end_offset)
+        else:
+            self.replicas = {b: self.replicas.get(b) or Replica(b) for b in sorted(wanted)}
+            if self.pending_isr is not None and (set(self.pending_isr) == self.isr):
+                self.pending_isr = None
         return self._update_high_watermark()
 
-    def become_follower(self, epoch: int, leader_id: int) -> None:
-        """Follow ``leader_id`` at ``epoch``: appends come only from
+    def become_follower(self, epoch: int, leader_id: int,
+                        *, partition_epoch: int | None = None) -> None:
+        """Follow ``leader_id`` (-1: none yet) at ``epoch``: appends come only from
         :meth:`append_as_follower`, and the HW only from the leader."""
         self.leader_epoch = epoch
         self.leader_id = leader_id
+        if partition_epoch is not None:
+            self.partition_epoch = partition_epoch
         self.isr = set()
+        self.pending_isr = None
+
+    def apply_metadata(self, leader: int, leader_epoch: int, partition_epoch: int,
+                       replicas: Iterable[int], isr: Iterable[int], now_ms: int) -> bool:
+        """The controller's view of this partition changed (or is seen the first
+        time): lead or follow accordingly. Returns True when this replica's role
+        or leader changed (waiters on the old role must be answered)."""
+        was = (self.is_leader, self.leader_id, self.leader_epoch)
+        if leader == self.local_id:
+            if leader_epoch < self.leader_epoch and self.is_leader:
+                return False  # a stale view
+            self.become_leader(leader_epoch, replicas, isr, partition_epoch=partition_epoch,
+                               now_ms=now_ms)
+        else:
+            self.become_follower(leader_epoch, leader, partition_epoch=partition_epoch)
+        return was != (self.is_leader, self.leader_id, self.leader_epoch)
 
     def update_follower(self, broker_id: int, log_end_offset: int, now_ms: int) -> bool:
         """A follower fetched from ``log_end_offset`` (its LEO). Returns whether the HW
-        moved. A follower that reaches the HW is caught up (ISR expansion is the
-        replication issue's; here it is only recorded)."""
+        moved. It was caught up now if it fetched from the leader's log end, or at
+        its previous fetch if it fetched from the leader's log end as of then."""
         replica = self.replicas.get(broker_id)
         if replica is None or broker_id == self.local_id or not self.is_leader:
             return False
-        replica.log_end_offset = min(log_end_offset, self.log_end_offset)
-        if replica.log_end_offset >= self.high_watermark:
+        leo = self.log_end_offset
+        offset = min(log_end_offset, leo)
+        if offset >= leo:
             replica.last_caught_up_ms = now_ms
+        elif replica.last_fetch_leader_leo >= 0 and offset >= replica.last_fetch_leader_leo:
+            replica.last_caught_up_ms = max(replica.last_caught_up_ms, replica.last_fetch_ms)
+        replica.log_end_offset = offset
+        replica.last_fetch_leader_leo = leo
+        replica.last_fetch_ms = now_ms
         return self._update_high_watermark()
 
+    def read_for_follower(self, broker_id: int, fetch_offset: int, last_fetched_epoch: int,
+                          max_bytes: int, now_ms: int) -> ReplicaRead:
+        """A follower's fetch (Kafka's replica Fetch, v12+): first the divergence check
+        (the follower's last epoch ends earlier here, or is unknown: it must
+        truncate first, and nothing is recorded), then the follower's log end is
+        recorded (moving the HW, perhaps) and batches up to the log end returned."""
+        leo, start = self.log_end_offset, self.log_start_offset
+        if not self.is_leader:
+            return ReplicaRead(ErrorCode.NOT_LEADER_OR_FOLLOWER, (), -1, start, leo)
+        if broker_id not in self.replicas or broker_id == self.local_id:
+            return ReplicaRead(ErrorCode.NOT_LEADER_OR_FOLLOWER, (), -1, start, leo)
+        if last_fetched_epoch >= 0:
+            epoch, end = self.log.epochs.end_offset_for(last_fetched_epoch, leo)
+            if epoch < last_fetched_epoch or end < fetch_offset:
+                return ReplicaRead(0, (), self.high_watermark, start, leo,
+                                   diverging_epoch=epoch, diverging_end_offset=end)
+        if fetch_offset > leo or fetch_offset < start:
+            return ReplicaRead(ErrorCode.OFFSET_OUT_OF_RANGE, (), self.high_watermark, start, leo)
+        moved = self.update_follower(broker_id, fetch_offset, now_ms)
+        try:
+            slices = self.log.read(fetch_offset, max(max_bytes, 0), max_offset=leo,
+                                   min_one_batch=True)
+        except StorageError as exc:
+            return ReplicaRead(exc.error_code, (), self.high_watermark, start, leo,
+                               hw_moved=moved)
+        return ReplicaRead(0, slices, self.high_watermark, start, leo, hw_moved=moved,
+                           expand=self._may_join_isr(broker_id))
+
+    def _may_join_isr(self, broker_id: int) -> bool:
+        replica = self.replicas[broker_id]
+        return (broker_id not in self.maximal_isr and self.pending_isr is None
+                and replica.log_end_offset >= max(self.high_watermark, self.epoch_start_offset))
+
+    def out_of_sync(self, now_ms: int, lag_ms: int) -> set[int]:
+        """ISR members that have not been caught up for ``replica.lag.time.max.ms``."""
+        leo = self.log_end_offset
+        return {b for b in self.isr if b != self.local_id
+                and self.replicas[b].log_end_offset < leo
+                and now_ms - self.replicas[b].last_caught_up_ms > lag_ms}
+
+    def propose_isr(self, now_ms: int, lag_ms: int,
+                    eligible: Iterable[int] | None = None) -> frozenset[int] | None:
+        """The ISR change this leader should send the controller now, if any (none
+        while one is pending): lagging members out, caught-up replicas in (of
+        ``eligible``, the live brokers, when given). It is noted as pending."""
+        if not self.is_leader or self.pending_isr is not None:
+            return None
+        allowed = set(eligible) if eligible is not None else None
+        joining = {b for b in self.replicas if b not in self.isr and b != self.local_id
+                   and (allowed is None or b in allowed) and self._may_join_isr(b)}
+        new = (self.isr - self.out_of_sync(now_ms, lag_ms)) | joining
+        if new == self.isr:
+            return None
+        self.pending_isr = frozenset(new)
+        self._update_high_watermark()
+        return self.pending_isr
+
+    def isr_change_failed(self) -> None:
+        """The controller refused (or never answered) the pending ISR change."""
+        self.pending_isr = None
+
     def _update_high_watermark(self) -> bool:
-        """The one place the HW moves: to min LEO over the ISR, never back."""
+        """The one place the HW moves on a leader: to min LEO over the maximal ISR,
+        never back, and not at all while the ISR is below ``min.insync.replicas``
+        (or the replica count, if smaller), as Kafka does since 3.7."""
+        if not self.is_leader:
+            return False
         leo = self.log.log_end_offset
         self.replicas[self.local_id].log_end_offset = leo
-        isr = self.isr
+        isr = self.maximal_isr
+        if len(self.isr) < min(self.min_isr, len(self.replicas)):
+            return False
         if len(isr) == 1:  # the leader alone (it is always in its ISR)
             target = leo
         else:
@@ -222,15 +384,67 @@ class PartitionState:
             self.producers.high_watermark_moved(self.high_watermark)
         return moved
 
+    def enough_replicas(self) -> bool:
+        """Whether an acks=all append may be taken (else NOT_ENOUGH_REPLICAS)."""
+        return len(self.isr) >= self.min_isr
+
+    def replicated(self, last_offset: int) -> int | None:
+        """Where an acks=all append ending at ``last_offset`` stands: None while the
+        HW has not passed it, else 0 or NOT_ENOUGH_REPLICAS_AFTER_APPEND (the ISR
+        shrank below ``min.insync.replicas`` meanwhile; the records stay)."""
+        if self.high_watermark <= last_offset:
+            return None
+        if len(self.maximal_isr) < self.min_isr:
+            return ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+        return 0
+
+    # -- follower truncation -----------------------------------------------------------
+
+    def truncate_to_divergence(self, epoch: int, end_offset: int) -> int:
+        """The leader says this log diverges after (``epoch``, ``end_offset``): cut it
+        where it stops agreeing (the end of the same epoch here, or of the
+        largest one below; the next fetch checks again). Returns the new log end."""
+        mine, my_end = self.log.epochs.end_offset_for(epoch, self.log_end_offset)
+        if mine < 0:
+            entries = self.log.epochs.entries
+            my_end = entries[0][1] if entries else self.log_end_offset
+        self.truncate_to(min(end_offset, my_end))
+        return self.log_end_offset
+
+    def truncate_to(self, offset: int) -> None:
+        """Cut the log at ``offset`` (a follower's truncation) and rebuild the
+        producer state from what is left."""
+        if offset >= self.log_end_offset:
+            return
+        self.log.truncate_to(offset)
+        self._reload_producers()
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """A follower below the leader's log start: start over there, empty."""
+        self.log.truncate_fully_and_start_at(offset)
+        self._reload_producers()
+
+    def _reload_producers(self) -> None:
+        self.producers = ProducerStateTable()
+        self._rebuild()
+        self.producers.high_watermark_moved(self.high_watermark)
+
     # -- appends ------------------------------------------------------------------------
 
-    def append_as_leader(self, records: memoryview, origin: Origin) -> Appended:
+    def append_as_leader(self, records: memoryview, origin: Origin,
+                         required_acks: int = 1) -> Appended:
         """Validate and append a records field (one or more batches); see the module
-        docstring for the order of checks. Never raises for bad input: errors come
-        back as Kafka codes in :class:`Appended`."""
+        docstring for the order of checks. With ``required_acks`` -1 and an ISR
+        below ``min.insync.replicas`` nothing is appended (NOT_ENOUGH_REPLICAS).
+        Never raises for bad input: errors come back as Kafka codes in
+        :class:`Appended`."""
         plog = self.log
         if not self.is_leader:
             return Appended(ErrorCode.NOT_LEADER_OR_FOLLOWER, "not the leader")
+        if required_acks == -1 and not self.enough_replicas():
+            return Appended(ErrorCode.NOT_ENOUGH_REPLICAS,
+                            f"the ISR has {len(self.isr)} of the {self.min_isr} replicas "
+                            f"min.insync.replicas asks for")
         try:
             checked = (plog.check(records, allow_control=origin is Origin.COORDINATOR)
                        if len(records) else None)
@@ -283,9 +497,11 @@ class PartitionState:
             log_start_offset=info.log_start_offset,
             hw_moved=self._update_high_watermark(), flush_due=info.flush_due)
 
-    def append_as_follower(self, records: memoryview, leader_hw: int) -> Appended:
+    def append_as_follower(self, records: memoryview, leader_hw: int,
+                           leader_log_start: int = -1) -> Appended:
         """Append batches fetched from the leader (offsets kept, gaps allowed), then
-        take the leader's HW as far as this log reaches. A fetch larger than
+        take the leader's HW as far as this log reaches, and its log start (records
+        the leader deleted go here too, once below the HW). A fetch larger than
         ``segment.bytes`` is appended in parts at batch boundaries (each part
         fits a segment), so a small segment size never stalls a follower."""
         first, last, flush_due, start = -1, -1, False, self.log_start_offset
@@ -314,6 +530,9 @@ class PartitionState:
         moved = self.log.advance_high_watermark(min(leader_hw, self.log_end_offset))
         if moved:
             self.producers.high_watermark_moved(self.high_watermark)
+        if self.log_start_offset < leader_log_start <= self.high_watermark:
+            with contextlib.suppress(StorageError):
+                self.delete_records(leader_log_start)
         return Appended(first_offset=first, last_offset=last, log_start_offset=start,
                         hw_moved=moved, flush_due=flush_due)
 
