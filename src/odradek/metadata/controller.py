@@ -2,7 +2,9 @@
 
 Nothing here changes the image; the caller appends the returned records to the
 metadata log and replays them (DESIGN.md decision 4). Validation follows
-Kafka's rules and error codes.
+Kafka's rules and error codes. The decisions about replicated partitions (ISR
+changes, elections, reassignment) are in :mod:`odradek.metadata.partition_changes`
+and are re-exported here.
 """
 
 from __future__ import annotations
@@ -10,16 +12,27 @@ from __future__ import annotations
 import re
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 from odradek.metadata.image import TOPIC_RESOURCE, Endpoint, MetadataImage
+from odradek.metadata.outcome import Outcome as Outcome
+from odradek.metadata.partition_changes import PREFERRED as PREFERRED
+from odradek.metadata.partition_changes import UNCLEAN as UNCLEAN
+from odradek.metadata.partition_changes import OngoingReassignment as OngoingReassignment
+from odradek.metadata.partition_changes import PartitionState as PartitionState
+from odradek.metadata.partition_changes import alter_partition as alter_partition
+from odradek.metadata.partition_changes import alter_reassignment as alter_reassignment
+from odradek.metadata.partition_changes import check_broker_epoch as check_broker_epoch
+from odradek.metadata.partition_changes import complete_reassignments as complete_reassignments
+from odradek.metadata.partition_changes import elect_leaders as elect_leaders
+from odradek.metadata.partition_changes import list_reassignments as list_reassignments
+from odradek.metadata.partition_changes import on_broker_fenced, on_broker_live
+from odradek.metadata.partition_changes import preferred_imbalance as preferred_imbalance
 from odradek.metadata.topic_configs import validate_topic_config
 from odradek.wire.errors import ErrorCode
 from odradek.wire.internal.config_record import ConfigRecord
 from odradek.wire.internal.feature_level_record import FeatureLevelRecord
 from odradek.wire.internal.fence_broker_record import FenceBrokerRecord
-from odradek.wire.internal.partition_change_record import PartitionChangeRecord
 from odradek.wire.internal.partition_record import PartitionRecord
 from odradek.wire.internal.producer_ids_record import ProducerIdsRecord
 from odradek.wire.internal.register_broker_record import BrokerEndpoint, RegisterBrokerRecord
@@ -30,19 +43,6 @@ from odradek.wire.internal.unfence_broker_record import UnfenceBrokerRecord
 MAX_TOPIC_NAME = 249
 MAX_PARTITIONS = 100_000
 _LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
-
-
-@dataclass(slots=True)
-class Outcome:
-    """What a controller call decided: an error (or NONE) and the records to write."""
-
-    error: ErrorCode = ErrorCode.NONE
-    message: str | None = None
-    records: list[Any] = field(default_factory=list)
-
-    @classmethod
-    def fail(cls, error: ErrorCode, message: str) -> Outcome:
-        return cls(error, message, [])
 
 
 def topic_name_error(name: str) -> str | None:
@@ -79,7 +79,10 @@ def create_topic(
     default_partitions: int,
     topic_id: uuid.UUID,
 ) -> Outcome:
-    """Records for a new topic, or the error Kafka would return."""
+    """Records for a new topic, or the error Kafka would return. Each partition's
+    replicas are placed on live brokers (:func:`place_replicas`); all are in the
+    ISR and the first leads. The replication factor (-1: 1) may not exceed the
+    live brokers (a node with none registered yet counts itself)."""
     problem = topic_name_error(name)
     if problem:
         return Outcome.fail(ErrorCode.INVALID_TOPIC_EXCEPTION, problem)
@@ -99,19 +102,9 @@ def create_topic(
         return Outcome.fail(
             ErrorCode.INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0."
         )
-    live_brokers = image.live_brokers() or 1
-    if rf > live_brokers:
-        return Outcome.fail(
-            ErrorCode.INVALID_REPLICATION_FACTOR,
-            f"Unable to replicate the partition {rf} time(s): The target replication factor "
-            f"of {rf} cannot be reached because only {live_brokers} broker(s) are registered.",
-        )
-    if rf > 1:
-        return Outcome.fail(
-            ErrorCode.INVALID_REPLICATION_FACTOR,
-            f"Replication factor {rf} is not served yet: this Odradek cluster keeps each "
-            f"partition on one broker (replicated partitions come in a later release).",
-        )
+    short = _too_few_brokers(image, rf)
+    if short:
+        return short
     for key, value in configs.items():
         problem = validate_topic_config(key, value)
         if problem:
@@ -125,6 +118,17 @@ def create_topic(
     records.append(TopicRecord(name=name, topic_id=tid))
     records += _partition_records(image, tid, range(partitions), rf, node_id)
     return Outcome(records=records)
+
+
+def _too_few_brokers(image: MetadataImage, rf: int) -> Outcome | None:
+    live_brokers = image.live_brokers() or 1
+    if rf > live_brokers:
+        return Outcome.fail(
+            ErrorCode.INVALID_REPLICATION_FACTOR,
+            f"Unable to replicate the partition {rf} time(s): The target replication factor "
+            f"of {rf} cannot be reached because only {live_brokers} broker(s) are registered.",
+        )
+    return None
 
 
 def place_replicas(image: MetadataImage, tid: uuid.UUID, ids: range, rf: int,
@@ -160,6 +164,9 @@ def _partition_records(image: MetadataImage, tid: uuid.UUID, ids: range, rf: int
 
 
 def create_partitions(image: MetadataImage, name: str, count: int, *, node_id: int) -> Outcome:
+    """Records for the partitions that take a topic to ``count``, with the
+    topic's replication factor (INVALID_REPLICATION_FACTOR if fewer brokers are
+    live), placed as :func:`create_topic` places them."""
     topic = image.topics.get(name)
     if topic is None:
         return Outcome.fail(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' does not exist.")
@@ -176,7 +183,11 @@ def create_partitions(image: MetadataImage, name: str, count: int, *, node_id: i
         )
     if count > MAX_PARTITIONS:
         return Outcome.fail(ErrorCode.INVALID_PARTITIONS, "Too many partitions.")
-    rf = max((len(p.replicas) for p in topic.partitions.values()), default=1)
+    rf = max((len(p.replicas) - len(p.removing_replicas) for p in topic.partitions.values()),
+             default=1)  # a reassignment's target size, not its replicas in flight
+    short = _too_few_brokers(image, rf)
+    if short:
+        return short
     return Outcome(records=_partition_records(image, topic.topic_id, range(current, count), rf,
                                               node_id))
 
@@ -235,36 +246,28 @@ def unfence_broker(image: MetadataImage, node_id: int) -> Outcome:
 
 
 def _unfence(image: MetadataImage, node_id: int, epoch: int) -> list[Any]:
-    records: list[Any] = [UnfenceBrokerRecord(id=node_id, epoch=epoch)]
-    # Partitions left without a leader while this broker was away lead again here
-    # (one replica each today: nothing else could take them).
-    for topic in image.topics.values():
-        for p in topic.partitions.values():
-            if p.leader == -1 and node_id in p.replicas:
-                records.append(PartitionChangeRecord(partition_id=p.partition,
-                                                     topic_id=topic.topic_id, leader=node_id))
-    return records
+    """The broker is live again: partitions left without a leader whose ISR holds
+    it are led by it (with unclean election on, a leaderless partition whose ISR
+    has no live member takes its first live replica;
+    :func:`~odradek.metadata.partition_changes.on_broker_live`)."""
+    return [UnfenceBrokerRecord(id=node_id, epoch=epoch), *on_broker_live(image, node_id)]
 
 
 def fence_broker(image: MetadataImage, node_id: int) -> Outcome:
-    """Fence a broker that missed its heartbeats (or asked to shut down): its
-    partitions move to another live in-sync replica, or are left without a
-    leader (-1, clients see LEADER_NOT_AVAILABLE) when it was the only one,
-    as Kafka does with unclean election off. Nothing to do if already fenced."""
+    """Fence a broker that missed its heartbeats (or asked to shut down). It
+    leaves every ISR where other members remain (the last member stays). Where
+    it led, the first replica in assignment order that is in the remaining ISR
+    and live takes over; with none, the leader is -1 (clients see
+    LEADER_NOT_AVAILABLE) and the ISR is left as it was, as Kafka does with
+    unclean election off (with it on, the first live replica leads alone). One
+    PartitionChangeRecord per changed partition
+    (:func:`~odradek.metadata.partition_changes.on_broker_fenced`). Nothing to
+    do if already fenced."""
     broker = image.brokers.get(node_id)
     if broker is None or broker.fenced:
         return Outcome()
-    live = {b.node_id for b in image.brokers.values() if not b.fenced and b.node_id != node_id}
     records: list[Any] = [FenceBrokerRecord(id=node_id, epoch=broker.epoch)]
-    for topic in image.topics.values():
-        for p in topic.partitions.values():
-            if p.leader != node_id:
-                continue
-            others = [r for r in p.isr if r in live]
-            records.append(PartitionChangeRecord(partition_id=p.partition,
-                                                 topic_id=topic.topic_id,
-                                                 leader=others[0] if others else -1))
-    return Outcome(records=records)
+    return Outcome(records=[*records, *on_broker_fenced(image, node_id)])
 
 
 PRODUCER_ID_BLOCK = 1000

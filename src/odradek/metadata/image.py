@@ -62,10 +62,34 @@ class BrokerImage:
 class PartitionImage:
     partition: int
     replicas: list[int]
+    """The assignment, preferred leader first; during a reassignment (KIP-455) the
+    target replicas followed by those being removed."""
     isr: list[int]
     leader: int
+    """-1: no leader."""
     leader_epoch: int
     partition_epoch: int
+    adding_replicas: list[int] = field(default_factory=list)
+    """Replicas a reassignment is adding (empty when none is under way)."""
+    removing_replicas: list[int] = field(default_factory=list)
+    """Replicas a reassignment is removing (empty when none is under way)."""
+
+    def apply(self, record: PartitionChangeRecord) -> None:
+        """Apply a PartitionChangeRecord: null fields (leader -2) change nothing;
+        any leader, even the same one or -1, bumps the leader epoch; every record
+        bumps the partition epoch."""
+        if record.leader != -2:
+            self.leader = record.leader
+            self.leader_epoch += 1
+        if record.isr is not None:
+            self.isr = list(record.isr)
+        if record.replicas is not None:
+            self.replicas = list(record.replicas)
+        if record.adding_replicas is not None:
+            self.adding_replicas = list(record.adding_replicas)
+        if record.removing_replicas is not None:
+            self.removing_replicas = list(record.removing_replicas)
+        self.partition_epoch += 1
 
 
 @dataclass(slots=True)
@@ -123,15 +147,10 @@ class MetadataImage:
             t.partitions[record.partition_id] = PartitionImage(
                 record.partition_id, list(record.replicas), list(record.isr),
                 record.leader, record.leader_epoch, record.partition_epoch,
+                list(record.adding_replicas or ()), list(record.removing_replicas or ()),
             )
         elif isinstance(record, PartitionChangeRecord):
-            p = self.topics[self.by_id[record.topic_id]].partitions[record.partition_id]
-            if record.leader != -2:  # -2: no change
-                p.leader = record.leader
-                p.leader_epoch += 1
-            if record.isr is not None:
-                p.isr = list(record.isr)
-            p.partition_epoch += 1
+            self.topics[self.by_id[record.topic_id]].partitions[record.partition_id].apply(record)
         elif isinstance(record, ConfigRecord):
             self._replay_config(record)
         elif isinstance(record, ProducerIdsRecord):
@@ -150,7 +169,8 @@ class MetadataImage:
     def to_records(self) -> list[Any]:
         """Records whose replay into an empty image rebuilds this one (a metadata
         snapshot): brokers, configs, topics with their partitions, quotas and the
-        producer-id high mark. Partition and leader epochs are kept as they are."""
+        producer-id high mark. Partition and leader epochs, and reassignments under way,
+        are kept as they are."""
         from odradek.wire.internal.client_quota_record import EntityData
         from odradek.wire.internal.register_broker_record import BrokerEndpoint
 
@@ -172,7 +192,8 @@ class MetadataImage:
             for p in t.partitions.values():
                 out.append(PartitionRecord(
                     partition_id=p.partition, topic_id=t.topic_id, replicas=list(p.replicas),
-                    isr=list(p.isr), removing_replicas=[], adding_replicas=[], leader=p.leader,
+                    isr=list(p.isr), removing_replicas=list(p.removing_replicas),
+                    adding_replicas=list(p.adding_replicas), leader=p.leader,
                     leader_recovery_state=0, leader_epoch=p.leader_epoch,
                     partition_epoch=p.partition_epoch))
         for entity, values in self.client_quotas.items():
