@@ -13,10 +13,12 @@ import posixpath
 from odradek.broker.cluster_control import Sessions, heartbeat_forever, send_heartbeat
 from odradek.broker.config import BrokerConfig
 from odradek.broker.groups import GroupRuntime
+from odradek.broker.isr import IsrManager
 from odradek.broker.journal import LogJournal
 from odradek.broker.meta_properties import DataDirError
-from odradek.broker.partitions import METADATA_TOPIC, PartitionManager
+from odradek.broker.partitions import METADATA_TOPIC, Partition, PartitionManager
 from odradek.broker.quorum import QuorumDriver
+from odradek.broker.replica_fetcher import ReplicaFetchers
 from odradek.broker.server import KafkaServer
 from odradek.broker.state import BrokerState, MemoryJournal, MetadataJournal
 from odradek.broker.transactions import TxnRuntime
@@ -68,6 +70,11 @@ class BrokerApp:
         if cluster:
             self.state.metadata_ready = False
             self.state.quorum = self._quorum(fs, self.state)
+            if "broker" in self.config.process_roles():
+                self.state.fetchers = ReplicaFetchers(self.state)
+                self.partitions.on_leadership = self._leadership_changed
+                self.state.isr = IsrManager(self.state)
+                self.state.isr.start()
         self.partitions.start_housekeeping()
         self.state.groups = GroupRuntime(self.state, self.partitions, self.config, self.clock)
         state = self.state
@@ -86,6 +93,19 @@ class BrokerApp:
             self._registering = loop.create_task(self._join())
         log.info("odradek %s %d listening on %s", self._role_name(), self.state.node_id,
                  self.bootstrap_servers)
+
+    def _leadership_changed(self, moved: list[Partition]) -> None:
+        """Partitions whose leader changed (cluster mode): followers fetch from the
+        new leader; coordinators load what they now lead and drop the rest."""
+        state = self.state
+        if state is None:
+            return
+        if state.fetchers is not None:
+            state.fetchers.update(moved)
+        if state.groups is not None:
+            state.groups.leadership_changed(moved)
+        if state.txns is not None:
+            state.txns.leadership_changed(moved)
 
     def _role_name(self) -> str:
         roles = self.config.process_roles()
@@ -167,6 +187,12 @@ class BrokerApp:
                 with contextlib.suppress(Exception):
                     await asyncio.wait_for(send_heartbeat(self.state, want_shut_down=True), 5)
             await self.state.quorum.resign()
+        if self.state is not None and self.state.fetchers is not None:
+            await self.state.fetchers.close()
+            self.state.fetchers = None
+        if self.state is not None and self.state.isr is not None:
+            await self.state.isr.close()
+            self.state.isr = None
         if self.server is not None:
             await self.server.stop()
             self.server = None

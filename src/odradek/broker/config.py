@@ -98,6 +98,20 @@ DEFAULTS: dict[str, str] = {
     "metadata.max.idle.interval.ms": "500",
     "metadata.log.max.record.bytes.between.snapshots": "20971520",
     "metadata.log.max.snapshot.interval.ms": "3600000",
+    # Replicated partitions (docs/cluster.md, docs/durability.md).
+    "replica.lag.time.max.ms": "30000",
+    "replica.fetch.wait.max.ms": "500",
+    "replica.fetch.min.bytes": "1",
+    "replica.fetch.max.bytes": "1048576",
+    "replica.fetch.response.max.bytes": "10485760",
+    "replica.fetch.backoff.ms": "1000",
+    "num.replica.fetchers": "1",
+    "transaction.state.log.replication.factor": "1",
+    "transaction.state.log.min.isr": "1",
+    "unclean.leader.election.enable": "false",
+    "auto.leader.rebalance.enable": "true",
+    "leader.imbalance.check.interval.seconds": "300",
+    "odradek.inter.broker.address.overrides": "",
 }
 
 _INT_KEYS = {
@@ -127,7 +141,14 @@ _KRAFT_INT_KEYS = {
     "metadata.log.max.record.bytes.between.snapshots", "metadata.log.max.snapshot.interval.ms",
 }
 _INT_KEYS |= _KRAFT_INT_KEYS
-_BOOL_KEYS = {"auto.create.topics.enable", "delete.topic.enable"}
+_INT_KEYS |= {
+    "replica.lag.time.max.ms", "replica.fetch.wait.max.ms", "replica.fetch.min.bytes",
+    "replica.fetch.max.bytes", "replica.fetch.response.max.bytes", "replica.fetch.backoff.ms",
+    "num.replica.fetchers", "transaction.state.log.replication.factor",
+    "transaction.state.log.min.isr", "leader.imbalance.check.interval.seconds",
+}
+_BOOL_KEYS = {"auto.create.topics.enable", "delete.topic.enable",
+              "unclean.leader.election.enable", "auto.leader.rebalance.enable"}
 
 
 @dataclass(frozen=True, slots=True)

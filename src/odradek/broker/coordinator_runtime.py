@@ -100,11 +100,13 @@ class Metadata(Protocol):
     async def write(self, decide: Callable[[MetadataImage], Outcome]) -> Outcome: ...
 
     async def create_topic_at_controller(self, name: str, partitions: int,
-                                         configs: dict[str, str]) -> bool: ...
+                                         configs: dict[str, str],
+                                         replication_factor: int = -1) -> bool: ...
 
 
 async def ensure_internal_topic(
-    metadata: Metadata, topic: str, partitions: int, configs: Mapping[str, str]
+    metadata: Metadata, topic: str, partitions: int, configs: Mapping[str, str],
+    replication_factor: int = -1,
 ) -> bool:
     """Create a coordinator's internal topic if it does not exist; True when it does
     (also when another request created it meanwhile)."""
@@ -112,11 +114,12 @@ async def ensure_internal_topic(
         return True
     try:
         outcome = await metadata.write(lambda image: controller.create_topic(
-            image, topic, partitions, -1, configs, node_id=metadata.node_id,
+            image, topic, partitions, replication_factor, configs, node_id=metadata.node_id,
             default_partitions=1, topic_id=metadata.ids.uuid(),
         ))
     except NotControllerError:  # cluster mode: the controller creates it
-        return await metadata.create_topic_at_controller(topic, partitions, dict(configs))
+        return await metadata.create_topic_at_controller(topic, partitions, dict(configs),
+                                                         replication_factor)
     if outcome.error and topic not in metadata.image.topics:
         log.error("cannot create %s: %s", topic, outcome.message)
         return False
@@ -139,16 +142,18 @@ class CoordinatorRuntime:
     # -- loading --------------------------------------------------------------------
 
     def read_partition(self, index: int) -> Iterator[Entry | Marker]:
-        """The records of ``topic-index`` from its log start up to its HW. Raises
+        """The records of ``topic-index`` from its log start up to its log end (a new
+        leader's HW may lag behind it for a moment, but what its log holds is
+        what its followers will hold; on one node the HW is the log end). Raises
         StorageError or DecodeError where the log cannot be read on."""
         part = self.partitions.get(self.topic, index)
         if part is None:
             return
         plog = part.log
         offset = plog.log_start_offset
-        while offset < part.state.high_watermark:
-            hw = part.state.high_watermark
-            data = plog.read_records(offset, _LOAD_CHUNK_BYTES, max_offset=hw)
+        while offset < part.state.log_end_offset:
+            end = part.state.log_end_offset
+            data = plog.read_records(offset, _LOAD_CHUNK_BYTES, max_offset=end)
             if not data:
                 break
             pos = 0

@@ -37,7 +37,7 @@ from odradek.broker.coordinator_runtime import (
     Pending,
     ensure_internal_topic,
 )
-from odradek.broker.partitions import PartitionManager
+from odradek.broker.partitions import Partition, PartitionManager
 from odradek.common.clock import Clock
 from odradek.coordinator import records as crecords
 from odradek.coordinator.coordinator import GroupCoordinator
@@ -76,6 +76,7 @@ class GroupRuntime:
         self._load_task: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._expiry_task: asyncio.Task[None] | None = None
+        self._started = False
 
     # -- start-up and the offsets topic ---------------------------------------------------
 
@@ -83,6 +84,7 @@ class GroupRuntime:
         """Begin replaying ``__consumer_offsets`` (in the background) if it exists,
         and expiring offsets every ``offsets.retention.check.interval.ms``."""
         loop = asyncio.get_running_loop()
+        self._started = True
         self._expiry_task = loop.create_task(self._expire_forever())
         if OFFSETS_TOPIC not in self.metadata.image.topics:
             self.coordinator.loading.clear()
@@ -97,7 +99,8 @@ class GroupRuntime:
         configs["segment.bytes"] = str(self.config.get_int("offsets.topic.segment.bytes"))
         if not await ensure_internal_topic(self.metadata, OFFSETS_TOPIC,
                                            self.coordinator.config.offsets_partitions,
-                                           configs):
+                                           configs,
+                                           self.config.get_int("offsets.topic.replication.factor")):
             return False
         self._note_foreign()
         self.coordinator.loading.clear()
@@ -109,7 +112,44 @@ class GroupRuntime:
         if topic is not None:
             self.coordinator.store.foreign = {
                 p.partition for p in topic.partitions.values()
-                if self.runtime.partitions.get(OFFSETS_TOPIC, p.partition) is None}
+                if not self._leads(p.partition)}
+
+    def _leads(self, index: int) -> bool:
+        part = self.runtime.partitions.get(OFFSETS_TOPIC, index)
+        return part is not None and part.state.is_leader
+
+    def leadership_changed(self, moved: list[Partition]) -> None:
+        """Cluster mode: ``__consumer_offsets`` partitions this broker started leading
+        are loaded (their groups answer COORDINATOR_LOAD_IN_PROGRESS meanwhile);
+        those it stopped leading are unloaded (NOT_COORDINATOR)."""
+        if not self._started:
+            return
+        store = self.coordinator.store
+        for part in moved:
+            if part.topic != OFFSETS_TOPIC:
+                continue
+            if part.state.is_leader:
+                store.begin_load(part.index)
+                task = asyncio.get_running_loop().create_task(self._load_one(part.index))
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
+            elif part.index not in store.foreign:
+                log.info("%s-%d: no longer led here; its groups are unloaded",
+                         OFFSETS_TOPIC, part.index)
+                store.unload(part.index)
+
+    async def _load_one(self, index: int) -> None:
+        await asyncio.sleep(0)
+        if index not in self.coordinator.loading:
+            return
+        try:
+            self._load(index)
+        except (DecodeError, StorageError):
+            log.exception("%s-%d: unreadable records; loaded what came before",
+                          OFFSETS_TOPIC, index)
+        self.coordinator.loaded(index, self.clock.now_ms())
+        log.info("%s-%d: loaded (now led here)", OFFSETS_TOPIC, index)
+        self._reschedule()
 
     async def _load_all(self) -> None:
         self._note_foreign()

@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from odradek.common.clock import Clock
@@ -98,6 +99,15 @@ class Partition:
         self.hw_waiters.append((offset, fut))
         await fut
 
+    def leadership_lost(self) -> None:
+        """This replica stopped leading: waits for its HW can no longer be answered
+        here (the client retries at the new leader), and long polls return."""
+        self.notify()
+        for _, fut in self.hw_waiters:
+            if not fut.done():
+                fut.set_exception(NotLeaderError(f"{self.topic}-{self.index} moved"))
+        self.hw_waiters = []
+
     def abandon(self) -> None:
         """The partition goes (deleted, or the broker stops): release every waiter."""
         self.notify()
@@ -109,6 +119,11 @@ class Partition:
 
 class PartitionGoneError(Exception):
     """A produce or coordinator write waited for a partition that was removed."""
+
+
+class NotLeaderError(PartitionGoneError):
+    """A produce or coordinator write waited for the HW of a partition whose
+    leadership moved to another broker (NOT_LEADER_OR_FOLLOWER)."""
 
 
 def first_record_at_or_after(batch: bytes, target_timestamp: int) -> tuple[int, int] | None:
@@ -142,8 +157,13 @@ class PartitionManager:
             foreign=foreign
         )
         self.partitions: dict[tuple[str, int], Partition] = {}
+        self.default_min_isr = int(server_props.get("min.insync.replicas") or 1)
+        self.on_leadership: Callable[[list[Partition]], None] | None = None
+        """Called after a reconcile with the partitions whose leader or epoch changed
+        (the replica fetchers follow the new leaders)."""
         self._flushing: dict[tuple[str, int], asyncio.Future[None]] = {}
         self._housekeeping: asyncio.Task[None] | None = None
+        self._background: set[asyncio.Task[None]] = set()
 
     @property
     def handles(self) -> HandleCache:
@@ -175,6 +195,7 @@ class PartitionManager:
         image's topic gets a fresh directory, so two topics' data never mix.
         """
         wanted: set[tuple[str, int]] = set()
+        moved: list[Partition] = []
         for topic in image.topics.values():
             config = self.config_for(topic.configs)
             for p in topic.partitions.values():
@@ -200,6 +221,17 @@ class PartitionManager:
                                                        p.leader_epoch)
                 elif part.log.config != config:
                     part.log.update_config(config)
+                part = self.partitions[key]
+                part.state.min_isr = int(topic.configs.get("min.insync.replicas")
+                                         or self.default_min_isr)
+                hw = part.state.high_watermark
+                if part.state.apply_metadata(p.leader, p.leader_epoch, p.partition_epoch,
+                                             p.replicas, p.isr, self.clock.now_ms()):
+                    if not part.state.is_leader:
+                        part.leadership_lost()
+                    moved.append(part)
+                if part.state.high_watermark != hw:
+                    part.hw_moved()  # a new leader, or an ISR change
         for key in [k for k in self.partitions if k not in wanted]:
             part = self.partitions.pop(key)
             part.abandon()
@@ -212,35 +244,43 @@ class PartitionManager:
                 where = self.logs.move_aside(*tp)
                 log.warning("%s-%d has no topic in the metadata: moved aside to %s "
                             "(nothing deleted)", *tp, where)
+        if self.on_leadership is not None:
+            self.on_leadership(moved)
 
     def _adopt(self, topic: str, index: int, plog: Log, leader_epoch: int) -> Partition:
-        # One node: the replica set and the ISR are this node, so the partition
-        # state sets the HW to the log end as it opens.
+        # Opened with no leader: the metadata applied next (reconcile) makes it lead
+        # (one node: at once, the HW going to the log end) or follow.
         return Partition(PartitionState(topic, index, plog, local_id=self.node_id,
-                                        leader_epoch=leader_epoch))
+                                        leader_epoch=leader_epoch, leader_id=-1))
 
     async def append(
         self, part: Partition, records: memoryview, origin: Origin, *, acks: int = -1
     ) -> Appended:
         """Append as the leader and wait for what ``acks`` asks (:meth:`append_now`
         then :meth:`complete`)."""
-        result = self.append_now(part, records, origin)
+        result = self.append_now(part, records, origin, acks)
         await self.complete(part, result, acks)
         return result
 
-    def append_now(self, part: Partition, records: memoryview, origin: Origin) -> Appended:
+    def append_now(self, part: Partition, records: memoryview, origin: Origin,
+                   acks: int = 1) -> Appended:
         """Append as the leader (:meth:`PartitionState.append_as_leader`) and wake the
-        fetches waiting on ``part`` if the HW moved. Synchronous, so a coordinator
-        can append and replay with nothing in between."""
-        result = part.state.append_as_leader(records, origin)
+        fetches waiting on ``part`` (consumers if the HW moved, followers in any
+        case). Synchronous, so a coordinator can append and replay with nothing
+        in between."""
+        result = part.state.append_as_leader(records, origin, acks)
         if result.hw_moved:
             part.hw_moved()
+        elif result.appended:
+            part.notify()
         return result
 
     async def complete(self, part: Partition, result: Appended, acks: int = -1) -> None:
         """What an append's answer waits for: the fsync when ``flush.messages`` was
-        reached, and with ``acks=-1`` the HW passing its last offset."""
-        if not result.appended:
+        reached, and with ``acks=-1`` the HW passing its last offset — a duplicate
+        too (a retry of a batch that timed out may be in the log and not yet in
+        every ISR member). Raises NotLeaderError if the leadership moves first."""
+        if result.error_code or result.last_offset < 0:
             return
         if result.flush_due:
             await self.flush(part)
@@ -271,6 +311,12 @@ class PartitionManager:
             if key is not None and fut is not None:
                 del self._flushing[key]
                 fut.set_result(None)
+
+    def spawn_flush(self, part: Partition) -> None:
+        """Start :meth:`flush` in the background (a follower's ``flush.messages``)."""
+        task = asyncio.get_running_loop().create_task(self.flush(part))
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
     async def flush(self, part: Partition) -> None:
         """fsync everything appended to ``part`` so far, on a worker thread.

@@ -34,8 +34,10 @@ if TYPE_CHECKING:
     from odradek.broker.cluster_control import Sessions
     from odradek.broker.controller_channel import ControllerChannel
     from odradek.broker.groups import GroupRuntime
+    from odradek.broker.isr import IsrManager
     from odradek.broker.partitions import Partition
     from odradek.broker.quorum import QuorumDriver
+    from odradek.broker.replica_fetcher import ReplicaFetchers
     from odradek.broker.transactions import TxnRuntime
 
 
@@ -119,6 +121,10 @@ class BrokerState:
     """This process's registration (a new one at each start)."""
     metadata_ready: bool = True
     """False on a cluster node until its image has caught up with the quorum."""
+    fetchers: ReplicaFetchers | None = None
+    """Cluster mode: the replica fetchers copying the partitions this broker follows."""
+    isr: IsrManager | None = None
+    """Cluster mode: ISR changes of the partitions this broker leads."""
     quorum: QuorumDriver | None = None
     """Cluster mode: the Raft quorum the metadata log lives in (None: single node,
     metadata in the local journal)."""
@@ -198,7 +204,8 @@ class BrokerState:
             await asyncio.sleep(0.2)
 
     async def create_topic_at_controller(self, name: str, partitions: int,
-                                         configs: dict[str, str]) -> bool:
+                                         configs: dict[str, str],
+                                         replication_factor: int = -1) -> bool:
         """Cluster mode, not the controller: ask the controller to create ``name``
         (as Kafka's brokers do for auto-created and internal topics) and wait until
         the metadata log brings it here. True once it exists."""
@@ -208,7 +215,8 @@ class BrokerState:
         if self.channel is None:
             self.channel = ControllerChannel(self)
         request = ct.CreateTopicsRequest([ct.CreatableTopic(
-            name, partitions, -1, [], [ct.CreatableTopicConfig(k, v) for k, v in configs.items()],
+            name, partitions, replication_factor, [],
+            [ct.CreatableTopicConfig(k, v) for k, v in configs.items()],
         )], timeout_ms=10_000)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + 10

@@ -112,11 +112,15 @@ class TxnRuntime:
         self._tasks: set[asyncio.Task[None]] = set()
         self._timer: asyncio.Task[None] | None = None
         self._closing = False
+        self.started = False
+        self.owned: set[int] = set()
+        """``__transaction_state`` partitions loaded here (led by this broker)."""
 
     # -- life cycle ---------------------------------------------------------------------
 
     def start(self) -> None:
         """Load ``__transaction_state`` if it exists and resume unfinished markers."""
+        self.started = True
         if TXN_TOPIC in self.metadata.image.topics:
             self._load()
         self.loaded.set()
@@ -124,17 +128,55 @@ class TxnRuntime:
 
     def _load(self) -> None:
         for index in range(len(self.metadata.image.topics[TXN_TOPIC].partitions)):
-            if self.runtime.partitions.get(TXN_TOPIC, index) is None:
-                continue  # another broker leads it (cluster mode)
-            try:
-                for entry in self.runtime.read_partition(index):
-                    if isinstance(entry, Entry) and entry.key is not None:
-                        self._replay_entry(index, entry)
-            except (DecodeError, StorageError):
-                log.exception("%s-%d: unreadable records; loaded what came before",
-                              TXN_TOPIC, index)
+            if self._leads(index):  # else another broker leads it (cluster mode)
+                self._load_partition(index)
         for job in self.coordinator.pending_markers():
             self._spawn(job)
+
+    def _leads(self, index: int) -> bool:
+        part = self.runtime.partitions.get(TXN_TOPIC, index)
+        return part is not None and part.state.is_leader
+
+    def _load_partition(self, index: int) -> None:
+        self.owned.add(index)
+        try:
+            for entry in self.runtime.read_partition(index):
+                if isinstance(entry, Entry) and entry.key is not None:
+                    self._replay_entry(index, entry)
+        except (DecodeError, StorageError):
+            log.exception("%s-%d: unreadable records; loaded what came before",
+                          TXN_TOPIC, index)
+
+    def coordinator_error(self, transactional_id: str) -> ErrorCode:
+        """NOT_COORDINATOR for a transactional id whose ``__transaction_state``
+        partition another broker leads (cluster mode; the client looks it up again)."""
+        if not self.started or TXN_TOPIC not in self.metadata.image.topics:
+            return ErrorCode.NONE
+        return ErrorCode.NONE if self._leads(self.partition_of(transactional_id)) else (
+            ErrorCode.NOT_COORDINATOR)
+
+    def leadership_changed(self, moved: list[Partition]) -> None:
+        """Cluster mode: a ``__transaction_state`` partition this broker now leads is
+        loaded and the markers of its decided transactions resumed; one it no
+        longer leads is dropped (its transactions are the new leader's)."""
+        if not self.started:
+            return
+        for part in moved:
+            if part.topic != TXN_TOPIC:
+                continue
+            index = part.index
+            ids = [t for t in self.coordinator.transactions if self.partition_of(t) == index]
+            for tid in ids:
+                meta = self.coordinator.transactions.pop(tid)
+                if self.coordinator.by_producer.get(meta.producer_id) == tid:
+                    del self.coordinator.by_producer[meta.producer_id]
+            self.owned.discard(index)
+            if part.state.is_leader:
+                self._load_partition(index)
+                for job in self.coordinator.pending_markers():
+                    if self.partition_of(job.transactional_id) == index:
+                        self._spawn(job)
+                log.info("%s-%d: loaded (now led here)", TXN_TOPIC, index)
 
     def _replay_entry(self, index: int, entry: Entry) -> None:
         try:
@@ -157,8 +199,15 @@ class TxnRuntime:
         configs = dict(TXN_TOPIC_CONFIGS)
         configs["segment.bytes"] = str(self.config.get_int(
             "transaction.state.log.segment.bytes"))
-        return await ensure_internal_topic(self.metadata, TXN_TOPIC, self.num_partitions,
-                                           configs)
+        if TXN_TOPIC in self.metadata.image.topics:
+            return True
+        configs["min.insync.replicas"] = str(self.config.get_int("transaction.state.log.min.isr"))
+        created = await ensure_internal_topic(
+            self.metadata, TXN_TOPIC, self.num_partitions, configs,
+            self.config.get_int("transaction.state.log.replication.factor"))
+        if created:
+            self.owned |= {i for i in range(self.num_partitions) if self._leads(i)}
+        return created
 
     def partition_of(self, transactional_id: str) -> int:
         return partition_for(transactional_id, self.num_partitions)

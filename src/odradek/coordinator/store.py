@@ -71,6 +71,32 @@ class GroupStore:
                 for m in group.members.values():
                     m.heartbeat_deadline_ms = now_ms + m.session_timeout_ms
 
+    def unload(self, partition: int) -> None:
+        """This broker stopped leading ``partition`` (cluster mode): forget its groups
+        and their pending transactional offsets; requests for them get
+        NOT_COORDINATOR and clients find the new coordinator."""
+        self.foreign.add(partition)
+        self.loading.discard(partition)
+        for gid in [g for g in self.groups if self.partition_of(g) == partition]:
+            del self.groups[gid]
+        for pid in list(self.pending_txn):
+            pending = self.pending_txn[pid]
+            for key in [k for k in pending if self.partition_of(k[0]) == partition]:
+                del pending[key]
+                owners = self._pending_keys.get(key)
+                if owners is not None:
+                    owners.discard(pid)
+                    if not owners:
+                        del self._pending_keys[key]
+            if not pending:
+                del self.pending_txn[pid]
+
+    def begin_load(self, partition: int) -> None:
+        """This broker now leads ``partition``: its groups wait while it is replayed."""
+        self.unload(partition)
+        self.foreign.discard(partition)
+        self.loading.add(partition)
+
     def coordinator_error(self, group_id: str) -> ErrorCode:
         if self.partition_of(group_id) in self.foreign:
             return ErrorCode.NOT_COORDINATOR

@@ -424,6 +424,15 @@ class PartitionState:
         self.log.truncate_fully_and_start_at(offset)
         self._reload_producers()
 
+    def out_of_range(self, leader_log_start: int, leader_hw: int) -> None:
+        """The leader answered OFFSET_OUT_OF_RANGE to this follower's fetch: below the
+        leader's log start, start over there, empty; past its end, cut back to
+        its HW (Kafka's ``fetchOffsetAndTruncate``)."""
+        if self.log_end_offset < leader_log_start:
+            self.truncate_fully_and_start_at(leader_log_start)
+        else:
+            self.truncate_to(max(leader_hw, 0))
+
     def _reload_producers(self) -> None:
         self.producers = ProducerStateTable()
         self._rebuild()

@@ -36,6 +36,7 @@ import odradek.broker.handlers.k52_vote
 import odradek.broker.handlers.k53_begin_quorum_epoch
 import odradek.broker.handlers.k54_end_quorum_epoch
 import odradek.broker.handlers.k55_describe_quorum
+import odradek.broker.handlers.k56_alter_partition
 import odradek.broker.handlers.k59_fetch_snapshot
 import odradek.broker.handlers.k60_describe_cluster
 import odradek.broker.handlers.k61_describe_producers

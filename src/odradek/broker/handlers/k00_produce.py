@@ -9,7 +9,11 @@ written again (a retry with a bad CRC gets CORRUPT_MESSAGE, as validation
 comes first); an older epoch gets INVALID_PRODUCER_EPOCH and a gap
 OUT_OF_ORDER_SEQUENCE_NUMBER — and appended as bytes with offsets assigned.
 ``acks`` must be -1, 0 or 1; with -1 the answer waits until the high
-watermark passes the records (one node: at once).
+watermark passes the records (one node: at once; a cluster: once every ISR
+member has them), for at most the request's ``timeout_ms``
+(REQUEST_TIMED_OUT), and an ISR below ``min.insync.replicas`` gets
+NOT_ENOUGH_REPLICAS before anything is written. The partitions of one request
+are appended first and waited for together.
 ``acks=0`` gets no response; if such a request fails, the connection is
 closed so the client notices, as Kafka does. A transactional batch is
 verified first (KIP-890 part 1): unless the producer's transaction is already
@@ -36,13 +40,16 @@ implemented (docs/transactions.md) and not advertised.
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from collections.abc import Coroutine
+from typing import Any
 
 from odradek.broker.context import RequestContext
 from odradek.broker.handlers.topics import INTERNAL_TOPICS
-from odradek.broker.partitions import Partition
+from odradek.broker.partitions import NotLeaderError, Partition, PartitionGoneError
 from odradek.broker.registry import CloseConnection, handler
-from odradek.replication.partition import Origin
+from odradek.replication.partition import Appended, Origin
 from odradek.wire.batch import ATTR_TRANSACTIONAL, BATCH_HEADER_SIZE, read_batch_header
 from odradek.wire.errors import ErrorCode
 from odradek.wire.messages.produce_request import ProduceRequest
@@ -86,15 +93,15 @@ def _unverified(ctx: RequestContext, part: Partition, records: memoryview) -> in
                                    (part.topic, part.index))
 
 
-async def _append(
+def _append(
     ctx: RequestContext, part: Partition, records: memoryview, acks: int
-) -> PartitionProduceResponse:
+) -> tuple[PartitionProduceResponse, Appended | None]:
     code = _unverified(ctx, part, records)
     if code:
         if code == ErrorCode.INVALID_TXN_STATE and ctx.api_version >= 11:
             code = ErrorCode.TRANSACTION_ABORTABLE
-        return PartitionProduceResponse(index=part.index, error_code=code, base_offset=-1)
-    result = await ctx.broker.partitions.append(part, records, Origin.CLIENT, acks=acks)
+        return PartitionProduceResponse(index=part.index, error_code=code, base_offset=-1), None
+    result = ctx.broker.partitions.append_now(part, records, Origin.CLIENT, acks)
     resp = PartitionProduceResponse(
         index=part.index, error_code=result.error_code, base_offset=result.first_offset,
         log_append_time_ms=result.log_append_time_ms, log_start_offset=result.log_start_offset,
@@ -102,7 +109,31 @@ async def _append(
     )
     if result.error_code:
         resp.base_offset = -1
-    return resp
+    return resp, result
+
+
+async def _complete(ctx: RequestContext, part: Partition, resp: PartitionProduceResponse,
+                    result: Appended, acks: int, timeout_s: float | None) -> None:
+    """Wait for what ``acks`` asks (delayed produce): the fsync ``flush.messages``
+    wants and, with acks=-1, the HW past the records — or answer
+    REQUEST_TIMED_OUT after the request's timeout, NOT_LEADER_OR_FOLLOWER if the
+    leadership moved, NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrank below
+    ``min.insync.replicas`` meanwhile. The records stay in the log either way."""
+    try:
+        if result.flush_due or (acks == -1 and part.state.replicated(result.last_offset) is None):
+            await asyncio.wait_for(ctx.broker.partitions.complete(part, result, acks),
+                                   timeout_s if acks == -1 else None)
+    except TimeoutError:
+        code: int | None = ErrorCode.REQUEST_TIMED_OUT
+    except NotLeaderError:
+        code = ErrorCode.NOT_LEADER_OR_FOLLOWER
+    except PartitionGoneError:
+        code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    else:
+        code = part.state.replicated(result.last_offset) if acks == -1 else 0
+    if code:
+        resp.error_code, resp.base_offset = code, -1
+        resp.error_message = None
 
 
 def _leader_hints(ctx: RequestContext, responses: list[TopicProduceResponse]) -> list[NodeEndpoint]:
@@ -135,6 +166,8 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
         return error_response(request, ErrorCode.INVALID_REQUIRED_ACKS)
     failed = False
     responses = []
+    waits: list[Coroutine[Any, Any, None]] = []
+    timeout_s = max(request.timeout_ms, 0) / 1000
     for topic in request.topic_data:
         parts = []
         for pdata in topic.partition_data:
@@ -156,12 +189,18 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
                     index=pdata.index, base_offset=-1, error_code=ErrorCode.CORRUPT_MESSAGE
                 )
             else:
-                resp = await _append(ctx, part, memoryview(pdata.records), acks)  # type: ignore[arg-type]
+                resp, result = _append(ctx, part, memoryview(pdata.records), acks)  # type: ignore[arg-type]
+                if result is not None and not result.error_code:
+                    waits.append(_complete(ctx, part, resp, result, acks, timeout_s))
+            parts.append(resp)
+        responses.append(TopicProduceResponse(topic.name, parts))
+    if waits:
+        await asyncio.gather(*waits)
+    for topic_resp in responses:
+        for resp in topic_resp.partition_responses:
             if ctx.api_version < 8:
                 resp.error_message = None
             failed |= resp.error_code != 0
-            parts.append(resp)
-        responses.append(TopicProduceResponse(topic.name, parts))
     quotas = state.quotas
     if quotas is not None:
         ctx.throttle_ms = quotas.charge(

@@ -44,6 +44,7 @@ from odradek.wire.errors import ErrorCode
 from odradek.wire.messages.fetch_request import FetchPartition, FetchRequest
 from odradek.wire.messages.fetch_response import (
     AbortedTransaction,
+    EpochEndOffset,
     FetchableTopicResponse,
     FetchResponse,
     PartitionData,
@@ -113,6 +114,11 @@ def _collect(
                     high_watermark=-1, records=b"",
                 ))
                 continue
+            code = _epoch_error(part, preq.current_leader_epoch)
+            if code:
+                out.append(PartitionData(partition_index=preq.partition, error_code=code,
+                                         high_watermark=-1, records=b""))
+                continue
             watched.append(part)
             data, size = _read(part, preq, budget - total, total == 0, request.isolation_level)
             total += size
@@ -136,8 +142,66 @@ async def _wait_for_append(parts: list[Partition], timeout_ms: float) -> None:
             part.waiters.discard(fut)
 
 
+def _epoch_error(part: Partition, current_leader_epoch: int) -> int:
+    """KIP-320: a fetcher that knows a newer leader epoch than this replica gets
+    UNKNOWN_LEADER_EPOCH (this broker's metadata is behind), an older one
+    FENCED_LEADER_EPOCH (its own metadata is); -1 skips the check."""
+    if current_leader_epoch < 0 or current_leader_epoch == part.state.leader_epoch:
+        return 0
+    if current_leader_epoch > part.state.leader_epoch:
+        return ErrorCode.UNKNOWN_LEADER_EPOCH
+    return ErrorCode.FENCED_LEADER_EPOCH
+
+
+def _collect_replica(
+    ctx: RequestContext, request: FetchRequest, replica_id: int
+) -> tuple[FetchResponse, int, list[Partition]]:
+    """A follower's fetch: each partition read up to the log end, or told where its
+    log diverges; the follower's log end recorded (moving the HW, perhaps)."""
+    state = ctx.broker
+    now_ms = state.clock.now_ms()
+    budget = request.max_bytes if request.max_bytes > 0 else 0
+    total = 0
+    watched: list[Partition] = []
+    topics = []
+    for topic in request.topics:
+        out: list[PartitionData] = []
+        for preq in topic.partitions:
+            part = state.partitions.get(topic.topic, preq.partition)
+            code = (ErrorCode.NOT_LEADER_OR_FOLLOWER if part is None or not part.state.is_leader
+                    else _epoch_error(part, preq.current_leader_epoch))
+            if part is None or code:
+                out.append(PartitionData(partition_index=preq.partition, error_code=code,
+                                         high_watermark=-1, records=b""))
+                continue
+            watched.append(part)
+            limit = min(preq.partition_max_bytes, max(budget - total, 0))
+            read = part.state.read_for_follower(replica_id, preq.fetch_offset,
+                                                preq.last_fetched_epoch, limit, now_ms)
+            if read.hw_moved:
+                part.hw_moved()
+            if read.expand and state.isr is not None:
+                state.isr.poke()
+            data = PartitionData(
+                partition_index=preq.partition, error_code=read.error_code,
+                high_watermark=read.high_watermark, last_stable_offset=read.high_watermark,
+                log_start_offset=read.log_start_offset, records=b"")
+            if read.diverging_epoch >= 0 or read.diverging_end_offset >= 0:
+                data.diverging_epoch = EpochEndOffset(read.diverging_epoch,
+                                                      read.diverging_end_offset)
+            elif read.size:
+                data.records = FileRecords(tuple(read.slices))
+                total += read.size
+            out.append(data)
+        topics.append(FetchableTopicResponse(topic=topic.topic, topic_id=topic.topic_id,
+                                             partitions=out))
+    response = FetchResponse(throttle_time_ms=0, error_code=0, session_id=0, responses=topics)
+    return response, total, watched
+
+
 @handler(1, (4, 17))
 async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
+    replica_id = max(request.replica_id, request.replica_state.replica_id)
     if ctx.broker.quorum is not None and _is_raft_fetch(request):
         response: FetchResponse = await ctx.broker.quorum.serve(1, request)
         return response
@@ -149,10 +213,13 @@ async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
     started = loop.time()
     deadline = started + min(max(request.max_wait_ms, 0), MAX_WAIT_MS_CAP) / 1000
     while True:
-        response, total, watched = _collect(ctx, request)
+        if replica_id >= 0:
+            response, total, watched = _collect_replica(ctx, request, replica_id)
+        else:
+            response, total, watched = _collect(ctx, request)
         remaining_ms = (deadline - loop.time()) * 1000
         if total >= request.min_bytes or remaining_ms <= 0 or not watched:
-            return _charged(ctx, response, total)
+            return response if replica_id >= 0 else _charged(ctx, response, total)
         before = loop.time()
         await _wait_for_append(watched, remaining_ms)
         ctx.waited_s += loop.time() - before

@@ -45,6 +45,8 @@ async def _create(
             result.error_message = f"Replicas must be exactly [{state.node_id}] on this cluster."
             return result
         partitions, rf = len(topic.assignments), 1
+    if rf == -1:
+        rf = state.config.get_int("default.replication.factor")
     configs = {c.name: c.value for c in topic.configs}
     outcome = await state.write(lambda image: controller.create_topic(
         image, topic.name, partitions, rf, configs,
@@ -61,7 +63,9 @@ async def _create(
         result.num_partitions = len(created.partitions) if created else (
             partitions if partitions != -1 else state.config.get_int("num.partitions")
         )
-        result.replication_factor = 1
+        result.replication_factor = (
+            len(next(iter(created.partitions.values())).replicas)
+            if created and created.partitions else rf)
         result.configs = [
             CreatableTopicConfigs(
                 name=name, value=value, read_only=False,

@@ -66,6 +66,8 @@ async def _transactional(
     runtime = await txn_runtime(ctx)
     if runtime is None:
         return InitProducerIdResponse(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    if code := runtime.coordinator_error(tid):
+        return InitProducerIdResponse(error_code=code, producer_id=-1, producer_epoch=-1)
     state = ctx.broker
     await ensure_producer_ids(state)
     pid, epoch = (request.producer_id, request.producer_epoch) if ctx.api_version >= 3 else (-1, -1)

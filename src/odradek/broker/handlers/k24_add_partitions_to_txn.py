@@ -53,6 +53,8 @@ async def handle(
         return _answer({tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown
                         else ErrorCode.OPERATION_NOT_ATTEMPTED for tp in wanted})
     tid = request.v3_and_below_transactional_id
+    if err := runtime.coordinator_error(tid):
+        return _answer(dict.fromkeys(wanted, err))
     decision = runtime.coordinator.add_partitions(
         tid, request.v3_and_below_producer_id, request.v3_and_below_producer_epoch, wanted,
         runtime.clock.now_ms())

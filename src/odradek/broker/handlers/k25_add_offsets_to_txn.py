@@ -30,6 +30,8 @@ async def handle(ctx: RequestContext, request: AddOffsetsToTxnRequest) -> AddOff
         return AddOffsetsToTxnResponse(error_code=ErrorCode.INVALID_GROUP_ID)
     partition = (OFFSETS_TOPIC, groups.coordinator.partition_of(request.group_id))
     tid = request.transactional_id
+    if err := runtime.coordinator_error(tid):
+        return AddOffsetsToTxnResponse(error_code=err)
     decision = runtime.coordinator.add_partitions(
         tid, request.producer_id, request.producer_epoch, [partition], runtime.clock.now_ms())
     code = fenced_as(await runtime.run(tid, decision), ctx.api_version, 2)

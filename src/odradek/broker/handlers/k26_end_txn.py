@@ -28,6 +28,8 @@ async def handle(ctx: RequestContext, request: EndTxnRequest) -> EndTxnResponse:
     if runtime is None:
         return EndTxnResponse(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE)
     tid = request.transactional_id
+    if err := runtime.coordinator_error(tid):
+        return EndTxnResponse(error_code=err)
     decision = runtime.coordinator.end_transaction(
         tid, request.producer_id, request.producer_epoch, request.committed,
         runtime.clock.now_ms())

@@ -20,11 +20,12 @@ async def auto_create(state: BrokerState, name: str) -> bool:
         return False
     try:
         outcome = await state.write(lambda image: controller.create_topic(
-            image, name, -1, -1, {},
+            image, name, -1, state.config.get_int("default.replication.factor"), {},
             node_id=state.node_id,
             default_partitions=state.config.get_int("num.partitions"),
             topic_id=state.ids.uuid(),
         ))
     except NotControllerError:
-        return await state.create_topic_at_controller(name, -1, {})
+        return await state.create_topic_at_controller(
+            name, -1, {}, state.config.get_int("default.replication.factor"))
     return not outcome.error
