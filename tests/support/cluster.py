@@ -154,11 +154,17 @@ class LocalCluster:
         for i in range(controllers + 1, controllers + brokers + 1):
             self.nodes[i] = Node(i, "broker", tmp / f"node{i}", free_port(), None)
         self.links: dict[tuple[int, int], LinkProxy] = {}
+        self.data_links: dict[tuple[int, int], LinkProxy] = {}
+        """Replication links (follower a → leader b's client listener): a node cut
+        off from the others still serves clients, as in a network partition
+        between brokers."""
         if links:
             for a in self.nodes.values():
                 for b in self.nodes.values():
                     if a is not b and b.controller_port:
                         self.links[(a.node_id, b.node_id)] = LinkProxy(b.controller_port)
+                    if a is not b and a.client_port and b.client_port:
+                        self.data_links[(a.node_id, b.node_id)] = LinkProxy(b.client_port)
 
         def voters_for(node: Node) -> str:
             def port(v: Node) -> int | None:
@@ -186,6 +192,9 @@ class LocalCluster:
                 "controller.listener.names=CONTROLLER",
                 "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
                 f"log.dirs={node.directory / 'data'}",
+                *([f"odradek.inter.broker.address.overrides=" + ",".join(
+                    f"{b}=127.0.0.1:{link.port}" for (a, b), link in self.data_links.items()
+                    if a == node.node_id)] if self.data_links else []),
                 *(f"{k}={v}" for k, v in self.overrides.items()),
             ]
             node.properties.write_text("\n".join(lines) + "\n")
@@ -243,12 +252,12 @@ class LocalCluster:
     def isolate(self, node_id: int) -> None:
         """Cut every quorum link to and from ``node_id`` (needs ``links=True``)."""
         assert self.links, "LocalCluster(..., links=True) to cut links"
-        for (a, b), link in self.links.items():
+        for (a, b), link in [*self.links.items(), *self.data_links.items()]:
             if node_id in (a, b):
                 link.cut()
 
     def heal(self) -> None:
-        for link in self.links.values():
+        for link in [*self.links.values(), *self.data_links.values()]:
             link.heal()
 
     def stop(self) -> None:
@@ -266,7 +275,7 @@ class LocalCluster:
                 if node.proc.poll() is None:
                     node.proc.kill()
                     node.proc.wait(10)
-        for link in self.links.values():
+        for link in [*self.links.values(), *self.data_links.values()]:
             link.close()
 
     # -- views ------------------------------------------------------------------------
