@@ -10,6 +10,7 @@ import contextlib
 import logging
 import posixpath
 
+from odradek.broker.broker_channel import BrokerChannel
 from odradek.broker.cluster_control import Sessions, heartbeat_forever, send_heartbeat
 from odradek.broker.config import BrokerConfig
 from odradek.broker.groups import GroupRuntime
@@ -80,6 +81,8 @@ class BrokerApp:
         state = self.state
         self.state.txns = TxnRuntime(state, self.partitions, self.config, self.clock,
                                      lambda: state.groups)
+        if cluster:
+            self.state.txns.channel = BrokerChannel(self.state)
         if not cluster:
             self.state.groups.start()
             self.state.txns.start()
@@ -198,6 +201,8 @@ class BrokerApp:
             self.server = None
         if self.state is not None and self.state.txns is not None:
             await self.state.txns.close()
+            if self.state.txns.channel is not None:
+                await self.state.txns.channel.close()
             self.state.txns = None
         if self.state is not None and self.state.groups is not None:
             await self.state.groups.close()

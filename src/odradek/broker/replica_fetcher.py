@@ -38,6 +38,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from odradek.broker.broker_channel import broker_address, parse_overrides
 from odradek.broker.partitions import Partition
 from odradek.client.connection import Connection
 from odradek.wire.errors import ErrorCode
@@ -49,15 +50,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("odradek.replication")
 FETCH_VERSION = 12
-
-
-def parse_overrides(raw: str) -> dict[int, str]:
-    """``1=127.0.0.1:5000,2=...`` → {1: "127.0.0.1:5000", ...}."""
-    out: dict[int, str] = {}
-    for item in filter(None, (p.strip() for p in raw.split(","))):
-        node, _, address = item.partition("=")
-        out[int(node)] = address
-    return out
 
 
 @dataclass(slots=True)
@@ -84,7 +76,6 @@ class ReplicaFetchers:
         self.response_max_bytes = config.get_int("replica.fetch.response.max.bytes")
         self.backoff_s = config.get_int("replica.fetch.backoff.ms") / 1000
         self.overrides = parse_overrides(config.get("odradek.inter.broker.address.overrides"))
-        self.listener = config.get("inter.broker.listener.name") or None
         self.fetchers: dict[tuple[int, int], _Fetcher] = {}
         self._closed = False
 
@@ -132,13 +123,7 @@ class ReplicaFetchers:
     # -- one fetcher --------------------------------------------------------------------
 
     def _address(self, leader: int) -> str | None:
-        if leader in self.overrides:
-            return self.overrides[leader]
-        broker = self.state.image.brokers.get(leader)
-        if broker is None:
-            return None
-        endpoint = broker.endpoint(self.listener) or broker.endpoint()
-        return f"{endpoint.host}:{endpoint.port}" if endpoint is not None else None
+        return broker_address(self.state, leader, self.overrides)
 
     async def _run(self, fetcher: _Fetcher) -> None:
         loop = asyncio.get_running_loop()

@@ -33,6 +33,7 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from odradek.broker.broker_channel import BrokerChannel
 from odradek.broker.config import BrokerConfig
 from odradek.broker.coordinator_runtime import (
     CoordinatorRuntime,
@@ -113,6 +114,8 @@ class TxnRuntime:
         self._timer: asyncio.Task[None] | None = None
         self._closing = False
         self.started = False
+        self.channel: BrokerChannel | None = None
+        """Cluster mode: where markers for partitions led elsewhere are sent."""
         self.owned: set[int] = set()
         """``__transaction_state`` partitions loaded here (led by this broker)."""
 
@@ -260,10 +263,18 @@ class TxnRuntime:
             decision = self.coordinator.complete(job, self.clock.now_ms())
 
     async def _write_marker(self, job: MarkerJob, topic: str, index: int) -> bool:
-        """Append one marker and wait for it; True when done (or the partition is gone)."""
+        """Append one marker and wait for it; True when done (or the partition is gone).
+        A partition another broker leads (cluster mode) gets it by WriteTxnMarkers."""
         part = self.partitions.get(topic, index)
-        if part is None:
-            return True  # the topic was deleted: nothing to mark
+        if part is None or not part.state.is_leader:
+            t = self.metadata.image.topics.get(topic)
+            p = t.partitions.get(index) if t is not None else None
+            if p is None:
+                return True  # the topic was deleted: nothing to mark
+            if p.leader != self.metadata.node_id:
+                return await self._send_marker(job, topic, index, p.leader)
+            if part is None:
+                raise CoordinatorWriteError(f"{topic}-{index} is not open here yet")
         result = append_marker(self.partitions, self.groups(), part, job.producer_id,
                                job.producer_epoch, job.commit, job.coordinator_epoch,
                                self.clock.now_ms())
@@ -277,6 +288,30 @@ class TxnRuntime:
             await self.partitions.complete(part, result, acks=-1)
         except PartitionGoneError:
             return True
+        return True
+
+    async def _send_marker(self, job: MarkerJob, topic: str, index: int, leader: int) -> bool:
+        from odradek.broker.broker_channel import BrokerUnavailable
+        from odradek.wire.messages import write_txn_markers_request as wm
+
+        if leader < 0 or self.channel is None:
+            raise CoordinatorWriteError(f"{topic}-{index} has no leader to mark")
+        request = wm.WriteTxnMarkersRequest(markers=[wm.WritableTxnMarker(
+            producer_id=job.producer_id, producer_epoch=job.producer_epoch,
+            transaction_result=job.commit,
+            topics=[wm.WritableTxnMarkerTopic(topic, [index])],
+            coordinator_epoch=job.coordinator_epoch)])
+        try:
+            response = await self.channel.request(leader, request, 1)
+        except BrokerUnavailable as exc:
+            raise CoordinatorWriteError(str(exc)) from exc
+        code = response.markers[0].topics[0].partitions[0].error_code
+        if code == ErrorCode.INVALID_PRODUCER_EPOCH:
+            log.warning("%s-%d has a newer epoch than the marker of %r; skipped",
+                        topic, index, job.transactional_id)
+            return True
+        if code:
+            raise CoordinatorWriteError(f"{topic}-{index} at broker {leader}: error {code}")
         return True
 
     # -- the timer ----------------------------------------------------------------------

@@ -74,9 +74,12 @@ def error_response(request: ProduceRequest, code: int) -> ProduceResponse:
     ])
 
 
-def _unverified(ctx: RequestContext, part: Partition, records: memoryview) -> int:
+def _unverified(ctx: RequestContext, part: Partition, records: memoryview,
+                transactional_id: str | None) -> int:
     """An error code if the records are a transactional batch of a producer whose
-    ongoing transaction does not hold this partition."""
+    ongoing transaction does not hold this partition. In a cluster, a producer
+    whose transaction coordinator is another broker is not verified here (as
+    before KIP-890: the batch is taken; docs/transactions.md)."""
     if len(records) < BATCH_HEADER_SIZE or not records[22] & ATTR_TRANSACTIONAL:
         return 0  # not transactional (a bad frame is the partition layer's to report)
     header = read_batch_header(records, 0)
@@ -89,14 +92,17 @@ def _unverified(ctx: RequestContext, part: Partition, records: memoryview) -> in
     txns = ctx.broker.txns
     if txns is None:
         return ErrorCode.INVALID_TXN_STATE
+    if transactional_id is not None and txns.coordinator_error(transactional_id):
+        return 0
     return txns.coordinator.verify(header.producer_id, header.producer_epoch,
                                    (part.topic, part.index))
 
 
 def _append(
-    ctx: RequestContext, part: Partition, records: memoryview, acks: int
+    ctx: RequestContext, part: Partition, records: memoryview, acks: int,
+    transactional_id: str | None,
 ) -> tuple[PartitionProduceResponse, Appended | None]:
-    code = _unverified(ctx, part, records)
+    code = _unverified(ctx, part, records, transactional_id)
     if code:
         if code == ErrorCode.INVALID_TXN_STATE and ctx.api_version >= 11:
             code = ErrorCode.TRANSACTION_ABORTABLE
@@ -189,7 +195,8 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
                     index=pdata.index, base_offset=-1, error_code=ErrorCode.CORRUPT_MESSAGE
                 )
             else:
-                resp, result = _append(ctx, part, memoryview(pdata.records), acks)  # type: ignore[arg-type]
+                resp, result = _append(ctx, part, memoryview(pdata.records), acks,  # type: ignore[arg-type]
+                                       request.transactional_id)
                 if result is not None and not result.error_code:
                     waits.append(_complete(ctx, part, resp, result, acks, timeout_s))
             parts.append(resp)

@@ -6,8 +6,9 @@ marker's producer id, epoch and coordinator epoch) is appended to each named
 partition through the partition layer with the coordinator origin, and the
 answer waits until the high watermark passes it (``acks=all``), as Kafka's
 leader does. This is what ``kafka-transactions.sh abort`` sends (KIP-664) to
-close a hanging transaction by hand: the transaction coordinator itself
-writes its markers directly, not through this API. Per partition: a
+close a hanging transaction by hand, and what a cluster's transaction
+coordinator sends the leaders of partitions it does not lead (those it leads
+it writes directly). Per partition: a
 partition this node does not hold gets UNKNOWN_TOPIC_OR_PARTITION (or
 NOT_LEADER_OR_FOLLOWER when the topic exists elsewhere); an epoch older than
 the producer's INVALID_PRODUCER_EPOCH; a coordinator epoch older than the
