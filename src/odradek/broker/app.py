@@ -11,7 +11,12 @@ import logging
 import posixpath
 
 from odradek.broker.broker_channel import BrokerChannel
-from odradek.broker.cluster_control import Sessions, heartbeat_forever, send_heartbeat
+from odradek.broker.cluster_control import (
+    Sessions,
+    heartbeat_forever,
+    rebalance_forever,
+    send_heartbeat,
+)
 from odradek.broker.config import BrokerConfig
 from odradek.broker.groups import GroupRuntime
 from odradek.broker.isr import IsrManager
@@ -93,6 +98,8 @@ class BrokerApp:
             loop = asyncio.get_running_loop()
             self.state.sessions = Sessions(self.state)
             self._background.append(loop.create_task(self.state.sessions.run()))
+            if self.config.get_bool("auto.leader.rebalance.enable"):
+                self._background.append(loop.create_task(rebalance_forever(self.state)))
             self._registering = loop.create_task(self._join())
         log.info("odradek %s %d listening on %s", self._role_name(), self.state.node_id,
                  self.bootstrap_servers)

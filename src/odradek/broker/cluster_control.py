@@ -99,3 +99,23 @@ async def send_heartbeat(state: BrokerState, *, want_shut_down: bool) -> bool:
     except ControllerUnavailable:
         return False
     return bool(response.error_code == ErrorCode.NONE)
+
+
+async def rebalance_forever(state: BrokerState) -> None:
+    """``auto.leader.rebalance.enable``: every ``leader.imbalance.check.interval.seconds``
+    the active controller moves each partition whose first (preferred) replica is
+    live and in sync but not leading back to it (a preferred election)."""
+    from odradek.metadata import partition_changes as pc
+
+    interval_s = max(state.config.get_int("leader.imbalance.check.interval.seconds"), 1)
+    while True:
+        await asyncio.sleep(interval_s)
+        quorum = state.quorum
+        if quorum is None or not quorum.is_leader:
+            continue
+        wanted = pc.preferred_imbalance(state.image)
+        if wanted:
+            log.info("preferred leader election for %d partitions", len(wanted))
+            with contextlib.suppress(NotControllerError):
+                await state.write(lambda image: pc.elect_leaders(
+                    image, pc.PREFERRED, pc.preferred_imbalance(image))[1])

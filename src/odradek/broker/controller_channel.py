@@ -4,7 +4,8 @@ A node that is not the active controller sends the controller what only the
 controller may decide, over the controller's CONTROLLER listener, as Kafka's
 brokers do: its own BrokerRegistration, and the admin requests clients sent to
 it (CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs,
-IncrementalAlterConfigs, AlterClientQuotas, DescribeQuorum, and CreateTopics for auto-created
+IncrementalAlterConfigs, AlterClientQuotas, DescribeQuorum, ElectLeaders,
+AlterPartitionReassignments, ListPartitionReassignments, and CreateTopics for auto-created
 and internal topics) — KIP-590 forwarding, without the Envelope wrapper: the
 request is sent as the client sent it and the answer returned as it comes.
 A controller that moves while a request is in flight answers NOT_CONTROLLER,
@@ -22,7 +23,7 @@ from odradek.client.connection import Connection
 if TYPE_CHECKING:
     from odradek.broker.state import BrokerState
 
-FORWARDED_APIS = frozenset({19, 20, 33, 37, 44, 49, 55})
+FORWARDED_APIS = frozenset({19, 20, 33, 37, 43, 44, 45, 46, 49, 55})
 
 
 class ControllerUnavailable(Exception):
@@ -112,4 +113,15 @@ def not_controller_response(api_key: int, request: Any) -> Any:
             for entry in request.entries])
     if api_key == 55:
         return dq.DescribeQuorumResponse(error_code=code, error_message=why)
+    if api_key == 43:
+        from odradek.broker.handlers.k43_elect_leaders import error_response as elect
+        return elect(request, code)
+    if api_key == 45:
+        from odradek.broker.handlers.k45_alter_partition_reassignments import (
+            error_response as reassign,
+        )
+        return reassign(request, code)
+    if api_key == 46:
+        from odradek.wire.messages import list_partition_reassignments_response as lpr
+        return lpr.ListPartitionReassignmentsResponse(error_code=code, error_message=why)
     raise ValueError(f"API {api_key} is not forwarded")

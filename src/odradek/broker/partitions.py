@@ -234,6 +234,8 @@ class PartitionManager:
                     part.hw_moved()  # a new leader, or an ISR change
         for key in [k for k in self.partitions if k not in wanted]:
             part = self.partitions.pop(key)
+            part.state.become_follower(part.state.leader_epoch, -1)  # fetchers let go
+            moved.append(part)
             part.abandon()
             self.logs.delete_log(*key)
         strays = [tp for tp in self.logs.logs() if tp not in wanted and tp[0] != METADATA_TOPIC]

@@ -18,6 +18,7 @@ import odradek.broker.handlers.k19_create_topics
 import odradek.broker.handlers.k20_delete_topics
 import odradek.broker.handlers.k21_delete_records
 import odradek.broker.handlers.k22_init_producer_id
+import odradek.broker.handlers.k23_offset_for_leader_epoch
 import odradek.broker.handlers.k24_add_partitions_to_txn
 import odradek.broker.handlers.k25_add_offsets_to_txn
 import odradek.broker.handlers.k26_end_txn
@@ -28,7 +29,10 @@ import odradek.broker.handlers.k33_alter_configs
 import odradek.broker.handlers.k35_describe_log_dirs
 import odradek.broker.handlers.k37_create_partitions
 import odradek.broker.handlers.k42_delete_groups
+import odradek.broker.handlers.k43_elect_leaders
 import odradek.broker.handlers.k44_incremental_alter_configs
+import odradek.broker.handlers.k45_alter_partition_reassignments
+import odradek.broker.handlers.k46_list_partition_reassignments
 import odradek.broker.handlers.k47_offset_delete
 import odradek.broker.handlers.k48_describe_client_quotas
 import odradek.broker.handlers.k49_alter_client_quotas

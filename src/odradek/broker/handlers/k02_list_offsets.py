@@ -12,6 +12,11 @@ is at or after it — offset -1 and timestamp -1 when there is none. A sentinel
 newer than the request's version (or below -5) gets UNSUPPORTED_VERSION.
 Unknown partitions get UNKNOWN_TOPIC_OR_PARTITION.
 
+In a cluster, a leader whose HW has not yet reached the start of its leader
+epoch answers latest (-1) with OFFSET_NOT_AVAILABLE (KIP-207), so a client
+never sees an end offset that could move back; ``current_leader_epoch`` (v4+)
+is checked as in Fetch (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH).
+
 Version notes: v1 single offset with timestamp; v2 isolation level; v4 leader
 epochs; v6 flexible; v7 max timestamp (KIP-734); v8 earliest local timestamp
 (KIP-405); v9 latest tiered timestamp (KIP-1005); v10 ``timeout_ms`` (KIP-1075),
@@ -22,6 +27,7 @@ answer is immediate and the field is ignored.
 from __future__ import annotations
 
 from odradek.broker.context import RequestContext
+from odradek.broker.handlers.k01_fetch import _epoch_error
 from odradek.broker.partitions import first_record_at_or_after
 from odradek.broker.registry import handler
 from odradek.storage.errors import StorageError
@@ -32,6 +38,8 @@ from odradek.wire.messages.list_offsets_response import (
     ListOffsetsResponse,
     ListOffsetsTopicResponse,
 )
+
+LATEST = -1
 
 
 def _lowest_sentinel(version: int) -> int:
@@ -52,6 +60,15 @@ def _lookup(
         return resp
     if req.timestamp < _lowest_sentinel(ctx.api_version):
         resp.error_code = ErrorCode.UNSUPPORTED_VERSION
+        return resp
+    code = _epoch_error(part, req.current_leader_epoch) if ctx.api_version >= 4 else 0
+    if not code and req.timestamp == LATEST and (
+            part.state.high_watermark < part.state.epoch_start_offset):
+        # KIP-207: a new leader whose HW has not reached its epoch's start would
+        # answer an offset that may still move back.
+        code = ErrorCode.OFFSET_NOT_AVAILABLE
+    if code:
+        resp.error_code = code
         return resp
     plog = part.log
     try:
