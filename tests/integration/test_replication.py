@@ -7,11 +7,13 @@ the loss of the broker that coordinated them."""
 from __future__ import annotations
 
 import asyncio
+import json
+import subprocess
+import sys
 import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
@@ -89,7 +91,8 @@ def restart_and_wait(c: LocalCluster, node_id: int, topic: str) -> None:
         node_id in p[2] for p in partitions_of(c, topic).values()), 60, 0.3)
 
 
-def read_all(c: LocalCluster, topic: str, partitions: int, expected: int) -> list[tuple[int, int, bytes]]:
+def read_all(c: LocalCluster, topic: str, partitions: int,
+             expected: int) -> list[tuple[int, int, bytes]]:
     consumer = Consumer({"bootstrap.servers": c.bootstrap, "group.id": f"read-{uuid.uuid4()}",
                          "enable.auto.commit": False, "auto.offset.reset": "earliest"})
     consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
@@ -251,9 +254,12 @@ def test_a_paused_follower_leaves_the_isr_and_returns(cluster: LocalCluster) -> 
     try:
         for i in range(50):
             p.produce("lagging", f"{i}".encode())
-        p.flush(30)  # min ISR 2 of 3: the two others acknowledge
+        assert p.flush(30) == 0  # min ISR 2 of 3: the two others acknowledge
         wait_for("the paused follower leaves the ISR", lambda: follower not in partitions_of(
             cluster, "lagging")[0][2], 30, 0.2)
+    except AssertionError:
+        print(f"leader {leader}, paused {follower}\n" + cluster.logs())
+        raise
     finally:
         cluster.resume(follower)
     wait_for("the follower rejoins the ISR", lambda: follower in partitions_of(
@@ -338,7 +344,7 @@ def test_a_transaction_survives_the_loss_of_its_coordinator(cluster: LocalCluste
         p2.init_transactions(60)
         p.begin_transaction()
         p.produce("txn-out", b"zombie")
-        with pytest.raises(Exception, match="(?i)fenced"):
+        with pytest.raises(Exception, match=r"(?i)fenced"):
             p.commit_transaction(30)
         c = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": f"rc-{uuid.uuid4()}",
                       "isolation.level": "read_committed", "enable.auto.commit": False})
@@ -353,3 +359,63 @@ def test_a_transaction_survives_the_loss_of_its_coordinator(cluster: LocalCluste
         assert seen == [b"first", b"second"]
     finally:
         restart_and_wait(cluster, coordinator, "txn-out")
+
+
+# -- operations: the CLI, preferred election, reassignment -------------------------------
+
+
+def odradek(cluster: LocalCluster, *args: str, ok: bool = True) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run([sys.executable, "-m", "odradek", *args, "--bootstrap-server",
+                           cluster.bootstrap], capture_output=True, text=True, timeout=60)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    if ok:
+        assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+def test_describe_shows_under_replicated_and_preferred_election_restores_leaders(
+        cluster: LocalCluster) -> None:
+    create(cluster, "preferred", partitions=3)
+    before = partitions_of(cluster, "preferred")
+    victim = before[0][0]
+    cluster.kill(victim)
+    wait_for("partition 0 moves", lambda: partitions_of(cluster, "preferred")[0][0] not in (
+        victim, -1), 30, 0.2)
+    out = json.loads(odradek(cluster, "topics", "describe", "preferred",
+                             "--under-replicated-partitions", "--json").stdout)
+    shown = {p["partition"]: p["status"] for p in out[0]["partitions"]}
+    assert shown and set(shown.values()) == {"under-replicated"}
+    assert 0 in shown
+    restart_and_wait(cluster, victim, "preferred")
+    assert partitions_of(cluster, "preferred")[0][0] != victim
+    result = json.loads(odradek(cluster, "leaders", "elect", "--topic", "preferred",
+                                "--json").stdout)
+    assert {r["partition"]: r["result"] for r in result}[0] == "elected"
+    wait_for("the preferred leader leads again", lambda: partitions_of(
+        cluster, "preferred")[0][0] == before[0][1][0], 30, 0.2)
+    again = json.loads(odradek(cluster, "leaders", "elect", "--topic", "preferred",
+                               "--partition", "0", "--json").stdout)
+    assert again == [{"topic": "preferred", "partition": 0, "result": "ELECTION_NOT_NEEDED",
+                      "message": again[0]["message"]}]
+
+
+def test_reassignment_moves_a_partition_and_keeps_its_records(cluster: LocalCluster) -> None:
+    create(cluster, "moving", rf=2)
+    _, replicas, _ = partitions_of(cluster, "moving")[0]
+    spare = next(b for b in (1, 2, 3) if b not in replicas)
+    target = [spare, replicas[0]]
+    p = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+    for i in range(100):
+        p.produce("moving", f"{i}".encode())
+    assert p.flush(30) == 0
+    odradek(cluster, "topics", "reassign", "moving", "--partition", "0", "--replicas",
+            ",".join(map(str, target)))
+    wait_for("the reassignment completes", lambda: partitions_of(cluster, "moving")[0][1] == target
+             and sorted(partitions_of(cluster, "moving")[0][2]) == sorted(target), 60, 0.3)
+    listed = json.loads(odradek(cluster, "topics", "reassign", "--list", "--json").stdout)
+    assert listed == []
+    got = read_all(cluster, "moving", 1, 100)
+    assert [v for _, _, v in got] == [f"{i}".encode() for i in range(100)]
+    bad = odradek(cluster, "topics", "reassign", "moving", "--partition", "0", "--replicas",
+                  "1,1", ok=False)
+    assert bad.returncode != 0 and len(bad.stderr.strip().splitlines()) == 1

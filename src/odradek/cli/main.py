@@ -17,7 +17,7 @@ from odradek.cli.common import CliError
 
 SUBCOMMANDS = (
     "serve", "topics", "produce", "consume", "groups", "transactions", "quotas", "cluster",
-    "dump_log", "storage", "dev", "metadata",
+    "dump_log", "storage", "dev", "metadata", "leaders",
 )
 
 

@@ -1,4 +1,9 @@
-"""``odradek topics create|list|describe|delete|alter`` (Kafka's ``kafka-topics.sh``).
+"""``odradek topics create|list|describe|delete|alter|reassign`` (Kafka's
+``kafka-topics.sh``; ``reassign`` is in odradek.cli.leaders).
+
+``describe`` shows each partition's leader ("none" when offline), replicas, ISR
+and status (ok, under-replicated, offline); ``--under-replicated-partitions``
+and ``--unavailable-partitions`` show only those, as Kafka's tool does.
 
 Everything goes through the wire protocol: CreateTopics, Metadata,
 DescribeConfigs (configs that differ from the broker default), DeleteTopics,
@@ -31,6 +36,7 @@ import uuid
 from typing import Any
 
 from odradek.cli.common import CliError, add_bootstrap
+from odradek.cli.leaders import add_reassign
 from odradek.cli.output import emit_json, table
 from odradek.cli.session import with_client
 from odradek.client.client import KafkaClient
@@ -92,6 +98,11 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                           help="the broker's log directory, for compacted topics' cleaner "
                                "state (default: the one DescribeLogDirs names, if it is on "
                                "this machine)")
+    describe.add_argument("--under-replicated-partitions", action="store_true",
+                          help="only partitions whose ISR is smaller than their replicas")
+    describe.add_argument("--unavailable-partitions", action="store_true",
+                          help="only partitions without a live leader")
+    add_reassign(verbs)
     delete = verbs.add_parser("delete", help="delete topics")
     delete.add_argument("topics", nargs="+")
     alter = verbs.add_parser("alter", help="add partitions, set or delete configs")
@@ -180,8 +191,10 @@ async def _describe(client: KafkaClient, args: argparse.Namespace) -> int:
         "topic": t.name, "topic_id": str(t.topic_id), "internal": t.is_internal,
         "partitions": [
             {"partition": p.partition_index, "leader": p.leader_id,
-             "replicas": list(p.replica_nodes), "isr": list(p.isr_nodes)}
+             "replicas": list(p.replica_nodes), "isr": list(p.isr_nodes),
+             "status": _status(p.leader_id, list(p.replica_nodes), list(p.isr_nodes))}
             for p in sorted(t.partitions, key=lambda p: p.partition_index)
+            if _shown(args, p.leader_id, list(p.replica_nodes), list(p.isr_nodes))
         ],
         "configs": configs.get(t.name or "", {}),
     } for t in topics]
@@ -205,10 +218,11 @@ async def _describe(client: KafkaClient, args: argparse.Namespace) -> int:
         print(f"Topic: {d['topic']}  TopicId: {d['topic_id']}  "
               f"PartitionCount: {len(d['partitions'])}  Configs: {cfg}")
         cleaner = d["topic"] in compacted
-        table(["Partition", "Leader", "Replicas", "Isr",
+        table(["Partition", "Leader", "Replicas", "Isr", "Status",
                *(["FirstDirtyOffset", "DirtyRatio"] if cleaner else [])], [
-            [p["partition"], p["leader"], ",".join(map(str, p["replicas"])),
-             ",".join(map(str, p["isr"])), *(_cleaner_cells(p["cleaner"]) if cleaner else [])]
+            [p["partition"], p["leader"] if p["leader"] >= 0 else "none",
+             ",".join(map(str, p["replicas"])), ",".join(map(str, p["isr"])), p["status"],
+             *(_cleaner_cells(p["cleaner"]) if cleaner else [])]
             for p in d["partitions"]
         ])
         if cleaner and any(p["cleaner"] is None for p in d["partitions"]):
@@ -226,6 +240,20 @@ async def _describe(client: KafkaClient, args: argparse.Namespace) -> int:
             else:
                 print("(no active producers)")
     return 0
+
+
+def _status(leader: int, replicas: list[int], isr: list[int]) -> str:
+    """offline (no live leader), under-replicated (ISR smaller than the replicas), or ok."""
+    if leader < 0:
+        return "offline"
+    return "under-replicated" if len(isr) < len(replicas) else "ok"
+
+
+def _shown(args: argparse.Namespace, leader: int, replicas: list[int], isr: list[int]) -> bool:
+    status = _status(leader, replicas, isr)
+    if args.unavailable_partitions and status != "offline":
+        return False
+    return not (args.under_replicated_partitions and status == "ok")
 
 
 async def _broker_log_dir(client: KafkaClient) -> str | None:
