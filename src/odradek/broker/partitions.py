@@ -163,7 +163,6 @@ class PartitionManager:
         (the replica fetchers follow the new leaders)."""
         self._flushing: dict[tuple[str, int], asyncio.Future[None]] = {}
         self._housekeeping: asyncio.Task[None] | None = None
-        self._background: set[asyncio.Task[None]] = set()
 
     @property
     def handles(self) -> HandleCache:
@@ -313,12 +312,6 @@ class PartitionManager:
             if key is not None and fut is not None:
                 del self._flushing[key]
                 fut.set_result(None)
-
-    def spawn_flush(self, part: Partition) -> None:
-        """Start :meth:`flush` in the background (a follower's ``flush.messages``)."""
-        task = asyncio.get_running_loop().create_task(self.flush(part))
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
 
     async def flush(self, part: Partition) -> None:
         """fsync everything appended to ``part`` so far, on a worker thread.

@@ -12,7 +12,8 @@ and its high watermark, or with the epoch where this log diverges.
 For each partition of an answer:
 
 * batches: appended as they are (:meth:`PartitionState.append_as_follower`,
-  offsets kept, gaps allowed), the HW taken as far as the log reaches;
+  offsets kept, gaps allowed), the HW taken as far as the log reaches; when
+  ``flush.messages`` is reached the fsync runs before the next fetch;
 * ``diverging_epoch``: the log is cut where it stops agreeing
   (:meth:`PartitionState.truncate_to_divergence`) and fetched again;
 * OFFSET_OUT_OF_RANGE: below the leader's log start the log starts over there,
@@ -175,6 +176,7 @@ class ReplicaFetchers:
         if response.error_code:
             raise ConnectionError(f"fetch error {response.error_code}")
         loop = asyncio.get_running_loop()
+        flush_due: list[Partition] = []
         for topic in response.responses:
             for data in topic.partitions:
                 key = (topic.topic, data.partition_index)
@@ -185,12 +187,16 @@ class ReplicaFetchers:
                 st = part.state
                 if (st.leader_epoch, st.log_end_offset) != asked[key] or st.is_leader:
                     continue  # moved on meanwhile: this answer is stale
-                if not self._apply(part, data):
+                if not self._apply(part, data, flush_due):
                     fetcher.delayed[key] = loop.time() + self.backoff_s
                 else:
                     fetcher.delayed.pop(key, None)
+        # flush.messages reached: fsync before the next fetch, which is what moves
+        # the leader's HW past these records (docs/durability.md).
+        for part in flush_due:
+            await self.state.partitions.flush(part)
 
-    def _apply(self, part: Partition, data: PartitionData) -> bool:
+    def _apply(self, part: Partition, data: PartitionData, flush_due: list[Partition]) -> bool:
         """One partition of the leader's answer; False to back off."""
         st = part.state
         code = data.error_code
@@ -215,5 +221,5 @@ class ReplicaFetchers:
                         part.index, result.error_message)
             return False
         if result.flush_due:
-            self.state.partitions.spawn_flush(part)
+            flush_due.append(part)
         return True
