@@ -1,4 +1,4 @@
-"""Fetch (key 1), versions 4–17, for consumers.
+"""Fetch (key 1), versions 4–17, for consumers and followers.
 
 Behaviour: for each partition, whole batches from the one holding
 ``fetch_offset`` (clients drop records before it), up to the high watermark,
@@ -16,7 +16,18 @@ and the answer lists the aborted transactions (producer id, first offset) the
 data may hold, so the client can drop their records; under read_uncommitted
 the list is null, as Kafka sends it. A ``consumer_byte_rate`` quota is charged the response's
 size; a client over it gets an empty answer with ``throttle_time_ms`` and the
-connection is muted that long (KIP-219).
+connection is muted that long (KIP-219). Only the leader serves a partition
+(NOT_LEADER_OR_FOLLOWER elsewhere); ``current_leader_epoch`` (v9+, KIP-320)
+newer than the leader's gets UNKNOWN_LEADER_EPOCH, older FENCED_LEADER_EPOCH.
+
+A fetch with a ``replica_id`` (``replica_state`` from v15) is a follower's
+(``_collect_replica``): each partition is read up to the log end, not the HW;
+the follower's ``last_fetched_epoch`` is checked first, and a log that
+diverges is answered with ``diverging_epoch`` and no records; otherwise the
+follower's log end is recorded, which may move the HW (and complete acks=all
+produces) and make the follower eligible to join the ISR. Followers are not
+charged quotas, and their long polls wake on any append. A fetch of
+``__cluster_metadata`` goes to the KRaft quorum instead.
 
 Version notes: v4 isolation level and aborted transactions; v5 log start
 offset; v7 sessions; v11 rack and preferred read replica; v12 flexible;
@@ -24,11 +35,11 @@ v13 topics by id (KIP-516): request and response name topics by ``topic_id``
 alone, and the partitions of an id the metadata image does not know (or the
 zero id) get UNKNOWN_TOPIC_ID with high watermark -1, as Kafka answers; v14
 no change here (OFFSET_MOVED_TO_TIERED_STORAGE needs tiered storage); v15
-``replica_state`` replaces ``replica_id`` (KIP-903) — like ``replica_id``
-before it, unused: every fetcher is served as a consumer; v16
+``replica_state`` replaces ``replica_id`` (KIP-903; its broker epoch is not
+checked yet); v16
 ``node_endpoints`` (KIP-951), the endpoints of the leaders named in partitions
-answered NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH — reads here never
-fail that way, so it is always empty; v17 the follower's
+answered NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH (whose
+``current_leader`` is set from v12 on); v17 the follower's
 ``replica_directory_id`` (KIP-853), unused.
 """
 
@@ -47,6 +58,8 @@ from odradek.wire.messages.fetch_response import (
     EpochEndOffset,
     FetchableTopicResponse,
     FetchResponse,
+    LeaderIdAndEpoch,
+    NodeEndpoint,
     PartitionData,
 )
 
@@ -125,7 +138,33 @@ def _collect(
             out.append(data)
         topics.append(FetchableTopicResponse(topic=name, topic_id=topic.topic_id, partitions=out))
     response = FetchResponse(throttle_time_ms=0, error_code=0, session_id=0, responses=topics)
+    if ctx.api_version >= 12:
+        _leader_hints(ctx, response)
     return response, total, watched
+
+
+def _leader_hints(ctx: RequestContext, response: FetchResponse) -> None:
+    """KIP-951: a partition answered NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH
+    carries the leader and epoch of the metadata image in ``current_leader``
+    (v12+), and v16+ lists the live leaders' endpoints, so clients go there at
+    once instead of refreshing metadata first."""
+    state = ctx.broker
+    endpoints: dict[int, NodeEndpoint] = {}
+    for topic in response.responses:
+        t = state.image.topics.get(topic.topic) if topic.topic else None
+        for data in topic.partitions:
+            if data.error_code not in (ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                                       ErrorCode.FENCED_LEADER_EPOCH) or t is None:
+                continue
+            p = t.partitions.get(data.partition_index)
+            if p is None:
+                continue
+            data.current_leader = LeaderIdAndEpoch(p.leader, p.leader_epoch)
+            if p.leader >= 0 and p.leader not in endpoints and ctx.api_version >= 16:
+                e = state.endpoint_of(p.leader)
+                if e is not None:
+                    endpoints[p.leader] = NodeEndpoint(p.leader, e.host, e.port, None)
+    response.node_endpoints = [endpoints[n] for n in sorted(endpoints)]
 
 
 async def _wait_for_append(parts: list[Partition], timeout_ms: float) -> None:
