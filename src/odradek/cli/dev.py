@@ -1,7 +1,9 @@
 """``odradek dev cluster``: a local KRaft cluster in one command, for development.
 
 ``odradek dev cluster --nodes 3`` writes one ``server.properties`` per node
-(combined ``broker,controller`` roles, Kafka's settings) under ``--dir``
+(combined ``broker,controller`` roles, Kafka's settings; topics and the internal
+topics replicated 3 times with ``min.insync.replicas`` 2 when there are 3 nodes
+or more) under ``--dir``
 (default ``./odradek-dev-cluster``), formats the nodes with one new cluster id
 unless they are formatted already, starts one ``odradek serve FILE`` process
 per node, prints the bootstrap string once every node serves, and on Ctrl-C
@@ -45,6 +47,8 @@ def write_configs(base: Path, nodes: int, base_port: int) -> list[Path]:
     voters = ",".join(f"{i}@127.0.0.1:{base_port + 2 * (i - 1) + 1}"
                       for i in range(1, nodes + 1))
     files = []
+    rf = min(3, nodes)
+    min_isr = 2 if rf == 3 else 1
     for i in range(1, nodes + 1):
         client, quorum = base_port + 2 * (i - 1), base_port + 2 * (i - 1) + 1
         node_dir = base / f"node{i}"
@@ -58,6 +62,12 @@ def write_configs(base: Path, nodes: int, base_port: int) -> list[Path]:
             "controller.listener.names=CONTROLLER",
             "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
             f"log.dirs={(node_dir / 'data').resolve()}",
+            # Replicated as Kafka's production defaults (3, min ISR 2) where the
+            # cluster is big enough.
+            f"default.replication.factor={rf}", f"min.insync.replicas={min_isr}",
+            f"offsets.topic.replication.factor={rf}",
+            f"transaction.state.log.replication.factor={rf}",
+            f"transaction.state.log.min.isr={min_isr}",
         ]) + "\n", encoding="utf-8")
         files.append(path)
     return files
