@@ -29,6 +29,7 @@ answers CONCURRENT_TRANSACTIONS, and a restart resumes them.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -236,15 +237,26 @@ class TxnRuntime:
         return decision.error
 
     def _spawn(self, job: MarkerJob) -> None:
+        # The coordinator epoch in markers is the leader epoch of the transaction's
+        # __transaction_state partition: a partition leader refuses markers from a
+        # coordinator older than the last one it saw (TRANSACTION_COORDINATOR_FENCED).
+        part = self.partitions.get(TXN_TOPIC, self.partition_of(job.transactional_id))
+        if part is not None and part.state.leader_epoch > job.coordinator_epoch:
+            job = dataclasses.replace(job, coordinator_epoch=part.state.leader_epoch)
         task = asyncio.get_running_loop().create_task(self._send_markers(job))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+
+    def _still_coordinator(self, job: MarkerJob) -> bool:
+        """False once this broker stopped leading the transaction's partition (its
+        new coordinator resumes the markers) or is closing."""
+        return not self._closing and self._leads(self.partition_of(job.transactional_id))
 
     async def _send_markers(self, job: MarkerJob) -> None:
         for n, (topic, index) in enumerate(sorted(job.partitions)):
             if n == 1:
                 crashpoints.reach("txn.after_first_marker")
-            while not self._closing:
+            while self._still_coordinator(job):
                 try:
                     if await self._write_marker(job, topic, index):
                         break
@@ -252,12 +264,12 @@ class TxnRuntime:
                     log.warning("marker for %s-%d (transaction %r): %s; retrying",
                                 topic, index, job.transactional_id, exc)
                 await asyncio.sleep(MARKER_RETRY_S)
-        if self._closing:
+        if not self._still_coordinator(job):
             return
         crashpoints.reach("txn.before_complete")
         decision = self.coordinator.complete(job, self.clock.now_ms())
         while await self.run(job.transactional_id, decision) != ErrorCode.NONE:
-            if self._closing:
+            if not self._still_coordinator(job):
                 return
             await asyncio.sleep(MARKER_RETRY_S)
             decision = self.coordinator.complete(job, self.clock.now_ms())
