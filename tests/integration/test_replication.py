@@ -419,3 +419,87 @@ def test_reassignment_moves_a_partition_and_keeps_its_records(cluster: LocalClus
     bad = odradek(cluster, "topics", "reassign", "moving", "--partition", "0", "--replicas",
                   "1,1", ok=False)
     assert bad.returncode != 0 and len(bad.stderr.strip().splitlines()) == 1
+
+
+# -- bad input on the replication paths ------------------------------------------------
+
+
+def test_bad_replication_requests_get_kafka_errors_and_the_cluster_serves_on(
+        cluster: LocalCluster) -> None:
+    """Forged AlterPartition, ElectLeaders, reassignment, OffsetForLeaderEpoch and
+    replica Fetch requests get Kafka's error codes; nothing changes and every
+    acknowledged record stays readable."""
+    from odradek.client.connection import Connection
+    from odradek.wire.errors import ErrorCode as E
+    from odradek.wire.messages import alter_partition_reassignments_request as apr
+    from odradek.wire.messages import alter_partition_request as ap
+    from odradek.wire.messages import elect_leaders_request as el
+    from odradek.wire.messages import fetch_request as fr
+    from odradek.wire.messages import offset_for_leader_epoch_request as ofl
+
+    create(cluster, "forged")
+    p = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+    for i in range(10):
+        p.produce("forged", f"{i}".encode())
+    assert p.flush(30) == 0
+    leader, replicas, isr = partitions_of(cluster, "forged")[0]
+    follower = next(r for r in replicas if r != leader)
+    address = {n.node_id: n.address for n in cluster.brokers}
+
+    async def go() -> None:
+        conn = await Connection.open(address[follower], "forger", timeout_s=10)
+        try:
+            # AlterPartition from a broker that does not lead, with bogus epochs.
+            resp = await conn.request(ap.AlterPartitionRequest(follower, -1, [ap.TopicData(
+                "forged", partitions=[ap.PartitionData(0, 0, [follower], partition_epoch=0)])]),
+                1, 1)
+            codes = [resp.error_code] + [q.error_code for t in resp.topics for q in t.partitions]
+            assert any(c in (E.INVALID_REQUEST, E.NOT_CONTROLLER, E.FENCED_LEADER_EPOCH,
+                             E.INVALID_UPDATE_VERSION) for c in codes), codes
+            resp = await conn.request(ap.AlterPartitionRequest(99, 7, []), 1, 1)
+            assert resp.error_code in (E.STALE_BROKER_EPOCH, E.NOT_CONTROLLER)
+            # ElectLeaders for a partition that does not exist.
+            resp = await conn.request(el.ElectLeadersRequest(0, [el.TopicPartitions(
+                "no-such-topic", [0])], 5000), 2, 1)
+            assert resp.replica_election_results[0].partition_result[0].error_code == (
+                E.UNKNOWN_TOPIC_OR_PARTITION)
+            # A reassignment to a broker that does not exist, and a duplicate list.
+            for target in ([1, 42], [1, 1], []):
+                resp = await conn.request(apr.AlterPartitionReassignmentsRequest(5000, [
+                    apr.ReassignableTopic("forged", [apr.ReassignablePartition(0, target)])]), 0)
+                assert resp.responses[0].partitions[0].error_code == (
+                    E.INVALID_REPLICA_ASSIGNMENT), target
+            # OffsetForLeaderEpoch at a follower, and with a future leader epoch.
+            resp = await conn.request(ofl.OffsetForLeaderEpochRequest(-1, [ofl.OffsetForLeaderTopic(
+                "forged", [ofl.OffsetForLeaderPartition(0, -1, 0)])]), 4, 2)
+            assert resp.topics[0].partitions[0].error_code == E.NOT_LEADER_OR_FOLLOWER
+            # A replica fetch from a broker id that is not a replica, and one at the
+            # follower (which leads nothing).
+            lead = await Connection.open(address[leader], "forger", timeout_s=10)
+            try:
+                resp = await lead.request(ofl.OffsetForLeaderEpochRequest(-1, [
+                    ofl.OffsetForLeaderTopic("forged", [ofl.OffsetForLeaderPartition(0, 999, 0)])
+                ]), 4, 2)
+                assert resp.topics[0].partitions[0].error_code == E.UNKNOWN_LEADER_EPOCH
+                resp = await lead.request(fr.FetchRequest(
+                    replica_id=77, max_wait_ms=0, min_bytes=0, session_epoch=-1,
+                    topics=[fr.FetchTopic("forged", partitions=[fr.FetchPartition(
+                        0, fetch_offset=0, last_fetched_epoch=-1,
+                        partition_max_bytes=1 << 20)])]), 12, 12)
+                assert resp.responses[0].partitions[0].error_code == E.NOT_LEADER_OR_FOLLOWER
+                resp = await lead.request(fr.FetchRequest(
+                    replica_id=follower, max_wait_ms=0, min_bytes=0, session_epoch=-1,
+                    topics=[fr.FetchTopic("forged", partitions=[fr.FetchPartition(
+                        0, fetch_offset=10 ** 12, last_fetched_epoch=-1,
+                        partition_max_bytes=1 << 20)])]), 12, 12)
+                assert resp.responses[0].partitions[0].error_code == E.OFFSET_OUT_OF_RANGE
+            finally:
+                await lead.close()
+        finally:
+            await conn.close()
+
+    asyncio.run(go())
+    after = partitions_of(cluster, "forged")[0]
+    assert (after[0], after[1], sorted(after[2])) == (leader, replicas, sorted(isr))
+    got = read_all(cluster, "forged", 1, 10)
+    assert [v for _, _, v in got] == [f"{i}".encode() for i in range(10)]
