@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import os
-import threading
+import subprocess
+import sys
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from confluent_kafka import Consumer, Producer
@@ -93,18 +93,31 @@ def test_async_context_manager() -> None:
     assert asyncio.run(run()).startswith("127.0.0.1:")
 
 
-def _resources() -> tuple[int, int]:
+_CYCLES = """
+import os, threading
+from odradek.testing.broker import Broker
+
+def resources():
     return threading.active_count(), len(os.listdir("/proc/self/fd"))
+
+with Broker() as warm:  # first use imports and caches what every later one shares
+    warm.create_topic("warm")
+before = resources()
+data_dirs = []
+for i in range(100):
+    with Broker() as broker:
+        broker.create_topic(f"t{i}", partitions=2)
+        data_dirs.append(broker.data_dir)
+after = resources()
+assert after == before, (before, after, [t.name for t in threading.enumerate()])
+assert not any(os.path.exists(d) for d in data_dirs)
+print("ok")
+"""
 
 
 def test_a_hundred_start_stop_cycles_leak_nothing() -> None:
-    with Broker() as warm:  # first use imports and caches what every later one shares
-        warm.create_topic("warm")
-    before = _resources()
-    data_dirs = []
-    for i in range(100):
-        with Broker() as broker:
-            broker.create_topic(f"t{i}", partitions=2)
-            data_dirs.append(broker.data_dir)
-    assert _resources() == before
-    assert not any(os.path.exists(d) for d in data_dirs)
+    # In a fresh interpreter: brokers other tests left running here (the
+    # session fixture's) start worker threads of their own at any moment.
+    proc = subprocess.run([sys.executable, "-c", _CYCLES], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-3000:]
