@@ -1,6 +1,10 @@
 """Metadata (key 3), versions 0–12.
 
-Behaviour: one broker (this node) leads every partition. A null topic list
+Behaviour: each partition with its leader, leader epoch, replicas, ISR and
+offline replicas (on brokers fenced or gone), from the metadata image; a
+partition without a leader (its ISR all dead) is answered LEADER_NOT_AVAILABLE
+with leader -1, never a guessed leader (librdkafka would fetch from it under
+a stale epoch). Brokers: the live ones. A null topic list
 (or an empty one at v0) means all topics. A requested topic that does not exist
 is created when ``auto.create.topics.enable`` is true and the request allows it
 (always at v0–3), with ``num.partitions`` partitions; otherwise it gets
@@ -23,7 +27,7 @@ from odradek.broker.context import RequestContext
 from odradek.broker.handlers.topics import INTERNAL_TOPICS, auto_create
 from odradek.broker.registry import handler
 from odradek.metadata.controller import topic_name_error
-from odradek.metadata.image import TopicImage
+from odradek.metadata.image import MetadataImage, TopicImage
 from odradek.wire.errors import ErrorCode
 from odradek.wire.messages.metadata_request import MetadataRequest
 from odradek.wire.messages.metadata_response import (
@@ -35,16 +39,19 @@ from odradek.wire.messages.metadata_response import (
 from odradek.wire.primitives import ZERO_UUID
 
 
-def _topic(t: TopicImage) -> MetadataResponseTopic:
+def _topic(t: TopicImage, image: MetadataImage) -> MetadataResponseTopic:
+    """A partition without a leader is LEADER_NOT_AVAILABLE (clients retry soon);
+    offline replicas are those on brokers that are fenced or gone."""
+    live = {b.node_id for b in image.brokers.values() if not b.fenced}
     partitions = [
         MetadataResponsePartition(
-            error_code=0,
+            error_code=0 if p.leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE,
             partition_index=p.partition,
             leader_id=p.leader,
             leader_epoch=p.leader_epoch,
             replica_nodes=list(p.replicas),
             isr_nodes=list(p.isr),
-            offline_replicas=[],
+            offline_replicas=[r for r in p.replicas if r not in live] if live else [],
         )
         for _, p in sorted(t.partitions.items())
     ]
@@ -73,7 +80,7 @@ async def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataRespo
         cached = image.derived.get("metadata.all_topics")
         if cached is None:
             cached = image.derived["metadata.all_topics"] = [
-                _topic(t) for _, t in sorted(image.topics.items())
+                _topic(t, image) for _, t in sorted(image.topics.items())
             ]
         topics = cached
     else:
@@ -95,7 +102,7 @@ async def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataRespo
             if t is None:
                 topics.append(_error_topic(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
             else:
-                topics.append(_topic(t))
+                topics.append(_topic(t, image))
     brokers = [
         MetadataResponseBroker(node_id=node_id, host=e.host, port=e.port,
                                rack=state.image.brokers[node_id].rack)
