@@ -316,6 +316,11 @@ class PartitionState:
             return ReplicaRead(ErrorCode.NOT_LEADER_OR_FOLLOWER, (), -1, start, leo)
         if last_fetched_epoch >= 0:
             epoch, end = self.log.epochs.end_offset_for(last_fetched_epoch, leo)
+            if epoch < 0:
+                # Older than every epoch here: the follower's log agrees at most up
+                # to where the first of them starts (Kafka answers so too).
+                entries = self.log.epochs.entries
+                epoch, end = last_fetched_epoch, entries[0][1] if entries else start
             if epoch < last_fetched_epoch or end < fetch_offset:
                 return ReplicaRead(0, (), self.high_watermark, start, leo,
                                    diverging_epoch=epoch, diverging_end_offset=end)

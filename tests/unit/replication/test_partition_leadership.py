@@ -106,6 +106,26 @@ def test_read_for_follower_names_the_epoch_where_the_logs_diverge() -> None:
     assert records(two) == records(one) and two.last_fetched_epoch == 3
 
 
+def test_a_follower_older_than_every_epoch_of_the_leader_is_told_to_truncate() -> None:
+    """The leader's first epoch is 5 (at offset 0); the follower has records of epoch 1
+    only. The leader once answered "diverging at epoch -1", which reads as no
+    divergence: the follower took the HW over records that were never committed
+    (found by the replication simulation)."""
+    leader, follower = open_state(1), open_state(2)
+    follower.apply_metadata(2, 1, 1, [1, 2], [2], NOW)
+    produce(follower, b"stale-1", b"stale-2")  # as leader in epoch 1
+    leader.apply_metadata(1, 5, 2, [1, 2], [1], NOW)
+    produce(leader, b"a", b"b", b"c")
+    follower.apply_metadata(1, 5, 2, [1, 2], [1], NOW)
+    rr = leader.read_for_follower(2, 2, 1, 1 << 20, NOW)
+    assert (rr.diverging_epoch, rr.diverging_end_offset) == (1, 0)
+    follower.truncate_to_divergence(rr.diverging_epoch, rr.diverging_end_offset)
+    assert follower.log_end_offset == 0
+    fetch(leader, follower)
+    fetch(leader, follower)
+    assert records(follower) == records(leader) and follower.high_watermark == 3
+
+
 def test_offset_out_of_range_below_the_log_start_and_past_the_log_end() -> None:
     leader, follower = open_state(1), open_state(2)
     leader.apply_metadata(1, 1, 1, [1, 2], [1], NOW)
