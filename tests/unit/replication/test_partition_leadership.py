@@ -234,3 +234,25 @@ def test_not_enough_replicas_after_append_when_the_isr_shrank_meanwhile() -> Non
     leader.apply_metadata(1, 1, 2, [1, 2], [1], NOW)  # 2 dropped before the answer
     assert leader.replicated(last) == ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
     assert leader.log_end_offset == 1  # the records stay
+
+
+def test_an_epoch_without_records_is_dropped_by_a_truncation_that_cuts_nothing() -> None:
+    """Replica 2 became leader in epoch 2 at offset 1 and appended nothing; 1 leads in
+    epoch 3. 2's last fetched epoch (2) is unknown to 1, which answers "epoch 1
+    ends at 1"; truncating to 1 cut nothing and kept epoch 2, so every fetch got
+    the same answer (found by the replication simulation)."""
+    one, two = open_state(1), open_state(2)
+    one.apply_metadata(1, 1, 1, [1, 2], [1, 2], NOW)
+    two.apply_metadata(1, 1, 1, [1, 2], [1, 2], NOW)
+    produce(one, b"a")
+    fetch(one, two)
+    two.apply_metadata(2, 2, 2, [1, 2], [2], NOW)
+    assert two.log.epochs.entries == [(1, 0), (2, 1)]
+    one.apply_metadata(1, 3, 3, [1, 2], [1], NOW)
+    produce(one, b"b")
+    two.apply_metadata(1, 3, 3, [1, 2], [1], NOW)
+    rr = fetch(one, two)
+    assert (rr.diverging_epoch, rr.diverging_end_offset) == (1, 1)
+    assert two.log.epochs.entries == [(1, 0)] and two.last_fetched_epoch == 1
+    fetch(one, two)
+    assert records(two) == records(one)
