@@ -523,6 +523,7 @@ class PartitionState:
         the leader deleted go here too, once below the HW). A fetch larger than
         ``segment.bytes`` is appended in parts at batch boundaries (each part
         fits a segment), so a small segment size never stalls a follower."""
+        self._cut_inside_first_batch(records)
         first, last, flush_due, start = -1, -1, False, self.log_start_offset
         for chunk in self._segment_sized(records):
             try:
@@ -554,6 +555,20 @@ class PartitionState:
                 self.delete_records(leader_log_start)
         return Appended(first_offset=first, last_offset=last, log_start_offset=start,
                         hw_moved=moved, flush_due=flush_due)
+
+    def _cut_inside_first_batch(self, records: memoryview) -> None:
+        """The first batch fetched starts below this log's end and ends at or past it:
+        the fetch was from inside one of the leader's batches, so what this log
+        holds from that batch's base on is not the leader's (an empty log starts
+        over at the base). A follower gets there after starting over at, or
+        truncating to, a leader's log start that DeleteRecords moved inside a
+        batch; the leader's log start is taken again once below the HW."""
+        try:
+            h = read_batch_header(records, 0)
+        except DecodeError:
+            return  # the log's own checks report it
+        if h.base_offset < self.log_end_offset <= h.last_offset:
+            self.truncate_to(h.base_offset)
 
     def _segment_sized(self, records: memoryview) -> Iterable[memoryview]:
         limit = self.log.config.segment_bytes

@@ -144,6 +144,23 @@ def test_offset_out_of_range_below_the_log_start_and_past_the_log_end() -> None:
     assert follower.log_end_offset == 4 and records(follower) == records(leader)
 
 
+def test_a_follower_starting_over_inside_a_batch_takes_the_whole_batch() -> None:
+    """DeleteRecords moved the leader's log start into a batch: a follower below it
+    starts over there and is sent that batch, which begins earlier (it could never
+    append it; found by the replication simulation)."""
+    leader, follower = open_state(1), open_state(2)
+    leader.apply_metadata(1, 1, 1, [1, 2], [1], NOW)
+    follower.apply_metadata(1, 1, 1, [1, 2], [1], NOW)
+    produce(leader, b"a")
+    produce(leader, b"b", b"c", b"d")  # offsets 1..3
+    leader.delete_records(2)
+    fetch(leader, follower)
+    assert (follower.log_start_offset, follower.log_end_offset) == (2, 2)
+    fetch(leader, follower)
+    assert follower.log_end_offset == 4 and follower.log_start_offset == 2
+    assert follower.high_watermark == 4
+
+
 def test_propose_isr_shrinks_by_lag_and_expands_a_caught_up_follower() -> None:
     leader, two, three = open_state(1), open_state(2), open_state(3)
     leader.apply_metadata(1, 1, 1, [1, 2, 3], [1, 2, 3], NOW)
