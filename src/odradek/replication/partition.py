@@ -45,7 +45,7 @@ import bisect
 import contextlib
 import dataclasses
 import struct
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -120,16 +120,19 @@ class Read:
 
 @dataclass(slots=True)
 class Replica:
-    """What the leader knows of one replica (Kafka's ``Replica``): its log end as of
-    its last fetch, when it was last caught up, and the leader's log end and the
-    time at that fetch (a follower fetching from the leader's log end of its
-    previous fetch was caught up then)."""
+    """What the leader knows of one replica (Kafka's ``Replica``): its log end and
+    broker epoch as of its last fetch, when it was last caught up, and the
+    leader's log end and the time at that fetch (a follower fetching from the
+    leader's log end of its previous fetch was caught up then)."""
 
     broker_id: int
     log_end_offset: int = 0
     last_caught_up_ms: int = -1
     last_fetch_leader_leo: int = -1
     last_fetch_ms: int = -1
+    broker_epoch: int = -1
+    """The follower's broker epoch (its registration) as of that fetch (-1: not
+    told). What it says of the log end holds for that incarnation only."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -285,10 +288,12 @@ class PartitionState:
             self.become_follower(leader_epoch, leader, partition_epoch=partition_epoch)
         return was != (self.is_leader, self.leader_id, self.leader_epoch)
 
-    def update_follower(self, broker_id: int, log_end_offset: int, now_ms: int) -> bool:
-        """A follower fetched from ``log_end_offset`` (its LEO). Returns whether the HW
-        moved. It was caught up now if it fetched from the leader's log end, or at
-        its previous fetch if it fetched from the leader's log end as of then."""
+    def update_follower(self, broker_id: int, log_end_offset: int, now_ms: int,
+                        broker_epoch: int = -1) -> bool:
+        """A follower fetched from ``log_end_offset`` (its LEO) in its registration
+        ``broker_epoch``. Returns whether the HW moved. It was caught up now if it
+        fetched from the leader's log end, or at its previous fetch if it fetched
+        from the leader's log end as of then."""
         replica = self.replicas.get(broker_id)
         if replica is None or broker_id == self.local_id or not self.is_leader:
             return False
@@ -299,12 +304,13 @@ class PartitionState:
         elif replica.last_fetch_leader_leo >= 0 and offset >= replica.last_fetch_leader_leo:
             replica.last_caught_up_ms = max(replica.last_caught_up_ms, replica.last_fetch_ms)
         replica.log_end_offset = offset
+        replica.broker_epoch = broker_epoch
         replica.last_fetch_leader_leo = leo
         replica.last_fetch_ms = now_ms
         return self._update_high_watermark()
 
     def read_for_follower(self, broker_id: int, fetch_offset: int, last_fetched_epoch: int,
-                          max_bytes: int, now_ms: int) -> ReplicaRead:
+                          max_bytes: int, now_ms: int, broker_epoch: int = -1) -> ReplicaRead:
         """A follower's fetch (Kafka's replica Fetch, v12+): first the divergence check
         (the follower's last epoch ends earlier here, or is unknown: it must
         truncate first, and nothing is recorded), then the follower's log end is
@@ -326,7 +332,7 @@ class PartitionState:
                                    diverging_epoch=epoch, diverging_end_offset=end)
         if fetch_offset > leo or fetch_offset < start:
             return ReplicaRead(ErrorCode.OFFSET_OUT_OF_RANGE, (), self.high_watermark, start, leo)
-        moved = self.update_follower(broker_id, fetch_offset, now_ms)
+        moved = self.update_follower(broker_id, fetch_offset, now_ms, broker_epoch)
         try:
             slices = self.log.read(fetch_offset, max(max_bytes, 0), max_offset=leo,
                                    min_one_batch=True)
@@ -349,13 +355,24 @@ class PartitionState:
                 and now_ms - self.replicas[b].last_caught_up_ms > lag_ms}
 
     def propose_isr(self, now_ms: int, lag_ms: int,
-                    eligible: Iterable[int] | None = None) -> frozenset[int] | None:
+                    eligible: Iterable[int] | Mapping[int, int] | None = None
+                    ) -> frozenset[int] | None:
         """The ISR change this leader should send the controller now, if any (none
         while one is pending): lagging members out, caught-up replicas in (of
-        ``eligible``, the live brokers, when given). It is noted as pending."""
+        ``eligible``, the live brokers, when given). It is noted as pending.
+
+        ``eligible`` as a mapping gives each live broker's epoch (Kafka's KIP-903):
+        a replica joins only if its last fetch was made in that epoch, since a
+        log end fetched before a restart says nothing of the log after it (the
+        controller checks the epochs again: send ``replicas[b].broker_epoch``)."""
         if not self.is_leader or self.pending_isr is not None:
             return None
-        allowed = set(eligible) if eligible is not None else None
+        if isinstance(eligible, Mapping):
+            epochs = dict(eligible)
+            allowed: set[int] | None = {b for b, r in self.replicas.items()
+                                        if b in epochs and r.broker_epoch == epochs[b]}
+        else:
+            allowed = set(eligible) if eligible is not None else None
         joining = {b for b in self.replicas if b not in self.isr and b != self.local_id
                    and (allowed is None or b in allowed) and self._may_join_isr(b)}
         new = (self.isr - self.out_of_sync(now_ms, lag_ms)) | joining

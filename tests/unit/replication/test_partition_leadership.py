@@ -210,6 +210,24 @@ def test_added_members_count_for_the_high_watermark_at_once() -> None:
     assert leader.high_watermark == 2
 
 
+def test_a_log_end_fetched_before_a_restart_does_not_make_a_replica_eligible() -> None:
+    """Replica 2 fetched up to the log end in broker epoch 7, then restarted (epoch 9)
+    with an empty log. The leader proposed it for the ISR on the old log end, and
+    the controller (seeing it live again) took it in: an ISR member without the
+    committed records (found by the replication simulation). With broker epochs
+    (KIP-903) the stale log end no longer counts."""
+    leader, two = open_state(1), open_state(2)
+    leader.apply_metadata(1, 1, 1, [1, 2], [1], NOW)
+    two.apply_metadata(1, 1, 1, [1, 2], [1], NOW)
+    produce(leader, b"a", b"b")
+    fetch(leader, two, broker_epoch=7)
+    fetch(leader, two, broker_epoch=7)
+    assert leader.replicas[2].log_end_offset == 2 and leader.replicas[2].broker_epoch == 7
+    # 2 restarts: the controller's metadata now says broker 2 is live in epoch 9.
+    assert leader.propose_isr(NOW, LAG, eligible={1: 3, 2: 9}) is None
+    assert leader.propose_isr(NOW, LAG, eligible={1: 3, 2: 7}) == frozenset({1, 2})
+
+
 def test_the_high_watermark_holds_while_the_isr_is_below_min_insync_replicas() -> None:
     leader, two = open_state(1, min_isr=2), open_state(2)
     leader.apply_metadata(1, 1, 1, [1, 2], [1], NOW)
