@@ -75,7 +75,9 @@ class IsrManager:
         """One round: propose every wanted ISR change and send them."""
         state = self.state
         now = state.clock.now_ms()
-        live = [b.node_id for b in state.image.brokers.values() if not b.fenced]
+        # Live brokers with their registration epochs: a replica joins an ISR only
+        # on a log end fetched in its current registration (KIP-903).
+        live = {b.node_id: b.epoch for b in state.image.brokers.values() if not b.fenced}
         proposals: list[tuple[Partition, frozenset[int]]] = []
         for part in state.partitions.partitions.values():
             st = part.state

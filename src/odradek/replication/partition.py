@@ -243,6 +243,7 @@ class PartitionState:
         caught up now so none is dropped before it could fetch; the epoch's
         start offset is the log end. Returns whether the HW moved."""
         new_term = not self.is_leader or epoch != self.leader_epoch
+        newer = partition_epoch is not None and partition_epoch > self.partition_epoch
         self.leader_epoch = epoch
         self.leader_id = self.local_id
         if partition_epoch is not None:
@@ -258,7 +259,10 @@ class PartitionState:
                 self.log._assign_epoch(epoch, self.log_end_offset)
         else:
             self.replicas = {b: self.replicas.get(b) or Replica(b) for b in sorted(wanted)}
-            if self.pending_isr is not None and (set(self.pending_isr) == self.isr):
+            # A newer partition epoch settles any pending change: the controller
+            # took it (the ISR now says so) or decided otherwise (it will be
+            # refused as stale; it is proposed again from the new state).
+            if self.pending_isr is not None and (newer or set(self.pending_isr) == self.isr):
                 self.pending_isr = None
         return self._update_high_watermark()
 

@@ -199,6 +199,12 @@ def _collect_replica(
     log diverges; the follower's log end recorded (moving the HW, perhaps)."""
     state = ctx.broker
     now_ms = state.clock.now_ms()
+    # The follower's registration as of this fetch (v15+ sends it; before, the
+    # one in the image): a log end it reported counts for the ISR only while
+    # that registration lasts (a restarted follower may have lost its tail).
+    broker = state.image.brokers.get(replica_id)
+    broker_epoch = request.replica_state.replica_epoch if ctx.api_version >= 15 else (
+        broker.epoch if broker is not None else -1)
     budget = request.max_bytes if request.max_bytes > 0 else 0
     total = 0
     watched: list[Partition] = []
@@ -216,7 +222,8 @@ def _collect_replica(
             watched.append(part)
             limit = min(preq.partition_max_bytes, max(budget - total, 0))
             read = part.state.read_for_follower(replica_id, preq.fetch_offset,
-                                                preq.last_fetched_epoch, limit, now_ms)
+                                                preq.last_fetched_epoch, limit, now_ms,
+                                                broker_epoch)
             if read.hw_moved:
                 part.hw_moved()
             if read.expand and state.isr is not None:
