@@ -3,8 +3,9 @@
 The one subprocess-broker helper of the repository: the integration tests use
 :class:`ServerProcess` directly, the benchmarks through
 ``benchmarks/_common.py`` (which re-exports it). It imports nothing from
-odradek: the broker is a black box started the way a user starts it (the
-``odradek`` console script beside this interpreter) and reached over TCP.
+odradek but :func:`odradek.testing.cluster.serve_command`: the broker is a
+black box started the way a user starts it (the ``odradek`` console script
+beside this interpreter) and reached over TCP.
 
 ``start()`` waits for the ``odradek: serving on HOST:PORT`` line on stdout
 (with a deadline, even if the broker prints nothing), records the address in
@@ -36,7 +37,6 @@ import select
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -44,21 +44,11 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO
 
+from odradek.testing.cluster import serve_command
+
+__all__ = ["ServerProcess", "serve_command"]
+
 _READY = re.compile(rb"odradek: serving on (\S+)")
-
-
-def serve_command() -> list[str]:
-    """``odradek serve`` as installed next to this interpreter.
-
-    The console script beside ``sys.executable`` is what a user runs; a pyenv
-    shim on PATH would add a shell and ``pyenv exec`` to every start (and the
-    benchmarks would measure pyenv, not the broker). Falls back to
-    ``python -m odradek``.
-    """
-    script = Path(sys.executable).parent / "odradek"
-    if script.is_file() and os.access(script, os.X_OK):
-        return [str(script), "serve"]
-    return [sys.executable, "-m", "odradek", "serve"]
 
 
 class ServerProcess:

@@ -1,0 +1,343 @@
+"""A real Odradek cluster on 127.0.0.1: one ``odradek serve FILE`` process per node.
+
+``from odradek.testing.cluster import LocalCluster, wait_for``: the harness of
+the repository's cluster tests (``tests/support/cluster.py`` re-exports it)
+and of ``odradek dev chaos`` (:mod:`odradek.testing.chaos`), usable from any
+test suite.
+
+Each node gets a ``server.properties`` written with Kafka's own settings
+(``process.roles``, ``node.id``, ``controller.quorum.voters``, ``listeners``
+with a CONTROLLER listener, ``controller.listener.names``,
+``listener.security.protocol.map``), is formatted with ``odradek storage
+format -t CLUSTER_ID -c FILE`` and started with ``odradek serve FILE``, exactly
+as a user would. Nothing else is imported from odradek: the nodes are black
+boxes (the ``odradek`` console script beside this interpreter, see
+:func:`serve_command`).
+
+``LocalCluster(tmp, controllers=3)`` is three combined nodes
+(``broker,controller``); ``LocalCluster(tmp, controllers=3, brokers=2)`` is
+three controller-only nodes (ids 1-3) and two broker-only nodes (ids 4-5).
+:meth:`kill` is ``kill -9``; :meth:`pause`/:meth:`resume` are SIGSTOP/SIGCONT;
+:meth:`start` restarts a node on its data.
+
+With ``links=True`` every node reaches every voter through its own
+:class:`LinkProxy` (node *i*'s ``controller.quorum.voters`` names the proxy of
+the link i→j for each voter j), so :meth:`isolate` cuts a node off from the
+others in both directions — quorum traffic, forwarding, registrations and
+heartbeats — while clients still reach its client listener (Redpanda's
+ISOLATE cuts the internal RPC port the same way). :meth:`heal` restores every
+link.
+Each node's stdout and stderr go to ``node-N.log`` in its directory (shown by
+:meth:`logs` when a test fails). ``Node.env`` is extra environment for a node's
+process (e.g. a fault-injection knob of :mod:`odradek.common.crashpoints`),
+used from its next :meth:`start`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TypeVar
+
+T = TypeVar("T")
+
+__all__ = ["LinkProxy", "LocalCluster", "Node", "free_port", "serve_command", "wait_for"]
+
+
+def serve_command() -> list[str]:
+    """``odradek serve`` as installed next to this interpreter.
+
+    The console script beside ``sys.executable`` is what a user runs; a pyenv
+    shim on PATH would add a shell and ``pyenv exec`` to every start (and the
+    benchmarks would measure pyenv, not the broker). Falls back to
+    ``python -m odradek``.
+    """
+    script = Path(sys.executable).parent / "odradek"
+    if script.is_file() and os.access(script, os.X_OK):
+        return [str(script), "serve"]
+    return [sys.executable, "-m", "odradek", "serve"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@dataclass
+class Node:
+    node_id: int
+    roles: str
+    directory: Path
+    client_port: int | None
+    controller_port: int | None
+    proc: subprocess.Popen[bytes] | None = None
+    env: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def properties(self) -> Path:
+        return self.directory / "server.properties"
+
+    @property
+    def log_path(self) -> Path:
+        return self.directory / f"node-{self.node_id}.log"
+
+    @property
+    def address(self) -> str:
+        assert self.client_port is not None
+        return f"127.0.0.1:{self.client_port}"
+
+    @property
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+
+class LinkProxy:
+    """One directed link: connections accepted here are piped to ``upstream``
+    until :meth:`cut`, which closes them and refuses new ones until :meth:`heal`."""
+
+    def __init__(self, upstream_port: int) -> None:
+        self.upstream = ("127.0.0.1", upstream_port)
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port: int = self.listener.getsockname()[1]
+        self.listener.settimeout(0.1)
+        self._cut = threading.Event()
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._sockets: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while not self._stop.is_set():
+            try:
+                client, _ = self.listener.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            if self._cut.is_set():
+                client.close()
+                continue
+            try:
+                server = socket.create_connection(self.upstream, timeout=2)
+            except OSError:
+                client.close()
+                continue
+            server.settimeout(None)
+            with self._lock:
+                self._sockets += [client, server]
+            for a, b in ((client, server), (server, client)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    def _pump(self, src: socket.socket, dst: socket.socket) -> None:
+        while not self._stop.is_set():
+            try:
+                data = src.recv(65536)
+                if not data:
+                    break
+                dst.sendall(data)
+            except OSError:
+                break
+        for sock in (src, dst):
+            with contextlib.suppress(OSError):
+                sock.close()
+
+    def cut(self) -> None:
+        self._cut.set()
+        with self._lock:
+            for sock in self._sockets:
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
+                    sock.close()
+            self._sockets.clear()
+
+    def heal(self) -> None:
+        self._cut.clear()
+
+    def close(self) -> None:
+        self._stop.set()
+        self.cut()
+        self.listener.close()
+
+
+class LocalCluster:
+    def __init__(self, tmp: Path, controllers: int = 3, brokers: int = 0,
+                 overrides: dict[str, str] | None = None, links: bool = False) -> None:
+        self.tmp = tmp
+        combined = brokers == 0
+        self.nodes: dict[int, Node] = {}
+        for i in range(1, controllers + 1):
+            roles = "broker,controller" if combined else "controller"
+            self.nodes[i] = Node(i, roles, tmp / f"node{i}",
+                                 free_port() if combined else None, free_port())
+        for i in range(controllers + 1, controllers + brokers + 1):
+            self.nodes[i] = Node(i, "broker", tmp / f"node{i}", free_port(), None)
+        self.links: dict[tuple[int, int], LinkProxy] = {}
+        self.data_links: dict[tuple[int, int], LinkProxy] = {}
+        """Replication links (follower a → leader b's client listener): a node cut
+        off from the others still serves clients, as in a network partition
+        between brokers."""
+        if links:
+            for a in self.nodes.values():
+                for b in self.nodes.values():
+                    if a is not b and b.controller_port:
+                        self.links[(a.node_id, b.node_id)] = LinkProxy(b.controller_port)
+                    if a is not b and a.client_port and b.client_port:
+                        self.data_links[(a.node_id, b.node_id)] = LinkProxy(b.client_port)
+
+        def voters_for(node: Node) -> str:
+            def port(v: Node) -> int | None:
+                link = self.links.get((node.node_id, v.node_id))
+                return link.port if link is not None else v.controller_port
+            return ",".join(f"{v.node_id}@127.0.0.1:{port(v)}"
+                            for v in self.nodes.values() if v.controller_port)
+
+        self.overrides = {
+            "controller.quorum.election.timeout.ms": "1000",
+            "controller.quorum.fetch.timeout.ms": "2000",
+            **(overrides or {}),
+        }
+        for node in self.nodes.values():
+            node.directory.mkdir(parents=True, exist_ok=True)
+            listeners = []
+            if node.client_port:
+                listeners.append(f"PLAINTEXT://127.0.0.1:{node.client_port}")
+            if node.controller_port:
+                listeners.append(f"CONTROLLER://127.0.0.1:{node.controller_port}")
+            lines = [
+                f"process.roles={node.roles}", f"node.id={node.node_id}",
+                f"controller.quorum.voters={voters_for(node)}",
+                f"listeners={','.join(listeners)}",
+                "controller.listener.names=CONTROLLER",
+                "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+                f"log.dirs={node.directory / 'data'}",
+                *(["odradek.inter.broker.address.overrides=" + ",".join(
+                    f"{b}=127.0.0.1:{link.port}" for (a, b), link in self.data_links.items()
+                    if a == node.node_id)] if self.data_links else []),
+                *(f"{k}={v}" for k, v in self.overrides.items()),
+            ]
+            node.properties.write_text("\n".join(lines) + "\n")
+
+    # -- life cycle -------------------------------------------------------------------
+
+    def format(self) -> str:
+        odradek = [*serve_command()[:-1]]
+        cluster_id = subprocess.run([*odradek, "storage", "random-uuid"], check=True,
+                                    capture_output=True, text=True).stdout.strip()
+        for node in self.nodes.values():
+            subprocess.run([*odradek, "storage", "format", "-t", cluster_id, "-c",
+                            str(node.properties)], check=True, capture_output=True)
+        self.cluster_id = cluster_id
+        return cluster_id
+
+    def start(self, node_id: int | None = None) -> None:
+        for node in ([self.nodes[node_id]] if node_id is not None else self.nodes.values()):
+            log = open(node.log_path, "ab")  # noqa: SIM115 (the process owns it)
+            node.proc = subprocess.Popen(
+                [*serve_command(), str(node.properties), "--log-level", "INFO"],
+                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                env={**os.environ, "PYTHONUNBUFFERED": "1", **node.env})
+            log.close()
+
+    def kill(self, node_id: int) -> None:
+        node = self.nodes[node_id]
+        if node.proc is not None and node.proc.poll() is None:
+            node.proc.send_signal(signal.SIGKILL)
+            node.proc.wait(10)
+
+    def terminate(self, node_id: int, timeout_s: float = 20.0) -> int | None:
+        node = self.nodes[node_id]
+        if node.proc is None:
+            return None
+        if node.proc.poll() is None:
+            node.proc.send_signal(signal.SIGTERM)
+            try:
+                return node.proc.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                node.proc.kill()
+                node.proc.wait(10)
+        return node.proc.returncode
+
+    def pause(self, node_id: int) -> None:
+        proc = self.nodes[node_id].proc
+        assert proc is not None
+        proc.send_signal(signal.SIGSTOP)
+
+    def resume(self, node_id: int) -> None:
+        proc = self.nodes[node_id].proc
+        assert proc is not None
+        proc.send_signal(signal.SIGCONT)
+
+    def isolate(self, node_id: int) -> None:
+        """Cut every quorum link to and from ``node_id`` (needs ``links=True``)."""
+        assert self.links, "LocalCluster(..., links=True) to cut links"
+        for (a, b), link in [*self.links.items(), *self.data_links.items()]:
+            if node_id in (a, b):
+                link.cut()
+
+    def heal(self) -> None:
+        for link in [*self.links.values(), *self.data_links.values()]:
+            link.heal()
+
+    def stop(self) -> None:
+        for node in self.nodes.values():
+            if node.proc is not None and node.proc.poll() is None:
+                with contextlib.suppress(OSError):
+                    node.proc.send_signal(signal.SIGCONT)  # a paused node must see SIGTERM
+            if node.proc is not None and node.proc.poll() is None:
+                node.proc.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + 20
+        for node in self.nodes.values():
+            if node.proc is not None:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    node.proc.wait(max(0.1, deadline - time.monotonic()))
+                if node.proc.poll() is None:
+                    node.proc.kill()
+                    node.proc.wait(10)
+        for link in [*self.links.values(), *self.data_links.values()]:
+            link.close()
+
+    # -- views ------------------------------------------------------------------------
+
+    @property
+    def brokers(self) -> list[Node]:
+        return [n for n in self.nodes.values() if "broker" in n.roles]
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(n.address for n in self.brokers)
+
+    def logs(self) -> str:
+        out = []
+        for node in self.nodes.values():
+            text = node.log_path.read_text(errors="replace") if node.log_path.exists() else ""
+            out.append(f"--- node {node.node_id} ---\n" + "\n".join(text.splitlines()[-40:]))
+        return "\n".join(out)
+
+
+def wait_for(what: str, check: Callable[[], T | None], timeout_s: float,
+             interval_s: float = 0.1) -> T:
+    """Poll ``check()`` until it returns a truthy value (returned), or raise
+    AssertionError naming ``what``."""
+    deadline = time.monotonic() + timeout_s
+    last_error: Exception | None = None
+    while time.monotonic() < deadline:
+        try:
+            value = check()
+            if value:
+                return value
+        except Exception as exc:  # the cluster may be between states
+            last_error = exc
+        time.sleep(interval_s)
+    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}"
+                         + (f" (last error: {last_error})" if last_error else ""))
