@@ -148,7 +148,12 @@ class LinkProxy:
                 dst.sendall(data)
             except OSError:
                 break
+        # shutdown() before close(): the other pump may be blocked in recv() on one
+        # of these sockets, and a bare close() would then send no FIN, leaving the
+        # far end waiting on a connection that is already gone.
         for sock in (src, dst):
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
             with contextlib.suppress(OSError):
                 sock.close()
 
