@@ -25,16 +25,40 @@ reliably. Without the variable :func:`reach` is one comparison. It lives in
     The old segments are renamed ``*.deleted``; the swap file is not yet live.
 ``cleaner.after_rename``
     The swap file is ``<base>.log``; its indexes are not rebuilt yet.
+
+A slow disk, for chaos tests (``odradek dev chaos``): with
+``ODRADEK_TEST_FSYNC_DELAY_FILE=<path>`` in the broker's environment, every
+fsync of :class:`odradek.storage.fs.OsFileSystem` (files and directories, on
+whatever thread runs it) first sleeps for the number of milliseconds written
+in that file (:func:`fsync_delay`); a missing, empty or unreadable file means
+no delay. The file is read at each fsync, so a test turns the slow disk on and
+off while the broker runs, without a restart. Without the variable it is one
+comparison.
 """
 
 from __future__ import annotations
 
 import os
 import signal
+import time
 
 _TARGET = os.environ.get("ODRADEK_CRASH_AT", "")
+_FSYNC_DELAY_FILE = os.environ.get("ODRADEK_TEST_FSYNC_DELAY_FILE", "")
 
 
 def reach(point: str) -> None:
     if _TARGET and point == _TARGET:
         os.kill(os.getpid(), signal.SIGKILL)
+
+
+def fsync_delay() -> None:
+    """Sleep as long as ``ODRADEK_TEST_FSYNC_DELAY_FILE`` says (see above)."""
+    if not _FSYNC_DELAY_FILE:
+        return
+    try:
+        with open(_FSYNC_DELAY_FILE, encoding="ascii") as f:
+            delay_ms = int(f.read().strip() or "0")
+    except (OSError, ValueError):
+        return
+    if delay_ms > 0:
+        time.sleep(delay_ms / 1000)

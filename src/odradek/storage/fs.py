@@ -22,6 +22,7 @@ import shutil
 from collections.abc import Sequence
 from typing import Protocol
 
+from odradek.common import crashpoints
 from odradek.wire.primitives import Buffer
 
 _IOV_MAX = 512
@@ -183,6 +184,7 @@ class OsFileSystem:
             f.write(data)
 
     def fsync(self, path: str) -> None:
+        crashpoints.fsync_delay()  # a slow disk, when a chaos test asks for one
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
         try:
             os.fsync(fd)
@@ -190,6 +192,7 @@ class OsFileSystem:
             os.close(fd)
 
     def sync_dir(self, path: str) -> None:
+        crashpoints.fsync_delay()
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | getattr(os, "O_DIRECTORY", 0))
         try:
             os.fsync(fd)
