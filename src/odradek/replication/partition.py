@@ -439,13 +439,12 @@ class PartitionState:
 
     def truncate_to(self, offset: int) -> None:
         """Cut the log at ``offset`` (a follower's truncation) and rebuild the
-        producer state from what is left. With nothing to cut, an epoch that starts
-        at the log end (this replica led in it and appended nothing) still goes:
-        else it stays the last fetched epoch, which the leader never has, and
-        every fetch is answered with the same divergence."""
+        producer state from what is left. At or past the log end no batch goes, but
+        leader epochs starting at the log end do (:meth:`Log.truncate_to`): this
+        replica led in them and appended nothing, and a follower naming such an
+        epoch as its last fetched one would be told to truncate forever."""
         if offset >= self.log_end_offset:
-            with contextlib.suppress(OSError):  # the entries in memory are cut anyway
-                self.log.epochs.truncate_from_end(self.log_end_offset)
+            self.log.truncate_to(self.log_end_offset)
             return
         self.log.truncate_to(offset)
         self._reload_producers()

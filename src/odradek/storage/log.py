@@ -845,9 +845,17 @@ class Log:
         """Follower truncation: remove every batch with a last offset >= ``offset``
         (a batch containing ``offset`` goes whole, and the log then ends at its
         base; an ``offset`` in a gap becomes the log end itself, as in Kafka). HW
-        and recovery point follow down."""
+        and recovery point follow down. At or past the log end no batch goes, but
+        leader epochs starting at or after ``offset`` still do: a leadership taken
+        and lost without an append leaves an entry at the log end, and a follower
+        that kept it would name that epoch in every fetch and be told to truncate
+        again, forever."""
         self._check_online()
         if offset >= self._leo:
+            try:
+                self.epochs.truncate_from_end(offset)
+            except OSError as e:
+                raise self._io_failed("leader-epoch-checkpoint write", e) from e
             return
         if offset < self._segments[0].base_offset or offset < self._log_start:
             self.truncate_fully_and_start_at(offset)

@@ -123,3 +123,31 @@ def test_producer_state_survives_a_reopen() -> None:
     again = open_state(fs=fs)
     assert again.high_watermark == 1
     assert again.append_as_leader(first, Origin.CLIENT).duplicate
+
+
+def test_a_leadership_taken_and_lost_without_an_append_does_not_make_the_follower_loop(
+) -> None:
+    """A replica that led at epoch 2 without appending anything has an epoch entry
+    at its log end; following a leader that never had epoch 2, the divergence
+    answer points at that log end, and the entry must go, or every fetch
+    diverges again (seen in the chaos harness: ``truncated 0 -> 0`` forever)."""
+    leader = open_state(1)
+    leader.become_leader(1, replicas=[1, 2], isr=[1, 2])
+    leader.append_as_leader(memoryview(make_batch([b"a", b"b"])), Origin.CLIENT)
+    follower = open_state(2)
+    follower.become_follower(1, leader_id=1)
+    follower.append_as_follower(memoryview(leader.log.read_records(0, 1 << 20)), leader_hw=2)
+    follower.become_leader(2, replicas=[1, 2], isr=[2])  # elected, appends nothing
+    assert follower.last_fetched_epoch == 2
+    follower.become_follower(3, leader_id=1)  # the old leader leads again
+    leader.become_leader(3, replicas=[1, 2], isr=[1, 2])
+    for _ in range(3):
+        read = leader.read_for_follower(2, follower.log_end_offset, follower.last_fetched_epoch,
+                                        1 << 20, NOW)
+        if read.diverging_epoch < 0 and read.diverging_end_offset < 0:
+            break
+        follower.truncate_to_divergence(read.diverging_epoch, read.diverging_end_offset)
+    else:
+        raise AssertionError("the follower's fetch diverges again and again")
+    assert read.error_code == 0 and follower.log_end_offset == 2
+    assert follower.last_fetched_epoch == 1
