@@ -101,8 +101,9 @@ class AppendInfo(NamedTuple):
     size_bytes: int
     log_start_offset: int
     flush_due: bool
-    """A flush is due now (``flush.messages`` reached, or a segment was rolled). With
-    ``flush.messages`` set, Kafka acknowledges such an append only after the flush."""
+    """A flush is due now (``flush.messages`` reached, or a segment was rolled), counting
+    only what a flush in flight does not cover. With ``flush.messages`` set, Kafka
+    acknowledges such an append only after the flush."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -513,7 +514,24 @@ class Log:
             batches=batches,
             size_bytes=size,
             log_start_offset=self._log_start,
-            flush_due=self.flush_due(),
+            flush_due=self._append_waits_for_flush(),
+        )
+
+    def _append_waits_for_flush(self) -> bool:
+        """Must the answer to this append wait for an fsync? As :meth:`flush_due`,
+        but a flush in flight does not make it no: that flush does not cover this
+        append, so the policy counts only what it does not cover, and the caller
+        waits for it and then for the next one (group commit)."""
+        if self._offline:
+            return False
+        if self._recovery_point < self._segments[-1].base_offset:
+            return True
+        in_flight = self._flush_in_flight
+        return self._policy.due(
+            unflushed_messages=self._unflushed_messages - (in_flight.messages if in_flight
+                                                           else 0),
+            last_flush_ms=self._last_flush_ms,
+            now_ms=self.clock.monotonic_ms(),
         )
 
     # -- roll -------------------------------------------------------------------------
