@@ -9,6 +9,7 @@ and are re-exported here.
 
 from __future__ import annotations
 
+import copy
 import re
 import uuid
 from collections.abc import Mapping
@@ -216,24 +217,40 @@ def alter_topic_configs(
 
 def register_broker(
     image: MetadataImage, node_id: int, endpoints: list[Endpoint], incarnation_id: uuid.UUID,
-    rack: str | None = None,
+    rack: str | None = None, *, fence_previous: bool = False,
 ) -> Outcome:
     """A broker (re)registers at start-up with its listeners; a single-node broker
     is unfenced at once (in a quorum the controller unfences it once it has
     caught up with the metadata log). The broker epoch grows with each
-    registration, as Kafka's does (there: the offset of the record)."""
+    registration, as Kafka's does (there: the offset of the record).
+
+    With ``fence_previous`` (a cluster's BrokerRegistration), a new incarnation
+    of a broker whose registration is still unfenced (it restarted within its
+    session, after ``kill -9`` say) first fences the old one, as a missed
+    session would: that process is gone, and the partitions
+    it led must not stay led, at the same leader epoch, by a process that came
+    back with only what its disk kept (a checkpointed high watermark, and after
+    a power loss less of the log). Their leadership moves to another ISR member
+    with a new epoch and the broker leaves the ISRs, to rejoin as a follower; a
+    partition whose only ISR member it was is led by it again, at a new epoch."""
     previous = image.brokers.get(node_id)
     epoch = max((b.epoch for b in image.brokers.values()), default=-1) + 1
     if previous is not None and previous.incarnation_id == incarnation_id:
         return Outcome.fail(ErrorCode.DUPLICATE_BROKER_REGISTRATION,
                             f"Broker {node_id} is already registered with this incarnation")
+    fenced = fence_broker(image, node_id).records if fence_previous else []
+    after = image
+    if fenced:
+        after = copy.deepcopy(image)
+        for record in fenced:
+            after.replay(record)
     register = RegisterBrokerRecord(
         broker_id=node_id, incarnation_id=incarnation_id, broker_epoch=epoch,
         end_points=[BrokerEndpoint(e.listener, e.host, e.port, e.security_protocol)
                     for e in endpoints],
         rack=rack, fenced=True,
     )
-    return Outcome(records=[register, *_unfence(image, node_id, epoch)])
+    return Outcome(records=[*fenced, register, *_unfence(after, node_id, epoch)])
 
 
 def unfence_broker(image: MetadataImage, node_id: int) -> Outcome:

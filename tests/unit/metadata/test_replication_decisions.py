@@ -619,3 +619,32 @@ def test_no_decision_changes_the_image() -> None:
     controller.preferred_imbalance(image)
     controller.list_reassignments(image)
     assert image == before
+
+
+def test_a_leader_registering_anew_within_its_session_hands_over_at_a_new_epoch() -> None:
+    """A leader killed and restarted before its session ran out registers a new
+    incarnation while still unfenced. Its old incarnation is fenced first: the
+    partition moves to another ISR member at a new epoch and the restarted
+    broker leaves the ISR (it kept leading at the same epoch, from a
+    checkpointed HW: the chaos harness saw the HW go from 88 back to 11)."""
+    image, ids = _cluster(3)
+    p = _topic(image, ids)
+    old_leader, old_epoch = p.leader, p.leader_epoch
+    _apply(image, controller.register_broker(
+        image, old_leader, [Endpoint("PLAINTEXT", "h", 1)], ids.uuid(), fence_previous=True))
+    assert p.leader != old_leader and p.leader_epoch > old_epoch
+    assert old_leader not in p.isr and not image.brokers[old_leader].fenced
+    # The only ISR member comes back: it leads again, at a new epoch.
+    q = _topic(image, ids, name="u")
+    only = q.leader
+    for other in (b for b in (1, 2, 3) if b != only):
+        _apply(image, controller.fence_broker(image, other))
+    epoch = q.leader_epoch
+    _apply(image, controller.register_broker(
+        image, only, [Endpoint("PLAINTEXT", "h", 1)], ids.uuid(), fence_previous=True))
+    assert q.leader == only and q.isr == [only] and q.leader_epoch > epoch
+    # Without fence_previous (a single node's own registration) nothing moves.
+    epoch = q.leader_epoch
+    _apply(image, controller.register_broker(
+        image, only, [Endpoint("PLAINTEXT", "h", 1)], ids.uuid()))
+    assert q.leader == only and q.leader_epoch == epoch

@@ -4,7 +4,10 @@ Behaviour: the active controller registers the broker (RegisterBrokerRecord,
 then UnfenceBrokerRecord) through the metadata quorum and answers with the
 broker epoch; a different cluster id gets INCONSISTENT_CLUSTER_ID, a node that
 is not the active controller NOT_CONTROLLER, a repeated incarnation
-DUPLICATE_BROKER_REGISTRATION.
+DUPLICATE_BROKER_REGISTRATION. A new incarnation of a broker still registered
+and unfenced (restarted within its session) fences the old one in the same
+write, so that the partitions it led move on at a new leader epoch
+(``controller.register_broker``).
 """
 
 from __future__ import annotations
@@ -32,7 +35,8 @@ async def handle(ctx: RequestContext, request: BrokerRegistrationRequest,
     endpoints = [Endpoint(x.name, x.host, x.port, x.security_protocol) for x in request.listeners]
     try:
         outcome = await state.write(lambda image: controller.register_broker(
-            image, request.broker_id, endpoints, request.incarnation_id, request.rack or None))
+            image, request.broker_id, endpoints, request.incarnation_id, request.rack or None,
+            fence_previous=True))
     except NotControllerError:
         return BrokerRegistrationResponse(error_code=ErrorCode.NOT_CONTROLLER)
     if outcome.error:
