@@ -223,6 +223,15 @@ class PartitionState:
         return self.leader_id == self.local_id
 
     @property
+    def high_watermark_known(self) -> bool:
+        """A new leader's HW is what it last heard as a follower (or read from its
+        checkpoint at start-up), which can be below the HW the previous leader
+        already gave clients; it is known again once it reaches the start of this
+        leader's epoch, where every earlier entry is committed. Until then the
+        latest offset must not be answered (Kafka: OFFSET_NOT_AVAILABLE)."""
+        return not self.is_leader or self.high_watermark >= self.epoch_start_offset
+
+    @property
     def maximal_isr(self) -> set[int]:
         """The ISR the HW is computed over: the committed one plus members a pending
         change adds."""

@@ -151,3 +151,22 @@ def test_a_leadership_taken_and_lost_without_an_append_does_not_make_the_followe
         raise AssertionError("the follower's fetch diverges again and again")
     assert read.error_code == 0 and follower.log_end_offset == 2
     assert follower.last_fetched_epoch == 1
+
+
+def test_a_new_leaders_high_watermark_is_unknown_until_it_reaches_its_epoch_start() -> None:
+    """A follower learns the HW one fetch late, so when it is elected its HW can be
+    below the one the old leader gave out; until its HW reaches the start of its
+    epoch, ListOffsets(latest) must not answer it (OFFSET_NOT_AVAILABLE)."""
+    leader = open_state(1)
+    leader.become_leader(1, replicas=[1, 2], isr=[1, 2])
+    leader.append_as_leader(memoryview(make_batch([b"a", b"b", b"c"])), Origin.CLIENT)
+    follower = open_state(2)
+    follower.become_follower(1, leader_id=1)
+    follower.append_as_follower(memoryview(leader.log.read_records(0, 1 << 20)), leader_hw=0)
+    leader.update_follower(2, 3, NOW)
+    assert leader.high_watermark == 3 and leader.high_watermark_known
+    assert follower.high_watermark_known  # a follower answers no ListOffsets anyway
+    follower.become_leader(2, replicas=[1, 2], isr=[1, 2])  # before it heard of HW 3
+    assert follower.high_watermark == 0 and not follower.high_watermark_known
+    follower.update_follower(1, 3, NOW)
+    assert follower.high_watermark == 3 and follower.high_watermark_known

@@ -22,6 +22,12 @@ epochs; v6 flexible; v7 max timestamp (KIP-734); v8 earliest local timestamp
 (KIP-405); v9 latest tiered timestamp (KIP-1005); v10 ``timeout_ms`` (KIP-1075),
 the time to wait for remote-storage lookups — nothing here is remote, so every
 answer is immediate and the field is ignored.
+
+A leader whose high watermark has not yet reached the start of its leader
+epoch (just elected, or just restarted) answers latest (-1) with
+OFFSET_NOT_AVAILABLE (v5+; LEADER_NOT_AVAILABLE before), both retriable, as
+Kafka does: its HW can lag the one the previous leader gave out, and a client
+must not see the latest offset go back.
 """
 
 from __future__ import annotations
@@ -62,11 +68,11 @@ def _lookup(
         resp.error_code = ErrorCode.UNSUPPORTED_VERSION
         return resp
     code = _epoch_error(part, req.current_leader_epoch) if ctx.api_version >= 4 else 0
-    if not code and req.timestamp == LATEST and (
-            part.state.high_watermark < part.state.epoch_start_offset):
-        # KIP-207: a new leader whose HW has not reached its epoch's start would
-        # answer an offset that may still move back.
-        code = ErrorCode.OFFSET_NOT_AVAILABLE
+    if not code and req.timestamp == LATEST and not part.state.high_watermark_known:
+        # KIP-207: a new leader whose HW has not yet reached the start of its epoch:
+        # its HW may be below the one the previous leader gave out (retriable).
+        code = (ErrorCode.OFFSET_NOT_AVAILABLE if ctx.api_version >= 5
+                else ErrorCode.LEADER_NOT_AVAILABLE)
     if code:
         resp.error_code = code
         return resp
