@@ -102,8 +102,13 @@ class GroupRuntime:
                                            configs,
                                            self.config.get_int("offsets.topic.replication.factor")):
             return False
-        self._note_foreign()
-        self.coordinator.loading.clear()
+        if self._started and self._load_task is None:
+            # New since start(): its partitions are empty, nothing to load. Before
+            # start() (a cluster node still replaying the metadata log, where the
+            # topic "appears" as the replay reaches it) the loading set must stay:
+            # start() loads what this broker leads, and until then its groups wait.
+            self._note_foreign()
+            self.coordinator.loading.clear()
         return True
 
     def _note_foreign(self) -> None:

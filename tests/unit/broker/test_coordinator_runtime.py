@@ -49,6 +49,7 @@ async def make_runtime() -> tuple[GroupRuntime, PartitionManager]:
     partitions = PartitionManager("/data", config.props, clock, MemoryFileSystem(clock),
                                   node_id=1)
     runtime = GroupRuntime(Metadata(partitions), partitions, config, clock)
+    runtime.start()
     assert await runtime.ensure_topic()
     return runtime, partitions
 
@@ -107,5 +108,34 @@ def test_loading_yields_records_and_transaction_markers_in_offset_order() -> Non
         part.state.become_leader(1, [1], [1])  # the HW follows the new log end
         assert list(runtime.read_partition(0)) == [
             Entry(0, 9, 2, b"k1", b"v1"), Entry(1, 9, 2, b"k2", None), Marker(2, 9, 2, True)]
+
+    asyncio.run(scenario())
+
+
+def test_before_start_a_topic_appearing_in_the_replay_does_not_make_groups_servable() -> None:
+    """A restarted cluster node answers FindCoordinator while it still replays the
+    metadata log: ``__consumer_offsets`` "appears" during the wait. Its groups
+    must keep waiting for start() to load them; they were served from an empty
+    state instead (seen in the chaos harness: a restarted node wrote group records
+    before it had loaded its partition, 'group coordinator write failed ... moved')."""
+    async def scenario() -> None:
+        clock = ManualClock()
+        config = BrokerConfig.from_sources(None, {"offsets.topic.num.partitions": "1"})
+        partitions = PartitionManager("/data", config.props, clock, MemoryFileSystem(clock),
+                                      node_id=1)
+        runtime = GroupRuntime(Metadata(partitions), partitions, config, clock)
+        assert await runtime.ensure_topic()  # created while not started (the replay)
+        assert runtime.coordinator.loading == {0}
+        early = await runtime.call(lambda token: runtime.coordinator.commit_offsets(
+            token, 0, commit_request(7), lambda topic, p: True))
+        assert early == {("t", 0): ErrorCode.COORDINATOR_LOAD_IN_PROGRESS}
+        runtime.start()  # loads what this broker leads
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert runtime.coordinator.loading == set()
+        errors = await runtime.call(lambda token: runtime.coordinator.commit_offsets(
+            token, 0, commit_request(7), lambda topic, p: True))
+        assert errors == {("t", 0): ErrorCode.NONE}
+        await runtime.close()
 
     asyncio.run(scenario())
