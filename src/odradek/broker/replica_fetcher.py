@@ -18,9 +18,11 @@ For each partition of an answer:
   (:meth:`PartitionState.truncate_to_divergence`) and fetched again;
 * OFFSET_OUT_OF_RANGE: below the leader's log start the log starts over there,
   empty; past the leader's end it is cut to the leader's HW;
-* NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH and other
-  errors: the partition waits ``replica.fetch.backoff.ms``; the metadata log
-  will move it to its new leader.
+* NOT_LEADER_OR_FOLLOWER, UNKNOWN_LEADER_EPOCH, UNKNOWN_TOPIC_OR_PARTITION (the
+  leader's metadata a little behind this broker's, as for a new partition):
+  the partition is asked again after 50 ms; FENCED_LEADER_EPOCH (this broker's
+  metadata is behind) and other errors wait ``replica.fetch.backoff.ms``; the
+  metadata log will move the partition to its new leader.
 
 An answer is applied only if the partition is still followed from that leader
 at the same epoch and its log end is still the offset fetched from.
@@ -51,6 +53,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("odradek.replication")
 FETCH_VERSION = 12
+_METADATA_LAG = frozenset({ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.UNKNOWN_LEADER_EPOCH,
+                           ErrorCode.UNKNOWN_TOPIC_OR_PARTITION})
 
 
 @dataclass(slots=True)
@@ -188,7 +192,12 @@ class ReplicaFetchers:
                 if (st.leader_epoch, st.log_end_offset) != asked[key] or st.is_leader:
                     continue  # moved on meanwhile: this answer is stale
                 if not self._apply(part, data, flush_due):
-                    fetcher.delayed[key] = loop.time() + self.backoff_s
+                    # The leader not knowing it leads yet (a new partition, or its
+                    # metadata a few ms behind ours) is retried soon; anything
+                    # else waits replica.fetch.backoff.ms.
+                    soon = data.error_code in _METADATA_LAG
+                    fetcher.delayed[key] = loop.time() + (
+                        min(self.backoff_s, 0.05) if soon else self.backoff_s)
                 else:
                     fetcher.delayed.pop(key, None)
         # flush.messages reached: fsync before the next fetch, which is what moves

@@ -33,6 +33,10 @@ async def handle(ctx: RequestContext, request: BrokerRegistrationRequest,
     if request.broker_id < 0 or not request.listeners:
         return BrokerRegistrationResponse(error_code=ErrorCode.INVALID_REQUEST)
     endpoints = [Endpoint(x.name, x.host, x.port, x.security_protocol) for x in request.listeners]
+    if state.sessions is not None:
+        # A registration is a sign of life: the session clock starts now, so the
+        # fencing check cannot fence the new incarnation on the old one's silence.
+        state.sessions.heard(request.broker_id)
     try:
         outcome = await state.write(lambda image: controller.register_broker(
             image, request.broker_id, endpoints, request.incarnation_id, request.rack or None,
