@@ -503,3 +503,16 @@ def test_bad_replication_requests_get_kafka_errors_and_the_cluster_serves_on(
     assert (after[0], after[1], sorted(after[2])) == (leader, replicas, sorted(isr))
     got = read_all(cluster, "forged", 1, 10)
     assert [v for _, _, v in got] == [f"{i}".encode() for i in range(10)]
+
+
+def test_create_topics_with_a_manual_replica_assignment(cluster: LocalCluster) -> None:
+    admin = _admin(cluster)
+    futures = admin.create_topics([NewTopic("placed", num_partitions=2,
+                                            replica_assignment=[[3, 1], [2, 3]])])
+    futures["placed"].result(30)
+    wait_for("placed as asked", lambda: {p: (r[0], r[1]) for p, r in partitions_of(
+        cluster, "placed").items()} == {0: (3, [3, 1]), 1: (2, [2, 3])}, 30, 0.2)
+    bad = admin.create_topics([NewTopic("misplaced", num_partitions=1,
+                                        replica_assignment=[[1, 7]])])
+    with pytest.raises(Exception, match=r"INVALID_REPLICA_ASSIGNMENT|no such broker"):
+        bad["misplaced"].result(30)

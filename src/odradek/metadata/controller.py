@@ -79,11 +79,15 @@ def create_topic(
     node_id: int,
     default_partitions: int,
     topic_id: uuid.UUID,
+    assignments: list[list[int]] | None = None,
 ) -> Outcome:
     """Records for a new topic, or the error Kafka would return. Each partition's
     replicas are placed on live brokers (:func:`place_replicas`); all are in the
     ISR and the first leads. The replication factor (-1: 1) may not exceed the
-    live brokers (a node with none registered yet counts itself)."""
+    live brokers (a node with none registered yet counts itself). Manual
+    ``assignments`` (one replica list per partition) must name distinct
+    registered brokers, the same number for every partition
+    (INVALID_REPLICA_ASSIGNMENT otherwise)."""
     problem = topic_name_error(name)
     if problem:
         return Outcome.fail(ErrorCode.INVALID_TOPIC_EXCEPTION, problem)
@@ -95,6 +99,11 @@ def create_topic(
             ErrorCode.INVALID_TOPIC_EXCEPTION,
             f"Topic '{name}' collides with existing topic: {other}",
         )
+    if assignments is not None:
+        bad = _bad_assignment(image, assignments, node_id)
+        if bad:
+            return Outcome.fail(ErrorCode.INVALID_REPLICA_ASSIGNMENT, bad)
+        num_partitions, replication_factor = len(assignments), len(assignments[0])
     partitions = default_partitions if num_partitions == -1 else num_partitions
     if partitions < 1 or partitions > MAX_PARTITIONS:
         return Outcome.fail(ErrorCode.INVALID_PARTITIONS, "Number of partitions must be positive.")
@@ -117,8 +126,27 @@ def create_topic(
         if value is not None
     ]
     records.append(TopicRecord(name=name, topic_id=tid))
-    records += _partition_records(image, tid, range(partitions), rf, node_id)
+    records += _partition_records(image, tid, range(partitions), rf, node_id, assignments)
     return Outcome(records=records)
+
+
+def _bad_assignment(image: MetadataImage, assignments: list[list[int]],
+                    node_id: int) -> str | None:
+    registered = set(image.brokers) or {node_id}
+    if not assignments or not assignments[0]:
+        return "The manual partition assignment includes an empty replica list."
+    for p, replicas in enumerate(assignments):
+        if len(replicas) != len(assignments[0]):
+            return ("Inconsistent replication factor between partitions, partition 0 has "
+                    f"{len(assignments[0])} while partition {p} has replication factor "
+                    f"{len(replicas)}")
+        if len(set(replicas)) != len(replicas):
+            return f"Duplicate brokers not allowed in replica assignment: {replicas}"
+        unknown = [b for b in replicas if b not in registered]
+        if unknown:
+            return f"The manual partition assignment includes broker {unknown[0]}, " \
+                   "but no such broker is registered."
+    return None
 
 
 def _too_few_brokers(image: MetadataImage, rf: int) -> Outcome | None:
@@ -153,9 +181,11 @@ def place_replicas(image: MetadataImage, tid: uuid.UUID, ids: range, rf: int,
 
 
 def _partition_records(image: MetadataImage, tid: uuid.UUID, ids: range, rf: int,
-                       node_id: int) -> list[Any]:
+                       node_id: int, assignments: list[list[int]] | None = None) -> list[Any]:
     out = []
-    for p, replicas in zip(ids, place_replicas(image, tid, ids, rf, node_id), strict=True):
+    placed = assignments if assignments is not None else place_replicas(
+        image, tid, ids, rf, node_id)
+    for p, replicas in zip(ids, placed, strict=True):
         out.append(PartitionRecord(
             partition_id=p, topic_id=tid, replicas=replicas, isr=list(replicas),
             removing_replicas=[], adding_replicas=[], leader=replicas[0],

@@ -9,11 +9,11 @@ from odradek.wire import api
 from odradek.wire.errors import ErrorCode
 from odradek.wire.messages import alter_client_quotas_request as acq
 from odradek.wire.messages import alter_configs_request as ac
+from odradek.wire.messages import alter_partition_reassignments_request as apr
 from odradek.wire.messages import create_partitions_request as cp
 from odradek.wire.messages import create_topics_request as ct
 from odradek.wire.messages import delete_topics_request as dt
 from odradek.wire.messages import describe_quorum_request as dq
-from odradek.wire.messages import alter_partition_reassignments_request as apr
 from odradek.wire.messages import elect_leaders_request as el
 from odradek.wire.messages import incremental_alter_configs_request as iac
 from odradek.wire.messages import list_partition_reassignments_request as lpr

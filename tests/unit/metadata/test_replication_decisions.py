@@ -648,3 +648,22 @@ def test_a_leader_registering_anew_within_its_session_hands_over_at_a_new_epoch(
     _apply(image, controller.register_broker(
         image, only, [Endpoint("PLAINTEXT", "h", 1)], ids.uuid()))
     assert q.leader == only and q.leader_epoch == epoch
+
+
+def test_manual_assignments_place_each_partition_where_asked() -> None:
+    image = MetadataImage()
+    ids = SeededIds(77)
+    for b in (1, 2, 3):
+        _apply(image, controller.register_broker(image, b, [Endpoint("P", "h", b)], ids.uuid()))
+    outcome = controller.create_topic(image, "manual", -1, -1, {}, node_id=1,
+                                      default_partitions=1, topic_id=ids.uuid(),
+                                      assignments=[[3, 1], [2, 3]])
+    _apply(image, outcome)
+    parts = image.topics["manual"].partitions
+    assert [(p.replicas, p.isr, p.leader) for p in parts.values()] == [
+        ([3, 1], [3, 1], 3), ([2, 3], [2, 3], 2)]
+    for bad in ([[1, 1]], [[1, 2], [3]], [[1, 9]], [[]]):
+        refused = controller.create_topic(image, "bad", -1, -1, {}, node_id=1,
+                                          default_partitions=1, topic_id=ids.uuid(),
+                                          assignments=bad)
+        assert refused.error == ErrorCode.INVALID_REPLICA_ASSIGNMENT, bad

@@ -2,8 +2,12 @@
 
 Behaviour: each topic is validated with Kafka's rules (name, partition count,
 replication factor against the live brokers, configs) and created by the
-controller; ``validate_only`` checks without creating. Manual replica
-assignments are accepted only when they name this node.
+controller; ``validate_only`` checks without creating. Without
+``assignments`` the controller places the replicas (``num_partitions`` and
+``replication_factor`` -1 take ``num.partitions`` and
+``default.replication.factor``); manual ``assignments`` name each partition's
+replicas (the first is the preferred leader): registered, distinct brokers,
+the same count for every partition, else INVALID_REPLICA_ASSIGNMENT.
 
 Version notes: v1 validate_only and error messages; v5 returns partitions,
 replication factor and every config with its source; v7 topic ids.
@@ -33,6 +37,7 @@ async def _create(
     version = ctx.api_version
     result = CreatableTopicResult(name=topic.name, error_code=0, error_message=None)
     partitions, rf = topic.num_partitions, topic.replication_factor
+    assignments: list[list[int]] | None = None
     if topic.assignments:
         if partitions != -1 or rf != -1:
             result.error_code = ErrorCode.INVALID_REQUEST
@@ -40,18 +45,19 @@ async def _create(
                 "Both numPartitions or replicationFactor and replicasAssignments were set."
             )
             return result
-        if any(a.broker_ids != [state.node_id] for a in topic.assignments):
+        ordered = sorted(topic.assignments, key=lambda a: a.partition_index)
+        if [a.partition_index for a in ordered] != list(range(len(ordered))):
             result.error_code = ErrorCode.INVALID_REPLICA_ASSIGNMENT
-            result.error_message = f"Replicas must be exactly [{state.node_id}] on this cluster."
+            result.error_message = "Partitions must be numbered 0..n-1 with none missing."
             return result
-        partitions, rf = len(topic.assignments), 1
-    if rf == -1:
+        assignments = [list(a.broker_ids) for a in ordered]
+    if rf == -1 and assignments is None:
         rf = state.config.get_int("default.replication.factor")
     configs = {c.name: c.value for c in topic.configs}
     outcome = await state.write(lambda image: controller.create_topic(
         image, topic.name, partitions, rf, configs,
         node_id=state.node_id, default_partitions=state.config.get_int("num.partitions"),
-        topic_id=state.ids.uuid(),
+        topic_id=state.ids.uuid(), assignments=assignments,
     ), apply=not validate_only)
     if outcome.error:
         result.error_code = outcome.error
