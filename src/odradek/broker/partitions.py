@@ -89,10 +89,19 @@ class Partition:
                     fut.set_result(None)
             self.hw_waiters = keep
 
-    async def wait_for_high_watermark(self, offset: int) -> None:
+    async def wait_for_high_watermark(self, offset: int, leader_epoch: int = -1) -> None:
         """Return once the HW is past ``offset`` (an acks=all produce, a coordinator's
         records): on one node at once, in a cluster when the ISR has caught up.
-        Raises PartitionGoneError if the partition is removed first."""
+        Raises PartitionGoneError if the partition is removed first, NotLeaderError
+        if this replica no longer leads at ``leader_epoch`` (the epoch of the
+        append; -1: any). The check is made here, not only by
+        :meth:`leadership_lost`: a waiter registered after the leadership moved
+        (the append's answer is awaited in another task, or after an fsync) would
+        otherwise be completed by a later HW, at a later leadership, whose log
+        may hold other records at those offsets."""
+        if not self.state.is_leader or (
+                leader_epoch >= 0 and self.state.leader_epoch != leader_epoch):
+            raise NotLeaderError(f"{self.topic}-{self.index} moved")
         if offset < self.state.high_watermark:
             return
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -286,7 +295,7 @@ class PartitionManager:
         if result.flush_due:
             await self.flush(part)
         if acks == -1:
-            await part.wait_for_high_watermark(result.last_offset)
+            await part.wait_for_high_watermark(result.last_offset, result.leader_epoch)
 
     def follower_fetched(self, part: Partition, broker_id: int, log_end_offset: int) -> None:
         """A follower's fetch from ``log_end_offset``: its LEO may move the HW, which

@@ -94,6 +94,10 @@ class Appended:
     """The HW moved: fetches waiting on this partition can be answered."""
     flush_due: bool = False
     """``flush.messages`` was reached: the answer waits for an fsync."""
+    leader_epoch: int = -1
+    """The leader epoch the records were appended (or found, for a duplicate) at:
+    an answer that waits for the HW is only valid while this replica still leads
+    at that epoch (after a change the offsets may hold other records)."""
 
     @property
     def appended(self) -> bool:
@@ -527,7 +531,8 @@ class PartitionState:
                 return Appended(
                     first_offset=check.duplicate_of.first_offset,
                     last_offset=check.duplicate_of.last_offset,
-                    log_start_offset=plog.log_start_offset, duplicate=True)
+                    log_start_offset=plog.log_start_offset, duplicate=True,
+                    leader_epoch=self.leader_epoch)
             return Appended(_VERDICT_CODES[check.verdict], check.message or None)
         try:
             info = plog.append(records, leader_epoch=self.leader_epoch, checked=checked)
@@ -543,7 +548,8 @@ class PartitionState:
             first_offset=info.first_offset, last_offset=info.last_offset,
             log_append_time_ms=info.log_append_time_ms,
             log_start_offset=info.log_start_offset,
-            hw_moved=self._update_high_watermark(), flush_due=info.flush_due)
+            hw_moved=self._update_high_watermark(), flush_due=info.flush_due,
+            leader_epoch=self.leader_epoch)
 
     def append_as_follower(self, records: memoryview, leader_hw: int,
                            leader_log_start: int = -1) -> Appended:

@@ -14,13 +14,14 @@ from collections.abc import Callable
 from odradek.broker.config import BrokerConfig
 from odradek.broker.coordinator_runtime import CoordinatorRuntime, Entry, Marker
 from odradek.broker.groups import GroupRuntime
-from odradek.broker.partitions import PartitionManager
+from odradek.broker.partitions import NotLeaderError, PartitionManager
 from odradek.common.clock import ManualClock
 from odradek.common.ids import SeededIds
 from odradek.coordinator.coordinator import Commit, CommitRequest
 from odradek.coordinator.records import OFFSETS_TOPIC
 from odradek.metadata.controller import Outcome
 from odradek.metadata.image import MetadataImage
+from odradek.replication.partition import Origin
 from odradek.storage import MemoryFileSystem
 from odradek.wire.errors import ErrorCode
 from odradek.wire.records import Record, build_batch
@@ -137,5 +138,35 @@ def test_before_start_a_topic_appearing_in_the_replay_does_not_make_groups_serva
             token, 0, commit_request(7), lambda topic, p: True))
         assert errors == {("t", 0): ErrorCode.NONE}
         await runtime.close()
+
+    asyncio.run(scenario())
+
+
+def test_an_acks_all_wait_begun_after_the_leadership_moved_is_not_answered_ok() -> None:
+    """The answer to an append is awaited in another task (or after an fsync), so
+    the leadership can move in between, before the wait for the HW begins. That
+    wait must fail (NOT_LEADER_OR_FOLLOWER), not be completed later by a HW
+    reached at another leadership: the chaos harness saw acknowledgements for
+    offsets that by then held another producer's records (acked data lost)."""
+    async def scenario() -> None:
+        _, partitions = await make_runtime()
+        part = partitions.get(OFFSETS_TOPIC, 0)
+        assert part is not None
+        part.state.become_leader(1, replicas=[1, 2], isr=[1, 2])  # HW waits for 2
+        batch = build_batch([Record(0, 0, b"k", b"v")])
+        result = partitions.append_now(part, memoryview(batch), Origin.CLIENT, acks=-1)
+        assert result.last_offset == 0 and result.leader_epoch == 1
+        part.state.become_follower(2, leader_id=2)  # moved before the wait began ...
+        part.leadership_lost()
+        part.state.become_leader(3, replicas=[1, 2], isr=[1, 2])  # ... and came back
+        wait = asyncio.ensure_future(partitions.complete(part, result, acks=-1))
+        await asyncio.sleep(0)
+        partitions.follower_fetched(part, 2, 1)  # the HW of the new term passes offset 0
+        try:
+            await asyncio.wait_for(wait, 1)
+        except NotLeaderError:
+            pass
+        else:
+            raise AssertionError("answered OK across a leadership change")
 
     asyncio.run(scenario())
