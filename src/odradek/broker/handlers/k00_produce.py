@@ -125,8 +125,13 @@ async def _complete(ctx: RequestContext, part: Partition, resp: PartitionProduce
     REQUEST_TIMED_OUT after the request's timeout, NOT_LEADER_OR_FOLLOWER if the
     leadership moved, NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrank below
     ``min.insync.replicas`` meanwhile. The records stay in the log either way."""
+    st = part.state
     try:
-        if result.flush_due or (acks == -1 and part.state.replicated(result.last_offset) is None):
+        if acks == -1 and not (st.is_leader and st.leader_epoch == result.leader_epoch):
+            # The leadership moved since the append: the offsets may hold other
+            # records by now, so no HW may vouch for them.
+            raise NotLeaderError(f"{part.topic}-{part.index} moved")
+        if result.flush_due or (acks == -1 and st.replicated(result.last_offset) is None):
             await asyncio.wait_for(ctx.broker.partitions.complete(part, result, acks),
                                    timeout_s if acks == -1 else None)
     except TimeoutError:
