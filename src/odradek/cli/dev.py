@@ -1,4 +1,5 @@
-"""``odradek dev cluster``: a local KRaft cluster in one command, for development.
+"""``odradek dev cluster``: a local KRaft cluster in one command, for development;
+``odradek dev chaos``: the chaos harness (:mod:`odradek.testing.chaos`).
 
 ``odradek dev cluster --nodes 3`` writes one ``server.properties`` per node
 (combined ``broker,controller`` roles, Kafka's settings; topics and the internal
@@ -37,6 +38,20 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                          help="first client port; node i uses BASE+2(i-1) and the next one "
                               "for the quorum (default 19092)")
     cluster.set_defaults(run=run)
+    chaos = verbs.add_parser(
+        "chaos", help="a Jepsen-like run: faults against a 3-node cluster under load, "
+                      "then the history checked")
+    chaos.add_argument("--seed", type=int, default=None,
+                       help="fixes the fault schedule (default: a random one, printed)")
+    chaos.add_argument("--rounds", type=int, default=5,
+                       help="faults of each kind (default 5)")
+    chaos.add_argument("--faults", default="kill,controller,pause,isolate,slowdisk",
+                       help="comma-separated kinds among kill, controller, pause, isolate, "
+                            "slowdisk (default all)")
+    chaos.add_argument("--dir", type=Path, default=None,
+                       help="an empty or new directory for the nodes' data and logs "
+                            "(default: a new temporary directory, kept)")
+    chaos.set_defaults(run=run_chaos)
 
 
 def _odradek() -> list[str]:
@@ -131,3 +146,31 @@ def run(args: argparse.Namespace) -> int:
                 p.wait()
     print("cluster stopped", flush=True)
     return 0
+
+
+def run_chaos(args: argparse.Namespace) -> int:
+    """Faults against a 3-node cluster under load; the report, and exit 1 if a
+    check fails (a run that cannot go on is one line, also exit 1)."""
+    import random
+
+    from odradek.testing.chaos import KINDS, ChaosError, ChaosRun
+
+    faults = [f.strip() for f in args.faults.split(",") if f.strip()]
+    unknown = [f for f in faults if f not in KINDS]
+    if unknown or not faults:
+        raise CliError(f"--faults: unknown fault {unknown[0]!r} (known: {', '.join(KINDS)})"
+                       if unknown else "--faults: name at least one fault")
+    if args.rounds < 1:
+        raise CliError("--rounds must be at least 1")
+    if args.dir is not None and args.dir.exists() and (
+            not args.dir.is_dir() or any(args.dir.iterdir())):
+        raise CliError(f"--dir {args.dir}: not an empty directory")
+    seed = args.seed if args.seed is not None else random.randrange(1 << 32)
+    print(f"seed {seed}", flush=True)
+    chaos = ChaosRun(seed, args.rounds, faults, directory=args.dir)
+    try:
+        report = chaos.run()
+    except ChaosError as exc:
+        raise CliError(f"chaos: {exc}") from None
+    print(report.format(), flush=True)
+    return 0 if report.ok else 1

@@ -1,0 +1,899 @@
+"""A Jepsen-like chaos harness for a replicated Odradek cluster.
+
+``ChaosRun(seed, rounds, faults).run()`` starts a 3-node cluster
+(:class:`~odradek.testing.cluster.LocalCluster`, every link through a proxy),
+creates a topic of 3 partitions with replication factor 3 and
+``min.insync.replicas=2``, and runs real clients (confluent-kafka) in threads
+while it injects faults:
+
+- idempotent ``acks=all`` producers, each record value unique
+  (``<producer>-<seq>``), partition ``seq % 3``; every acknowledgement is
+  recorded as (partition, offset, value, time);
+- an ``assign()`` consumer reading every partition from offset 0 all along;
+- one consumer group (subscribed, created before the first fault) that
+  commits its position every second, recording every commit the coordinator
+  acknowledged;
+- a poller of each partition's high watermark (ListOffsets).
+
+Faults (``KINDS``), one at a time, each followed by its heal:
+
+``kill``
+    ``kill -9`` of the leader of partition 0, restarted after the hold.
+``controller``
+    ``kill -9`` of the active controller (the quorum leader, asked with
+    DescribeQuorum), restarted after the hold.
+``pause``
+    SIGSTOP of the leader of a partition for longer than
+    ``broker.session.timeout.ms``, then SIGCONT.
+``isolate``
+    the leader of a partition cut off from the other nodes (quorum and
+    replication links; clients still reach it), then the links healed.
+``slowdisk``
+    every fsync of the leader of a partition delayed
+    (``ODRADEK_TEST_FSYNC_DELAY_FILE``, :mod:`odradek.common.crashpoints`)
+    while the topic has ``flush.messages=1`` so that fsyncs are on the
+    produce path, then both undone.
+
+After each heal the run waits until every partition of every topic has its
+full ISR again (asked of every broker) before the next fault. At the end the
+producers are flushed, the consumers drained, everything is read back from
+offset 0, and the history is checked:
+
+(a) every acknowledged record is in the log, at the offset its acknowledgement
+    gave;
+(b) no value is at two offsets (no duplicate from an idempotent producer);
+(c) each producer's acknowledged records have increasing offsets within a
+    partition, in the order of its sequence;
+(d) the group's acknowledged commits never go back, per partition, and the
+    final committed offset is the last one acknowledged;
+(e) the high watermark seen never goes back, per partition;
+(f) each offset holds one value across all reads (acknowledgements, both
+    consumers, the final read);
+(g) no node logged a traceback (an internal error).
+
+The report gives the numbers (records acknowledged, in the log, consumed;
+faults per kind; the availability gap of each fault: the longest time one
+partition went without an acknowledgement between the fault and the full
+recovery). The seed fixes the fault schedule (kinds, order, targets, holds,
+delays); the same seed gives the same schedule.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import itertools
+import random
+import statistics
+import tempfile
+import threading
+import time
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from odradek.client.client import KafkaClient
+from odradek.client.connection import Connection
+from odradek.testing.cluster import LocalCluster, wait_for
+from odradek.wire.messages import describe_quorum_request as dq
+
+KINDS = ("kill", "controller", "pause", "isolate", "slowdisk")
+TOPIC = "chaos"
+PARTITIONS = 3
+NODES = 3
+SESSION_TIMEOUT_MS = 3000
+
+OVERRIDES = {
+    "broker.session.timeout.ms": str(SESSION_TIMEOUT_MS),
+    "broker.heartbeat.interval.ms": "500",
+    "replica.lag.time.max.ms": "3000",
+    "replica.fetch.backoff.ms": "200",
+    "min.insync.replicas": "2",
+    "default.replication.factor": "3",
+    "offsets.topic.replication.factor": "3",
+    "offsets.topic.num.partitions": "3",
+    "transaction.state.log.num.partitions": "3",
+    "transaction.state.log.replication.factor": "3",
+    "transaction.state.log.min.isr": "2",
+    "group.initial.rebalance.delay.ms": "0",
+}
+
+DELAY_FILE = "fsync-delay-ms"
+
+
+class ChaosError(Exception):
+    """The run could not go on (the cluster did not start or recover in time)."""
+
+
+# -- the schedule ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Fault:
+    kind: str
+    partition: int
+    """The fault hits the leader of this partition (kill, pause, isolate, slowdisk)."""
+    hold_s: float
+    """How long the fault lasts before its heal."""
+    settle_s: float
+    """Traffic without a fault before it."""
+    delay_ms: int = 0
+    """slowdisk: added to every fsync."""
+
+    def describe(self) -> str:
+        target = ("the active controller" if self.kind == "controller"
+                  else f"the leader of {TOPIC}-{self.partition}")
+        what = {"kill": "kill -9", "controller": "kill -9", "pause": "SIGSTOP",
+                "isolate": "isolate", "slowdisk": f"slow disk (+{self.delay_ms} ms per fsync)"}
+        return f"{what[self.kind]} {target} for {self.hold_s:.1f} s"
+
+
+def schedule(seed: int, rounds: int, faults: Iterable[str] = KINDS) -> list[Fault]:
+    """``rounds`` faults of each kind in ``faults``, in an order, with targets and
+    holds, all drawn from ``seed``."""
+    rng = random.Random(seed)
+    kinds = [k for k in faults for _ in range(rounds)]
+    rng.shuffle(kinds)
+    out = []
+    pause_s = SESSION_TIMEOUT_MS / 1000
+    for kind in kinds:
+        partition = 0 if kind in ("kill", "controller") else rng.randrange(PARTITIONS)
+        if kind in ("pause", "isolate"):
+            hold = rng.uniform(pause_s + 0.3, pause_s + 1.5)  # longer than the session
+        elif kind == "slowdisk":
+            hold = rng.uniform(1.5, 3.0)
+        else:
+            hold = rng.uniform(0.5, 3.0)
+        delay = rng.choice((50, 200, 500, 1000)) if kind == "slowdisk" else 0
+        out.append(Fault(kind, partition, round(hold, 2), round(rng.uniform(0.3, 1.0), 2),
+                         delay))
+    return out
+
+
+# -- what happened ----------------------------------------------------------------------
+
+
+@dataclass
+class Injected:
+    fault: Fault
+    node: int
+    start: float
+    healed: float = 0.0
+    recovered: float = 0.0
+    gap_s: float = 0.0
+    gap_partition: int = -1
+
+
+@dataclass
+class Acked:
+    producer: str
+    seq: int
+    partition: int
+    offset: int
+    value: str
+    at: float
+
+
+@dataclass
+class History:
+    acked: list[Acked] = field(default_factory=list)
+    produce_errors: Counter[str] = field(default_factory=Counter)
+    fatal_errors: list[tuple[float, str, str]] = field(default_factory=list)
+    """(time, producer, message) of each fatal producer error (the producer is replaced)."""
+    unresolved: int = 0
+    """Records whose delivery was still unknown when the producers were closed."""
+    tailed: list[tuple[int, int, str]] = field(default_factory=list)
+    grouped: list[tuple[int, int, str]] = field(default_factory=list)
+    final: list[tuple[int, int, str]] = field(default_factory=list)
+    commits: list[tuple[float, int, int]] = field(default_factory=list)
+    final_committed: dict[int, int] = field(default_factory=dict)
+    hws: list[tuple[float, int, int]] = field(default_factory=list)
+    final_hw: dict[int, int] = field(default_factory=dict)
+    client_errors: Counter[str] = field(default_factory=Counter)
+    group_events: list[tuple[float, str]] = field(default_factory=list)
+    """Rebalances of the group's member and failed commits, with their times."""
+    faults: list[Injected] = field(default_factory=list)
+    tracebacks: dict[int, str] = field(default_factory=dict)
+
+    def during(self, t: float) -> str:
+        """Which round was under way at ``t`` (for the evidence of a failed check)."""
+        for i, f in enumerate(self.faults, 1):
+            if f.start <= t <= (f.recovered or float("inf")):
+                return (f"round {i}, {f.fault.kind} of node {f.node}, "
+                        f"{t - f.start:.1f} s after the fault")
+        return "between rounds"
+
+
+@dataclass
+class Check:
+    name: str
+    ok: bool
+    detail: str
+
+
+@dataclass
+class ChaosReport:
+    seed: int
+    history: History
+    checks: list[Check]
+    elapsed_s: float
+    directory: Path
+
+    @property
+    def ok(self) -> bool:
+        return all(c.ok for c in self.checks)
+
+    def format(self) -> str:
+        h = self.history
+        kinds = Counter(f.fault.kind for f in h.faults)
+        lines = [
+            f"chaos seed {self.seed}: {len(h.faults)} faults "
+            f"({', '.join(f'{k} {n}' for k, n in kinds.items())}) in {self.elapsed_s:.0f} s; "
+            f"nodes' logs under {self.directory}",
+            f"records: {len(h.acked)} acknowledged, {len(h.final)} in the log at the end, "
+            f"{len({(p, o) for p, o, _ in h.tailed})} consumed by the assign() consumer, "
+            f"{len({(p, o) for p, o, _ in h.grouped})} by the group; "
+            f"{h.unresolved} unresolved at close",
+            f"produce errors (retried or failed): {_counts(h.produce_errors)}",
+            f"client errors reported: {_counts(h.client_errors)}",
+            *(f"fatal producer error ({h.during(t)}): {name}: {message}"
+              for t, name, message in h.fatal_errors),
+            f"group: {sum(e.startswith('assigned') for _, e in h.group_events)} assignments, "
+            f"{sum(e.startswith('commit failed') for _, e in h.group_events)} failed commits; "
+            f"group commits acknowledged: {len(h.commits)}; "
+            f"high watermarks sampled: {len(h.hws)}",
+            "availability: longest time a partition had no acknowledgement, from the "
+            "fault to its recovery (full ISRs, every partition acknowledging again):",
+        ]
+        by_kind: dict[str, list[Injected]] = defaultdict(list)
+        for f in h.faults:
+            by_kind[f.fault.kind].append(f)
+        for kind, done in by_kind.items():
+            gaps = [f.gap_s for f in done]
+            recover = [f.recovered - f.start for f in done]
+            lines.append(
+                f"  {kind:<10} {len(done)} faults: gap max {max(gaps):.1f} s, median "
+                f"{statistics.median(gaps):.1f} s; fault to recovery median "
+                f"{statistics.median(recover):.1f} s")
+        lines.append("checks:")
+        for c in self.checks:
+            lines.append(f"  {'ok  ' if c.ok else 'FAIL'} {c.name}"
+                         + (f": {c.detail}" if c.detail else ""))
+        lines.append("result: " + ("every check passed" if self.ok else
+                                   f"{sum(not c.ok for c in self.checks)} check(s) failed "
+                                   f"(seed {self.seed})"))
+        return "\n".join(lines)
+
+
+def _counts(counter: Counter[str]) -> str:
+    return ", ".join(f"{k} {n}" for k, n in counter.most_common()) or "none"
+
+
+# -- the run ----------------------------------------------------------------------------
+
+
+class ChaosRun:
+    """One cluster, clients in threads, ``rounds`` faults of each kind; see the module."""
+
+    def __init__(self, seed: int, rounds: int = 5, faults: Iterable[str] = KINDS,
+                 directory: Path | None = None, producers: int = 2, rate: float = 60.0,
+                 log: Callable[[str], None] | None = None) -> None:
+        faults = list(faults)
+        unknown = [f for f in faults if f not in KINDS]
+        if unknown:
+            raise ValueError(f"unknown fault {unknown[0]!r} (known: {', '.join(KINDS)})")
+        self.seed = seed
+        self.schedule = schedule(seed, rounds, faults)
+        self.directory = directory or Path(tempfile.mkdtemp(prefix="odradek-chaos-"))
+        self.producers = producers
+        self.rate = rate
+        """Records per second of each producer."""
+        self.log = log or (lambda line: print(line, flush=True))
+        self.history = History()
+        self.cluster: LocalCluster | None = None
+        self._stop_producing = threading.Event()
+        self._stop_reading = threading.Event()
+        self._tail_until: dict[int, int] | None = None
+        self._threads: list[threading.Thread] = []
+        self._admin: Any = None
+
+    # -- life cycle -------------------------------------------------------------------
+
+    def run(self) -> ChaosReport:
+        t0 = time.monotonic()
+        self.log(f"chaos: seed {self.seed}, {len(self.schedule)} faults, "
+                 f"cluster in {self.directory}")
+        self.directory.mkdir(parents=True, exist_ok=True)
+        cluster = self.cluster = LocalCluster(self.directory, NODES, overrides=OVERRIDES,
+                                              links=True)
+        for node in cluster.nodes.values():
+            node.env["ODRADEK_TEST_FSYNC_DELAY_FILE"] = str(node.directory / DELAY_FILE)
+        try:
+            cluster.format()
+            cluster.start()
+            self._setup()
+            for i, fault in enumerate(self.schedule, 1):
+                self._round(i, fault)
+            self._finish()
+        finally:
+            self._stop_producing.set()
+            self._stop_reading.set()
+            for t in self._threads:
+                t.join(30)
+            cluster.stop()
+        self._scan_logs()
+        checks = check_history(self.history)
+        return ChaosReport(self.seed, self.history, checks, time.monotonic() - t0,
+                           self.directory)
+
+    def _setup(self) -> None:
+        from confluent_kafka.admin import AdminClient
+        from confluent_kafka.cimpl import NewTopic
+
+        assert self.cluster is not None
+        self._admin = AdminClient(self._conf())
+
+        def created() -> bool:
+            fs = self._admin.create_topics([NewTopic(TOPIC, PARTITIONS, NODES)])
+            try:
+                fs[TOPIC].result(10)
+                return True
+            except Exception as exc:
+                if "already exists" in str(exc):
+                    return True
+                raise
+        self._wait("the topic created", created, 60, 0.5)
+        self._wait_full_isr("the topic's replicas in sync", 60)
+        self._spawn(self._tail_loop, "chaos-tail")
+        self._spawn(self._hw_loop, "chaos-hw")
+        for i in range(self.producers):
+            self._spawn(functools.partial(self._produce_loop, i), f"chaos-producer-{i}")
+        self._wait("acknowledgements on every partition", lambda: len(
+            {a.partition for a in self.history.acked}) == PARTITIONS, 60, 0.2)
+        self._spawn(self._group_loop, "chaos-group")
+        self._wait("the consumer group's first commit (and __consumer_offsets)",
+                   lambda: bool(self.history.commits), 60, 0.2)
+        self._wait_full_isr("every replica in sync before the first fault", 60)
+        self.log(f"chaos: {self.producers} producers, 2 consumers, 1 group running")
+
+    def _spawn(self, target: Callable[[], None], name: str) -> None:
+        thread = threading.Thread(target=target, name=name, daemon=True)
+        thread.start()
+        self._threads.append(thread)
+
+    def _round(self, i: int, fault: Fault) -> None:
+        cluster = self.cluster
+        assert cluster is not None
+        time.sleep(fault.settle_s)
+        if fault.kind == "controller":
+            node = self._active_controller()
+        else:
+            node = self._leader(fault.partition)
+        done = Injected(fault, node, time.monotonic())
+        self.history.faults.append(done)
+        self.log(f"chaos: round {i}/{len(self.schedule)}: {fault.describe()} (node {node})")
+        if fault.kind in ("kill", "controller"):
+            cluster.kill(node)
+            time.sleep(fault.hold_s)
+            done.healed = time.monotonic()
+            cluster.start(node)
+        elif fault.kind == "pause":
+            cluster.pause(node)
+            time.sleep(fault.hold_s)
+            done.healed = time.monotonic()
+            cluster.resume(node)
+        elif fault.kind == "isolate":
+            cluster.isolate(node)
+            time.sleep(fault.hold_s)
+            done.healed = time.monotonic()
+            cluster.heal()
+        elif fault.kind == "slowdisk":
+            delay_file = cluster.nodes[node].directory / DELAY_FILE
+            self._topic_config("flush.messages", "1")
+            delay_file.write_text(str(fault.delay_ms))
+            time.sleep(fault.hold_s)
+            done.healed = time.monotonic()
+            delay_file.write_text("0")
+            self._topic_config("flush.messages", None)
+        what = f"round {i} ({fault.describe()}, node {node})"
+        self._wait(f"an acknowledgement on every partition after {what}",
+                   lambda: self._acked_since(done.healed), 90, 0.1)
+        self._wait_full_isr(f"full ISRs again after {what}", 90)
+        done.recovered = time.monotonic()
+        done.gap_s, done.gap_partition = self._gap(done.start, done.recovered)
+        self.log(f"chaos:   recovered {done.recovered - done.start:.1f} s after the "
+                 f"fault; longest gap {done.gap_s:.1f} s ({TOPIC}-{done.gap_partition})")
+
+    def _finish(self) -> None:
+        h = self.history
+        time.sleep(0.5)
+        self._stop_producing.set()
+        for t in self._threads:
+            if t.name.startswith("chaos-producer"):
+                t.join(90)
+        hw = self._wait("the final high watermarks", self._final_hw, 30, 0.5)
+        h.final_hw = hw
+        self._tail_until = dict(hw)
+        for name in ("chaos-tail", "chaos-group"):  # both drain up to the final HWs
+            next(t for t in self._threads if t.name == name).join(60)
+        self._stop_reading.set()
+        for t in self._threads:
+            t.join(30)
+        h.final = self._read_all(hw)
+        self.log(f"chaos: {len(h.acked)} acknowledged, {len(h.final)} read back")
+
+    # -- clients ----------------------------------------------------------------------
+
+    def _client_error(self, err: Any) -> None:
+        self.history.client_errors[err.name()] += 1
+
+    def _conf(self, **extra: Any) -> Any:
+        assert self.cluster is not None
+        return {"bootstrap.servers": self.cluster.bootstrap, "log_level": 0,
+                "error_cb": self._client_error, **extra}
+
+    def _produce_loop(self, index: int) -> None:
+        """One idempotent producer; a fatal error (which librdkafka raises from
+        poll() too) is recorded and the producer replaced by a new one with a new
+        name (``p0.1``, ...), so values stay unique and traffic goes on."""
+        from confluent_kafka import KafkaException, Producer
+
+        h = self.history
+        incarnation = 0
+        while not self._stop_producing.is_set():
+            name = f"p{index}" if not incarnation else f"p{index}.{incarnation}"
+            fatal: list[str] = []
+
+            def on_error(err: Any, fatal: list[str] = fatal) -> None:
+                self._client_error(err)
+                if err.fatal():
+                    fatal.append(err.str())
+
+            producer = Producer(self._conf(**{
+                "acks": "all", "enable.idempotence": True, "linger.ms": 5,
+                "request.timeout.ms": 5000, "message.timeout.ms": 120000,
+                "retry.backoff.ms": 100, "error_cb": on_error}))
+            seq = 0
+
+            def delivered(err: Any, msg: Any, name: str = name) -> None:
+                if err is not None:
+                    h.produce_errors[err.name()] += 1
+                    return
+                value = msg.value().decode()
+                h.acked.append(Acked(name, int(value.rsplit("-", 1)[1]), msg.partition(),
+                                     msg.offset(), value, time.monotonic()))
+
+            due = time.monotonic()
+            try:
+                while not self._stop_producing.is_set() and not fatal:
+                    value = f"{name}-{seq}"
+                    try:
+                        producer.produce(TOPIC, value=value.encode(),
+                                         partition=seq % PARTITIONS, on_delivery=delivered)
+                    except BufferError:
+                        producer.poll(0.1)
+                        continue
+                    seq += 1
+                    due += 1 / self.rate
+                    producer.poll(max(0.0, due - time.monotonic()))
+                h.unresolved += producer.flush(60)
+            except KafkaException as exc:
+                if not exc.args[0].fatal():
+                    raise
+                fatal.append(exc.args[0].str())
+            if fatal:
+                h.fatal_errors.append((time.monotonic(), name, fatal[0]))
+                with contextlib.suppress(KafkaException):
+                    h.unresolved += producer.flush(5)
+            incarnation += 1
+
+    def _tail_loop(self) -> None:
+        from confluent_kafka import Consumer, TopicPartition
+
+        consumer = Consumer(self._conf(**{
+            "group.id": "chaos-tail", "enable.auto.commit": False,
+            "enable.auto.offset.store": False, "fetch.wait.max.ms": 100}))
+        consumer.assign([TopicPartition(TOPIC, p, 0) for p in range(PARTITIONS)])
+        out = self.history.tailed
+        next_offset = dict.fromkeys(range(PARTITIONS), 0)
+        try:
+            while not self._stop_reading.is_set():
+                until = self._tail_until
+                if until is not None and all(next_offset[p] >= until[p] for p in until):
+                    return
+                for m in consumer.consume(1000, 0.2):
+                    if m.error() is None:
+                        p, o, _ = record = _record(m)
+                        out.append(record)
+                        next_offset[p] = o + 1
+        finally:
+            consumer.close()
+
+    def _group_loop(self) -> None:
+        """The group's member: consumes, commits asynchronously every second (one
+        commit outstanding at most, so a commit that is never answered shows as
+        commits stopping, not as a stuck thread), and drains up to the final HWs."""
+        from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+        h = self.history
+        sent = [0.0]  # when the outstanding commit was sent; 0: none outstanding
+
+        def event(what: str) -> None:
+            h.group_events.append((time.monotonic(), what))
+
+        def on_commit(err: Any, partitions: Any) -> None:
+            sent[0] = 0.0
+            now = time.monotonic()
+            if err is not None:
+                h.client_errors[f"commit {err.name()}"] += 1
+                if err.name() != "_NO_OFFSET":
+                    event(f"commit failed: {err.name()}")
+            for tp in partitions or ():
+                if tp.error is None and tp.offset >= 0:
+                    h.commits.append((now, tp.partition, tp.offset))
+
+        consumer = Consumer(self._conf(**{
+            "group.id": "chaos-group", "enable.auto.commit": False,
+            "auto.offset.reset": "earliest", "session.timeout.ms": 6000,
+            "heartbeat.interval.ms": 1000, "fetch.wait.max.ms": 100,
+            "on_commit": on_commit}))
+        consumer.subscribe([TOPIC],
+                           on_assign=lambda c, ps: event(f"assigned {len(ps)} partitions"),
+                           on_revoke=lambda c, ps: event(f"revoked {len(ps)} partitions"))
+        next_offset = dict.fromkeys(range(PARTITIONS), 0)
+
+        def commit() -> None:
+            try:
+                consumer.commit(asynchronous=True)
+            except KafkaException as exc:
+                h.client_errors[f"commit {exc.args[0].name()}"] += 1
+                return
+            sent[0] = time.monotonic()
+
+        def consume(timeout_s: float) -> None:
+            for m in consumer.consume(1000, timeout_s):
+                if m.error() is None:
+                    p, o, _ = record = _record(m)
+                    h.grouped.append(record)
+                    next_offset[p] = max(next_offset[p], o + 1)
+
+        try:
+            last_commit, warned = time.monotonic(), False
+            while not self._stop_reading.is_set():
+                until = self._tail_until
+                if until is not None and all(next_offset[p] >= until[p] for p in until):
+                    break
+                consume(0.2)
+                now = time.monotonic()
+                if sent[0] and now - sent[0] > 30 and not warned:
+                    event("a commit unanswered for 30 s")
+                    warned = True
+                if not sent[0] and now - last_commit >= 1.0:
+                    commit()
+                    last_commit, warned = now, False
+            # The last commit, once the one outstanding (if any) is answered.
+            deadline = time.monotonic() + 30
+            while sent[0] and time.monotonic() < deadline:
+                consume(0.1)
+            commit()
+            while sent[0] and time.monotonic() < deadline:
+                consume(0.1)
+            with contextlib.suppress(KafkaException):
+                for tp in consumer.committed(
+                        [TopicPartition(TOPIC, p) for p in range(PARTITIONS)], timeout=10):
+                    if tp.error is None and tp.offset >= 0:
+                        h.final_committed[tp.partition] = tp.offset
+        finally:
+            consumer.close()
+
+    def _hw_loop(self) -> None:
+        from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+        consumer = Consumer(self._conf(**{"group.id": "chaos-hw"}))
+        try:
+            while not self._stop_reading.is_set():
+                for p in range(PARTITIONS):
+                    try:
+                        got = consumer.get_watermark_offsets(TopicPartition(TOPIC, p),
+                                                             timeout=2, cached=False)
+                    except KafkaException:
+                        continue
+                    if got is not None:
+                        self.history.hws.append((time.monotonic(), p, got[1]))
+                self._stop_reading.wait(0.3)
+        finally:
+            consumer.close()
+
+    def _final_hw(self) -> dict[int, int] | None:
+        from confluent_kafka import Consumer, TopicPartition
+
+        consumer = Consumer(self._conf(**{"group.id": "chaos-hw-final"}))
+        try:
+            out = {}
+            for p in range(PARTITIONS):
+                got = consumer.get_watermark_offsets(TopicPartition(TOPIC, p), timeout=5)
+                if got is None:
+                    return None
+                out[p] = got[1]
+                self.history.hws.append((time.monotonic(), p, got[1]))
+            return out
+        finally:
+            consumer.close()
+
+    def _read_all(self, hw: dict[int, int]) -> list[tuple[int, int, str]]:
+        from confluent_kafka import Consumer, TopicPartition
+
+        consumer = Consumer(self._conf(**{
+            "group.id": "chaos-final", "enable.auto.commit": False,
+            "enable.auto.offset.store": False}))
+        consumer.assign([TopicPartition(TOPIC, p, 0) for p in range(PARTITIONS)])
+        out: list[tuple[int, int, str]] = []
+        next_offset = dict.fromkeys(range(PARTITIONS), 0)
+        deadline = time.monotonic() + 60
+        try:
+            while any(next_offset[p] < hw[p] for p in hw):
+                if time.monotonic() > deadline:
+                    raise ChaosError(f"the final read stopped at {next_offset}, short of the "
+                                     f"high watermarks {hw}")
+                for m in consumer.consume(1000, 0.5):
+                    if m.error() is None:
+                        p, o, _ = record = _record(m)
+                        out.append(record)
+                        next_offset[p] = o + 1
+        finally:
+            consumer.close()
+        return out
+
+    def _topic_config(self, name: str, value: str | None) -> None:
+        # confluent_kafka.admin re-exports these without declaring it (mypy --strict).
+        from confluent_kafka.admin import (  # type: ignore[attr-defined]
+            AlterConfigOpType,
+            ConfigEntry,
+            ConfigResource,
+            ResourceType,
+        )
+
+        op = AlterConfigOpType.SET if value is not None else AlterConfigOpType.DELETE
+        resource = ConfigResource(ResourceType.TOPIC, TOPIC, incremental_configs=[
+            ConfigEntry(name, value, incremental_operation=op)])
+
+        def altered() -> bool:
+            self._admin.incremental_alter_configs([resource])[resource].result(10)
+            return True
+        self._wait(f"{TOPIC} altered ({name}={value})", altered, 60, 0.5)
+
+    # -- the cluster, asked directly -----------------------------------------------------
+
+    def _metadata(self) -> dict[int, Any]:
+        """node id -> its Metadata answer (every topic), for each node that answers."""
+        assert self.cluster is not None
+
+        async def ask(address: str) -> Any:
+            client = await KafkaClient.connect(address, "odradek-chaos")
+            try:
+                return await asyncio.wait_for(client.metadata(None), 5)
+            finally:
+                await client.close()
+
+        out = {}
+        for node in self.cluster.brokers:
+            if node.alive:
+                with contextlib.suppress(Exception):
+                    out[node.node_id] = asyncio.run(ask(node.address))
+        return out
+
+    def _leader(self, partition: int) -> int:
+        def find() -> int | None:
+            best: tuple[int, int] | None = None
+            for resp in self._metadata().values():
+                for t in resp.topics:
+                    for p in t.partitions if t.name == TOPIC else ():
+                        if p.partition_index == partition and p.leader_id >= 0 and (
+                                best is None or p.leader_epoch > best[0]):
+                            best = (p.leader_epoch, p.leader_id)
+            return None if best is None else best[1]
+        return int(self._wait(f"a leader of {TOPIC}-{partition}", find, 60, 0.2))
+
+    def _active_controller(self) -> int:
+        assert self.cluster is not None
+        request = dq.DescribeQuorumRequest([dq.TopicData("__cluster_metadata",
+                                                         [dq.PartitionData(0)])])
+
+        async def ask(address: str) -> Any:
+            conn = await Connection.open(address, "odradek-chaos", timeout_s=5)
+            try:
+                return await asyncio.wait_for(conn.request(request, 1), 5)
+            finally:
+                await conn.close()
+
+        def find() -> int | None:
+            leaders = set()
+            for node in self.cluster.nodes.values() if self.cluster else ():
+                if node.alive and node.controller_port:
+                    try:
+                        resp = asyncio.run(ask(f"127.0.0.1:{node.controller_port}"))
+                        part = resp.topics[0].partitions[0]
+                    except Exception:
+                        continue
+                    if resp.error_code == 0 and part.error_code == 0 and part.leader_id >= 0:
+                        leaders.add((part.leader_epoch, part.leader_id))
+            return max(leaders)[1] if leaders else None
+        return int(self._wait("the active controller", find, 60, 0.2))
+
+    def _full_isr(self) -> bool:
+        views = self._metadata()
+        if len(views) < NODES:
+            return False
+        for resp in views.values():
+            if len(resp.brokers) < NODES:
+                return False
+            names = {t.name for t in resp.topics}
+            if TOPIC not in names:
+                return False
+            for t in resp.topics:
+                for p in t.partitions:
+                    if p.error_code or p.leader_id < 0 or \
+                            sorted(p.isr_nodes) != sorted(p.replica_nodes):
+                        return False
+        return True
+
+    def _acked_since(self, t: float) -> bool:
+        seen = set()
+        for a in reversed(self.history.acked):
+            if a.at < t:
+                break
+            seen.add(a.partition)
+        return len(seen) == PARTITIONS
+
+    def _wait_full_isr(self, what: str, timeout_s: float) -> None:
+        self._wait(what, self._full_isr, timeout_s, 0.25)
+
+    def _wait(self, what: str, check: Callable[[], Any], timeout_s: float,
+              interval_s: float) -> Any:
+        try:
+            return wait_for(what, check, timeout_s, interval_s)
+        except AssertionError as exc:
+            raise ChaosError(f"{exc} (seed {self.seed}; nodes' logs under "
+                             f"{self.directory})") from None
+
+    def _gap(self, start: float, end: float) -> tuple[float, int]:
+        """The longest time within [start, end] one partition had no acknowledgement."""
+        times: dict[int, list[float]] = defaultdict(list)
+        for a in self.history.acked:
+            if start <= a.at <= end:
+                times[a.partition].append(a.at)
+        best = (0.0, -1)
+        for p in range(PARTITIONS):
+            points = [start, *sorted(times[p]), end]
+            gap = max(b - a for a, b in itertools.pairwise(points))
+            best = max(best, (gap, p))
+        return best
+
+    def _scan_logs(self) -> None:
+        if self.cluster is None:
+            return
+        for node in self.cluster.nodes.values():
+            text = node.log_path.read_text(errors="replace") if node.log_path.exists() else ""
+            at = text.find("Traceback")
+            if at >= 0:
+                self.history.tracebacks[node.node_id] = text[max(0, at - 300):at + 3000]
+
+
+# -- the checks -------------------------------------------------------------------------
+
+
+def _examples(items: list[Any], n: int = 3) -> str:
+    shown = "; ".join(str(i) for i in items[:n])
+    return shown + (f"; … ({len(items)} in all)" if len(items) > n else "")
+
+
+def check_history(h: History) -> list[Check]:
+    checks = []
+    final_at = {(p, o): v for p, o, v in h.final}
+    final_where: dict[str, list[tuple[int, int]]] = defaultdict(list)
+    for p, o, v in h.final:
+        final_where[v].append((p, o))
+
+    # (a) every acknowledged record is in the log, where its acknowledgement said.
+    lost = [a for a in h.acked if a.value not in final_where]
+    moved = [a for a in h.acked if a.value in final_where
+             and (a.partition, a.offset) not in final_where[a.value]]
+    checks.append(Check(
+        "(a) every acknowledged record is in the log at its offset", not lost and not moved,
+        (f"{len(lost)} lost: " + _examples([(a.partition, a.offset, a.value, h.during(a.at))
+                                            for a in lost])
+         if lost else "") + (f" {len(moved)} at another offset: " + _examples(
+             [(a.value, (a.partition, a.offset), final_where[a.value]) for a in moved])
+             if moved else "") or f"{len(h.acked)} acknowledged, all there"))
+
+    # (b) no value at two offsets, in any read.
+    where: dict[str, set[tuple[int, int]]] = defaultdict(set)
+    for p, o, v in _observations(h):
+        where[v].add((p, o))
+    dups = sorted((v, sorted(s)) for v, s in where.items() if len(s) > 1)
+    checks.append(Check("(b) no value at two offsets (no duplicates)", not dups,
+                        f"{len(dups)} values: " + _examples(dups) if dups else
+                        f"{len(where)} distinct values"))
+
+    # (c) per producer and partition, acknowledged offsets grow with the sequence.
+    order_bad = []
+    series: dict[tuple[str, int], list[Acked]] = defaultdict(list)
+    for a in h.acked:
+        series[(a.producer, a.partition)].append(a)
+    for (producer, partition), acks in series.items():
+        acks.sort(key=lambda a: a.seq)
+        for x, y in itertools.pairwise(acks):
+            if y.offset <= x.offset:
+                order_bad.append((producer, partition, (x.seq, x.offset), (y.seq, y.offset)))
+    checks.append(Check("(c) each producer's order is kept within a partition", not order_bad,
+                        _examples(order_bad) if order_bad else
+                        f"{len(series)} producer-partition series"))
+
+    # (d) committed offsets never go back.
+    back: list[Any] = []
+    last: dict[int, int] = {}
+    for t, p, o in h.commits:
+        if p in last and o < last[p]:
+            back.append((p, last[p], o, round(t, 1)))
+        last[p] = max(o, last.get(p, o))
+    for p, o in h.final_committed.items():
+        if p in last and o < last[p]:
+            back.append((p, last[p], f"final committed {o}"))
+    short = {p: (h.final_committed.get(p), hw) for p, hw in h.final_hw.items()
+             if h.final_committed.get(p) != hw}
+    if short:
+        back.append(f"the drained group's final committed offsets are not the high "
+                    f"watermarks (partition: (committed, HW)) {short}; group events: "
+                    + _examples([(e, h.during(t)) for t, e in h.group_events][-6:], 6))
+    checks.append(Check("(d) the group's committed offsets never go back, and reach the end",
+                        not back,
+                        _examples(back) if back else
+                        f"{len(h.commits)} commits; at the end {_by_partition(h.final_committed)}"
+                        f" (high watermarks {_by_partition(h.final_hw)})"))
+
+    # (e) the high watermark never goes back.
+    hw_back = []
+    seen: dict[int, tuple[int, float]] = {}
+    for t, p, hw in sorted(h.hws):
+        if p in seen and hw < seen[p][0]:
+            hw_back.append((f"{TOPIC}-{p}", f"{seen[p][0]} then {hw}",
+                            f"{t - seen[p][1]:.1f} s later", h.during(t)))
+        if p not in seen or hw >= seen[p][0]:
+            seen[p] = (hw, t)
+    checks.append(Check("(e) the high watermark never goes back", not hw_back,
+                        _examples(hw_back) if hw_back else f"{len(h.hws)} samples"))
+
+    # (f) one value per offset across every read.
+    values: dict[tuple[int, int], set[str]] = defaultdict(set)
+    for p, o, v in _observations(h):
+        values[(p, o)].add(v)
+    split = sorted((po, sorted(vs), final_at.get(po)) for po, vs in values.items()
+                   if len(vs) > 1)
+    checks.append(Check("(f) each offset holds one value in every read", not split,
+                        f"{len(split)} offsets: " + _examples(split) if split else
+                        f"{len(values)} offsets"))
+
+    checks.append(Check("(g) no internal error (traceback) in a node's log", not h.tracebacks,
+                        "; ".join(f"node {n}: …{text[300:600]!r}…"
+                                  for n, text in h.tracebacks.items())))
+    return checks
+
+
+def _by_partition(offsets: dict[int, int]) -> str:
+    return ", ".join(f"{p}: {o}" for p, o in sorted(offsets.items())) or "none"
+
+
+def _record(m: Any) -> tuple[int, int, str]:
+    """A consumed message as (partition, offset, value)."""
+    return int(m.partition()), int(m.offset()), bytes(m.value() or b"").decode()
+
+
+def _observations(h: History) -> Iterable[tuple[int, int, str]]:
+    for a in h.acked:
+        yield a.partition, a.offset, a.value
+    yield from h.tailed
+    yield from h.grouped
+    yield from h.final
