@@ -37,6 +37,7 @@ FAST = {
     "transaction.state.log.replication.factor": "3",
     "transaction.state.log.min.isr": "2",
     "group.initial.rebalance.delay.ms": "0",
+    "follower.replication.throttled.rate": "300000",
 }
 
 
@@ -516,3 +517,24 @@ def test_create_topics_with_a_manual_replica_assignment(cluster: LocalCluster) -
                                         replica_assignment=[[1, 7]])])
     with pytest.raises(Exception, match=r"INVALID_REPLICA_ASSIGNMENT|no such broker"):
         bad["misplaced"].result(30)
+
+
+def test_a_reassignment_copies_at_the_throttled_rate(cluster: LocalCluster) -> None:
+    """follower.replication.throttled.rate (300 kB/s here) bounds what a replica
+    added by a reassignment copies: 900 kB take at least two seconds to move,
+    where unthrottled they move in a fraction of one."""
+    create(cluster, "throttled", rf=1)
+    _, (source,), _ = partitions_of(cluster, "throttled")[0]
+    target = next(b for b in (1, 2, 3) if b != source)
+    # acks=1: one replica cannot satisfy min.insync.replicas=2 (Kafka refuses acks=all)
+    p = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "1", "linger.ms": 20})
+    for _ in range(900):
+        p.produce("throttled", b"x" * 1000)
+    assert p.flush(30) == 0
+    started = time.monotonic()
+    odradek(cluster, "topics", "reassign", "throttled", "--partition", "0", "--replicas",
+            str(target))
+    wait_for("the move completes", lambda: partitions_of(cluster, "throttled")[0][1] == [target],
+             60, 0.1)
+    assert time.monotonic() - started >= 1.8
+    assert len(read_all(cluster, "throttled", 1, 900)) == 900

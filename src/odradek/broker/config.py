@@ -112,6 +112,7 @@ DEFAULTS: dict[str, str] = {
     "auto.leader.rebalance.enable": "true",
     "leader.imbalance.check.interval.seconds": "300",
     "odradek.inter.broker.address.overrides": "",
+    "follower.replication.throttled.rate": "0",
 }
 
 _INT_KEYS = {
@@ -146,6 +147,7 @@ _INT_KEYS |= {
     "replica.fetch.max.bytes", "replica.fetch.response.max.bytes", "replica.fetch.backoff.ms",
     "num.replica.fetchers", "transaction.state.log.replication.factor",
     "transaction.state.log.min.isr", "leader.imbalance.check.interval.seconds",
+    "follower.replication.throttled.rate",
 }
 _BOOL_KEYS = {"auto.create.topics.enable", "delete.topic.enable",
               "unclean.leader.election.enable", "auto.leader.rebalance.enable"}

@@ -24,6 +24,13 @@ For each partition of an answer:
   metadata is behind) and other errors wait ``replica.fetch.backoff.ms``; the
   metadata log will move the partition to its new leader.
 
+A replica being added by a reassignment copies at most
+``follower.replication.throttled.rate`` bytes per second (0 or less: no limit):
+each fetch of it asks for no more than the rate, and the partition's next
+fetch waits as long as the rate needs for what came (Kafka's reassignment
+throttle, as a static broker setting; Kafka's per-replica lists and dynamic
+rates are not read).
+
 An answer is applied only if the partition is still followed from that leader
 at the same epoch and its log end is still the offset fetched from.
 
@@ -81,6 +88,9 @@ class ReplicaFetchers:
         self.response_max_bytes = config.get_int("replica.fetch.response.max.bytes")
         self.backoff_s = config.get_int("replica.fetch.backoff.ms") / 1000
         self.overrides = parse_overrides(config.get("odradek.inter.broker.address.overrides"))
+        self.throttle_rate = config.get_int("follower.replication.throttled.rate")
+        self.throttled_bytes = 0
+        """Bytes copied under the reassignment throttle (for tests and metrics)."""
         self.fetchers: dict[tuple[int, int], _Fetcher] = {}
         self._closed = False
 
@@ -127,6 +137,20 @@ class ReplicaFetchers:
 
     # -- one fetcher --------------------------------------------------------------------
 
+    def _throttled(self, ready: dict[tuple[str, int], Partition]) -> set[tuple[str, int]]:
+        """The partitions this broker is being added to by a reassignment, when
+        ``follower.replication.throttled.rate`` bounds their copying."""
+        if self.throttle_rate <= 0:
+            return set()
+        out = set()
+        node = self.state.node_id
+        for key in ready:
+            t = self.state.image.topics.get(key[0])
+            p = t.partitions.get(key[1]) if t is not None else None
+            if p is not None and node in p.adding_replicas:
+                out.add(key)
+        return out
+
     def _address(self, leader: int) -> str | None:
         return broker_address(self.state, leader, self.overrides)
 
@@ -162,13 +186,16 @@ class ReplicaFetchers:
                 address, f"odradek-replica-{self.state.node_id}", timeout_s=5)
         asked: dict[tuple[str, int], tuple[int, int]] = {}
         topics: dict[str, list[FetchPartition]] = {}
+        throttled = self._throttled(ready)
         for key, part in ready.items():
             st = part.state
             asked[key] = (st.leader_epoch, st.log_end_offset)
+            limit = self.max_bytes if key not in throttled else max(
+                1, min(self.max_bytes, self.throttle_rate))
             topics.setdefault(key[0], []).append(FetchPartition(
                 partition=key[1], current_leader_epoch=st.leader_epoch,
                 fetch_offset=st.log_end_offset, last_fetched_epoch=st.last_fetched_epoch,
-                log_start_offset=st.log_start_offset, partition_max_bytes=self.max_bytes))
+                log_start_offset=st.log_start_offset, partition_max_bytes=limit))
         request = FetchRequest(
             replica_id=self.state.node_id, max_wait_ms=self.wait_ms, min_bytes=self.min_bytes,
             max_bytes=self.response_max_bytes, isolation_level=0, session_id=0,
@@ -191,6 +218,11 @@ class ReplicaFetchers:
                 st = part.state
                 if (st.leader_epoch, st.log_end_offset) != asked[key] or st.is_leader:
                     continue  # moved on meanwhile: this answer is stale
+                if key in throttled and data.records:
+                    # A reassignment's copy: its bytes are spread to the rate.
+                    size = len(data.records)
+                    fetcher.delayed[key] = loop.time() + size / self.throttle_rate
+                    self.throttled_bytes += size
                 if not self._apply(part, data, flush_due):
                     # The leader not knowing it leads yet (a new partition, or its
                     # metadata a few ms behind ours) is retried soon; anything
@@ -198,7 +230,7 @@ class ReplicaFetchers:
                     soon = data.error_code in _METADATA_LAG
                     fetcher.delayed[key] = loop.time() + (
                         min(self.backoff_s, 0.05) if soon else self.backoff_s)
-                else:
+                elif key not in throttled or not data.records:
                     fetcher.delayed.pop(key, None)
         # flush.messages reached: fsync before the next fetch, which is what moves
         # the leader's HW past these records (docs/durability.md).

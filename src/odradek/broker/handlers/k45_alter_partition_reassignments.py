@@ -8,8 +8,9 @@ every target replica is in the ISR the controller completes the move (the
 replicas become the target, a removed leader hands over). A null replica list
 cancels a reassignment under way (NO_REASSIGNMENT_IN_PROGRESS when there is
 none). Bad targets get INVALID_REPLICA_ASSIGNMENT; an unknown partition
-UNKNOWN_TOPIC_OR_PARTITION. The replication traffic of a move is bounded by
-``replica.fetch.max.bytes`` per partition and fetch (no separate throttle yet).
+UNKNOWN_TOPIC_OR_PARTITION. The new replicas copy at most
+``follower.replication.throttled.rate`` bytes per second (a static broker
+setting; 0, the default, is no limit: see broker/replica_fetcher.py).
 """
 
 from __future__ import annotations
