@@ -49,3 +49,14 @@ def test_the_cli_refuses_bad_arguments_in_one_line(tmp_path: Path) -> None:
         assert done.returncode == 1, done
         assert message in done.stderr and "Traceback" not in done.stderr
         assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_the_cli_runs_a_short_schedule_and_prints_the_report(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "odradek", "dev", "chaos", "--seed", "5", "--rounds", "1",
+         "--faults", "kill", "--dir", str(tmp_path / "cli")],
+        capture_output=True, text=True, timeout=300)
+    print(done.stdout[-3000:])
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert done.stdout.startswith("seed 5\n")
+    assert "kill 1" in done.stdout and "result: every check passed" in done.stdout
