@@ -67,11 +67,22 @@ def serve_command() -> list[str]:
     return [sys.executable, "-m", "odradek", "serve"]
 
 
+_handed_out: set[int] = set()
+_handed_out_lock = threading.Lock()
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
+    """A port free on 127.0.0.1 now, and never one this process handed out before
+    (a node's port is only bound when the node starts, so the kernel could give
+    it again meanwhile, to a link proxy say)."""
+    with _handed_out_lock:
+        while True:
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", 0))
+                port: int = s.getsockname()[1]
+            if port not in _handed_out:
+                _handed_out.add(port)
+                return port
 
 
 @dataclass
@@ -108,7 +119,13 @@ class LinkProxy:
 
     def __init__(self, upstream_port: int) -> None:
         self.upstream = ("127.0.0.1", upstream_port)
-        self.listener = socket.create_server(("127.0.0.1", 0))
+        for attempt in range(20):  # a port no node of this process was promised
+            try:
+                self.listener = socket.create_server(("127.0.0.1", free_port()))
+                break
+            except OSError:
+                if attempt == 19:
+                    raise
         self.port: int = self.listener.getsockname()[1]
         self.listener.settimeout(0.1)
         self._cut = threading.Event()
