@@ -230,7 +230,10 @@ class GroupRuntime:
             try:
                 await self.runtime.committed(self._write(fx.records))
             except CoordinatorWriteError as exc:
-                log.error("group coordinator write failed: %s", exc)
+                # A leadership that moved is routine in a cluster (the client finds
+                # the new coordinator); anything else is an error.
+                (log.info if "moved" in str(exc) else log.error)(
+                    "group coordinator write failed: %s", exc)
                 error = exc
         for token, response in fx.replies:
             fut = self._waiting.get(token)  # type: ignore[call-overload]

@@ -251,12 +251,29 @@ class BrokerState:
             await asyncio.sleep(0.1)
         raise NotControllerError(self.controller_id)
 
+    @property
+    def registered(self) -> bool:
+        """Whether this broker may lead partitions: always on one node; in a cluster
+        once the metadata holds this process's own registration, unfenced. Until
+        then (a restart, before the new registration is applied) the image may
+        still name this broker leader at the previous incarnation's epoch, and
+        serving from a log that lost its unsynced tail would mislead clients and
+        followers."""
+        if self.quorum is None:
+            return True
+        broker = self.image.brokers.get(self.node_id)
+        return (self.metadata_ready and broker is not None and not broker.fenced
+                and broker.incarnation_id == self.incarnation)
+
     def serving(self, topic: str, index: int) -> Partition | None:
         """The partition if this broker leads it (cluster mode: a partition whose
-        broker was fenced, or that moved, is not served even if its log is here)."""
+        broker was fenced, or that moved, is not served even if its log is here;
+        nothing is served before this process's registration is in the metadata)."""
         part = self.partitions.get(topic, index)
         if part is None or self.quorum is None:
             return part
+        if not self.registered:
+            return None
         t = self.image.topics.get(topic)
         p = t.partitions.get(index) if t is not None else None
         return part if p is not None and p.leader == self.node_id else None
@@ -268,7 +285,9 @@ class BrokerState:
         from odradek.wire.errors import ErrorCode
 
         t = self.image.topics.get(topic)
-        if t is not None and index in t.partitions:
+        if (t is not None and index in t.partitions) or not self.registered:
+            # Not registered yet: the metadata may be behind, so nothing is
+            # "unknown" here; the client refreshes and retries.
             return ErrorCode.NOT_LEADER_OR_FOLLOWER
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 

@@ -213,7 +213,8 @@ def _collect_replica(
         out: list[PartitionData] = []
         for preq in topic.partitions:
             part = state.partitions.get(topic.topic, preq.partition)
-            code = (ErrorCode.NOT_LEADER_OR_FOLLOWER if part is None or not part.state.is_leader
+            code = (ErrorCode.NOT_LEADER_OR_FOLLOWER
+                    if part is None or not part.state.is_leader or not state.registered
                     else _epoch_error(part, preq.current_leader_epoch))
             if part is None or code:
                 out.append(PartitionData(partition_index=preq.partition, error_code=code,

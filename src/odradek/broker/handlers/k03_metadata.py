@@ -85,6 +85,8 @@ async def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataRespo
         topics = cached
     else:
         allow = request.allow_auto_topic_creation if version >= 4 else True
+        if not state.metadata_ready:
+            allow = False  # a restarting cluster node: the topic may well exist
         for item in wanted:
             name = item.name
             if name is None:  # v12: by topic id
