@@ -202,7 +202,11 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
             else:
                 resp, result = _append(ctx, part, memoryview(pdata.records), acks,  # type: ignore[arg-type]
                                        request.transactional_id)
-                if result is not None and not result.error_code:
+                # Only what must wait is awaited: an acks=0/1 append with no fsync due
+                # is answered without yielding to the loop, so requests a client
+                # pipelined before closing its connection are all taken in order.
+                if result is not None and not result.error_code and (
+                        acks == -1 or result.flush_due):
                     waits.append(_complete(ctx, part, resp, result, acks, timeout_s))
             parts.append(resp)
         responses.append(TopicProduceResponse(topic.name, parts))
