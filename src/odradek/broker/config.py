@@ -37,16 +37,35 @@ DEFAULTS: dict[str, str] = {
     "message.max.bytes": "1048588",
     "socket.request.max.bytes": "104857600",
     "log.segment.bytes": "1073741824",
-    "log.roll.ms": "604800000",
-    "log.retention.ms": "604800000",
+    # log.roll.ms, log.retention.ms, .minutes and log.flush.interval.ms have no
+    # default (Kafka's null): the coarser synonym below supplies the value.
+    "log.roll.hours": "168",
+    "log.retention.hours": "168",
     "log.retention.bytes": "-1",
     "log.retention.check.interval.ms": "300000",
     "log.index.interval.bytes": "4096",
     "log.index.size.max.bytes": "10485760",
     "log.flush.interval.messages": "9223372036854775807",
-    "log.flush.interval.ms": "9223372036854775807",
+    "log.flush.scheduler.interval.ms": "9223372036854775807",
+    "log.flush.offset.checkpoint.interval.ms": "60000",
+    "log.flush.start.offset.checkpoint.interval.ms": "60000",
     "log.message.timestamp.type": "CreateTime",
+    "log.message.timestamp.before.max.ms": "9223372036854775807",
+    "log.message.timestamp.after.max.ms": "3600000",
     "log.cleanup.policy": "delete",
+    "log.segment.delete.delay.ms": "60000",
+    "log.preallocate": "false",
+    "compression.type": "producer",
+    "log.cleaner.enable": "true",
+    "log.cleaner.threads": "1",
+    "log.cleaner.dedupe.buffer.size": "134217728",
+    "log.cleaner.backoff.ms": "15000",
+    "log.cleaner.io.max.bytes.per.second": "1.7976931348623157E308",
+    "log.cleaner.delete.retention.ms": "86400000",
+    "log.cleaner.min.cleanable.ratio": "0.5",
+    "log.cleaner.min.compaction.lag.ms": "0",
+    "log.cleaner.max.compaction.lag.ms": "9223372036854775807",
+    "replica.high.watermark.checkpoint.interval.ms": "5000",
     "min.insync.replicas": "1",
     "offsets.topic.num.partitions": "50",
     "offsets.topic.replication.factor": "1",
@@ -77,6 +96,8 @@ DEFAULTS: dict[str, str] = {
     "quota.window.size.seconds": "1",
     # What unclean recovery does with damaged batches (docs/durability.md).
     "log.recovery.damaged.batches": "skip",
+    "odradek.log.max.open.files": "4096",
+    "odradek.accept.missing.metadata": "false",
     "cluster.id": "",
     # KRaft: roles, the controller quorum, listeners (odradek.broker.cluster_config).
     "controller.quorum.voters": "",
@@ -117,9 +138,9 @@ DEFAULTS: dict[str, str] = {
 
 _INT_KEYS = {
     "node.id", "num.partitions", "default.replication.factor", "message.max.bytes",
-    "socket.request.max.bytes", "log.segment.bytes", "log.roll.ms", "log.retention.ms",
+    "socket.request.max.bytes", "log.segment.bytes", "log.roll.hours", "log.retention.hours",
     "log.retention.bytes", "log.retention.check.interval.ms", "log.index.interval.bytes",
-    "log.index.size.max.bytes", "log.flush.interval.messages", "log.flush.interval.ms",
+    "log.index.size.max.bytes", "log.flush.interval.messages",
     "min.insync.replicas", "offsets.topic.num.partitions", "offsets.topic.replication.factor",
     "offsets.topic.segment.bytes", "group.initial.rebalance.delay.ms",
     "group.min.session.timeout.ms", "group.max.session.timeout.ms", "group.max.size",
@@ -149,6 +170,9 @@ _INT_KEYS |= {
     "transaction.state.log.min.isr", "leader.imbalance.check.interval.seconds",
     "follower.replication.throttled.rate",
 }
+# Kafka's null defaults: checked only when set.
+_NULLABLE_INT_KEYS = {"log.roll.ms", "log.retention.ms", "log.retention.minutes",
+                      "log.flush.interval.ms"}
 _BOOL_KEYS = {"auto.create.topics.enable", "delete.topic.enable",
               "unclean.leader.election.enable", "auto.leader.rebalance.enable"}
 
@@ -211,11 +235,25 @@ def parse_overrides(items: Iterable[str]) -> dict[str, str]:
 
 @dataclass(slots=True)
 class BrokerConfig:
-    """The effective configuration: Kafka defaults, then file, then overrides."""
+    """The effective configuration, lowest precedence first: Kafka's defaults, the
+    static config (file, then overrides), the cluster-wide dynamic configs, this
+    broker's dynamic configs (KIP-226; :meth:`set_dynamic`)."""
 
     props: dict[str, str] = field(default_factory=dict)
     explicit: dict[str, str] = field(default_factory=dict)
     """Keys set by the file or overrides (DescribeConfigs reports them as static)."""
+    dynamic_default: dict[str, str] = field(default_factory=dict)
+    """Dynamic configs of the cluster default (broker resource ``""``)."""
+    dynamic_broker: dict[str, str] = field(default_factory=dict)
+    """Dynamic configs of this broker (broker resource ``"<node.id>"``)."""
+
+    def set_dynamic(self, default: Mapping[str, str], broker: Mapping[str, str]) -> set[str]:
+        """Install new dynamic layers (the caller keeps to the names a running broker
+        may change); returns the keys whose effective value changed."""
+        before = self.props
+        self.dynamic_default, self.dynamic_broker = dict(default), dict(broker)
+        self.props = {**DEFAULTS, **self.explicit, **self.dynamic_default, **self.dynamic_broker}
+        return {k for k in before.keys() | self.props.keys() if before.get(k) != self.props.get(k)}
 
     @classmethod
     def from_sources(
@@ -248,6 +286,9 @@ class BrokerConfig:
     def validate(self) -> None:
         for key in _INT_KEYS:
             self.get_int(key)
+        for key in _NULLABLE_INT_KEYS:
+            if self.get(key).strip():
+                self.get_int(key)
         for key in _BOOL_KEYS:
             self.get_bool(key)
         if self.get_int("num.partitions") < 1:

@@ -84,6 +84,15 @@ class ConnectionLimits:
         limits._tokens = float(limits.creation_rate)
         return limits
 
+    def reconfigure(self, config: BrokerConfig) -> None:
+        """New limits while running (dynamic broker configs): they apply from the next
+        connection; open connections stay, as in Kafka."""
+        fresh = ConnectionLimits.from_config(config)
+        self.max_connections, self.max_per_ip = fresh.max_connections, fresh.max_per_ip
+        self.per_ip_overrides = fresh.per_ip_overrides
+        if fresh.creation_rate != self.creation_rate:
+            self.creation_rate, self._tokens = fresh.creation_rate, fresh._tokens
+
     def admit(self, ip: str, now_ms: int, ip_rate: float | None = None) -> str | None:
         """Count a new connection from ``ip`` in, or return the limit it breaks
         (the caller closes it; nothing is counted open then). ``ip_rate`` is the

@@ -173,6 +173,16 @@ class PartitionManager:
         self._flushing: dict[tuple[str, int], asyncio.Future[None]] = {}
         self._housekeeping: asyncio.Task[None] | None = None
 
+    def reconfigure(self, server_props: dict[str, str]) -> None:
+        """New broker-level settings while running (dynamic broker configs): the
+        topic defaults and ``min.insync.replicas``, which the next :meth:`reconcile`
+        gives every log without its own override, and the cleaner's settings."""
+        self.defaults = log_config_from_server(server_props)
+        self.default_min_isr = int(server_props.get("min.insync.replicas") or 1)
+        props = dict(server_props)
+        props["log.dir"] = props["log.dirs"] = self.log_dir
+        self.logs.reconfigure_cleaner(LogManagerConfig.from_properties(props).cleaner)
+
     @property
     def handles(self) -> HandleCache:
         return self.logs.handles

@@ -93,6 +93,13 @@ class ReplicaFetchers:
         """Bytes copied under the reassignment throttle (for tests and metrics)."""
         self.fetchers: dict[tuple[int, int], _Fetcher] = {}
         self._closed = False
+        state.on_config_change.append(self._config_changed)
+
+    def _config_changed(self, names: set[str]) -> None:
+        """Dynamic broker configs changed: the reassignment throttle follows (its next
+        fetch uses the new rate)."""
+        if "follower.replication.throttled.rate" in names:
+            self.throttle_rate = self.state.config.get_int("follower.replication.throttled.rate")
 
     def follow_all(self) -> None:
         """Start fetching every partition this broker follows (start-up)."""

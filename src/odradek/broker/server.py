@@ -293,6 +293,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
         write_parts(self.transport, parts)
 
 
+_CONNECTION_LIMIT_KEYS = frozenset({"max.connections", "max.connections.per.ip",
+                                    "max.connections.per.ip.overrides",
+                                    "max.connection.creation.rate"})
+
+
 class KafkaServer:
     """Listeners bound to one :class:`BrokerState`."""
 
@@ -311,6 +316,7 @@ class KafkaServer:
         self.max_queued_requests = config.get_int("queued.max.requests")
         self.idle_ms = config.get_int("connections.max.idle.ms")
         self.limits = ConnectionLimits.from_config(config)
+        state.on_config_change.append(self._config_changed)
         self.memory_waiters: set[KafkaConnection] = set()
         """Connections not reading because request memory is exceeded."""
         self.granted: KafkaConnection | None = None
@@ -319,6 +325,11 @@ class KafkaServer:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._sweeper: asyncio.Task[None] | None = None
         self._last_rejection_log = -1e9
+
+    def _config_changed(self, names: set[str]) -> None:
+        """Dynamic broker configs changed: the connection limits follow."""
+        if names & _CONNECTION_LIMIT_KEYS:
+            self.limits.reconfigure(self.state.config)
 
     def loop_time(self) -> float:
         loop = self._loop

@@ -28,6 +28,7 @@ from odradek.broker.quotas import QuotaManager
 from odradek.common.clock import Clock, SystemClock
 from odradek.common.ids import Ids, RandomIds
 from odradek.metadata import controller
+from odradek.metadata.broker_configs import DYNAMIC
 from odradek.metadata.image import Endpoint, MetadataImage
 
 if TYPE_CHECKING:
@@ -128,6 +129,9 @@ class BrokerState:
     quorum: QuorumDriver | None = None
     """Cluster mode: the Raft quorum the metadata log lives in (None: single node,
     metadata in the local journal)."""
+    on_config_change: list[Callable[[set[str]], None]] = field(default_factory=list)
+    """Called with the names of the broker configs whose effective value a dynamic
+    config change moved (the server's connection limits, the replica fetchers)."""
     _writes: asyncio.Lock = field(default_factory=asyncio.Lock)
     """The controller queue: one metadata write at a time, decided on the image
     that the writes before it left."""
@@ -147,6 +151,8 @@ class BrokerState:
             image.replay(record)
             replayed += 1
         cluster_id = config.get("cluster.id") or _cluster_id_from(config)
+        if _take_dynamic_configs(config, image):
+            partitions.reconfigure(config.props)
         if not config.is_cluster:
             if not replayed:
                 _refuse_orphaned_partitions(config, partitions)
@@ -357,6 +363,7 @@ class BrokerState:
         """Replay one committed entry of the quorum's metadata log (cluster mode)."""
         for value in values:
             self.image.replay(decode_record(value))
+        self.apply_broker_configs()
         if self.metadata_ready:
             self.partitions.reconcile(self.image)
 
@@ -375,6 +382,7 @@ class BrokerState:
         for entry in decode_entries(payload):
             for value in entry.records:
                 self.image.replay(decode_record(value))
+        self.apply_broker_configs()
         if self.metadata_ready:
             self.partitions.reconcile(self.image)
 
@@ -399,7 +407,32 @@ class BrokerState:
         self.journal.append(records)
         for record in records:
             self.image.replay(record)
+        self.apply_broker_configs()
         self.partitions.reconcile(self.image)
+
+    def apply_broker_configs(self) -> None:
+        """Take in the image's dynamic broker configs (the cluster default and this
+        node's) and pass what changed to the parts that read them: the topic
+        defaults and the cleaner (:meth:`PartitionManager.reconfigure`; the next
+        reconcile applies them to the logs), then :attr:`on_config_change`."""
+        changed = _take_dynamic_configs(self.config, self.image)
+        if not changed:
+            return
+        self.partitions.reconfigure(self.config.props)
+        for callback in list(self.on_config_change):
+            callback(changed)
+
+
+def _take_dynamic_configs(config: BrokerConfig, image: MetadataImage) -> set[str]:
+    """Install the image's dynamic broker configs in ``config`` (only the names a
+    running broker may change, as Kafka's brokers keep to them); the names whose
+    effective value changed."""
+    default = {k: v for k, v in image.broker_configs.get("", {}).items() if k in DYNAMIC}
+    mine = {k: v for k, v in image.broker_configs.get(str(config.node_id), {}).items()
+            if k in DYNAMIC}
+    if default == config.dynamic_default and mine == config.dynamic_broker:
+        return set()
+    return config.set_dynamic(default, mine)
 
 
 def _refuse_orphaned_partitions(config: BrokerConfig, partitions: PartitionManager) -> None:

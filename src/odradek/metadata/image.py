@@ -106,7 +106,9 @@ class MetadataImage:
     """Registered brokers by node id; a registration replaces the one before."""
     topics: dict[str, TopicImage] = field(default_factory=dict)
     by_id: dict[uuid.UUID, str] = field(default_factory=dict)
-    broker_configs: dict[str, str] = field(default_factory=dict)
+    broker_configs: dict[str, dict[str, str]] = field(default_factory=dict)
+    """Dynamic broker configs by resource name: ``""`` the cluster default, else a
+    node id (``"1"``); ConfigRecords of resource type BROKER."""
     pending_configs: dict[str, dict[str, str]] = field(default_factory=dict)
     client_quotas: quota_model.Quotas = field(default_factory=dict)
     """Client quotas by entity (:mod:`odradek.metadata.quotas`)."""
@@ -181,8 +183,9 @@ class MetadataImage:
                 end_points=[BrokerEndpoint(e.listener, e.host, e.port, e.security_protocol)
                             for e in b.endpoints],
                 rack=b.rack, fenced=b.fenced))
-        for key, value in sorted(self.broker_configs.items()):
-            out.append(ConfigRecord(BROKER_RESOURCE, "", key, value))
+        for resource, configs in sorted(self.broker_configs.items()):
+            out.extend(ConfigRecord(BROKER_RESOURCE, resource, k, v)
+                       for k, v in sorted(configs.items()))
         for name, pending in sorted(self.pending_configs.items()):
             out.extend(ConfigRecord(TOPIC_RESOURCE, name, k, v) for k, v in sorted(pending.items()))
         for t in self.topics.values():
@@ -209,12 +212,14 @@ class MetadataImage:
 
     def _replay_config(self, record: ConfigRecord) -> None:
         if record.resource_type == BROKER_RESOURCE:
-            target = self.broker_configs
+            target = self.broker_configs.setdefault(record.resource_name, {})
         elif record.resource_name in self.topics:
             target = self.topics[record.resource_name].configs
         else:  # configs of a topic precede its TopicRecord in one batch
             target = self.pending_configs.setdefault(record.resource_name, {})
         if record.value is None:
             target.pop(record.name, None)
+            if not target and record.resource_type == BROKER_RESOURCE:
+                del self.broker_configs[record.resource_name]
         else:
             target[record.name] = record.value

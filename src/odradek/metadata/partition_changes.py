@@ -70,12 +70,12 @@ def live_brokers(image: MetadataImage) -> set[int]:
 
 
 def unclean_election_enabled(image: MetadataImage, topic: str) -> bool:
-    """``unclean.leader.election.enable`` of the topic, else of the cluster
-    (a broker-level ConfigRecord), else false."""
+    """``unclean.leader.election.enable`` of the topic, else the cluster default
+    (a ConfigRecord of the broker resource ""), else false."""
     t = image.topics.get(topic)
     value = t.configs.get(UNCLEAN_ELECTION_CONFIG) if t is not None else None
     if value is None:
-        value = image.broker_configs.get(UNCLEAN_ELECTION_CONFIG, "false")
+        value = image.broker_configs.get("", {}).get(UNCLEAN_ELECTION_CONFIG, "false")
     return value.strip().lower() == "true"
 
 

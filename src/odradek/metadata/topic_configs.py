@@ -7,7 +7,6 @@ default. DescribeConfigs reports which of these supplied it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 
 LONG_MAX = 9223372036854775807
@@ -91,18 +90,3 @@ def validate_topic_config(name: str, value: str | None) -> str | None:
     elif d.choices and value not in d.choices:
         return f"{name}: expected one of {', '.join(d.choices)}"
     return None
-
-
-def effective_config(
-    overrides: Mapping[str, str], broker_props: Mapping[str, str]
-) -> dict[str, tuple[str, str]]:
-    """name → (value, source) with source "topic", "broker" or "default"."""
-    out: dict[str, tuple[str, str]] = {}
-    for name, d in TOPIC_CONFIGS.items():
-        if name in overrides:
-            out[name] = (overrides[name], "topic")
-        elif d.synonym and d.synonym in broker_props:
-            out[name] = (broker_props[d.synonym], "broker")
-        else:
-            out[name] = (d.default, "default")
-    return out

@@ -79,6 +79,7 @@ _SERVER_UNITS: Final = (
     ("log.roll.hours", "segment.ms", 3_600_000),
     ("log.retention.minutes", "retention.ms", 60_000),
     ("log.retention.hours", "retention.ms", 3_600_000),
+    ("log.flush.scheduler.interval.ms", "flush.ms", 1),
 )
 
 Props = Mapping[str, object]

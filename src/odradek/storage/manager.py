@@ -25,6 +25,7 @@ again. Files are opened through one shared, capped handle cache.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import posixpath
 import uuid
@@ -50,7 +51,7 @@ from odradek.storage.cleaner import (
     needs_cleaning,
     plan_pass,
 )
-from odradek.storage.config import LogConfig, LogManagerConfig
+from odradek.storage.config import CleanerSettings, LogConfig, LogManagerConfig
 from odradek.storage.errors import KafkaStorageError
 from odradek.storage.flush import IoJob
 from odradek.storage.fs import FileSystem, OsFileSystem, makedirs_durable
@@ -168,6 +169,17 @@ class LogManager:
         self.cleaner_stats: dict[str, float] = {
             "passes": 0, "bytes_read": 0, "bytes_written": 0, "last_pass_ms": -1,
             "max_dirty_ratio": 0.0}
+
+    def reconfigure_cleaner(self, settings: CleanerSettings) -> None:
+        """New ``log.cleaner.*`` settings while running (dynamic broker configs): the
+        next pass uses them and is due now, as Kafka restarts its cleaner threads
+        on such a change. The worker pool takes a new size when it next starts."""
+        if settings == self.config.cleaner:
+            return
+        self.config = dataclasses.replace(self.config, cleaner=settings)
+        self._next_clean_ms = self.clock.monotonic_ms()
+        if self.cleaner_pool is not None:
+            self.cleaner_pool.workers = max(settings.threads, 1)
 
     # -- start-up -------------------------------------------------------------------------
 

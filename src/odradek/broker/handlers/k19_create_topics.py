@@ -16,9 +16,9 @@ replication factor and every config with its source; v7 topic ids.
 from __future__ import annotations
 
 from odradek.broker.context import RequestContext
+from odradek.broker.handlers.configs import topic_config_entries
 from odradek.broker.registry import handler
 from odradek.metadata import controller
-from odradek.metadata.topic_configs import effective_config
 from odradek.wire.errors import ErrorCode
 from odradek.wire.messages.create_topics_request import CreatableTopic, CreateTopicsRequest
 from odradek.wire.messages.create_topics_response import (
@@ -26,8 +26,6 @@ from odradek.wire.messages.create_topics_response import (
     CreatableTopicResult,
     CreateTopicsResponse,
 )
-
-CONFIG_SOURCE = {"topic": 1, "broker": 4, "default": 5}
 
 
 async def _create(
@@ -74,12 +72,10 @@ async def _create(
             if created and created.partitions else rf)
         result.configs = [
             CreatableTopicConfigs(
-                name=name, value=value, read_only=False,
-                config_source=CONFIG_SOURCE[source], is_sensitive=False,
+                name=e.name, value=e.value, read_only=False,
+                config_source=e.source, is_sensitive=False,
             )
-            for name, (value, source) in sorted(
-                effective_config(overrides, state.config.explicit).items()
-            )
+            for e in topic_config_entries(overrides, state.config)
         ]
         if created and version >= 7:
             result.topic_id = created.topic_id

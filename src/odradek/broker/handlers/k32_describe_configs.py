@@ -1,11 +1,14 @@
 """DescribeConfigs (key 32), versions 0–4.
 
 Behaviour: a topic resource lists every topic config with its effective value
-and source (topic override, static broker config, default) — never an empty
-list (a trap other Kafka-compatible brokers fell into); ``configuration_keys``
-narrows the list. A broker resource (this node's id, or "" for the default)
-lists the broker configs Odradek reads. Other resource types get
-INVALID_REQUEST.
+and source (topic config, dynamic or static broker config, default) — never an
+empty list (a trap other Kafka-compatible brokers fell into). A broker
+resource named by this node's id lists every broker config Odradek honours,
+with its value, source, synonyms and whether it is read-only (Kafka's dynamic
+update mode); the resource ``""`` lists the dynamic cluster defaults that are
+set. ``configuration_keys`` narrows the list (null or empty: all). Other
+resource types get INVALID_REQUEST. See handlers/configs.py for sources and
+synonyms.
 
 Version notes: v0 has ``is_default`` instead of sources; v1 sources and
 synonyms; v3 config types and documentation (empty); v4 is flexible.
@@ -16,12 +19,15 @@ from __future__ import annotations
 from odradek.broker.context import RequestContext
 from odradek.broker.handlers.configs import (
     BROKER_RESOURCE,
-    SOURCE_DEFAULT,
     TOPIC_RESOURCE,
+    Entry,
     broker_config_entries,
+    broker_resource_error,
+    default_config_entries,
     topic_config_entries,
 )
 from odradek.broker.registry import handler
+from odradek.metadata.broker_configs import SOURCE_DEFAULT
 from odradek.wire.errors import ErrorCode
 from odradek.wire.messages.describe_configs_request import (
     DescribeConfigsRequest,
@@ -35,18 +41,15 @@ from odradek.wire.messages.describe_configs_response import (
 )
 
 
-def _entry(
-    version: int, name: str, value: str, source: int, ctype: int,
-    synonyms: list[tuple[str, str, int]], include_synonyms: bool,
-) -> DescribeConfigsResourceResult:
+def _entry(version: int, e: Entry, include_synonyms: bool) -> DescribeConfigsResourceResult:
     entry = DescribeConfigsResourceResult(
-        name=name, value=value, read_only=False, config_source=source,
-        is_sensitive=False, config_type=ctype, documentation=None,
+        name=e.name, value=e.value, read_only=e.read_only, config_source=e.source,
+        is_sensitive=False, config_type=e.config_type, documentation=None,
     )
     if version == 0:
-        entry.is_default = source == SOURCE_DEFAULT
+        entry.is_default = e.source == SOURCE_DEFAULT
     if include_synonyms and version >= 1:
-        entry.synonyms = [DescribeConfigsSynonym(n, v, s) for n, v, s in synonyms]
+        entry.synonyms = [DescribeConfigsSynonym(n, v, s) for n, v, s in e.synonyms]
     return entry
 
 
@@ -54,12 +57,10 @@ def _describe(
     ctx: RequestContext, res: DescribeConfigsResource, include_synonyms: bool
 ) -> DescribeConfigsResult:
     state = ctx.broker
-    v = ctx.api_version
     result = DescribeConfigsResult(
         error_code=0, error_message=None,
         resource_type=res.resource_type, resource_name=res.resource_name,
     )
-    keys = None if res.configuration_keys is None else set(res.configuration_keys)
     if res.resource_type == TOPIC_RESOURCE:
         topic = state.image.topics.get(res.resource_name)
         if topic is None:
@@ -67,24 +68,20 @@ def _describe(
             result.error_message = f"Topic {res.resource_name} does not exist."
             return result
         entries = topic_config_entries(topic.configs, state.config)
-        result.configs = [
-            _entry(v, n, val, src, t, syn, include_synonyms)
-            for n, val, src, t, syn in entries
-            if keys is None or n in keys
-        ]
     elif res.resource_type == BROKER_RESOURCE:
-        if res.resource_name not in ("", str(state.node_id)):
-            result.error_code = ErrorCode.INVALID_REQUEST
-            result.error_message = f"Unexpected broker id, expected {state.node_id}"
+        problem = broker_resource_error(res.resource_name, state.node_id)
+        if problem:
+            result.error_code, result.error_message = ErrorCode.INVALID_REQUEST, problem
             return result
-        result.configs = [
-            _entry(v, n, val, src, t, [(n, val, src)], include_synonyms)
-            for n, val, src, t in broker_config_entries(state.config)
-            if keys is None or n in keys
-        ]
+        entries = (default_config_entries(state.config) if res.resource_name == ""
+                   else broker_config_entries(state.config))
     else:
         result.error_code = ErrorCode.INVALID_REQUEST
-        result.error_message = f"Unsupported resource type {res.resource_type}"
+        result.error_message = f"Unsupported resource type: {res.resource_type}"
+        return result
+    keys = set(res.configuration_keys or ())  # null or empty: every config, as Kafka
+    result.configs = [_entry(ctx.api_version, e, include_synonyms) for e in entries
+                      if not keys or e.name in keys]
     return result
 
 

@@ -1,8 +1,11 @@
 """AlterConfigs (key 33), versions 0–2.
 
-Behaviour: replaces a topic's whole set of overrides (configs left out return
-to their defaults), after validating every name and value (INVALID_CONFIG).
-Dynamic broker configs are not supported yet: INVALID_REQUEST.
+Behaviour: replaces a resource's whole set of configs (configs left out return
+to the next source), after validating every name and value. A topic resource:
+the topic's overrides (INVALID_CONFIG for a bad one). A broker resource (this
+node's id, or ``""`` for the cluster default): its dynamic broker configs,
+checked as IncrementalAlterConfigs checks them (k44). Duplicate names and
+null values get INVALID_REQUEST, as in Kafka.
 
 Version notes: v1 is the same body; v2 is flexible.
 """
@@ -12,9 +15,12 @@ from __future__ import annotations
 from functools import partial
 
 from odradek.broker.context import RequestContext
-from odradek.broker.handlers.configs import TOPIC_RESOURCE
+from odradek.broker.handlers.configs import BROKER_RESOURCE, TOPIC_RESOURCE
+from odradek.broker.handlers.k44_incremental_alter_configs import accepts_broker_resource
 from odradek.broker.registry import handler
+from odradek.broker.state import BrokerState
 from odradek.metadata import controller
+from odradek.metadata.broker_configs import alter_broker_configs
 from odradek.metadata.image import MetadataImage
 from odradek.wire.errors import ErrorCode
 from odradek.wire.messages.alter_configs_request import (
@@ -27,7 +33,7 @@ from odradek.wire.messages.alter_configs_response import (
 )
 
 
-def _replace_all(image: MetadataImage, res: AlterConfigsResource) -> controller.Outcome:
+def _replace_topic(image: MetadataImage, res: AlterConfigsResource) -> controller.Outcome:
     """AlterConfigs replaces a topic's whole set: every override not named goes."""
     topic = image.topics.get(res.resource_name)
     new: dict[str, str | None] = {c.name: c.value for c in res.configs}
@@ -37,21 +43,43 @@ def _replace_all(image: MetadataImage, res: AlterConfigsResource) -> controller.
     return controller.alter_topic_configs(image, res.resource_name, new)
 
 
+def _replace_broker(image: MetadataImage, res: AlterConfigsResource) -> controller.Outcome:
+    """The same for a broker resource's dynamic configs."""
+    new: dict[str, str | None] = {c.name: c.value for c in res.configs}
+    for name in image.broker_configs.get(res.resource_name, {}):
+        new.setdefault(name, None)
+    return alter_broker_configs(image, res.resource_name, new)
+
+
+async def _alter(
+    state: BrokerState, res: AlterConfigsResource, validate_only: bool
+) -> tuple[int, str | None]:
+    names = [c.name for c in res.configs]
+    if len(set(names)) != len(names):
+        return ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys"
+    nulls = [c.name for c in res.configs if c.value is None]
+    if nulls:
+        return ErrorCode.INVALID_REQUEST, f"Null value not supported for : {', '.join(nulls)}"
+    if res.resource_type == BROKER_RESOURCE:
+        problem = accepts_broker_resource(state, res.resource_name)
+        if problem:
+            return ErrorCode.INVALID_REQUEST, problem
+        decide = partial(_replace_broker, res=res)
+    elif res.resource_type == TOPIC_RESOURCE:
+        decide = partial(_replace_topic, res=res)
+    else:
+        return ErrorCode.INVALID_REQUEST, f"Unknown resource type {res.resource_type}"
+    outcome = await state.write(decide, apply=not validate_only)
+    return outcome.error, outcome.message
+
+
 @handler(33, (0, 2))
 async def handle(ctx: RequestContext, request: AlterConfigsRequest) -> AlterConfigsResponse:
-    state = ctx.broker
     out = []
     for res in request.resources:
-        resp = AlterConfigsResourceResponse(
-            error_code=0, error_message=None,
+        error, message = await _alter(ctx.broker, res, request.validate_only)
+        out.append(AlterConfigsResourceResponse(
+            error_code=error, error_message=message,
             resource_type=res.resource_type, resource_name=res.resource_name,
-        )
-        if res.resource_type != TOPIC_RESOURCE:
-            resp.error_code = ErrorCode.INVALID_REQUEST
-            resp.error_message = "Only topic configs can be altered on this broker"
-        else:
-            outcome = await state.write(partial(_replace_all, res=res),
-                                        apply=not request.validate_only)
-            resp.error_code, resp.error_message = outcome.error, outcome.message
-        out.append(resp)
+        ))
     return AlterConfigsResponse(throttle_time_ms=0, responses=out)

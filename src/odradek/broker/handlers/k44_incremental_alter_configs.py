@@ -1,21 +1,36 @@
 """IncrementalAlterConfigs (key 44), versions 0–1.
 
-Behaviour: per config SET (0), DELETE (1, back to the default), APPEND (2) and
-SUBTRACT (3) for list configs such as ``cleanup.policy``; every change is
-validated first and the whole resource fails with INVALID_CONFIG if one does.
-Only topic resources are alterable today (INVALID_REQUEST otherwise).
+Behaviour: per config SET (0), DELETE (1, back to the next source), APPEND (2)
+and SUBTRACT (3) for list configs such as ``cleanup.policy``; every change is
+validated first and the whole resource fails if one does. A topic resource
+changes the topic's configs (INVALID_CONFIG for a bad name or value). A broker
+resource — this node's id, or ``""`` for the cluster default — changes dynamic
+broker configs (KIP-226), stored as ConfigRecords in the metadata log and in
+effect at once on every broker they apply to: a read-only config or a value
+that does not parse gets INVALID_REQUEST with Kafka's message ("Cannot update
+these configs dynamically: Set(...)"), a name Odradek does not know
+INVALID_CONFIG. Duplicate names and null values for SET get INVALID_REQUEST,
+as in Kafka. ``validate_only`` checks and writes nothing.
 
 Version notes: v1 is flexible.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from functools import partial
 
+from odradek.broker.config import DEFAULTS
 from odradek.broker.context import RequestContext
-from odradek.broker.handlers.configs import TOPIC_RESOURCE
+from odradek.broker.handlers.configs import (
+    BROKER_RESOURCE,
+    TOPIC_RESOURCE,
+    broker_resource_error,
+)
 from odradek.broker.registry import handler
+from odradek.broker.state import BrokerState
 from odradek.metadata import controller
+from odradek.metadata.broker_configs import BROKER_CONFIGS, alter_broker_configs
 from odradek.metadata.topic_configs import TOPIC_CONFIGS
 from odradek.wire.errors import ErrorCode
 from odradek.wire.messages.incremental_alter_configs_request import (
@@ -31,19 +46,22 @@ SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
 
 def _changes(
-    res: AlterConfigsResource, current: dict[str, str]
+    res: AlterConfigsResource, current: Mapping[str, str],
+    list_default: Callable[[str], str | None],
 ) -> dict[str, str | None] | str:
+    """The changes as name → new value (None: delete), or why they are refused.
+    ``list_default`` gives a list config's default (None: not a list config)."""
     changes: dict[str, str | None] = {}
     for c in res.configs:
-        d = TOPIC_CONFIGS.get(c.name)
         if c.config_operation == SET:
             changes[c.name] = c.value
         elif c.config_operation == DELETE:
             changes[c.name] = None
         elif c.config_operation in (APPEND, SUBTRACT):
-            if d is None or d.kind != "list":
+            default = list_default(c.name)
+            if default is None:
                 return f"Config value append/subtract is not allowed for config {c.name}"
-            base = changes.get(c.name) or current.get(c.name) or d.default
+            base = changes.get(c.name) or current.get(c.name) or default
             items = [x for x in base.split(",") if x]
             delta = [x for x in (c.value or "").split(",") if x]
             if c.config_operation == APPEND:
@@ -56,32 +74,73 @@ def _changes(
     return changes
 
 
+def _request_error(res: AlterConfigsResource) -> str | None:
+    """Kafka's checks before any other: no name twice, no null value but to delete."""
+    names = [c.name for c in res.configs]
+    if len(set(names)) != len(names):
+        return "Error due to duplicate config keys"
+    nulls = [c.name for c in res.configs if c.config_operation != DELETE and c.value is None]
+    return f"Null value not supported for : {', '.join(nulls)}" if nulls else None
+
+
+def _topic_list_default(name: str) -> str | None:
+    d = TOPIC_CONFIGS.get(name)
+    return d.default if d is not None and d.kind == "list" else None
+
+
+def _broker_list_default(name: str) -> str | None:
+    d = BROKER_CONFIGS.get(name)
+    return DEFAULTS.get(name, "") if d is not None and d.kind == "list" else None
+
+
+def accepts_broker_resource(state: BrokerState, name: str) -> str | None:
+    """Why this node does not alter broker resource ``name`` (None: it does). A
+    cluster's controller also takes the ids of other registered brokers: their
+    alters reach it forwarded, as the client sent them."""
+    registered = state.quorum is not None and name.isdigit() and int(name) in state.image.brokers
+    return broker_resource_error(name, state.node_id, any_broker=registered)
+
+
+async def _alter(
+    state: BrokerState, res: AlterConfigsResource, validate_only: bool
+) -> tuple[int, str | None]:
+    problem = _request_error(res)
+    if problem:
+        return ErrorCode.INVALID_REQUEST, problem
+    if res.resource_type == BROKER_RESOURCE:
+        problem = accepts_broker_resource(state, res.resource_name)
+        if problem:
+            return ErrorCode.INVALID_REQUEST, problem
+        current = state.image.broker_configs.get(res.resource_name, {})
+        changes = _changes(res, current, _broker_list_default)
+        if isinstance(changes, str):
+            return ErrorCode.INVALID_REQUEST, changes
+        outcome = await state.write(partial(alter_broker_configs, resource_name=res.resource_name,
+                                            changes=changes), apply=not validate_only)
+        return outcome.error, outcome.message
+    if res.resource_type != TOPIC_RESOURCE:
+        return ErrorCode.INVALID_REQUEST, f"Unknown resource type {res.resource_type}"
+    topic = state.image.topics.get(res.resource_name)
+    if topic is None:
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {res.resource_name} does not exist."
+    changes = _changes(res, topic.configs, _topic_list_default)
+    if isinstance(changes, str):
+        return ErrorCode.INVALID_CONFIG, changes
+    outcome = await state.write(
+        partial(controller.alter_topic_configs, name=res.resource_name, changes=changes),
+        apply=not validate_only)
+    return outcome.error, outcome.message
+
+
 @handler(44, (0, 1))
 async def handle(
     ctx: RequestContext, request: IncrementalAlterConfigsRequest
 ) -> IncrementalAlterConfigsResponse:
-    state = ctx.broker
     out = []
     for res in request.resources:
-        resp = AlterConfigsResourceResponse(
-            error_code=0, error_message=None,
+        error, message = await _alter(ctx.broker, res, request.validate_only)
+        out.append(AlterConfigsResourceResponse(
+            error_code=error, error_message=message,
             resource_type=res.resource_type, resource_name=res.resource_name,
-        )
-        topic = state.image.topics.get(res.resource_name)
-        if res.resource_type != TOPIC_RESOURCE:
-            resp.error_code = ErrorCode.INVALID_REQUEST
-            resp.error_message = "Only topic configs can be altered on this broker"
-        elif topic is None:
-            resp.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            resp.error_message = f"Topic {res.resource_name} does not exist."
-        else:
-            changes = _changes(res, topic.configs)
-            if isinstance(changes, str):
-                resp.error_code, resp.error_message = ErrorCode.INVALID_CONFIG, changes
-            else:
-                outcome = await state.write(
-                    partial(controller.alter_topic_configs, name=res.resource_name,
-                            changes=changes), apply=not request.validate_only)
-                resp.error_code, resp.error_message = outcome.error, outcome.message
-        out.append(resp)
+        ))
     return IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=out)
