@@ -150,3 +150,35 @@ def _log_dir_sizes(b: Broker) -> dict[tuple[str, int], int]:
         return out
     finally:
         client.close()
+
+
+def test_a_topic_config_set_to_its_default_is_reported_as_a_topic_config() -> None:
+    """min.insync.replicas=1 equals the default, yet the topic sets it: source 1."""
+    from kafka import KafkaAdminClient
+    from kafka.admin import ConfigResource as KConfigResource
+    from kafka.admin import ConfigResourceType
+    from kafka.admin import NewTopic as KNewTopic
+
+    with Broker() as b:
+        admin = _admin(b)
+        admin.create_topics([NewTopic("same", 1, 1, config={"min.insync.replicas": "1"}),
+                             NewTopic("later", 1, 1)])["same"].result(10)
+        res = ConfigResource(ConfigResource.Type.TOPIC, "later", incremental_configs=[
+            ConfigEntry("retention.ms", "604800000", incremental_operation=AlterConfigOpType.SET)])
+        admin.incremental_alter_configs([res])[res].result(10)
+        entry = _describe(admin, "same")["min.insync.replicas"]
+        assert (entry.value, entry.source, entry.is_default) == ("1", 1, False)
+        entry = _describe(admin, "later")["retention.ms"]
+        assert (entry.value, entry.source, entry.is_default) == ("604800000", 1, False)
+        kadmin = KafkaAdminClient(bootstrap_servers=b.bootstrap_servers)
+        try:
+            kadmin.create_topics([KNewTopic("kp", 1, 1, topic_configs={"segment.bytes":
+                                                                        "1073741824"})])
+            got = kadmin.describe_configs([KConfigResource(ConfigResourceType.TOPIC, "kp")],
+                                          include_synonyms=True)
+        finally:
+            kadmin.close()
+        seg = got["topic"]["kp"]["segment.bytes"]
+        assert seg["config_source"] == "DYNAMIC_TOPIC_CONFIG"
+        assert [(s["name"], s["source"]) for s in seg["synonyms"]] == [
+            ("segment.bytes", "DYNAMIC_TOPIC_CONFIG"), ("log.segment.bytes", "DEFAULT_CONFIG")]
