@@ -8,7 +8,11 @@ by itself; :func:`register` does the same explicitly::
           .option("subscribe", "events").load())
 
 Needs ``pyspark`` (4.1 or later) and ``pyarrow`` where the driver and
-executors run: ``pip install 'odradek[spark]'``.
+executors run: ``pip install 'odradek[spark]'``. Spark's Python workers run the
+interpreter named by ``PYSPARK_PYTHON`` (or ``spark.pyspark.python``); when it
+cannot import odradek, Spark says only ``DATA_SOURCE_NOT_FOUND``, while
+:func:`register` raises :class:`WorkerPythonError` naming the interpreter and
+the import error.
 """
 
 from __future__ import annotations
@@ -16,10 +20,13 @@ from __future__ import annotations
 from typing import Any
 
 from odradek.spark.source import OdradekDataSource
+from odradek.spark.workers import WorkerPythonError, check_worker_python
 
-__all__ = ["OdradekDataSource", "register"]
+__all__ = ["OdradekDataSource", "WorkerPythonError", "check_worker_python", "register"]
 
 
 def register(spark: Any) -> None:
-    """Make ``format("odradek")`` known to a SparkSession."""
+    """Make ``format("odradek")`` known to a SparkSession, after checking that its
+    Python workers can import odradek (:class:`WorkerPythonError` otherwise)."""
+    check_worker_python(spark)
     spark.dataSource.register(OdradekDataSource)
