@@ -321,3 +321,60 @@ def test_every_dynamic_config_is_accepted() -> None:
         finally:
             raw.close()
         assert b.config.dynamic_default == {n: samples.get(n, "100000") for n in DYNAMIC}
+
+
+@pytest.mark.timeout(240)
+def test_cluster_dynamic_configs_are_forwarded_replicated_and_applied_per_broker(
+        tmp_path: Any) -> None:
+    """A cluster: alters sent to a broker that is not the controller reach the
+    controller, the ConfigRecords reach every node, and each applies the cluster
+    default and only its own per-broker value."""
+    from tests.support.cluster import LocalCluster, wait_for
+
+    cluster = LocalCluster(tmp_path, controllers=3)
+    cluster.format()
+    cluster.start()
+    try:
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+        wait_for("3 brokers", lambda: len(admin.list_topics(timeout=5).brokers) == 3 or None, 60)
+        futures = admin.create_topics([NewTopic("spread", 3, 3)])
+        futures["spread"].result(30)
+        controller = admin.describe_cluster().result(10).controller.id
+        node = next(n for n in cluster.nodes if n != controller)
+        other = next(n for n in cluster.nodes if n not in (node, controller))
+        raw = RawClient(cluster.nodes[node].address)
+        try:
+            assert _raw_alter(raw, "", "message.max.bytes", "3000").error_code == 0
+        finally:
+            raw.close()
+        _incremental(admin, "message.max.bytes", "2000", node=str(node))
+
+        def size_on(n: int) -> tuple[str, int] | None:
+            entry = _describe_broker(admin, str(n))["message.max.bytes"]
+            return (entry.value, entry.source) if entry.source != 5 else None
+
+        wait_for("node's own value", lambda: size_on(node) == ("2000", 2) or None, 30)
+        wait_for("the cluster default", lambda: size_on(other) == ("3000", 3) or None, 30)
+        leaders = {p.id: p.leader for p in admin.list_topics("spread", timeout=10)
+                   .topics["spread"].partitions.values()}
+        producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+        results: dict[int, KafkaError | None] = {}
+        for partition, leader in leaders.items():
+            if leader in (node, other):
+                producer.produce("spread", b"x" * 2500, partition=partition,
+                                 on_delivery=lambda err, msg: results.__setitem__(
+                                     msg.partition(), err))
+        producer.flush(30)
+        assert {leaders[p] for p in results} == {node, other}
+        for partition, err in results.items():
+            if leaders[partition] == node:
+                assert err is not None and err.code() == KafkaError.MSG_SIZE_TOO_LARGE
+            else:
+                assert err is None
+    except BaseException:
+        print(cluster.logs())
+        raise
+    finally:
+        cluster.stop()
+    for n in cluster.nodes.values():  # no node hit an internal error on the way
+        assert "Traceback" not in n.log_path.read_text(errors="replace")

@@ -40,7 +40,6 @@ from odradek.wire.batch import (
     LOG_OVERHEAD,
     BatchHeader,
     compute_crc,
-    peek_offset_and_length,
     set_base_offset,
     set_log_append_time,
     validate_batch,
@@ -61,15 +60,12 @@ class Checked(NamedTuple):
     max_timestamp: int
 
 
-def check_batch(view: memoryview, pos: int, config: LogConfig) -> BatchHeader:
-    """Size, framing, magic and CRC of the batch at ``pos`` (size first, as Kafka does)."""
+def check_batch(view: memoryview, pos: int) -> BatchHeader:
+    """Framing, magic and CRC of the batch at ``pos``, for replicated appends. Not
+    ``max.message.bytes``: the leader accepted the batch, and a follower whose
+    limit is lower (a dynamic broker config, a topic's lowered limit while it
+    lagged) must still copy it, as Kafka's followers do."""
     try:
-        _, length = peek_offset_and_length(view, pos)
-        size = length + LOG_OVERHEAD
-        if size > config.max_message_bytes and pos + size <= len(view):
-            raise RecordTooLargeError(
-                f"batch of {size} bytes exceeds max.message.bytes {config.max_message_bytes}"
-            )
         return validate_batch(view, pos)
     except DecodeError as e:
         raise CorruptRecordError(str(e)) from e

@@ -434,7 +434,8 @@ class Log:
         """Append batches that already carry their offsets (a follower, or a Raft
         log). Offsets must increase from the LEO on (each batch at or above the
         end of the one before); gaps are allowed, as a compacted leader leaves
-        them. Only size, framing and CRC are checked; timestamps and each batch's
+        them. Only framing and CRC are checked (not ``max.message.bytes``: the
+        leader took the batch); timestamps and each batch's
         partitionLeaderEpoch are kept (and noted in the epoch cache)."""
         self._check_online()
         view = memoryview(records)
@@ -450,7 +451,7 @@ class Log:
         first = -1
         pos = 0
         while pos < len(view):
-            h = check_batch(view, pos, self.config)
+            h = check_batch(view, pos)
             if h.base_offset < expected:
                 raise CorruptRecordError(
                     f"replicated batch at offset {h.base_offset}, expected {expected} or later"

@@ -176,3 +176,12 @@ def test_replicated_appends_keep_offsets_and_may_leave_gaps_but_never_go_back() 
     info = log.append_replicated(make_batch([b"d"], base_offset=7))
     assert (info.first_offset, log.log_end_offset) == (7, 8)
     assert read_batch_header(log.read_records(3, 100)).base_offset == 7
+
+
+def test_replicated_appends_ignore_max_message_bytes() -> None:
+    """The leader accepted the batch: a follower with a lower limit copies it (Kafka)."""
+    log, _, _ = open_log(max_message_bytes=100)
+    info = log.append_replicated(make_batch([b"x" * 500], base_offset=0))
+    assert (info.first_offset, log.log_end_offset) == (0, 1)
+    with pytest.raises(RecordTooLargeError):
+        log.append(make_batch([b"x" * 500]))
