@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -40,6 +41,9 @@ if TYPE_CHECKING:
     from odradek.broker.quorum import QuorumDriver
     from odradek.broker.replica_fetcher import ReplicaFetchers
     from odradek.broker.transactions import TxnRuntime
+
+
+log = logging.getLogger("odradek.broker")
 
 
 class NotControllerError(Exception):
@@ -418,9 +422,14 @@ class BrokerState:
         changed = _take_dynamic_configs(self.config, self.image)
         if not changed:
             return
-        self.partitions.reconfigure(self.config.props)
-        for callback in list(self.on_config_change):
-            callback(changed)
+        log.info("dynamic broker configs changed: %s", ", ".join(sorted(changed)))
+        for apply in (lambda _: self.partitions.reconfigure(self.config.props),
+                      *self.on_config_change):
+            try:
+                apply(changed)
+            except Exception as exc:  # the records are committed: keep replaying
+                log.warning("dynamic broker configs %s not applied: %s",
+                            ", ".join(sorted(changed)), exc)
 
 
 def _take_dynamic_configs(config: BrokerConfig, image: MetadataImage) -> set[str]:
