@@ -74,6 +74,11 @@ DEFAULTS: dict[str, str] = {
     "group.min.session.timeout.ms": "6000",
     "group.max.session.timeout.ms": "1800000",
     "group.max.size": "2147483647",
+    # KIP-848 consumer groups (docs/protocol.md).
+    "group.consumer.session.timeout.ms": "45000",
+    "group.consumer.heartbeat.interval.ms": "5000",
+    "group.consumer.max.size": "2147483647",
+    "group.consumer.assignors": "uniform,range",
     "offset.metadata.max.bytes": "4096",
     "offsets.retention.minutes": "10080",
     "offsets.retention.check.interval.ms": "600000",
@@ -144,7 +149,8 @@ _INT_KEYS = {
     "min.insync.replicas", "offsets.topic.num.partitions", "offsets.topic.replication.factor",
     "offsets.topic.segment.bytes", "group.initial.rebalance.delay.ms",
     "group.min.session.timeout.ms", "group.max.session.timeout.ms", "group.max.size",
-    "offset.metadata.max.bytes",
+    "group.consumer.session.timeout.ms", "group.consumer.heartbeat.interval.ms",
+    "group.consumer.max.size", "offset.metadata.max.bytes",
     "offsets.retention.minutes", "offsets.retention.check.interval.ms",
     "connections.max.idle.ms", "queued.max.request.bytes", "queued.max.requests",
     "max.connections", "max.connections.per.ip", "max.connection.creation.rate",
@@ -293,6 +299,11 @@ class BrokerConfig:
             self.get_bool(key)
         if self.get_int("num.partitions") < 1:
             raise ConfigError("num.partitions: must be at least 1")
+        from odradek.coordinator.consumer.assignors import ASSIGNORS, assignor_name
+        for name in self.get("group.consumer.assignors").split(","):
+            if name.strip() and assignor_name(name) not in ASSIGNORS:
+                raise ConfigError(f"group.consumer.assignors: unknown assignor {name.strip()!r}"
+                                  f" (known: {', '.join(ASSIGNORS)})")
         if self.get_int("message.max.bytes") < 0:
             raise ConfigError("message.max.bytes: must not be negative")
         if self.get_int("socket.request.max.bytes") < 1:

@@ -12,20 +12,21 @@ part                   owns
                        replay of records, member ids
 ``classic``            :class:`~.membership.ClassicMembership`: JoinGroup, SyncGroup,
                        Heartbeat, LeaveGroup, and their timers (:mod:`.rebalance`)
+``consumer``           :class:`~.consumer.membership.ConsumerMembership`: KIP-848's
+                       ConsumerGroupHeartbeat, its timers, epochs of commits and fetches
 ``offsets``            :class:`~.offsets.Offsets`: OffsetCommit, OffsetFetch,
                        OffsetDelete, offset expiry, offsets of deleted topics
 ``admin``              :class:`~.admin.GroupAdmin`: DescribeGroups, ListGroups,
-                       DeleteGroups
+                       DeleteGroups, ConsumerGroupDescribe
 =====================  =================================================================
 
 Invariants: every part shares the one store; only :meth:`GroupStore.replay`
 changes committed offsets (DESIGN.md decision 4), the membership parts own the
 soft state of membership (docs/decisions.md). A part that has timers provides
 ``poll(now_ms)`` and ``next_deadline_ms()``; the facade polls every such part
-and reports the earliest deadline. Another membership protocol (KIP-848's
-consumer groups) is added as a further part next to ``classic``: it brings its
-requests and timers, and takes a share of commit validation through
-:class:`~.offsets.CommitValidator`.
+and reports the earliest deadline. Commit validation goes to the protocol of
+the group (:class:`~.offsets.CommitValidator`). A JoinGroup for an empty
+consumer group converts it to a classic group first.
 
 :class:`Commit`, :class:`CommitRequest` and :class:`FetchedOffset` are defined
 in :mod:`.offsets` and importable from here.
@@ -33,13 +34,15 @@ in :mod:`.offsets` and importable from here.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Iterable
 from typing import Protocol
 
 from odradek.coordinator.admin import GroupAdmin
+from odradek.coordinator.consumer.membership import Caller, ConsumerMembership, Topics
 from odradek.coordinator.core import Effects, GroupConfig
 from odradek.coordinator.group import Group, Token
-from odradek.coordinator.membership import ClassicMembership, Leaving
+from odradek.coordinator.membership import ClassicMembership, Leaving, join_error
 from odradek.coordinator.offsets import (
     Commit,
     CommitRequest,
@@ -50,6 +53,10 @@ from odradek.coordinator.offsets import (
 from odradek.coordinator.records import CoordinatorRecord, OffsetRecord
 from odradek.coordinator.store import GroupStore
 from odradek.wire.errors import ErrorCode
+from odradek.wire.messages.consumer_group_describe_response import (
+    DescribedGroup as ConsumerDescribedGroup,
+)
+from odradek.wire.messages.consumer_group_heartbeat_request import ConsumerGroupHeartbeatRequest
 from odradek.wire.messages.describe_groups_response import DescribedGroup
 from odradek.wire.messages.join_group_request import JoinGroupRequest
 from odradek.wire.messages.list_groups_response import ListedGroup
@@ -74,9 +81,10 @@ class GroupCoordinator:
     ) -> None:
         self.store = GroupStore(config, new_id)
         self.classic = ClassicMembership(self.store)
-        self.offsets = Offsets(self.store, self.classic)
+        self.consumer = ConsumerMembership(self.store)
+        self.offsets = Offsets(self.store, self.classic, self.consumer)
         self.admin = GroupAdmin(self.store)
-        self._timed: tuple[Timed, ...] = (self.classic,)
+        self._timed: tuple[Timed, ...] = (self.classic, self.consumer)
 
     # -- the shared state ---------------------------------------------------------------
 
@@ -127,7 +135,30 @@ class GroupCoordinator:
         self, token: Token, now_ms: int, version: int, req: JoinGroupRequest,
         client_id: str, client_host: str,
     ) -> Effects:
+        group = self.store.groups.get(req.group_id)
+        if group is not None and group.consumer is not None and not self.store.coordinator_error(
+                req.group_id):
+            if group.consumer.members:
+                return Effects().reply(token, join_error(
+                    ErrorCode.INCONSISTENT_GROUP_PROTOCOL, req.member_id))
+            fx = Effects()
+            self.consumer.to_classic(fx, group)
+            return fx.extend(self.classic.join(token, now_ms, version, req, client_id,
+                                               client_host))
         return self.classic.join(token, now_ms, version, req, client_id, client_host)
+
+    # -- KIP-848 consumer groups --------------------------------------------------------
+
+    def consumer_heartbeat(
+        self, token: Token, now_ms: int, req: ConsumerGroupHeartbeatRequest, caller: Caller,
+        topics: Topics,
+    ) -> Effects:
+        return self.consumer.heartbeat(token, now_ms, req, caller, topics)
+
+    def consumer_describe(
+        self, group_id: str, topic_name: Callable[[uuid.UUID], str | None]
+    ) -> ConsumerDescribedGroup:
+        return self.admin.consumer_describe(group_id, topic_name)
 
     def sync(self, token: Token, now_ms: int, req: SyncGroupRequest) -> Effects:
         return self.classic.sync(token, now_ms, req)
@@ -154,9 +185,16 @@ class GroupCoordinator:
 
     def fetch_offsets(
         self, group_id: str, wanted: Iterable[tuple[str, int]] | None,
-        require_stable: bool = False,
+        require_stable: bool = False, member: tuple[str | None, int] | None = None,
     ) -> tuple[ErrorCode, list[FetchedOffset]]:
-        """Committed offsets of ``wanted`` partitions (None: every committed one)."""
+        """Committed offsets of ``wanted`` partitions (None: every committed one).
+        ``member``: (member id, member epoch) of OffsetFetch v9, checked first."""
+        if member is not None:
+            code = self.store.coordinator_error(group_id)
+            if not code:
+                code = self.consumer.validate_fetch(self.store.groups.get(group_id), *member)
+            if code:
+                return code, []
         return self.offsets.fetch_offsets(group_id, wanted, require_stable)
 
     def txn_commit_offsets(
@@ -189,8 +227,10 @@ class GroupCoordinator:
     def describe(self, group_id: str) -> DescribedGroup:
         return self.admin.describe(group_id)
 
-    def list_groups(self, states: list[str] | None = None) -> list[ListedGroup]:
-        return self.admin.list_groups(states)
+    def list_groups(
+        self, states: list[str] | None = None, types: list[str] | None = None
+    ) -> list[ListedGroup]:
+        return self.admin.list_groups(states, types)
 
     def delete_groups(self, token: Token, group_ids: list[str]) -> Effects:
         """Answer: {group id: error}. A deleted group's offsets go with it."""

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from odradek.coordinator.consumer.assignors import assignor_name
 from odradek.coordinator.group import Token
 from odradek.coordinator.records import CoordinatorRecord
 
@@ -35,10 +36,26 @@ class GroupConfig:
     max_size: int = INT32_MAX
     offsets_partitions: int = 50
     offset_metadata_max_bytes: int = 4096
+    consumer_session_timeout_ms: int = 45_000
+    consumer_heartbeat_interval_ms: int = 5_000
+    consumer_max_size: int = INT32_MAX
+    assignors: tuple[str, ...] = ("uniform", "range")
+    """``group.consumer.assignors``: the first is the default."""
 
     @classmethod
-    def from_properties(cls, get_int: Callable[[str], int]) -> GroupConfig:
+    def from_properties(
+        cls, get_int: Callable[[str], int], get_str: Callable[[str], str] | None = None,
+    ) -> GroupConfig:
+        assignors: tuple[str, ...] = ("uniform", "range")
+        if get_str is not None:
+            named = tuple(assignor_name(a) for a in get_str("group.consumer.assignors").split(",")
+                          if a.strip())
+            assignors = named or assignors
         return cls(
+            consumer_session_timeout_ms=get_int("group.consumer.session.timeout.ms"),
+            consumer_heartbeat_interval_ms=get_int("group.consumer.heartbeat.interval.ms"),
+            consumer_max_size=get_int("group.consumer.max.size"),
+            assignors=assignors,
             initial_rebalance_delay_ms=get_int("group.initial.rebalance.delay.ms"),
             min_session_timeout_ms=get_int("group.min.session.timeout.ms"),
             max_session_timeout_ms=get_int("group.max.session.timeout.ms"),

@@ -20,6 +20,7 @@ from collections.abc import Hashable
 from dataclasses import dataclass, field
 from enum import Enum
 
+from odradek.coordinator.consumer.model import ConsumerGroup
 from odradek.wire.internal.group_metadata_value import GroupMetadataValue, MemberMetadata
 from odradek.wire.internal.offset_commit_value import OffsetCommitValue
 from odradek.wire.messages.consumer_protocol_subscription import ConsumerProtocolSubscription
@@ -93,6 +94,21 @@ class Group:
     joined_during_delay: bool = False
     sync_deadline_ms: int | None = None
     """CompletingRebalance: members that have not synced by then are removed."""
+    consumer: ConsumerGroup | None = None
+    """Set for a group of KIP-848's consumer protocol (its members and epochs live
+    there; ``members`` above stays empty and ``state`` Empty)."""
+
+    @property
+    def kind(self) -> str:
+        """``consumer`` or ``classic``, as ListGroups reports the group type."""
+        return "classic" if self.consumer is None else "consumer"
+
+    def is_empty(self) -> bool:
+        """No member of either protocol (and, for a classic group, none joining)."""
+        if self.consumer is not None:
+            return not self.consumer.members
+        return not self.members and not self.pending_members and self.state in (
+            GroupState.EMPTY, GroupState.DEAD)
 
     # -- membership -------------------------------------------------------------------
 

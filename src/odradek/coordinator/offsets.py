@@ -19,10 +19,12 @@ the group's members subscribe to.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
+from odradek.coordinator.consumer.records import group_tombstones
 from odradek.coordinator.core import Effects
 from odradek.coordinator.group import Group, GroupState, Token
 from odradek.coordinator.records import GroupRecord, OffsetRecord
@@ -51,6 +53,9 @@ class CommitRequest:
     group_instance_id: str | None
     retention_ms: int
     commits: list[Commit]
+    version: int = 9
+    """OffsetCommit's version (a member of a consumer group needs v9+)."""
+    transactional: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,7 +70,7 @@ class FetchedOffset:
 
 
 class CommitValidator(Protocol):
-    """The membership protocol's word on a commit by a member of an existing,
+    """The classic protocol's word on a commit by a member of an existing,
     live group (it may refresh the member's session)."""
 
     def validate_commit(
@@ -74,10 +79,21 @@ class CommitValidator(Protocol):
     ) -> ErrorCode: ...
 
 
+class EpochValidator(Protocol):
+    """The consumer protocol's word on a commit to a consumer group (member epochs)."""
+
+    def validate_commit(
+        self, group: Group, member_id: str, epoch: int, version: int, transactional: bool,
+    ) -> ErrorCode: ...
+
+
 class Offsets:
-    def __init__(self, store: GroupStore, members: CommitValidator) -> None:
+    def __init__(
+        self, store: GroupStore, members: CommitValidator, consumer: EpochValidator
+    ) -> None:
         self.store = store
         self.members = members
+        self.consumer = consumer
 
     # -- OffsetCommit -------------------------------------------------------------------
 
@@ -122,6 +138,9 @@ class Offsets:
             return ErrorCode.NONE
         if group.state is S.DEAD:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if group.consumer is not None:
+            return self.consumer.validate_commit(group, req.member_id, req.generation,
+                                                 req.version, req.transactional)
         if req.generation < 0 and not req.member_id and group.state is S.EMPTY:
             return ErrorCode.NONE
         return self.members.validate_commit(
@@ -164,7 +183,7 @@ class Offsets:
         """Offsets committed inside a transaction: the same validation as a commit,
         records to append as the producer's transactional batch. Answer: a dict
         (topic, partition) -> error code, and the records."""
-        fx = self.commit_offsets(0, now_ms, req, exists)
+        fx = self.commit_offsets(0, now_ms, dataclasses.replace(req, transactional=True), exists)
         errors: dict[tuple[str, int], int] = fx.replies[0][1]
         return errors, [r for r in fx.records if isinstance(r, OffsetRecord)]
 
@@ -179,9 +198,13 @@ class Offsets:
         if group is None:
             return fx.reply(token, (code, {}))
         subscribed = group.subscribed_topics()
+        has_members = bool(group.members)
+        if group.consumer is not None:
+            subscribed = set(group.consumer.subscription)
+            has_members = bool(group.consumer.members)
         errors: dict[tuple[str, int], int] = {}
         for topic, partition in partitions:
-            in_use = group.members and (subscribed is None or topic in subscribed)
+            in_use = has_members and (subscribed is None or topic in subscribed)
             if in_use:
                 errors[(topic, partition)] = ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
                 continue
@@ -212,7 +235,7 @@ class Offsets:
         left with no members and no offsets is deleted."""
         fx = Effects()
         for gid, group in sorted(self.store.groups.items()):
-            if self.store.is_loading(gid) or group.state is not S.EMPTY:
+            if self.store.is_loading(gid) or group.state is not S.EMPTY or not group.is_empty():
                 continue
             expired = []
             for key, v in sorted(group.offsets.items()):
@@ -225,6 +248,8 @@ class Offsets:
                 if due <= now_ms:
                     expired.append(key)
             fx.records += [OffsetRecord(gid, t, p, None) for t, p in expired]
-            if len(expired) == len(group.offsets) and not group.members:
+            if len(expired) == len(group.offsets) and group.is_empty():
+                if group.consumer is not None:
+                    fx.records += group_tombstones(gid)
                 fx.records.append(GroupRecord(gid, None))
         return fx

@@ -15,6 +15,8 @@ key version           key struct   value struct (its own int16 version first)
                                    GroupMetadataValue v3 (protocolType,
                                    generation, protocol, leader,
                                    currentStateTimestamp, members)
+3-8                   KIP-848 consumer groups
+                                   (:mod:`odradek.coordinator.consumer.records`)
 ====================  ===========  =========================================
 
 A null value is a tombstone: the offset (or the whole group) is deleted. The
@@ -30,6 +32,8 @@ import struct
 from dataclasses import dataclass
 from typing import Final
 
+from odradek.coordinator.consumer import records as consumer_records
+from odradek.coordinator.consumer.records import ConsumerRecord
 from odradek.wire.internal.group_metadata_key import GroupMetadataKey
 from odradek.wire.internal.group_metadata_value import GroupMetadataValue
 from odradek.wire.internal.offset_commit_key import OffsetCommitKey
@@ -87,11 +91,13 @@ class GroupRecord:
     value: GroupMetadataValue | None
 
 
-CoordinatorRecord = OffsetRecord | GroupRecord
+CoordinatorRecord = OffsetRecord | GroupRecord | ConsumerRecord
 
 
 def encode(record: CoordinatorRecord) -> tuple[bytes, bytes | None]:
     """The (key, value) bytes of ``record``."""
+    if isinstance(record, ConsumerRecord):
+        return consumer_records.encode(record)
     if isinstance(record, OffsetRecord):
         # Packed by hand: one commit writes a record per partition, and these
         # fixed layouts (checked against the generated codec in the tests) cost
@@ -122,7 +128,7 @@ def encode(record: CoordinatorRecord) -> tuple[bytes, bytes | None]:
 
 def decode(key: bytes, value: bytes | None) -> CoordinatorRecord | None:
     """The record of a (key, value) pair; None for key versions this broker
-    does not use (KIP-848 and share-group records)."""
+    does not use (share groups, regular expressions of Kafka 4)."""
     if len(key) < 2:
         raise DecodeError("coordinator record key shorter than its version")
     (kver,) = _VERSION.unpack_from(key, 0)
@@ -131,6 +137,8 @@ def decode(key: bytes, value: bytes | None) -> CoordinatorRecord | None:
         k = OffsetCommitKey.decode(body, kver)
         v = None if value is None else OffsetCommitValue.decode(*_versioned(value, 0, 4))
         return OffsetRecord(k.group, k.topic, k.partition, v)
+    if kver in consumer_records.KEY_VERSIONS:
+        return consumer_records.decode(kver, body, value)
     if kver == GROUP_KEY_VERSION:
         g = GroupMetadataKey.decode(body, kver)
         gv = None if value is None else GroupMetadataValue.decode(*_versioned(value, 0, 4))

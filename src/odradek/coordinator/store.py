@@ -31,6 +31,8 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Iterable
 
+from odradek.coordinator.consumer import replay as consumer_replay
+from odradek.coordinator.consumer.records import ConsumerRecord
 from odradek.coordinator.core import GroupConfig
 from odradek.coordinator.group import Group, GroupState
 from odradek.coordinator.records import CoordinatorRecord, OffsetRecord, partition_for
@@ -70,6 +72,7 @@ class GroupStore:
             if self.partition_of(group.group_id) == partition:
                 for m in group.members.values():
                     m.heartbeat_deadline_ms = now_ms + m.session_timeout_ms
+                consumer_replay.loaded(group, now_ms, self.config.consumer_session_timeout_ms)
 
     def unload(self, partition: int) -> None:
         """This broker stopped leading ``partition`` (cluster mode): forget its groups
@@ -127,6 +130,9 @@ class GroupStore:
         for record in records:
             if isinstance(record, OffsetRecord):
                 self._replay_offset(record)
+            elif isinstance(record, ConsumerRecord):
+                if self.is_loading(record.group):
+                    consumer_replay.apply(self.groups, record, now_ms)
             elif record.value is None:
                 self.groups.pop(record.group, None)
             elif self.is_loading(record.group):

@@ -49,4 +49,6 @@ import odradek.broker.handlers.k63_broker_heartbeat
 import odradek.broker.handlers.k65_describe_transactions
 import odradek.broker.handlers.k66_list_transactions
 import odradek.broker.handlers.k67_allocate_producer_ids
+import odradek.broker.handlers.k68_consumer_group_heartbeat
+import odradek.broker.handlers.k69_consumer_group_describe
 import odradek.broker.handlers.k75_describe_topic_partitions  # noqa: F401

@@ -1,4 +1,4 @@
-"""OffsetCommit (key 8), versions 2–8.
+"""OffsetCommit (key 8), versions 2–9.
 
 Behaviour: see :mod:`odradek.coordinator.coordinator`. Each partition gets its
 own error: UNKNOWN_TOPIC_OR_PARTITION for a partition that does not exist,
@@ -9,7 +9,10 @@ The answer is sent once the records are in ``__consumer_offsets``.
 
 Version notes: v2–4 retention time (an explicit one is stored as the offset's
 expire time); v3 throttle time; v5 no retention; v6 committed leader epoch;
-v7 group instance id; v8 flexible. v0–1 (removed in Kafka 4) are not served.
+v7 group instance id; v8 flexible; v9 (KIP-848) the generation field carries
+the member epoch of a consumer group's member (STALE_MEMBER_EPOCH when it is
+not the member's current one; a member of a consumer group must use v9+,
+UNSUPPORTED_VERSION otherwise). v0–1 (removed in Kafka 4) are not served.
 """
 
 from __future__ import annotations
@@ -40,7 +43,7 @@ def _answer(req: OffsetCommitRequest, errors: dict[tuple[str, int], int]) -> Off
     ])
 
 
-@handler(8, (2, 8))
+@handler(8, (2, 9))
 async def handle(ctx: RequestContext, req: OffsetCommitRequest) -> OffsetCommitResponse:
     version = ctx.api_version
     commits = [
@@ -57,6 +60,7 @@ async def handle(ctx: RequestContext, req: OffsetCommitRequest) -> OffsetCommitR
         member_id=req.member_id,
         group_instance_id=req.group_instance_id if version >= 7 else None,
         retention_ms=req.retention_time_ms if version <= 4 else -1, commits=commits,
+        version=version,
     )
     state = ctx.broker
     now = runtime.clock.now_ms()

@@ -1,4 +1,4 @@
-"""OffsetFetch (key 9), versions 1–8.
+"""OffsetFetch (key 9), versions 1–9.
 
 Behaviour: the committed offset, leader epoch and metadata of each asked
 partition; -1 and empty metadata for one never committed (and for a group
@@ -10,7 +10,9 @@ UNSTABLE_OFFSET_COMMIT, and the client asks again.
 
 Version notes: v1 from ``__consumer_offsets``; v2 null topics = all, and a
 top-level error; v3 throttle time; v5 leader epochs; v6 flexible; v7
-require_stable; v8 several groups in one request, errors per group.
+require_stable; v8 several groups in one request, errors per group; v9
+(KIP-848) a member of a consumer group names itself and its epoch:
+UNKNOWN_MEMBER_ID or STALE_MEMBER_EPOCH when it is not the current one.
 """
 
 from __future__ import annotations
@@ -36,12 +38,13 @@ Wanted = list[tuple[str, int]] | None
 
 
 async def _fetch(
-    ctx: RequestContext, group_id: str, wanted: Wanted, stable: bool
+    ctx: RequestContext, group_id: str, wanted: Wanted, stable: bool,
+    member: tuple[str | None, int] | None = None,
 ) -> tuple[int, list[FetchedOffset]]:
     runtime = await group_runtime(ctx)
     if runtime is None:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, []
-    return runtime.coordinator.fetch_offsets(group_id, wanted, stable)
+    return runtime.coordinator.fetch_offsets(group_id, wanted, stable, member)
 
 
 def _by_topic(offsets: Iterable[FetchedOffset]) -> dict[str, list[FetchedOffset]]:
@@ -74,7 +77,7 @@ async def _single(ctx: RequestContext, req: OffsetFetchRequest) -> OffsetFetchRe
     return OffsetFetchResponse(topics=topics, error_code=code)
 
 
-@handler(9, (1, 8))
+@handler(9, (1, 9))
 async def handle(ctx: RequestContext, req: OffsetFetchRequest) -> OffsetFetchResponse:
     if ctx.api_version < 8:
         return await _single(ctx, req)
@@ -83,7 +86,8 @@ async def handle(ctx: RequestContext, req: OffsetFetchRequest) -> OffsetFetchRes
         wanted: Wanted = None
         if g.topics is not None:
             wanted = [(t.name, p) for t in g.topics for p in t.partition_indexes]
-        code, offsets = await _fetch(ctx, g.group_id, wanted, req.require_stable)
+        member = (g.member_id, g.member_epoch) if ctx.api_version >= 9 else None
+        code, offsets = await _fetch(ctx, g.group_id, wanted, req.require_stable, member)
         groups.append(OffsetFetchResponseGroup(group_id=g.group_id, error_code=code, topics=[
             OffsetFetchResponseTopics(name=topic, partitions=[
                 OffsetFetchResponsePartitions(

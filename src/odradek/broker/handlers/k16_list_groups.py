@@ -1,10 +1,11 @@
-"""ListGroups (key 16), versions 0–4.
+"""ListGroups (key 16), versions 0–5.
 
 Behaviour: every group this node coordinates (all of them), with protocol
 type; groups of partitions still loading are left out.
 
 Version notes: v1 throttle time; v3 flexible; v4 a state filter
-(case-insensitive) and the state of each group.
+(case-insensitive) and the state of each group; v5 a type filter (``classic``,
+``consumer``) and the type of each group (KIP-848).
 """
 
 from __future__ import annotations
@@ -17,10 +18,12 @@ from odradek.wire.messages.list_groups_request import ListGroupsRequest
 from odradek.wire.messages.list_groups_response import ListGroupsResponse
 
 
-@handler(16, (0, 4))
+@handler(16, (0, 5))
 async def handle(ctx: RequestContext, req: ListGroupsRequest) -> ListGroupsResponse:
     runtime = await group_runtime(ctx)
     if runtime is None:
         return ListGroupsResponse(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE)
     states = req.states_filter if ctx.api_version >= 4 else None
-    return ListGroupsResponse(error_code=0, groups=runtime.coordinator.list_groups(states))
+    types = req.types_filter if ctx.api_version >= 5 else None
+    return ListGroupsResponse(error_code=0,
+                              groups=runtime.coordinator.list_groups(states, types))

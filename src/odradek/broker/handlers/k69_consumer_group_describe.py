@@ -1,0 +1,42 @@
+"""ConsumerGroupDescribe (key 69), version 0: KIP-848 consumer groups.
+
+Behaviour: each group's state (Empty, Assigning, Reconciling, Stable), group
+and assignment epochs, assignor, and members with their epochs,
+subscriptions, current and target assignments (topic ids and names). A group
+that does not exist, or is a classic group, is GROUP_ID_NOT_FOUND; authorized
+operations are not computed (-2^31), as elsewhere.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from odradek.broker.context import RequestContext
+from odradek.broker.handlers.group_common import group_runtime
+from odradek.broker.registry import handler
+from odradek.wire.errors import ErrorCode
+from odradek.wire.messages.consumer_group_describe_request import ConsumerGroupDescribeRequest
+from odradek.wire.messages.consumer_group_describe_response import (
+    ConsumerGroupDescribeResponse,
+    DescribedGroup,
+)
+
+
+@handler(69, (0, 0))
+async def handle(
+    ctx: RequestContext, req: ConsumerGroupDescribeRequest
+) -> ConsumerGroupDescribeResponse:
+    runtime = await group_runtime(ctx)
+    by_id = ctx.broker.image.by_id
+
+    def topic_name(tid: uuid.UUID) -> str | None:
+        return by_id.get(tid)
+
+    groups = []
+    for gid in req.group_ids:
+        if runtime is None:
+            groups.append(DescribedGroup(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                                         group_id=gid))
+        else:
+            groups.append(runtime.coordinator.consumer_describe(gid, topic_name))
+    return ConsumerGroupDescribeResponse(groups=groups)
