@@ -68,7 +68,8 @@ class GroupRuntime:
         self.clock = clock
         self.runtime = CoordinatorRuntime(OFFSETS_TOPIC, partitions)
         self.coordinator = GroupCoordinator(
-            GroupConfig.from_properties(config.get_int, config.get), lambda: str(metadata.ids.uuid()))
+            GroupConfig.from_properties(config.get_int, config.get),
+            lambda: str(metadata.ids.uuid()))
         self._waiting: dict[int, asyncio.Future[Any]] = {}
         self._next_token = 0
         self._timer: asyncio.TimerHandle | None = None

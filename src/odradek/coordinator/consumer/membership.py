@@ -234,7 +234,7 @@ class ConsumerMembership:
             if takeover is not None:
                 member = self._take_over(fx, group, takeover, member_id)
             elif member is None:
-                member = ConsumerMember(member_id)
+                member = ConsumerMember(member_id, instance_id=req.instance_id)
                 cg.add(member)
                 joined = True
             else:  # the same member id back from scratch: it owns nothing now
@@ -319,8 +319,6 @@ class ConsumerMembership:
     @staticmethod
     def _update(member: ConsumerMember, req: ConsumerGroupHeartbeatRequest, caller: Caller) -> None:
         member.client_id, member.client_host = caller.client_id, caller.client_host
-        if req.member_epoch == 0:
-            member.instance_id = req.instance_id
         if req.rack_id is not None:
             member.rack_id = req.rack_id
         if req.rebalance_timeout_ms > 0:
