@@ -237,3 +237,24 @@ def test_topics_describe_shows_the_cleaner_state_of_compacted_topics(tmp_path: P
         assert elsewhere["partitions"][0]["cleaner"] is None
         text = odradek(b, "topics", "describe", "waiting", "--log-dir", str(tmp_path)).stdout
         assert "cleaner state not shown" in text
+
+
+def test_groups_describe_shows_a_consumer_protocol_group(broker: Broker) -> None:
+    odradek(broker, "topics", "create", "cli-848", "--partitions", "2")
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap_servers,
+                         "group.id": "cli-848-g", "client.id": "the-848-client",
+                         "group.protocol": "consumer"})
+    consumer.subscribe(["cli-848"])
+    try:
+        deadline = time.monotonic() + 30
+        while len(consumer.assignment()) != 2:
+            assert time.monotonic() < deadline, "no assignment"
+            consumer.poll(0.1)
+        desc = json.loads(odradek(broker, "groups", "describe", "cli-848-g",
+                                  "--json").stdout)
+        assert desc["state"] == "Stable" and desc["members"] == 1
+        assert desc["protocol"] == "uniform"
+        assert {(r["partition"], r["client_id"]) for r in desc["partitions"]} == {
+            (0, "the-848-client"), (1, "the-848-client")}
+    finally:
+        consumer.close()
