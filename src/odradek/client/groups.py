@@ -101,21 +101,21 @@ async def list_groups(client: KafkaClient) -> list[tuple[str, str, str]]:
 
 
 async def describe_group(client: KafkaClient, group: str) -> GroupDescription:
-    """A classic group through DescribeGroups; a KIP-848 consumer group (which
-    DescribeGroups answers GROUP_ID_NOT_FOUND) through ConsumerGroupDescribe,
-    its assignor standing for the protocol."""
+    """A KIP-848 consumer group through ConsumerGroupDescribe (its assignor
+    standing for the protocol); any other group (ConsumerGroupDescribe says
+    GROUP_ID_NOT_FOUND) through DescribeGroups, as Kafka's admin client does."""
     conn = await client.coordinator(group)
-    resp = await conn.request(DescribeGroupsRequest(groups=[group]), 5)
-    (g,) = resp.groups
-    if g.error_code == ErrorCode.GROUP_ID_NOT_FOUND:
-        cresp = await conn.request(ConsumerGroupDescribeRequest(group_ids=[group]), 0)
-        (cg,) = cresp.groups
+    cresp = await conn.request(ConsumerGroupDescribeRequest(group_ids=[group]), 0)
+    (cg,) = cresp.groups
+    if cg.error_code != ErrorCode.GROUP_ID_NOT_FOUND:
         check(cg.error_code, f"group {group!r}")
         return GroupDescription(cg.group_id, cg.group_state, "consumer", cg.assignor_name, [
             Member(m.member_id, m.client_id, m.client_host,
                    {tp.topic_name: sorted(tp.partitions)
                     for tp in m.assignment.topic_partitions})
             for m in cg.members])
+    resp = await conn.request(DescribeGroupsRequest(groups=[group]), 5)
+    (g,) = resp.groups
     check(g.error_code, f"group {group!r}")
     members = []
     for m in g.members:
