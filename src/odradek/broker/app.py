@@ -34,6 +34,7 @@ from odradek.raft.file_log import FileRaftLog, RaftLogError
 from odradek.raft.node import RaftConfig
 from odradek.raft.quorum_state import FileQuorumStateStore, QuorumStateError
 from odradek.storage.fs import OsFileSystem
+from odradek.storage.logdirs import LogDirsError
 
 log = logging.getLogger("odradek.broker")
 
@@ -60,13 +61,17 @@ class BrokerApp:
             raise
 
     async def _start(self) -> None:
-        log_dir = str(self.config.log_dir)
         fs = OsFileSystem()
         cluster = self.config.is_cluster
         self.partitions = PartitionManager(
-            log_dir, self.config.props, self.clock, fs, node_id=self.config.node_id,
-            ids=self.ids, foreign=frozenset({(METADATA_TOPIC, 0)}) if cluster else frozenset())
-        self.partitions.startup()
+            [str(d) for d in self.config.log_dirs()], self.config.props, self.clock, fs,
+            node_id=self.config.node_id, ids=self.ids,
+            foreign=frozenset({(METADATA_TOPIC, 0)}) if cluster else frozenset(),
+            metadata_dir=str(self.config.metadata_dir))
+        try:
+            self.partitions.startup()
+        except LogDirsError as exc:
+            raise DataDirError(str(exc)) from None
         if cluster:
             self.journal = MemoryJournal()  # the image comes from the quorum
         else:
@@ -157,7 +162,7 @@ class BrokerApp:
 
     def _quorum(self, fs: OsFileSystem, state: BrokerState) -> QuorumDriver:
         config = self.config
-        meta_dir = config.get("metadata.log.dir").strip() or str(config.log_dir)
+        meta_dir = str(config.metadata_dir)
         directory = posixpath.join(meta_dir, f"{METADATA_TOPIC}-0")
         voters = {v.node_id: (v.host, v.port) for v in config.quorum_voters()}
         raft_config = RaftConfig(

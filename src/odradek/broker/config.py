@@ -9,6 +9,7 @@ interprets must parse, or :class:`ConfigError` says which and why.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -121,6 +122,7 @@ DEFAULTS: dict[str, str] = {
     "broker.heartbeat.interval.ms": "2000",
     "broker.session.timeout.ms": "9000",
     "metadata.log.dir": "",
+    "num.replica.alter.log.dirs.threads": "",
     "metadata.max.idle.interval.ms": "500",
     "metadata.log.max.record.bytes.between.snapshots": "20971520",
     "metadata.log.max.snapshot.interval.ms": "3600000",
@@ -329,6 +331,15 @@ class BrokerConfig:
         self.advertised_listeners()
         if not self.log_dirs():
             raise ConfigError("log.dirs: must name a directory")
+        seen: dict[str, Path] = {}
+        for d in self.log_dirs():
+            key = os.path.abspath(d)
+            if key in seen:
+                raise ConfigError(f"log.dirs: {seen[key]} and {d} are the same directory")
+            seen[key] = d
+        threads = self.get("num.replica.alter.log.dirs.threads").strip()
+        if threads and (not threads.isdigit() or int(threads) < 1):
+            raise ConfigError("num.replica.alter.log.dirs.threads: must be at least 1")
         from odradek.broker import cluster_config
 
         cluster_config.validate(self)
@@ -339,7 +350,7 @@ class BrokerConfig:
 
     @property
     def log_dir(self) -> Path:
-        # One directory per node today; several log.dirs come with JBOD support.
+        """The first directory of ``log.dirs``."""
         return self.log_dirs()[0]
 
     def log_dirs(self) -> list[Path]:
@@ -348,10 +359,22 @@ class BrokerConfig:
 
     @property
     def metadata_log_dir(self) -> Path | None:
-        """``metadata.log.dir``, or None when unset. ``odradek storage format`` formats it,
-        as Kafka's tool does, but the metadata log stays in ``log_dir`` today."""
+        """``metadata.log.dir``, or None when unset."""
         text = self.get("metadata.log.dir").strip()
         return Path(text) if text else None
+
+    @property
+    def metadata_dir(self) -> Path:
+        """Where ``__cluster_metadata-0`` lives: ``metadata.log.dir``, else the first
+        directory of ``log.dirs`` (Kafka's rule)."""
+        return self.metadata_log_dir or self.log_dir
+
+    def data_dirs(self) -> list[Path]:
+        """Every directory this node keeps (``log.dirs``, then ``metadata.log.dir`` if it
+        is not one of them): each has its ``meta.properties``."""
+        dirs = self.log_dirs()
+        meta = self.metadata_log_dir
+        return [*dirs, meta] if meta is not None and meta not in dirs else dirs
 
     # The KRaft parsing lives in cluster_config, which imports this module: hence
     # the imports inside the methods.

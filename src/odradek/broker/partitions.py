@@ -21,9 +21,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from odradek.broker.log_mover import LogMover
 from odradek.common.clock import Clock
 from odradek.common.ids import Ids
 from odradek.metadata.image import MetadataImage
@@ -148,23 +149,34 @@ class PartitionManager:
     """The broker's view of the log directory, on top of storage's LogManager."""
 
     def __init__(
-        self, log_dir: str, server_props: dict[str, str], clock: Clock,
+        self, log_dirs: str | Sequence[str], server_props: dict[str, str], clock: Clock,
         fs: FileSystem | None = None, *, node_id: int = 1, ids: Ids | None = None,
         foreign: frozenset[tuple[str, int]] = frozenset(),
+        metadata_dir: str | None = None,
     ) -> None:
-        """``foreign``: partition directories another owner keeps (cluster mode:
-        ``__cluster_metadata-0``, the Raft log), never opened as logs."""
+        """``log_dirs``: ``log.dirs`` (a list, or one directory). ``foreign``:
+        partition directories another owner keeps (cluster mode:
+        ``__cluster_metadata-0``, the Raft log), never opened as logs.
+        ``metadata_dir``: where the metadata journal (``__cluster_metadata-0``)
+        lives when it is a log here (``metadata.log.dir``; default the first
+        log directory, as Kafka)."""
+        dirs = [log_dirs] if isinstance(log_dirs, str) else list(log_dirs)
         self.node_id = node_id
-        self.log_dir = log_dir
+        self.log_dir = dirs[0]
         self.fs = fs or OsFileSystem()
         self.clock = clock
         self.defaults = log_config_from_server(server_props)
         props = dict(server_props)
-        props["log.dir"] = props["log.dirs"] = log_dir
+        props["log.dir"], props["log.dirs"] = dirs[0], ",".join(dirs)
+        meta = (METADATA_TOPIC, 0)
         self.logs = LogManager(
             self.fs, clock, LogManagerConfig.from_properties(props), self.defaults, ids=ids,
-            foreign=foreign
+            foreign=foreign,
+            pinned={} if meta in foreign else {meta: metadata_dir or dirs[0]},
         )
+        threads = server_props.get("num.replica.alter.log.dirs.threads") or ""
+        self.mover = LogMover(self, int(threads) if threads.strip() else len(dirs))
+        """Moves between log directories (AlterReplicaLogDirs)."""
         self.partitions: dict[tuple[str, int], Partition] = {}
         self.default_min_isr = int(server_props.get("min.insync.replicas") or 1)
         self.on_leadership: Callable[[list[Partition]], None] | None = None
@@ -255,6 +267,7 @@ class PartitionManager:
             part.state.become_follower(part.state.leader_epoch, -1)  # fetchers let go
             moved.append(part)
             part.abandon()
+            self.mover.cancel(part)
             self.logs.delete_log(*key)
         strays = [tp for tp in self.logs.logs() if tp not in wanted and tp[0] != METADATA_TOPIC]
         for tp in strays:
@@ -270,8 +283,34 @@ class PartitionManager:
     def _adopt(self, topic: str, index: int, plog: Log, leader_epoch: int) -> Partition:
         # Opened with no leader: the metadata applied next (reconcile) makes it lead
         # (one node: at once, the HW going to the log end) or follow.
-        return Partition(PartitionState(topic, index, plog, local_id=self.node_id,
+        part = Partition(PartitionState(topic, index, plog, local_id=self.node_id,
                                         leader_epoch=leader_epoch, leader_id=-1))
+        future = self.logs.future_log(topic, index)
+        if future is not None:
+            if future.topic_id not in (None, plog.topic_id):
+                self.logs.drop_future(topic, index)  # another topic's: never resumed
+                future.close()
+                future.handles.close_all()
+            else:
+                log.info("%s-%d: resuming its move to log directory %s", topic, index,
+                         future.parent_dir)
+                self.mover.start(part, part.state.attach_future(future))
+        return part
+
+    # -- log directories -----------------------------------------------------------------
+
+    def flushing(self, part: Partition) -> asyncio.Future[None] | None:
+        """The flush of ``part``'s log running on a worker thread, if any."""
+        return self._flushing.get((part.topic, part.index))
+
+    def promote_future(self, part: Partition) -> None:
+        """Rename ``part``'s future log in and make it the partition's log (the
+        mover calls this once :meth:`FutureReplica.finish` said it is whole, with
+        no await in between)."""
+        future = part.state.future
+        assert future is not None and (part.topic, part.index) not in self._flushing
+        new = self.logs.promote_future(part.topic, part.index)
+        part.state.future_promoted(new)
 
     async def append(
         self, part: Partition, records: memoryview, origin: Origin, *, acks: int = -1
@@ -369,6 +408,7 @@ class PartitionManager:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._housekeeping
             self._housekeeping = None
+        await self.mover.close()
         for fut in list(self._flushing.values()):
             await asyncio.shield(fut)
         for part in self.partitions.values():

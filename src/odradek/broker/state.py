@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from odradek.broker.config import BrokerConfig, ConfigError, Listener
@@ -454,7 +456,7 @@ def _refuse_orphaned_partitions(config: BrokerConfig, partitions: PartitionManag
         return
     shown = ", ".join(orphans[:3]) + (f" and {len(orphans) - 3} more" if len(orphans) > 3 else "")
     raise DataDirError(
-        f"{config.log_dir}: the metadata journal ({METADATA_TOPIC}-0) is empty or missing but "
+        f"{config.metadata_dir}: the metadata journal ({METADATA_TOPIC}-0) is empty or missing but "
         f"{len(orphans)} partition directories exist ({shown}); restore the journal from a "
         f"backup, or start with --accept-missing-metadata to move them aside as -stray "
         f"directories and begin with no topics"
@@ -462,16 +464,23 @@ def _refuse_orphaned_partitions(config: BrokerConfig, partitions: PartitionManag
 
 
 def _cluster_id_from(config: BrokerConfig) -> str:
-    """The cluster id in the data directory's ``meta.properties`` (format in
-    :mod:`odradek.broker.meta_properties`), checking that its ``node.id`` is this
-    broker's, as Kafka does.
+    """The cluster id in the ``meta.properties`` of the data directories (every
+    directory of ``log.dirs``, and ``metadata.log.dir``; format in
+    :mod:`odradek.broker.meta_properties`), checking that each ``node.id`` is this
+    broker's, that they name one cluster, and that no two share a
+    ``directory.id`` (KIP-858), as Kafka does.
 
     A directory without one is formatted here on first start in single-node mode,
-    with a fresh id. A node of a quorum must be formatted first (``odradek storage
-    format``): the cluster id has to be the same on every node, so no node may
-    invent its own."""
-    path = config.log_dir / META_PROPERTIES
-    if path.exists():
+    with the cluster id of the others (or a fresh one). A node of a quorum must be
+    formatted first (``odradek storage format``): the cluster id has to be the
+    same on every node, so no node may invent its own."""
+    found: list[tuple[Path, dict[str, str]]] = []
+    missing: list[Path] = []
+    for directory in config.data_dirs():
+        path = directory / META_PROPERTIES
+        if not path.exists():
+            missing.append(directory)
+            continue
         props = read_meta_properties(path)
         stored = props.get("node.id")
         if stored is not None and stored != str(config.node_id):
@@ -480,11 +489,24 @@ def _cluster_id_from(config: BrokerConfig) -> str:
                 f"{config.node_id}: start it with --override node.id={stored}, or point "
                 f"log.dirs at this node's own directory"
             )
-        return props["cluster.id"]
-    if config.is_cluster or config.quorum_bootstrap_servers():
+        found.append((path, props))
+    for (path_a, a), (path_b, b) in itertools.combinations(found, 2):
+        if a["cluster.id"] != b["cluster.id"]:
+            raise DataDirError(
+                f"{path_a} has cluster.id={a['cluster.id']} but {path_b} has cluster.id="
+                f"{b['cluster.id']}: every directory of log.dirs must belong to one cluster")
+        if a.get("directory.id") and a.get("directory.id") == b.get("directory.id"):
+            raise DataDirError(
+                f"{path_a} and {path_b} have the same directory.id {a['directory.id']} (one "
+                f"was copied from the other): delete one's meta.properties to give it a new id")
+    if missing and (config.is_cluster or config.quorum_bootstrap_servers()):
         raise DataDirError(
-            f"{config.log_dir} is not formatted (no {META_PROPERTIES}) and this node is part "
+            f"{missing[0]} is not formatted (no {META_PROPERTIES}) and this node is part "
             f"of a controller quorum: run `odradek storage format -t CLUSTER_ID -c FILE` on "
-            f"every node with one id from `odradek storage random-uuid`, or set cluster.id"
+            f"every node with one id from `odradek storage random-uuid` (--ignore-formatted "
+            f"for a directory added later), or set cluster.id"
         )
-    return write_meta_properties(config.log_dir, random_uuid(), config.node_id)["cluster.id"]
+    cluster_id = found[0][1]["cluster.id"] if found else random_uuid()
+    for directory in missing:
+        write_meta_properties(directory, cluster_id, config.node_id)
+    return cluster_id

@@ -20,6 +20,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     serve.add_argument(
         "--override", action="append", default=[], metavar="KEY=VALUE", help="override a config"
     )
+    serve.add_argument(
+        "--log-dirs", metavar="DIR[,DIR...]",
+        help="log.dirs: the data directories, comma separated; each partition lives in one "
+             "(new ones go to the directory with the fewest partitions)")
     serve.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
     serve.add_argument(
         "--accept-missing-metadata", action="store_true",
@@ -56,6 +60,8 @@ def run(args: argparse.Namespace) -> int:
 
     file_props = read_properties(args.properties) if args.properties else None
     overrides = parse_overrides(args.override)
+    if args.log_dirs:
+        overrides.setdefault("log.dirs", args.log_dirs)
     if args.accept_missing_metadata:
         from odradek.broker.state import ACCEPT_MISSING_METADATA
 

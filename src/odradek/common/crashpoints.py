@@ -25,6 +25,17 @@ reliably. Without the variable :func:`reach` is one comparison. It lives in
     The old segments are renamed ``*.deleted``; the swap file is not yet live.
 ``cleaner.after_rename``
     The swap file is ``<base>.log``; its indexes are not rebuilt yet.
+``logdir.copying``
+    A partition moving to another log directory (AlterReplicaLogDirs): a round
+    of the copy into its ``-future`` log is appended.
+``logdir.before_decide``
+    The future log holds every record of the current one; nothing is renamed.
+``logdir.after_decide``
+    The current log's directory is renamed ``-delete`` (synced); the future
+    log is not renamed yet (start-up finishes the move).
+``logdir.after_rename``
+    The future log is renamed ``<topic>-<partition>`` (synced); the old
+    directory still waits for its deletion.
 
 A slow disk, for chaos tests (``odradek dev chaos``): with
 ``ODRADEK_TEST_FSYNC_DELAY_FILE=<path>`` in the broker's environment, every

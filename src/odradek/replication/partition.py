@@ -49,6 +49,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 
+from odradek.replication.future import FutureReplica
 from odradek.replication.producer_state import AbortedTxn, ProducerStateTable, Verdict
 from odradek.storage.cleaner import CleanerView
 from odradek.storage.errors import StorageError
@@ -188,10 +189,13 @@ class PartitionState:
     """The log end when this replica took the leadership at ``leader_epoch``: a
     follower joins the ISR only once it has reached it."""
 
+    future: FutureReplica | None = None
+    """The copy of the log being filled in another log directory
+    (AlterReplicaLogDirs), if the partition is moving; see
+    :mod:`odradek.replication.future`."""
+
     def __post_init__(self) -> None:
-        self.log.snapshot_source = self._snapshot_bytes
-        self.log.cleaner_view = self._cleaner_view
-        self.log.on_aborts_removed = self._aborts_removed
+        self._hook(self.log)
         if self.leader_id == -2:
             self.leader_id = self.local_id
         if not self.replicas:
@@ -202,6 +206,33 @@ class PartitionState:
         if self.is_leader:
             self.epoch_start_offset = self.log_end_offset
             self._update_high_watermark()
+
+    def _hook(self, log: Log) -> None:
+        log.snapshot_source = self._snapshot_bytes
+        log.cleaner_view = self._cleaner_view
+        log.on_aborts_removed = self._aborts_removed
+
+    # -- moving between log directories ---------------------------------------------------
+
+    def attach_future(self, log: Log) -> FutureReplica:
+        """Start filling ``log`` (an empty or partly filled ``-future`` log in another
+        directory) as this partition's future replica."""
+        self.future = FutureReplica(log)
+        return self.future
+
+    def detach_future(self) -> FutureReplica | None:
+        """The move is given up (or the partition goes): forget the future replica."""
+        future, self.future = self.future, None
+        return future
+
+    def future_promoted(self, log: Log) -> None:
+        """The future log was renamed in (:meth:`FutureReplica.finish` said it is a
+        whole copy): it is this partition's log from now on. Producer state,
+        epochs, ISR and HW stay as they are: the copy holds the same records."""
+        assert self.future is not None and log is self.future.log
+        self.future = None
+        self.log = log
+        self._hook(log)
 
     # -- views --------------------------------------------------------------------------
 

@@ -253,7 +253,9 @@ class CleanerSettings:
 @dataclass(frozen=True, slots=True)
 class LogManagerConfig:
     log_dir: str = "/tmp/kafka-logs"
-    """``log.dir`` (the first of ``log.dirs`` when given; one directory for now)."""
+    """``log.dir``: the first of ``log.dirs`` when given."""
+    log_dirs: tuple[str, ...] = ()
+    """``log.dirs``, every directory in order (empty: ``log_dir`` alone)."""
     recovery_point_checkpoint_interval_ms: int = 60_000
     """``log.flush.offset.checkpoint.interval.ms``."""
     log_start_offset_checkpoint_interval_ms: int = 60_000
@@ -283,7 +285,8 @@ class LogManagerConfig:
         changes["skip_damage"] = policy == "skip"
         dirs = props.get("log.dirs") or props.get("log.dir")
         if dirs:
-            changes["log_dir"] = str(dirs).split(",")[0].strip()
+            listed = tuple(d.strip() for d in str(dirs).split(",") if d.strip())
+            changes["log_dir"], changes["log_dirs"] = listed[0], listed
         changes["cleaner"] = CleanerSettings(
             enable=_as_bool("log.cleaner.enable", props.get("log.cleaner.enable", "true")),
             dedupe_buffer_size=_as_int("log.cleaner.dedupe.buffer.size",

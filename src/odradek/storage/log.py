@@ -74,9 +74,11 @@ from odradek.storage.fs import FileHandle, FileSystem, makedirs_durable
 from odradek.storage.handles import HandleCache
 from odradek.storage.loader import LoadReport, load_segments
 from odradek.storage.names import (
+    FUTURE_DIR_SUFFIX,
+    LEADER_EPOCH_CHECKPOINT,
     LOG_SUFFIX,
     PARTITION_METADATA_FILE,
-    parse_partition_dir_name,
+    parse_log_dir_name,
     segment_path,
 )
 from odradek.storage.segment import BatchMeta, Segment
@@ -153,9 +155,9 @@ class Log:
         topic_id: uuid.UUID | None,
         load_report: LoadReport,
     ) -> None:
-        parsed = parse_partition_dir_name(posixpath.basename(dir_path))
+        parsed = parse_log_dir_name(posixpath.basename(dir_path))
         if parsed is None:
-            raise ValueError(f"{dir_path} is not named <topic>-<partition>")
+            raise ValueError(f"{dir_path} is not named <topic>-<partition>[.<id>-future]")
         self.topic, self.partition = parsed
         self.fs = fs
         self.handles = handles
@@ -178,6 +180,10 @@ class Log:
         self._dir_dirty = False
         self._offline = False
         self.pending_deletes: list[tuple[int, list[str]]] = []
+        self.rewrites = 0
+        """Bumped whenever batches already in the log change in place (truncation, a
+        cleaner swap): a copy taken from it meanwhile (a log moving to another log
+        directory) must be taken again."""
         self.checkpoint_wanted = False
         """Set when a flush took the recovery point past a rolled segment: the log
         manager then writes the recovery-point checkpoint at its next tick."""
@@ -336,6 +342,33 @@ class Log:
     @property
     def segments(self) -> Sequence[Segment]:
         return tuple(self._segments)
+
+    @property
+    def is_future(self) -> bool:
+        """A copy being filled for a move to another log directory (``-future``)."""
+        return self.dir_path.endswith(FUTURE_DIR_SUFFIX)
+
+    @property
+    def parent_dir(self) -> str:
+        """The log directory (``log.dirs`` entry) holding this log."""
+        return posixpath.dirname(self.dir_path)
+
+    def relocate(self, dir_path: str, handles: HandleCache) -> None:
+        """The partition directory was renamed ``dir_path`` (a future log becoming the
+        current one): point every path there and open files through ``handles``
+        from now on. No IO but closing the old handles; no flush may be running."""
+        assert self._flush_in_flight is None, "relocate during a flush"
+        old = self.dir_path
+        self.handles.discard_under(old)
+        self.dir_path, self.handles = dir_path, handles
+        for seg in self._segments:
+            seg.relocate(dir_path, handles)
+        self.epochs.path = posixpath.join(dir_path, LEADER_EPOCH_CHECKPOINT)
+        self.txn_files.dir_path = dir_path
+        self.pending_deletes = [
+            (due, [posixpath.join(dir_path, posixpath.basename(p)) for p in paths])
+            for due, paths in self.pending_deletes]
+        self._dir_dirty = True
 
     @property
     def active_segment(self) -> Segment:
@@ -809,6 +842,7 @@ class Log:
         base = old[0].base_offset
         live = segment_path(self.dir_path, base, LOG_SUFFIX)
         swap = live + SWAP_SUFFIX
+        self.rewrites += 1
         crashpoints.reach("cleaner.after_write")
         try:
             entries = self.txn_files.aborted([s.base_offset for s in old])
@@ -879,6 +913,7 @@ class Log:
         if offset < self._segments[0].base_offset or offset < self._log_start:
             self.truncate_fully_and_start_at(offset)
             return
+        self.rewrites += 1
         i = max(bisect_right(self._bases, offset) - 1, 0)
         try:
             seg = self._segments[i]
@@ -910,6 +945,7 @@ class Log:
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Delete every segment and start empty at ``offset`` (a replica far behind)."""
         self._check_online()
+        self.rewrites += 1
         victims = list(self._segments)
         try:
             seg = (

@@ -1,25 +1,38 @@
-"""All partition logs of one log directory, their checkpoints and housekeeping.
+"""All partition logs of the log directories (``log.dirs``), their checkpoints and
+housekeeping.
 
-Layout of ``log.dir``::
+Layout of each log directory (several: :mod:`odradek.storage.logdirs` says
+where each partition goes and how a partition moves between them)::
 
     .kafka_cleanshutdown               present only between a clean close and the next start
     recovery-point-offset-checkpoint   per partition: offsets below are fsynced
     log-start-offset-checkpoint        per partition: the log start offset
     replication-offset-checkpoint      per partition: the high watermark
+    cleaner-offset-checkpoint          per partition: the cleaner's first dirty offset
     <topic>-<partition>/               one directory per partition log (see log.py)
+    <topic>-<partition>.<hex>-future/  a partition being moved into this directory
     <topic>-<partition>.<hex>-delete/  a deleted partition, removed after file.delete.delay.ms
 
-Start-up (:meth:`LogManager.startup`) reads the checkpoints, removes the
-clean-shutdown marker (and syncs that removal) before touching any log, so a
-crash during start-up is never mistaken for a clean stop, then opens every
-partition directory: trusting the files after a clean shutdown, recovering
-from each log's recovery point otherwise.
+Each directory's checkpoints list the logs in that directory, future logs
+included (a partition's current and future logs are never in the same one).
+
+Start-up (:meth:`LogManager.startup`) reads each directory's checkpoints,
+removes its clean-shutdown marker (and syncs that removal) before touching any
+log, so a crash during start-up is never mistaken for a clean stop, then opens
+every partition directory: trusting the files after a clean shutdown,
+recovering from each log's recovery point otherwise.
 
 The broker drives the rest without blocking its loop: :meth:`LogManager.tick`
 runs cheap housekeeping in place (retention passes, delayed file removal) and
 returns the fsync work (:class:`~odradek.storage.flush.FlushJob`, checkpoint
 writes) as jobs for an executor, plus the monotonic time at which to call it
-again. Files are opened through one shared, capped handle cache.
+again. Files are opened through one shared, capped handle cache. Future logs
+are left out of housekeeping: the mover filling one (the broker's
+``log_mover``) flushes it, on a worker thread, through its own handle cache.
+
+Not built: a failed directory taking only its partitions offline (a
+checkpoint write failing anywhere marks the whole manager failed, and an IO
+error takes the one log offline).
 """
 
 from __future__ import annotations
@@ -32,6 +45,7 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
+from odradek.common import crashpoints
 from odradek.common.clock import Clock
 from odradek.common.ids import Ids, RandomIds
 from odradek.storage.checkpoint import (
@@ -57,14 +71,14 @@ from odradek.storage.flush import IoJob
 from odradek.storage.fs import FileSystem, OsFileSystem, makedirs_durable
 from odradek.storage.handles import HandleCache
 from odradek.storage.log import Log
+from odradek.storage.logdirs import choose_dir, scan
 from odradek.storage.names import (
     CLEANER_OFFSET_CHECKPOINT,
-    DELETE_DIR_SUFFIX,
     HIGH_WATERMARK_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
     deleted_dir_name,
-    parse_partition_dir_name,
+    future_dir_name,
     partition_dir_name,
     stray_dir_name,
 )
@@ -138,6 +152,7 @@ class LogManager:
         broker_epoch: int = -1,
         ids: Ids | None = None,
         foreign: frozenset[tuple[str, int]] = frozenset(),
+        pinned: Mapping[TopicPartition, str] | None = None,
     ) -> None:
         self.foreign = foreign
         """Partition directories kept by another owner (the Raft log): never opened."""
@@ -147,9 +162,19 @@ class LogManager:
         self.config = config
         self.default_log_config = default_log_config or LogConfig()
         self.broker_epoch = broker_epoch
-        self.log_dir = config.log_dir.rstrip("/") or "/"
+        self.log_dirs: list[str] = [
+            d.rstrip("/") or "/" for d in (config.log_dirs or (config.log_dir,))]
+        """``log.dirs``, in order: where partitions are placed."""
+        self.log_dir = self.log_dirs[0]
+        self.pinned: dict[TopicPartition, str] = {
+            tp: d.rstrip("/") or "/" for tp, d in (pinned or {}).items()}
+        """Partitions that live in a given directory whatever the placement says (the
+        metadata journal in ``metadata.log.dir``), possibly outside ``log.dirs``."""
+        self.dirs: list[str] = list(dict.fromkeys([*self.log_dirs, *self.pinned.values()]))
+        """Every directory this manager keeps: ``log.dirs`` and pinned ones."""
         self.handles = HandleCache(fs, config.max_open_files)
         self._logs: dict[TopicPartition, Log] = {}
+        self._futures: dict[TopicPartition, Log] = {}
         self._dir_deletes: list[tuple[int, str]] = []
         self._checkpoint_in_flight = False
         now = clock.monotonic_ms()
@@ -184,51 +209,66 @@ class LogManager:
     # -- start-up -------------------------------------------------------------------------
 
     def startup(self, config_for: Callable[[str], LogConfig] | None = None) -> None:
-        """Open every partition log in ``log.dir`` (creating the directory if needed).
-        ``config_for(topic)`` supplies per-topic configs; default: the manager default."""
+        """Open every partition log, current and future, of every directory (creating
+        the directories if needed). ``config_for(topic)`` supplies per-topic
+        configs; default: the manager default. Raises
+        :class:`~odradek.storage.logdirs.LogDirsError` for what
+        :func:`~odradek.storage.logdirs.scan` refuses."""
         fs = self.fs
-        makedirs_durable(fs, self.log_dir)
-        marker = clean_shutdown_path(self.log_dir)
-        clean = fs.exists(marker)
-        recovery = self._read_checkpoint(RECOVERY_POINT_CHECKPOINT)
-        if recovery is None:
-            clean, recovery = False, {}
-        starts = self._read_checkpoint(LOG_START_OFFSET_CHECKPOINT) or {}
-        hws = self._read_checkpoint(HIGH_WATERMARK_CHECKPOINT) or {}
-        dirty = self._read_checkpoint(CLEANER_OFFSET_CHECKPOINT) or {}
-        if fs.exists(marker):
-            fs.remove(marker)
-            fs.sync_dir(self.log_dir)
-        self.had_clean_shutdown = clean
-        for name in sorted(fs.listdir(self.log_dir)):
-            path = posixpath.join(self.log_dir, name)
-            if not fs.is_dir(path):
-                continue
-            if name.endswith(DELETE_DIR_SUFFIX):
-                fs.rmtree(path)
-                continue
-            tp = parse_partition_dir_name(name)
-            if tp is None or tp in self.foreign:
-                continue  # -future, -stray, or not ours
-            config = config_for(tp[0]) if config_for is not None else self.default_log_config
-            self._logs[tp] = Log.open(
-                fs,
-                path,
-                config,
-                self.clock,
-                handles=self.handles,
-                clean_shutdown=clean,
-                recovery_point=recovery.get(tp, 0),
-                log_start_offset=starts.get(tp, 0),
-                high_watermark=hws.get(tp),
-                skip_damage=self.config.skip_damage,
-            )
-            self._logs[tp].cleaner_checkpoint = dirty.get(tp, -1)
+        checkpoints: dict[str, tuple[bool, dict[str, dict[TopicPartition, int]]]] = {}
+        for directory in self.dirs:
+            makedirs_durable(fs, directory)
+            marker = clean_shutdown_path(directory)
+            clean = fs.exists(marker)
+            recovery = self._read_checkpoint(directory, RECOVERY_POINT_CHECKPOINT)
+            if recovery is None:
+                clean, recovery = False, {}
+            checkpoints[directory] = (clean, {
+                RECOVERY_POINT_CHECKPOINT: recovery,
+                LOG_START_OFFSET_CHECKPOINT:
+                    self._read_checkpoint(directory, LOG_START_OFFSET_CHECKPOINT) or {},
+                HIGH_WATERMARK_CHECKPOINT:
+                    self._read_checkpoint(directory, HIGH_WATERMARK_CHECKPOINT) or {},
+                CLEANER_OFFSET_CHECKPOINT:
+                    self._read_checkpoint(directory, CLEANER_OFFSET_CHECKPOINT) or {},
+            })
+            if fs.exists(marker):
+                fs.remove(marker)
+                fs.sync_dir(directory)
+        self.had_clean_shutdown = all(clean for clean, _ in checkpoints.values())
+        found = scan(fs, self.dirs, self.foreign)
+        for tp, path in sorted(found.current.items()):
+            self._logs[tp] = self._open(tp, path, checkpoints, config_for,
+                                        promoted=path in found.promoted)
+        for tp, path in sorted(found.futures.items()):
+            self._futures[tp] = self._open(tp, path, checkpoints, config_for, future=True)
 
-    def _read_checkpoint(self, name: str) -> dict[TopicPartition, int] | None:
+    def _open(self, tp: TopicPartition, path: str,
+              checkpoints: Mapping[str, tuple[bool, Mapping[str, Mapping[TopicPartition, int]]]],
+              config_for: Callable[[str], LogConfig] | None, *, future: bool = False,
+              promoted: bool = False) -> Log:
+        clean, offsets = checkpoints[posixpath.dirname(path)]
+        config = config_for(tp[0]) if config_for is not None else self.default_log_config
+        log = Log.open(
+            self.fs,
+            path,
+            config,
+            self.clock,
+            handles=HandleCache(self.fs, 16) if future else self.handles,
+            # A future log renamed in at start-up was never closed as the current log.
+            clean_shutdown=clean and not promoted,
+            recovery_point=offsets[RECOVERY_POINT_CHECKPOINT].get(tp, 0),
+            log_start_offset=offsets[LOG_START_OFFSET_CHECKPOINT].get(tp, 0),
+            high_watermark=offsets[HIGH_WATERMARK_CHECKPOINT].get(tp),
+            skip_damage=self.config.skip_damage,
+        )
+        log.cleaner_checkpoint = offsets[CLEANER_OFFSET_CHECKPOINT].get(tp, -1)
+        return log
+
+    def _read_checkpoint(self, directory: str, name: str) -> dict[TopicPartition, int] | None:
         """Entries of a checkpoint; None when it is unreadable (then recover everything)."""
         try:
-            return read_offsets(self.fs, posixpath.join(self.log_dir, name))
+            return read_offsets(self.fs, posixpath.join(directory, name))
         except (CheckpointFormatError, UnicodeDecodeError):
             return None
 
@@ -245,9 +285,14 @@ class LogManager:
         *,
         topic_id: uuid.UUID | None = None,
     ) -> Log:
+        """The partition's log, created in its pinned directory or else the log
+        directory holding the fewest partitions if there is none."""
         log = self._logs.get((topic, partition))
         if log is None:
-            path = posixpath.join(self.log_dir, partition_dir_name(topic, partition))
+            directory = self.pinned.get((topic, partition)) or choose_dir(
+                self.log_dirs, [lg.parent_dir for lg in self._all_logs()
+                                if (lg.topic, lg.partition) not in self.pinned])
+            path = posixpath.join(directory, partition_dir_name(topic, partition))
             log = Log.open(
                 self.fs,
                 path,
@@ -260,31 +305,114 @@ class LogManager:
             self._logs[(topic, partition)] = log
         return log
 
-    def delete_log(self, topic: str, partition: int) -> None:
+    def _all_logs(self) -> Iterator[Log]:
+        yield from self._logs.values()
+        yield from self._futures.values()
+
+    def dir_of(self, topic: str, partition: int) -> str | None:
+        """The log directory of the partition's current log (None: no log here)."""
+        log = self._logs.get((topic, partition))
+        return None if log is None else log.parent_dir
+
+    def delete_log(self, topic: str, partition: int) -> Log | None:
         """Close the log and rename its directory ``...-delete``; its files are removed
-        after ``file.delete.delay.ms``."""
+        after ``file.delete.delay.ms``. A future log of the partition goes first
+        (see :mod:`odradek.storage.logdirs`); it is returned, not closed, for
+        its mover to close once no copy runs."""
+        future = self.drop_future(topic, partition)
         log = self._logs.pop((topic, partition), None)
         if log is None:
-            return
+            return future
         log.close()
-        target = posixpath.join(self.log_dir, deleted_dir_name(topic, partition, self.ids.uuid()))
+        self._rename_for_deletion(log)
+        return future
+
+    def _rename_for_deletion(self, log: Log, delay_ms: int | None = None) -> None:
+        parent = log.parent_dir
+        target = posixpath.join(parent, deleted_dir_name(log.topic, log.partition,
+                                                         self.ids.uuid()))
         self.fs.rename(log.dir_path, target)
-        self.fs.sync_dir(self.log_dir)
-        due = self.clock.monotonic_ms() + log.config.file_delete_delay_ms
-        self._dir_deletes.append((due, target))
-        if log.config.file_delete_delay_ms == 0:
+        self.fs.sync_dir(parent)
+        delay = log.config.file_delete_delay_ms if delay_ms is None else delay_ms
+        self._dir_deletes.append((self.clock.monotonic_ms() + delay, target))
+        if delay == 0:
             self._run_dir_deletes(self.clock.monotonic_ms())
 
     def move_aside(self, topic: str, partition: int) -> str:
         """Close the log and rename its directory ``<topic>-<partition>.<hex>-stray``
         (Kafka's name): kept for the operator, never read or deleted again.
-        Returns the new path."""
+        A future log of the partition is dropped first. Returns the new path."""
+        future = self.drop_future(topic, partition)
+        if future is not None:
+            future.close()
         log = self._logs.pop((topic, partition))
         log.close()
-        target = posixpath.join(self.log_dir, stray_dir_name(topic, partition, self.ids.uuid()))
+        parent = log.parent_dir
+        target = posixpath.join(parent, stray_dir_name(topic, partition, self.ids.uuid()))
         self.fs.rename(log.dir_path, target)
-        self.fs.sync_dir(self.log_dir)
+        self.fs.sync_dir(parent)
         return target
+
+    # -- moves between log directories (AlterReplicaLogDirs) --------------------------------
+
+    def future_log(self, topic: str, partition: int) -> Log | None:
+        return self._futures.get((topic, partition))
+
+    def futures(self) -> Mapping[TopicPartition, Log]:
+        return self._futures
+
+    def create_future_log(self, topic: str, partition: int, directory: str) -> Log:
+        """An empty ``<topic>-<partition>.<hex>-future`` log in ``directory`` (one of
+        ``log.dirs``, not the current log's), with the current log's config and
+        topic id, opened through a handle cache of its own: the mover fills it
+        on a worker thread. Step 1 of :mod:`odradek.storage.logdirs`."""
+        tp = (topic, partition)
+        current = self._logs[tp]
+        assert tp not in self._futures and directory != current.parent_dir
+        path = posixpath.join(directory, future_dir_name(topic, partition, self.ids.uuid()))
+        log = Log.open(self.fs, path, current.config, self.clock,
+                       handles=HandleCache(self.fs, 16), topic_id=current.topic_id,
+                       log_start_offset=current.log_start_offset,
+                       skip_damage=self.config.skip_damage)
+        self._futures[tp] = log
+        return log
+
+    def drop_future(self, topic: str, partition: int) -> Log | None:
+        """Rename the partition's future log ``...-delete`` (removed after
+        ``file.delete.delay.ms``) and forget it; returns it unclosed (a copy may
+        still be writing to it: whoever runs the copy closes it)."""
+        log = self._futures.pop((topic, partition), None)
+        if log is not None:
+            self._rename_for_deletion(log)
+        return log
+
+    def promote_future(self, topic: str, partition: int) -> Log:
+        """Make the future log the partition's log: steps 2 and 3 of
+        :mod:`odradek.storage.logdirs`. The caller has made sure, with nothing
+        in between on its thread, that the future log holds every record of the
+        current one and is synced at least as far (its recovery point), and that
+        no flush of either runs. The old log is closed and its directory removed
+        after ``file.delete.delay.ms``. Returns the new current log."""
+        tp = (topic, partition)
+        old, new = self._logs[tp], self._futures[tp]
+        parent = new.parent_dir
+        old.snapshot_source = None  # its producer snapshot would go to the -delete dir
+        old.close()
+        self._rename_for_deletion(old)  # the decision (synced)
+        crashpoints.reach("logdir.after_decide")
+        target = posixpath.join(parent, partition_dir_name(topic, partition))
+        self.fs.rename(new.dir_path, target)
+        self.fs.sync_dir(parent)
+        crashpoints.reach("logdir.after_rename")
+        private = new.handles
+        new.relocate(target, self.handles)
+        private.close_all()
+        del self._futures[tp]
+        self._logs[tp] = new
+        now = self.clock.monotonic_ms()
+        for name in self._next:
+            self._next[name] = now  # both directories' checkpoints name it where it is
+        return new
 
     def logs(self) -> Mapping[TopicPartition, Log]:
         return self._logs
@@ -364,6 +492,8 @@ class LogManager:
         for log in self._logs.values():
             if log.offline or not log.config.compact or log.cleaner_view is None:
                 continue
+            if (log.topic, log.partition) in self._futures:
+                continue  # paused while it moves to another directory, as in Kafka
             view = log.cleaner_view()
             first_dirty = log.cleaner_checkpoint
             if not log.log_start_offset <= first_dirty <= log.log_end_offset:
@@ -427,27 +557,35 @@ class LogManager:
         return self.checkpoint_job(names)
 
     def checkpoint_job(self, names: list[str] | None = None) -> CheckpointJob:
-        """A job writing the named checkpoint files (default: all three) as of now."""
-        contents = self._checkpoint_contents()
-        chosen = names or list(contents)
-        if not contents[CLEANER_OFFSET_CHECKPOINT] and not self.fs.exists(
-                posixpath.join(self.log_dir, CLEANER_OFFSET_CHECKPOINT)):
-            chosen = [n for n in chosen if n != CLEANER_OFFSET_CHECKPOINT]  # no cleaning yet
-        files = [(posixpath.join(self.log_dir, n), format_offsets(contents[n])) for n in chosen]
+        """A job writing the named checkpoint files (default: all) of every
+        directory as of now, each listing the logs (current and future) there."""
+        files: list[tuple[str, bytes]] = []
+        for directory, contents in self._checkpoint_contents().items():
+            chosen = names or list(contents)
+            if not contents[CLEANER_OFFSET_CHECKPOINT] and not self.fs.exists(
+                    posixpath.join(directory, CLEANER_OFFSET_CHECKPOINT)):
+                chosen = [n for n in chosen if n != CLEANER_OFFSET_CHECKPOINT]  # none yet
+            files += [(posixpath.join(directory, n), format_offsets(contents[n]))
+                      for n in chosen]
         return CheckpointJob(self.fs, self, files)
 
-    def _checkpoint_contents(self) -> dict[str, dict[TopicPartition, int]]:
-        return {
-            RECOVERY_POINT_CHECKPOINT: {tp: log.recovery_point for tp, log in self._logs.items()},
-            LOG_START_OFFSET_CHECKPOINT: {
-                tp: log.log_start_offset for tp, log in self._logs.items()
-            },
-            HIGH_WATERMARK_CHECKPOINT: {tp: log.high_watermark for tp, log in self._logs.items()},
-            CLEANER_OFFSET_CHECKPOINT: {
-                tp: log.cleaner_checkpoint for tp, log in self._logs.items()
-                if log.cleaner_checkpoint >= 0
-            },
-        }
+    def _checkpoint_contents(self) -> dict[str, dict[str, dict[TopicPartition, int]]]:
+        """Directory → checkpoint file name → entries."""
+        out: dict[str, dict[str, dict[TopicPartition, int]]] = {
+            d: {RECOVERY_POINT_CHECKPOINT: {}, LOG_START_OFFSET_CHECKPOINT: {},
+                HIGH_WATERMARK_CHECKPOINT: {}, CLEANER_OFFSET_CHECKPOINT: {}}
+            for d in self.dirs}
+        for logs in (self._logs, self._futures):
+            for tp, log in logs.items():
+                contents = out.get(log.parent_dir)
+                if contents is None:
+                    continue
+                contents[RECOVERY_POINT_CHECKPOINT][tp] = log.recovery_point
+                contents[LOG_START_OFFSET_CHECKPOINT][tp] = log.log_start_offset
+                contents[HIGH_WATERMARK_CHECKPOINT][tp] = log.high_watermark
+                if log.cleaner_checkpoint >= 0:
+                    contents[CLEANER_OFFSET_CHECKPOINT][tp] = log.cleaner_checkpoint
+        return out
 
     def checkpoint_done(self, error: BaseException | None) -> None:
         self._checkpoint_in_flight = False
@@ -462,27 +600,32 @@ class LogManager:
             job.run()
         except OSError as e:
             job.complete(e)
-            raise KafkaStorageError(f"checkpoint write in {self.log_dir} failed: {e}") from e
+            raise KafkaStorageError(f"checkpoint write failed: {e}") from e
         job.complete(None)
 
     # -- shutdown ---------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Flush and close every log, write the checkpoints and, if every log is
-        healthy, the clean-shutdown marker."""
+        """Flush and close every log (future logs too: no copy may be running), write
+        the checkpoints and, if every log is healthy, each directory's
+        clean-shutdown marker."""
         healthy = self.failed is None
         if self.cleaner_pool is not None:
             self.cleaner_pool.close()
-        for log in self._logs.values():
+        for log in list(self._all_logs()):
             if not log.offline:
                 with contextlib.suppress(KafkaStorageError):
                     log.flush()
             log.close()
+            if log.is_future:
+                log.handles.close_all()
             healthy = healthy and not log.offline
         try:
             self.write_checkpoints()
             if healthy:
-                write_clean_shutdown(self.fs, self.log_dir, self.broker_epoch)
+                for directory in self.dirs:
+                    write_clean_shutdown(self.fs, directory, self.broker_epoch)
         finally:
             self.handles.close_all()
             self._logs.clear()
+            self._futures.clear()

@@ -13,7 +13,9 @@ segment's base offset written as 20 decimal digits, zero padded::
 plus ``partition.metadata`` and ``leader-epoch-checkpoint``. Files of a deleted
 segment get the suffix
 ``.deleted`` until ``file.delete.delay.ms`` has passed; a deleted partition
-directory is renamed ``<topic>-<partition>.<32 hex digits>-delete``.
+directory is renamed ``<topic>-<partition>.<32 hex digits>-delete``. A copy of a
+partition being moved into another log directory (AlterReplicaLogDirs) is
+``<topic>-<partition>.<32 hex digits>-future`` in the target directory.
 """
 
 from __future__ import annotations
@@ -100,3 +102,24 @@ def stray_dir_name(topic: str, partition: int, unique: uuid.UUID) -> str:
 def deleted_dir_name(topic: str, partition: int, unique: uuid.UUID) -> str:
     """Kafka's name for a partition directory scheduled for deletion."""
     return f"{partition_dir_name(topic, partition)}.{unique.hex}{DELETE_DIR_SUFFIX}"
+
+
+def future_dir_name(topic: str, partition: int, unique: uuid.UUID) -> str:
+    """Kafka's name for the copy of a partition being moved into another log
+    directory (AlterReplicaLogDirs), in that directory."""
+    return f"{partition_dir_name(topic, partition)}.{unique.hex}{FUTURE_DIR_SUFFIX}"
+
+
+def parse_future_dir_name(name: str) -> tuple[str, int] | None:
+    """(topic, partition) of ``<topic>-<partition>.<32 hex>-future``; None otherwise."""
+    if not name.endswith(FUTURE_DIR_SUFFIX):
+        return None
+    stem, dot, unique = name[: -len(FUTURE_DIR_SUFFIX)].rpartition(".")
+    if not dot or len(unique) != 32 or any(c not in "0123456789abcdef" for c in unique):
+        return None
+    return parse_partition_dir_name(stem)
+
+
+def parse_log_dir_name(name: str) -> tuple[str, int] | None:
+    """(topic, partition) of a partition directory, current or ``-future``."""
+    return parse_partition_dir_name(name) or parse_future_dir_name(name)

@@ -197,6 +197,13 @@ class Segment:
             self._ti.maybe_append(ts, offset, force=True)
         self.write_indexes()
 
+    def relocate(self, dir_path: str, handles: HandleCache) -> None:
+        """The partition directory was renamed ``dir_path``: the same files, new paths."""
+        self.dir_path, self.handles = dir_path, handles
+        self.log_path = segment_path(dir_path, self.base_offset, LOG_SUFFIX)
+        self.index_path = segment_path(dir_path, self.base_offset, INDEX_SUFFIX)
+        self.time_index_path = segment_path(dir_path, self.base_offset, TIME_INDEX_SUFFIX)
+
     def close(self) -> None:
         self.become_inactive()
         for path in self.paths:

@@ -11,7 +11,9 @@ import ast
 from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[3] / "src" / "odradek"
-OWNERS = {SRC / "replication" / "partition.py"}
+# The partition layer: the state machine, and the future replica it owns (the
+# copy of its log being filled in another log directory).
+OWNERS = {SRC / "replication" / "partition.py", SRC / "replication" / "future.py"}
 LOG_MUTATORS = {
     "advance_high_watermark", "append_replicated", "truncate_to",
     "truncate_fully_and_start_at", "delete_records_before",

@@ -26,6 +26,7 @@ import odradek.broker.handlers.k27_write_txn_markers
 import odradek.broker.handlers.k28_txn_offset_commit
 import odradek.broker.handlers.k32_describe_configs
 import odradek.broker.handlers.k33_alter_configs
+import odradek.broker.handlers.k34_alter_replica_log_dirs
 import odradek.broker.handlers.k35_describe_log_dirs
 import odradek.broker.handlers.k37_create_partitions
 import odradek.broker.handlers.k42_delete_groups
