@@ -123,6 +123,7 @@ DEFAULTS: dict[str, str] = {
     "broker.session.timeout.ms": "9000",
     "metadata.log.dir": "",
     "num.replica.alter.log.dirs.threads": "",
+    "replica.alter.log.dirs.io.max.bytes.per.second": "9223372036854775807",
     "metadata.max.idle.interval.ms": "500",
     "metadata.log.max.record.bytes.between.snapshots": "20971520",
     "metadata.log.max.snapshot.interval.ms": "3600000",
@@ -176,7 +177,7 @@ _INT_KEYS |= {
     "replica.fetch.max.bytes", "replica.fetch.response.max.bytes", "replica.fetch.backoff.ms",
     "num.replica.fetchers", "transaction.state.log.replication.factor",
     "transaction.state.log.min.isr", "leader.imbalance.check.interval.seconds",
-    "follower.replication.throttled.rate",
+    "follower.replication.throttled.rate", "replica.alter.log.dirs.io.max.bytes.per.second",
 }
 # Kafka's null defaults: checked only when set.
 _NULLABLE_INT_KEYS = {"log.roll.ms", "log.retention.ms", "log.retention.minutes",
@@ -337,6 +338,8 @@ class BrokerConfig:
             if key in seen:
                 raise ConfigError(f"log.dirs: {seen[key]} and {d} are the same directory")
             seen[key] = d
+        if self.get_int("replica.alter.log.dirs.io.max.bytes.per.second") < 1:
+            raise ConfigError("replica.alter.log.dirs.io.max.bytes.per.second: must be positive")
         threads = self.get("num.replica.alter.log.dirs.threads").strip()
         if threads and (not threads.isdigit() or int(threads) < 1):
             raise ConfigError("num.replica.alter.log.dirs.threads: must be at least 1")

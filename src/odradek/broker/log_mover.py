@@ -54,8 +54,12 @@ FINAL_BYTES = 256 << 10
 class LogMover:
     """The moves of one broker (see the module docstring)."""
 
-    def __init__(self, manager: PartitionManager, threads: int) -> None:
+    def __init__(self, manager: PartitionManager, threads: int,
+                 max_bytes_per_second: float = float("inf")) -> None:
         self.manager = manager
+        self.max_bytes_per_second = max_bytes_per_second
+        """``replica.alter.log.dirs.io.max.bytes.per.second``: each move copies at most
+        this fast (Kafka's throttle of its ReplicaAlterLogDirsThreads)."""
         self._slots = asyncio.Semaphore(max(threads, 1))
         self._tasks: dict[tuple[str, int], asyncio.Task[None]] = {}
         self._busy: set[FutureReplica] = set()
@@ -121,15 +125,22 @@ class LogMover:
     async def _run(self, part: Partition, future: FutureReplica) -> None:
         state = part.state
         key = (part.topic, part.index)
+        loop = asyncio.get_running_loop()
+        rate = self.max_bytes_per_second
+        chunk = int(min(CHUNK_BYTES, max(rate / 10, 4096)))
         try:
             async with self._slots:
+                began, copied = loop.time(), future.copied_bytes
                 while state.future is future:
-                    plan = future.plan(state.log, CHUNK_BYTES)
+                    plan = future.plan(state.log, chunk)
                     if plan is not None:
                         await self._in_thread(future, future.copy, plan, self.manager.fs)
                         if state.future is future:
                             future.copied(state.log)
                             crashpoints.reach("logdir.copying")
+                        ahead = (future.copied_bytes - copied) / rate - (loop.time() - began)
+                        if ahead > 0:
+                            await asyncio.sleep(ahead)
                         continue
                     await self._in_thread(future, future.sync, state.log.epochs.entries)
                     if state.future is not future:

@@ -175,7 +175,9 @@ class PartitionManager:
             pinned={} if meta in foreign else {meta: metadata_dir or dirs[0]},
         )
         threads = server_props.get("num.replica.alter.log.dirs.threads") or ""
-        self.mover = LogMover(self, int(threads) if threads.strip() else len(dirs))
+        rate = server_props.get("replica.alter.log.dirs.io.max.bytes.per.second") or ""
+        self.mover = LogMover(self, int(threads) if threads.strip() else len(dirs),
+                              float(rate) if rate.strip() else float("inf"))
         """Moves between log directories (AlterReplicaLogDirs)."""
         self.partitions: dict[tuple[str, int], Partition] = {}
         self.default_min_isr = int(server_props.get("min.insync.replicas") or 1)

@@ -61,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
     file_props = read_properties(args.properties) if args.properties else None
     overrides = parse_overrides(args.override)
     if args.log_dirs:
-        overrides.setdefault("log.dirs", args.log_dirs)
+        overrides["log.dirs"] = args.log_dirs
     if args.accept_missing_metadata:
         from odradek.broker.state import ACCEPT_MISSING_METADATA
 
