@@ -66,6 +66,9 @@ class LogMover:
         """Future replicas a worker thread is writing to: closed by their task."""
         self._orphans: set[FutureReplica] = set()
         self.completed = 0
+        self.last_swap_ms = 0.0
+        """How long the last move's final step held the event loop (copy of the last
+        batches, fsync if needed, the renames)."""
 
     def alter(self, part: Partition, directory: str) -> None:
         """Move ``part`` to ``directory`` (one of ``log.dirs``), as AlterReplicaLogDirs
@@ -147,13 +150,16 @@ class LogMover:
                         break
                     if await self._wait_quiet(part):
                         continue  # something ran meanwhile: look again
+                    held = loop.time()
                     if future.finish(state.log, FINAL_BYTES):
                         crashpoints.reach("logdir.before_decide")
                         self.manager.promote_future(part)
                         self.completed += 1
-                        log.info("%s-%d: moved to log directory %s (%d bytes copied)",
-                                 part.topic, part.index, state.log.parent_dir,
-                                 future.copied_bytes)
+                        self.last_swap_ms = (loop.time() - held) * 1000
+                        log.info("%s-%d: moved to log directory %s (%d bytes copied; the "
+                                 "final step held the event loop %.1f ms)", part.topic,
+                                 part.index, state.log.parent_dir, future.copied_bytes,
+                                 self.last_swap_ms)
                         return
         except (StorageError, OSError) as exc:
             log.warning("%s-%d: moving to another log directory failed, given up (the "
