@@ -2,7 +2,9 @@
 
 ``python -m tools.codegen`` writes the committed modules;
 ``python -m tools.codegen --check`` regenerates into a temporary directory and
-fails on any difference.
+fails on any difference. Messages whose vendored spec predates Kafka 4.0 get
+the project's overlay from ``tools/codegen/overlay`` first
+(:mod:`tools.codegen.overlay`); every overlay must be used.
 """
 
 from __future__ import annotations
@@ -12,9 +14,11 @@ import filecmp
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
+from tools.codegen.overlay import OVERLAY_DIR, Overlay, apply_overlay, load_overlays
 from tools.codegen.render import render_module
-from tools.codegen.spec import MAX_VERSION, MessageSpec, load_spec, snake_case
+from tools.codegen.spec import MAX_VERSION, MessageSpec, SpecError, load_spec, snake_case
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_SPECS = ROOT.parent / "shared" / "kafka-protocol"
@@ -81,8 +85,26 @@ def _write_package(out: Path, specs: list[MessageSpec], doc: str, with_api: bool
         (out / "api_table.py").write_text(_api_table(specs), encoding="utf-8")
 
 
-def generate(specs_root: Path, wire_dir: Path) -> None:
-    messages = [load_spec(p) for p in sorted((specs_root / "messages").glob("*.json"))]
+def _load_messages(folder: Path, overlays: dict[str, Overlay]) -> list[MessageSpec]:
+    """The specs of ``folder``, each amended by its overlay if it has one."""
+    used: set[str] = set()
+
+    def amend(raw: dict[str, Any]) -> str | None:
+        overlay = overlays.get(str(raw.get("name")))
+        if overlay is None:
+            return None
+        apply_overlay(raw, overlay)
+        used.add(overlay.name)
+        return f"overlay/{overlay.source}"
+
+    specs = [load_spec(p, amend) for p in sorted(folder.glob("*.json"))]
+    if unused := sorted(set(overlays) - used):
+        raise SpecError(f"overlays for specs that do not exist: {', '.join(unused)}")
+    return specs
+
+
+def generate(specs_root: Path, wire_dir: Path, overlay_dir: Path = OVERLAY_DIR) -> None:
+    messages = _load_messages(specs_root / "messages", load_overlays(overlay_dir))
     _write_package(
         wire_dir / "messages", messages,
         "Kafka protocol messages, one module per spec file.", with_api=True,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -146,37 +147,20 @@ def _opt_str(value: object) -> str | None:
     return None if value is None else str(value)
 
 
-# Versions newer than the vendored specs that Odradek speaks, as edits on the
-# parsed JSON: (spec name) -> (new validVersions, [(path of struct names, field)]).
-# VoteRequest/VoteResponse v2 add pre-vote (KIP-996, Kafka 4.0).
-AMENDMENTS: dict[str, tuple[str, list[tuple[tuple[str, ...], dict[str, object]]]]] = {
-    "VoteRequest": ("0-2", [(("Topics", "Partitions"), {
-        "name": "PreVote", "type": "bool", "versions": "2+",
-        "about": "Whether this is a pre-vote, which neither bumps nor persists an epoch."})]),
-    "VoteResponse": ("0-2", []),
-}
-
-
-def _amend(raw: dict[str, Any]) -> None:
-    amendment = AMENDMENTS.get(str(raw.get("name")))
-    if amendment is None:
-        return
-    versions, fields = amendment
-    raw["validVersions"] = versions
-    for path, new_field in fields:
-        target: dict[str, Any] = raw
-        for struct in path:
-            target = next(f for f in target["fields"] if f["name"] == struct)
-        if all(f["name"] != new_field["name"] for f in target["fields"]):
-            target["fields"].append(new_field)
-
-
-def load_spec(path: Path) -> MessageSpec:
+def load_spec(
+    path: Path, amend: Callable[[dict[str, Any]], str | None] | None = None
+) -> MessageSpec:
+    """Parse one spec file. ``amend`` may edit the parsed JSON first (the
+    project's overlays, :mod:`tools.codegen.overlay`) and returns the name of
+    what it applied, which the generated module's header then cites."""
     try:
         raw = json.loads(strip_comments(path.read_text(encoding="utf-8")))
     except json.JSONDecodeError as exc:
         raise SpecError(f"{path.name}: {exc}") from exc
-    _amend(raw)
+    source = path.name
+    applied = amend(raw) if amend is not None else None
+    if applied is not None:
+        source = f"{path.name} and {applied}"
     name = str(raw["name"])
     valid = parse_versions(str(raw["validVersions"]))
     if valid is None:
@@ -195,7 +179,7 @@ def load_spec(path: Path) -> MessageSpec:
         fields=[_parse_field(f, name) for f in raw["fields"]],
         common_structs=common,
         listeners=[str(x) for x in raw.get("listeners", [])],
-        source=path.name,
+        source=source,
     )
 
 
