@@ -1,4 +1,4 @@
-"""Produce (key 0), versions 3–11 served; 0–2 advertised but rejected.
+"""Produce (key 0), versions 3–12 served; 0–2 advertised but rejected.
 
 Behaviour: each partition's records go to the partition layer
 (:meth:`PartitionState.append_as_leader`): validated in full (framing, magic
@@ -34,8 +34,12 @@ if the partition is unknown) and the response lists that leader's endpoint in
 on a single node (it leads everything) is always; v11 TRANSACTION_ABORTABLE
 (KIP-890): a transactional batch for a partition that is not in the producer's
 ongoing transaction gets it instead of INVALID_TXN_STATE, as Kafka 4.0's
-verification answers such clients. v12 (transactions v2, KIP-890 part 2) is not
-implemented (docs/transactions.md) and not advertised.
+verification answers such clients; v12 (KIP-890 part 2) has v11's fields. With
+transactions v2 a Kafka broker adds the partition of a v12 transactional batch
+to the transaction itself; Odradek does not finalize ``transaction.version`` 2
+(ApiVersions), so its clients stay on transactions v1, which add every
+partition with AddPartitionsToTxn first, and v12 is verified exactly as v11
+(docs/transactions.md).
 """
 
 from __future__ import annotations
@@ -169,7 +173,7 @@ def _leader_hints(ctx: RequestContext, responses: list[TopicProduceResponse]) ->
     return [endpoints[n] for n in sorted(endpoints)]
 
 
-@handler(0, (0, 11), rejected_versions=(0, 2), error_response=error_response)
+@handler(0, (0, 12), rejected_versions=(0, 2), error_response=error_response)
 async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceResponse | None:
     state = ctx.broker
     acks = request.acks

@@ -1,4 +1,4 @@
-"""Metadata (key 3), versions 0–12.
+"""Metadata (key 3), versions 0–13.
 
 Behaviour: each partition with its leader, leader epoch, replicas, ISR and
 offline replicas (on brokers fenced or gone), from the metadata image; a
@@ -14,9 +14,10 @@ Version notes: v1 controller id and is_internal; v2 cluster id; v4 the
 auto-creation flag; v5 offline replicas; v7 leader epochs; v8–10 authorized
 operations (unset, -2^31); v10 topic ids; v12 lookup by topic id (an unknown
 id is answered UNKNOWN_TOPIC_ID with a null name and the id echoed, as Kafka
-does). v13 (KIP-1102: a top-level error code, REBOOTSTRAP_REQUIRED) is not
-served: the generated Metadata message classes (Kafka's pre-4.0 JSON specs)
-stop at v12, so a v13 request could not even be decoded.
+does); v13 a top-level error code (KIP-1102), which is always 0: like Kafka
+4.0's brokers, Odradek never asks a client to rebootstrap
+(REBOOTSTRAP_REQUIRED). v13's classes come from the project's overlay
+(``tools/codegen/overlay``) on the pre-4.0 specs.
 """
 
 from __future__ import annotations
@@ -67,7 +68,7 @@ def _error_topic(
     return MetadataResponseTopic(error_code=code, name=name, topic_id=topic_id, partitions=[])
 
 
-@handler(3, (0, 12))
+@handler(3, (0, 13))
 async def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataResponse:
     state = ctx.broker
     image = state.image
@@ -112,5 +113,5 @@ async def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataRespo
     ]
     return MetadataResponse(
         throttle_time_ms=0, brokers=brokers, cluster_id=state.cluster_id,
-        controller_id=state.client_controller_id, topics=topics,
+        controller_id=state.client_controller_id, topics=topics, error_code=0,
     )

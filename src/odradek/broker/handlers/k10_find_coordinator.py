@@ -1,13 +1,16 @@
-"""FindCoordinator (key 10), versions 0–4.
+"""FindCoordinator (key 10), versions 0–6.
 
 Behaviour: the coordinator of a group (transactional id) is the broker leading
 its partition of ``__consumer_offsets`` (``__transaction_state``), Kafka's
 hash of the key modulo the partition count; on one node, this node. The topic
 is created on first use (by the controller, in a cluster). Any other key type is
-INVALID_REQUEST.
+INVALID_REQUEST, share-group keys (type 2, v6) included: Odradek serves no
+share groups (KIP-932).
 
 Version notes: v1 key type, throttle and error message; v3 flexible; v4 a
-batch of keys answered one coordinator each (KIP-699).
+batch of keys answered one coordinator each (KIP-699); v5 (KIP-890) lets the
+broker answer TRANSACTION_ABORTABLE, which a coordinator lookup never needs;
+v6 (KIP-932) admits key type 2.
 """
 
 from __future__ import annotations
@@ -25,9 +28,10 @@ from odradek.wire.messages.find_coordinator_response import Coordinator, FindCoo
 
 async def _find(ctx: RequestContext, key: str, key_type: int) -> Coordinator:
     if key_type not in (0, 1):
+        message = ("share groups are not served" if key_type == 2
+                   else f"unknown key type {key_type}")
         return Coordinator(key=key, node_id=-1, host="", port=-1,
-                           error_code=ErrorCode.INVALID_REQUEST,
-                           error_message=f"unknown key type {key_type}")
+                           error_code=ErrorCode.INVALID_REQUEST, error_message=message)
     if key_type == 1 and not key:
         return Coordinator(key=key, node_id=-1, host="", port=-1,
                            error_code=ErrorCode.INVALID_REQUEST,
@@ -57,7 +61,7 @@ def _leader_of(ctx: RequestContext, key: str, key_type: int) -> int:
     return p.leader if p is not None else ctx.broker.node_id
 
 
-@handler(10, (0, 4))
+@handler(10, (0, 6))
 async def handle(ctx: RequestContext, req: FindCoordinatorRequest) -> FindCoordinatorResponse:
     if ctx.api_version >= 4:
         return FindCoordinatorResponse(

@@ -1,4 +1,4 @@
-"""JoinGroup (key 11), versions 0–7.
+"""JoinGroup (key 11), versions 0–9.
 
 Behaviour: the classic rebalance of :mod:`odradek.coordinator.membership`; a
 JoinGroup waits until the rebalance completes (all members joined, or the
@@ -7,10 +7,18 @@ rebalance timeout). v4+ with no member id gets MEMBER_ID_REQUIRED and an id
 
 Version notes: v0 has no rebalance timeout (the session timeout serves); v4
 MEMBER_ID_REQUIRED; v5 group instance ids; v6 flexible; v7 protocol type and
-a nullable protocol name in the response.
+a nullable protocol name in the response; v8 the client's reason for joining
+(KIP-800), logged as Kafka does and otherwise unused; v9 ``skip_assignment``
+in the response, which only a KIP-848 coordinator running the assignor for a
+classic group's leader sets: always false here. Versions 0–1, which Kafka 4.0
+dropped (KIP-896), stay served: they are implemented and tested, dropping them
+would only turn away older clients, and Kafka 4.1 advertises JoinGroup 0–9
+again.
 """
 
 from __future__ import annotations
+
+import logging
 
 from odradek.broker.context import RequestContext
 from odradek.broker.groups import CoordinatorWriteError
@@ -21,10 +29,14 @@ from odradek.wire.errors import ErrorCode
 from odradek.wire.messages.join_group_request import JoinGroupRequest
 from odradek.wire.messages.join_group_response import JoinGroupResponse
 
+log = logging.getLogger("odradek.groups")
 
-@handler(11, (0, 7))
+
+@handler(11, (0, 9))
 async def handle(ctx: RequestContext, req: JoinGroupRequest) -> JoinGroupResponse:
     version = ctx.api_version
+    if version >= 8 and req.reason:
+        log.info("member %r joins group %r (reason: %s)", req.member_id, req.group_id, req.reason)
     runtime = await group_runtime(ctx)
     if runtime is None:
         resp = join_error(ErrorCode.COORDINATOR_NOT_AVAILABLE, req.member_id)
@@ -43,4 +55,5 @@ async def handle(ctx: RequestContext, req: JoinGroupRequest) -> JoinGroupRespons
             resp = join_error(ErrorCode.COORDINATOR_NOT_AVAILABLE, req.member_id)
     if version < 7 and resp.protocol_name is None:
         resp.protocol_name = ""
+    resp.skip_assignment = False
     return resp

@@ -1,14 +1,17 @@
-"""LeaveGroup (key 13), versions 0–4.
+"""LeaveGroup (key 13), versions 0–5.
 
 Behaviour: the members leave at once (no session timeout to wait out) and the
 rest of the group rebalances. A static member may leave by instance id; an
 instance id now held by another member id is FENCED_INSTANCE_ID.
 
 Version notes: v0–2 one member id, its error at the top level; v3 a batch of
-members (KIP-345) with an error each; v4 flexible.
+members (KIP-345) with an error each; v4 flexible; v5 a reason per member
+(KIP-800), logged as Kafka does and otherwise unused.
 """
 
 from __future__ import annotations
+
+import logging
 
 from odradek.broker.context import RequestContext
 from odradek.broker.handlers.group_common import group_runtime
@@ -18,12 +21,19 @@ from odradek.wire.errors import ErrorCode
 from odradek.wire.messages.leave_group_request import LeaveGroupRequest
 from odradek.wire.messages.leave_group_response import LeaveGroupResponse
 
+log = logging.getLogger("odradek.groups")
 
-@handler(13, (0, 4))
+
+@handler(13, (0, 5))
 async def handle(ctx: RequestContext, req: LeaveGroupRequest) -> LeaveGroupResponse:
     runtime = await group_runtime(ctx)
     if runtime is None:
         return LeaveGroupResponse(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    if ctx.api_version >= 5:
+        for m in req.members:
+            if m.reason:
+                log.info("member %r leaves group %r (reason: %s)", m.member_id, req.group_id,
+                         m.reason)
     legacy = ctx.api_version < 3
     leaving = (
         [Leaving(req.member_id, None)] if legacy

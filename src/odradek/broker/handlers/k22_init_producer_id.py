@@ -1,4 +1,4 @@
-"""InitProducerId (key 22), versions 0–4: idempotent and transactional producers.
+"""InitProducerId (key 22), versions 0–5: idempotent and transactional producers.
 
 Behaviour without a transactional id: a fresh producer id with epoch 0, taken
 from a block reserved in the metadata journal (so ids are never reused across
@@ -14,7 +14,9 @@ is CONCURRENT_TRANSACTIONS until it is; a timeout above
 ``transaction.max.timeout.ms`` is INVALID_TRANSACTION_TIMEOUT.
 
 Version notes: v2 is flexible; v3 adds producer id/epoch to the request; v4
-allows PRODUCER_FENCED in responses (INVALID_PRODUCER_EPOCH below it).
+allows PRODUCER_FENCED in responses (INVALID_PRODUCER_EPOCH below it); v5
+(KIP-890) allows TRANSACTION_ABORTABLE, which Kafka's coordinator answers
+only under transactions v2 (not finalized here): answered as v4.
 """
 
 from __future__ import annotations
@@ -82,7 +84,7 @@ async def _transactional(
                                   producer_epoch=decision.producer_epoch)
 
 
-@handler(22, (0, 4))
+@handler(22, (0, 5))
 async def handle(ctx: RequestContext, request: InitProducerIdRequest) -> InitProducerIdResponse:
     if request.transactional_id is not None:
         return await _transactional(ctx, request, request.transactional_id)

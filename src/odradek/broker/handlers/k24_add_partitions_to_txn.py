@@ -1,15 +1,28 @@
-"""AddPartitionsToTxn (key 24), versions 0–3: a producer names the partitions
-its transaction writes to, before it writes.
+"""AddPartitionsToTxn (key 24), versions 0–5: the partitions a transaction
+writes to, named before they are written.
 
-Behaviour: a partition of an unknown topic gets UNKNOWN_TOPIC_OR_PARTITION and
-every other partition of the request OPERATION_NOT_ATTEMPTED, as Kafka
-answers; otherwise the transaction coordinator adds them all (the transaction
-becomes Ongoing) or answers one error for all: INVALID_PRODUCER_ID_MAPPING,
-PRODUCER_FENCED, CONCURRENT_TRANSACTIONS while a previous transaction
-completes, INVALID_TXN_STATE.
+Behaviour, per transaction: a partition of an unknown topic gets
+UNKNOWN_TOPIC_OR_PARTITION and every other partition of that transaction
+OPERATION_NOT_ATTEMPTED, as Kafka answers; otherwise the transaction
+coordinator adds them all (the transaction becomes Ongoing) or answers one
+error for all: INVALID_PRODUCER_ID_MAPPING, PRODUCER_FENCED,
+CONCURRENT_TRANSACTIONS while a previous transaction completes,
+INVALID_TXN_STATE; NOT_COORDINATOR for an id this broker does not coordinate.
 
-Version notes: v2 allows PRODUCER_FENCED (INVALID_PRODUCER_EPOCH below); v3
-flexible. v4+ (batched, broker-to-broker verification) is not advertised.
+Version notes: v0–3 are the client's form (one transaction); v2 allows
+PRODUCER_FENCED (INVALID_PRODUCER_EPOCH below); v3 flexible. v4+ is the
+broker-to-broker form (KIP-890 part 1): a batch of transactions, each with
+``verify_only``, answered per transaction (``results_by_transaction``, the
+top-level error code 0). ``verify_only`` asks without changing anything
+whether the partitions are in the producer's ongoing transaction: NONE or
+TRANSACTION_ABORTABLE per partition, or one of INVALID_PRODUCER_ID_MAPPING /
+PRODUCER_FENCED / CONCURRENT_TRANSACTIONS for all
+(:meth:`~odradek.coordinator.txn.coordinator.TransactionCoordinator.verify_partitions`);
+without it the partitions are added as a client's v3 request adds them
+(a Kafka broker sends that form for transactions v2, which Odradek does not
+finalize). v5 only says the requester knows TRANSACTION_ABORTABLE; Kafka's
+coordinator answers it to v4 as well, and so does Odradek. Kafka requires
+CLUSTER_ACTION for v4+; Odradek has no authorizer.
 """
 
 from __future__ import annotations
@@ -17,46 +30,97 @@ from __future__ import annotations
 from odradek.broker.context import RequestContext
 from odradek.broker.handlers.txn_common import fenced_as, txn_runtime
 from odradek.broker.registry import handler
+from odradek.broker.transactions import TxnRuntime
+from odradek.metadata.image import MetadataImage
 from odradek.wire.errors import ErrorCode
 from odradek.wire.messages.add_partitions_to_txn_request import AddPartitionsToTxnRequest
 from odradek.wire.messages.add_partitions_to_txn_response import (
     AddPartitionsToTxnPartitionResult,
     AddPartitionsToTxnResponse,
+    AddPartitionsToTxnResult,
     AddPartitionsToTxnTopicResult,
 )
 
+TopicPartition = tuple[str, int]
 
-def _answer(wanted: dict[tuple[str, int], int]) -> AddPartitionsToTxnResponse:
+
+def _by_topic(codes: dict[TopicPartition, int]) -> list[AddPartitionsToTxnTopicResult]:
     by_topic: dict[str, list[AddPartitionsToTxnPartitionResult]] = {}
-    for (topic, index), code in wanted.items():
+    for (topic, index), code in codes.items():
         by_topic.setdefault(topic, []).append(
             AddPartitionsToTxnPartitionResult(partition_index=index, partition_error_code=code))
-    return AddPartitionsToTxnResponse(results_by_topic_v3_and_below=[
-        AddPartitionsToTxnTopicResult(name=t, results_by_partition=r)
-        for t, r in by_topic.items()])
+    return [AddPartitionsToTxnTopicResult(name=t, results_by_partition=r)
+            for t, r in by_topic.items()]
 
 
-@handler(24, (0, 3))
-async def handle(
-    ctx: RequestContext, request: AddPartitionsToTxnRequest
-) -> AddPartitionsToTxnResponse:
-    wanted = [(t.name, p) for t in request.v3_and_below_topics for p in t.partitions]
-    runtime = await txn_runtime(ctx)
-    if runtime is None:
-        return _answer(dict.fromkeys(wanted, ErrorCode.COORDINATOR_NOT_AVAILABLE))
-    image = ctx.broker.image
+def _unknown(image: MetadataImage, wanted: list[TopicPartition]) -> dict[TopicPartition, int]:
+    """UNKNOWN_TOPIC_OR_PARTITION for the partitions that do not exist and
+    OPERATION_NOT_ATTEMPTED for the rest, if any does not exist; else empty."""
     unknown = {
         tp for tp in wanted
         if tp[0] not in image.topics or tp[1] not in image.topics[tp[0]].partitions
     }
-    if unknown:
-        return _answer({tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown
-                        else ErrorCode.OPERATION_NOT_ATTEMPTED for tp in wanted})
-    tid = request.v3_and_below_transactional_id
+    if not unknown:
+        return {}
+    return {tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown
+            else ErrorCode.OPERATION_NOT_ATTEMPTED for tp in wanted}
+
+
+async def _add(
+    ctx: RequestContext, runtime: TxnRuntime, tid: str, producer_id: int, epoch: int,
+    wanted: list[TopicPartition], verify_only: bool,
+) -> dict[TopicPartition, int]:
+    """The error code of each partition of one transaction."""
+    if failed := _unknown(ctx.broker.image, wanted):
+        return failed
     if err := runtime.coordinator_error(tid):
-        return _answer(dict.fromkeys(wanted, err))
+        return dict.fromkeys(wanted, err)
+    if verify_only:
+        return {tp: int(code) for tp, code in runtime.coordinator.verify_partitions(
+            tid, producer_id, epoch, wanted).items()}
     decision = runtime.coordinator.add_partitions(
-        tid, request.v3_and_below_producer_id, request.v3_and_below_producer_epoch, wanted,
-        runtime.clock.now_ms())
+        tid, producer_id, epoch, wanted, runtime.clock.now_ms())
     code = fenced_as(await runtime.run(tid, decision), ctx.api_version, 2)
-    return _answer(dict.fromkeys(wanted, code))
+    return dict.fromkeys(wanted, code)
+
+
+def _wanted(topics_and_partitions: list[tuple[str, list[int]]]) -> list[TopicPartition]:
+    return [(name, p) for name, partitions in topics_and_partitions for p in partitions]
+
+
+async def _batch(
+    ctx: RequestContext, request: AddPartitionsToTxnRequest
+) -> AddPartitionsToTxnResponse:
+    """v4+: each transaction of the batch answered on its own."""
+    runtime = await txn_runtime(ctx)
+    results = []
+    for txn in request.transactions:
+        wanted = _wanted([(t.name, list(t.partitions)) for t in txn.topics])
+        if runtime is None:
+            codes: dict[TopicPartition, int] = dict.fromkeys(
+                wanted, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        else:
+            codes = await _add(ctx, runtime, txn.transactional_id, txn.producer_id,
+                               txn.producer_epoch, wanted, txn.verify_only)
+        results.append(AddPartitionsToTxnResult(transactional_id=txn.transactional_id,
+                                                topic_results=_by_topic(codes)))
+    return AddPartitionsToTxnResponse(error_code=0, results_by_transaction=results)
+
+
+@handler(24, (0, 5))
+async def handle(
+    ctx: RequestContext, request: AddPartitionsToTxnRequest
+) -> AddPartitionsToTxnResponse:
+    if ctx.api_version >= 4:
+        return await _batch(ctx, request)
+    wanted = _wanted([(t.name, list(t.partitions)) for t in request.v3_and_below_topics])
+    runtime = await txn_runtime(ctx)
+    if runtime is None:
+        codes: dict[TopicPartition, int] = dict.fromkeys(
+            wanted, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    else:
+        codes = await _add(ctx, runtime, request.v3_and_below_transactional_id,
+                           request.v3_and_below_producer_id,
+                           request.v3_and_below_producer_epoch, wanted, verify_only=False)
+    return AddPartitionsToTxnResponse(results_by_topic_v3_and_below=_by_topic(codes))
+

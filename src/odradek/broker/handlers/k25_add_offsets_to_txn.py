@@ -1,11 +1,13 @@
-"""AddOffsetsToTxn (key 25), versions 0–3: a producer's transaction will commit
+"""AddOffsetsToTxn (key 25), versions 0–4: a producer's transaction will commit
 a group's offsets (``send_offsets_to_transaction``).
 
 Behaviour: the group's ``__consumer_offsets`` partition joins the transaction,
 so the transaction's marker reaches it; errors as AddPartitionsToTxn.
 
 Version notes: v2 allows PRODUCER_FENCED (INVALID_PRODUCER_EPOCH below); v3
-flexible. v4 (transactions v2) is not advertised.
+flexible; v4 (KIP-890) allows TRANSACTION_ABORTABLE, which this call never
+needs: answered as v3. (A transactions-v2 client skips AddOffsetsToTxn and
+lets TxnOffsetCommit v5 add the partition; Odradek keeps its clients on v1.)
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from odradek.wire.messages.add_offsets_to_txn_request import AddOffsetsToTxnRequ
 from odradek.wire.messages.add_offsets_to_txn_response import AddOffsetsToTxnResponse
 
 
-@handler(25, (0, 3))
+@handler(25, (0, 4))
 async def handle(ctx: RequestContext, request: AddOffsetsToTxnRequest) -> AddOffsetsToTxnResponse:
     runtime = await txn_runtime(ctx)
     groups = await group_runtime(ctx)

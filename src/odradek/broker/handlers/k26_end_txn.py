@@ -1,4 +1,4 @@
-"""EndTxn (key 26), versions 0–3: commit or abort the producer's transaction.
+"""EndTxn (key 26), versions 0–5: commit or abort the producer's transaction.
 
 Behaviour: the answer comes once PrepareCommit/PrepareAbort is in
 ``__transaction_state`` (at or below its HW); the markers follow, and until
@@ -8,8 +8,13 @@ no transaction, is INVALID_TXN_STATE; an unknown id or another producer id
 INVALID_PRODUCER_ID_MAPPING; an old epoch PRODUCER_FENCED.
 
 Version notes: v2 allows PRODUCER_FENCED (INVALID_PRODUCER_EPOCH below); v3
-flexible. v4 and v5 (transactions v2, an epoch bump per transaction) are not
-advertised.
+flexible; v4 (KIP-890) allows TRANSACTION_ABORTABLE, which ending a
+transaction never needs. v5 is transactions v2's form: a Kafka coordinator
+ends a v5 transaction with an epoch bump and returns the new producer id and
+epoch. Odradek finalizes no ``transaction.version`` 2 (ApiVersions), so its
+clients run transactions v1 and a v5 request ends the transaction as v4 does,
+with the answer Kafka's coordinator gives on its transactions-v1 path:
+``producer_id`` -1 and ``producer_epoch`` -1, "keep your epoch".
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from odradek.wire.messages.end_txn_request import EndTxnRequest
 from odradek.wire.messages.end_txn_response import EndTxnResponse
 
 
-@handler(26, (0, 3))
+@handler(26, (0, 5))
 async def handle(ctx: RequestContext, request: EndTxnRequest) -> EndTxnResponse:
     runtime = await txn_runtime(ctx)
     if runtime is None:
@@ -34,4 +39,4 @@ async def handle(ctx: RequestContext, request: EndTxnRequest) -> EndTxnResponse:
         tid, request.producer_id, request.producer_epoch, request.committed,
         runtime.clock.now_ms())
     code = fenced_as(await runtime.run(tid, decision), ctx.api_version, 2)
-    return EndTxnResponse(error_code=code)
+    return EndTxnResponse(error_code=code, producer_id=-1, producer_epoch=-1)

@@ -1,4 +1,4 @@
-"""TxnOffsetCommit (key 28), versions 0–3: offsets committed inside a transaction.
+"""TxnOffsetCommit (key 28), versions 0–5: offsets committed inside a transaction.
 
 Behaviour: the producer must have added the group (AddOffsetsToTxn) to its
 ongoing transaction at its current epoch, else every partition gets
@@ -10,7 +10,12 @@ offsets partition, and vanish on ABORT. Until then OffsetFetch with
 ``require_stable`` answers UNSTABLE_OFFSET_COMMIT for them.
 
 Version notes: v2 leader epochs; v3 flexible, with generation, member and
-instance ids. v4 (transactions v2) is not advertised.
+instance ids; v4 (KIP-890) TRANSACTION_ABORTABLE: a group not added to the
+producer's ongoing transaction is answered TRANSACTION_ABORTABLE instead of
+INVALID_TXN_STATE, as Kafka's verification answers v4 clients; v5 has v4's
+fields — under transactions v2 a Kafka broker would add the offsets partition
+to the transaction itself, but Odradek finalizes no ``transaction.version`` 2,
+its clients add it with AddOffsetsToTxn, and v5 is verified as v4.
 """
 
 from __future__ import annotations
@@ -40,7 +45,7 @@ def _answer(errors: dict[tuple[str, int], int]) -> TxnOffsetCommitResponse:
         TxnOffsetCommitResponseTopic(name=t, partitions=p) for t, p in by_topic.items()])
 
 
-@handler(28, (0, 3))
+@handler(28, (0, 5))
 async def handle(ctx: RequestContext, request: TxnOffsetCommitRequest) -> TxnOffsetCommitResponse:
     wanted = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
     txns = await txn_runtime(ctx)
@@ -51,6 +56,8 @@ async def handle(ctx: RequestContext, request: TxnOffsetCommitRequest) -> TxnOff
         return _answer(dict.fromkeys(wanted, ErrorCode.INVALID_GROUP_ID))
     partition = (OFFSETS_TOPIC, groups.coordinator.partition_of(request.group_id))
     code = txns.coordinator.verify(request.producer_id, request.producer_epoch, partition)
+    if code == ErrorCode.INVALID_TXN_STATE and ctx.api_version >= 4:
+        code = ErrorCode.TRANSACTION_ABORTABLE
     if code:
         return _answer(dict.fromkeys(wanted, code))
     v3 = ctx.api_version >= 3

@@ -1,8 +1,12 @@
-"""DescribeCluster (key 60), versions 0–1.
+"""DescribeCluster (key 60), versions 0–2.
 
-Behaviour: this node as the only broker and the controller, with the
-cluster id. Version notes: v1 adds the endpoint type (1 = brokers; asking for
-controllers (2) gets UNSUPPORTED_ENDPOINT_TYPE, as a broker listener does).
+Behaviour: the live (registered, unfenced) brokers with their first advertised
+listener, the controller id told to clients, and the cluster id. Version notes:
+v1 adds the endpoint type (1 = brokers; asking for controllers (2) gets
+UNSUPPORTED_ENDPOINT_TYPE, as a broker listener does); v2 (KIP-1073)
+``include_fenced_brokers`` also lists the registered brokers that are fenced,
+each with ``is_fenced`` set (their first listener; a broker that registered no
+listener is left out).
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from odradek.wire.messages.describe_cluster_response import (
 )
 
 
-@handler(60, (0, 1))
+@handler(60, (0, 2))
 async def handle(ctx: RequestContext, request: DescribeClusterRequest) -> DescribeClusterResponse:
     state = ctx.broker
     if ctx.api_version >= 1 and request.endpoint_type != 1:
@@ -30,6 +34,16 @@ async def handle(ctx: RequestContext, request: DescribeClusterRequest) -> Descri
                               rack=state.image.brokers[node_id].rack)
         for node_id, e in state.live_endpoints()
     ]
+    if ctx.api_version >= 2 and request.include_fenced_brokers:
+        name = state.advertised[0].name if state.advertised else None
+        for node_id, b in state.image.brokers.items():
+            if not b.fenced:
+                continue  # listed above
+            e = b.endpoint(name) or b.endpoint()
+            if e is not None:
+                brokers.append(DescribeClusterBroker(broker_id=node_id, host=e.host,
+                                                     port=e.port, rack=b.rack, is_fenced=True))
+        brokers.sort(key=lambda b: b.broker_id)
     return DescribeClusterResponse(
         throttle_time_ms=0, error_code=0, error_message=None, endpoint_type=1,
         cluster_id=state.cluster_id, controller_id=state.client_controller_id, brokers=brokers,

@@ -311,6 +311,29 @@ class TransactionCoordinator:
             return E.NONE
         return E.INVALID_TXN_STATE
 
+    def verify_partitions(
+        self, transactional_id: str, producer_id: int, producer_epoch: int,
+        partitions: Iterable[tuple[str, int]],
+    ) -> dict[tuple[str, int], ErrorCode]:
+        """AddPartitionsToTxn v4+ with ``verify_only`` (what a partition leader
+        asks before it takes a transactional batch, KIP-890), as Kafka's
+        coordinator answers it: no state change; one error for every partition
+        when the id is unknown or held by another producer id
+        (INVALID_PRODUCER_ID_MAPPING), the epoch differs (PRODUCER_FENCED) or the
+        transaction is being decided (CONCURRENT_TRANSACTIONS); otherwise, per
+        partition, NONE if it is in the transaction and TRANSACTION_ABORTABLE if
+        it is not."""
+        meta = self.transactions.get(transactional_id)
+        wanted = list(partitions)
+        if meta is None or meta.state is TxnState.DEAD or meta.producer_id != producer_id:
+            return dict.fromkeys(wanted, E.INVALID_PRODUCER_ID_MAPPING)
+        if meta.producer_epoch != producer_epoch:
+            return dict.fromkeys(wanted, E.PRODUCER_FENCED)
+        if meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
+            return dict.fromkeys(wanted, E.CONCURRENT_TRANSACTIONS)
+        return {tp: E.NONE if tp in meta.partitions else E.TRANSACTION_ABORTABLE
+                for tp in wanted}
+
     @staticmethod
     def _producer_error(meta: TxnMetadata | None, producer_id: int, epoch: int) -> ErrorCode:
         if meta is None or meta.producer_id != producer_id:
