@@ -235,7 +235,7 @@ def _produce(
     return resp
 
 
-@pytest.mark.parametrize("version", [10, 11])
+@pytest.mark.parametrize("version", [10, 11, 12])
 def test_produce_v10_v11_append_with_default_leader_hints(client: RawClient, version: int) -> None:
     resp = _produce(client, version, {0: _batch([b"x", b"y"]), 1: _batch([b"z"])})
     parts = resp.responses[0].partition_responses
@@ -246,7 +246,7 @@ def test_produce_v10_v11_append_with_default_leader_hints(client: RawClient, ver
     assert (again.error_code, again.base_offset, again.log_start_offset) == (0, 2, 0)
 
 
-@pytest.mark.parametrize("version", [10, 11])
+@pytest.mark.parametrize("version", [10, 11, 12])
 def test_produce_v10_v11_errors_other_than_not_leader_carry_no_hints(
     client: RawClient, version: int
 ) -> None:
@@ -257,7 +257,7 @@ def test_produce_v10_v11_errors_other_than_not_leader_carry_no_hints(
     assert resp.node_endpoints == []
 
 
-@pytest.mark.parametrize("version", [9, 10, 11])
+@pytest.mark.parametrize("version", [9, 10, 11, 12])
 def test_produce_not_leader_carries_leader_hints_from_v10(
     broker: Broker, client: RawClient, version: int
 ) -> None:
@@ -290,7 +290,7 @@ def test_produce_not_leader_carries_leader_hints_from_v10(
 
 @pytest.mark.parametrize(("version", "expected"), [
     (9, ErrorCode.INVALID_TXN_STATE), (10, ErrorCode.INVALID_TXN_STATE),
-    (11, ErrorCode.TRANSACTION_ABORTABLE),
+    (11, ErrorCode.TRANSACTION_ABORTABLE), (12, ErrorCode.TRANSACTION_ABORTABLE),
 ])
 def test_produce_transactional_batch_outside_the_transaction(
     broker: Broker, client: RawClient, version: int, expected: ErrorCode

@@ -154,3 +154,29 @@ def test_records_are_in_kafkas_transaction_log_format() -> None:
         struct.pack(">hqhib", 0, 7, 4, 60_000, 0) + struct.pack(">i", -1)
         + struct.pack(">qq", 9, -1))
     assert decode(key, None).value is None
+
+
+def test_verify_partitions_answers_as_kafkas_coordinator_and_changes_nothing() -> None:
+    # AddPartitionsToTxn v4+ with verify_only (KIP-890 part 1)
+    w = World()
+    d = w.init()
+    pid = d.producer_id
+    parts = [("a", 0), ("a", 1)]
+    assert w.c.verify_partitions("nobody", pid, 0, parts) == dict.fromkeys(
+        parts, E.INVALID_PRODUCER_ID_MAPPING)
+    assert w.c.verify_partitions("t", pid + 1, 0, parts) == dict.fromkeys(
+        parts, E.INVALID_PRODUCER_ID_MAPPING)
+    assert w.c.verify_partitions("t", pid, 1, parts) == dict.fromkeys(parts, E.PRODUCER_FENCED)
+    # Empty: nothing is in a transaction
+    assert w.c.verify_partitions("t", pid, 0, parts) == dict.fromkeys(
+        parts, E.TRANSACTION_ABORTABLE)
+    w.run(w.c.add_partitions("t", pid, 0, [("a", 0)], NOW))
+    assert w.c.verify_partitions("t", pid, 0, parts) == {
+        ("a", 0): E.NONE, ("a", 1): E.TRANSACTION_ABORTABLE}
+    assert w.c.transactions["t"].partitions == {("a", 0)}  # verification added nothing
+    ended = w.run(w.c.end_transaction("t", pid, 0, True, NOW))
+    assert w.state() is TxnState.PREPARE_COMMIT
+    assert w.c.verify_partitions("t", pid, 0, parts) == dict.fromkeys(
+        parts, E.CONCURRENT_TRANSACTIONS)
+    w.finish(ended)
+    assert w.c.verify_partitions("t", pid, 0, [("a", 0)]) == {("a", 0): E.TRANSACTION_ABORTABLE}
