@@ -56,7 +56,8 @@ as the client saw them) and named in its manifest entry under ``"answer"``.
 configured with, never values read back from the request frames: the client
 settings and records, and what the broker told the client (the producer id
 and epoch from InitProducerId, the member id and generation from the first
-successful JoinGroup), which the tests check the decoded frames against;
+successful JoinGroup, the topic id from Metadata), which the tests check the
+decoded frames against;
 ``advertised`` is the broker's ApiVersions answer.
 
 Determinism: the values are fixed, so a re-capture decodes to the same
@@ -426,11 +427,16 @@ def _consumer_expect(run: Run, isolation_level: int) -> None:
 
 def _told(run: Run, frames: list[Captured]) -> None:
     """Add to ``run.expect`` what the broker told the client: producer id and epoch
-    (idempotent producers: base sequence 0), member id and generation."""
+    (idempotent producers: base sequence 0), member id and generation, and the
+    topic's id (Metadata v10+: Fetch v13+ names topics by id)."""
     for c in frames:
         body: Any = decode_answer(c)
         if body is None or getattr(body, "error_code", 0) != 0:
             continue
+        if c.api_key == METADATA and "topic_id" not in run.expect:
+            for t in body.topics:
+                if t.name == run.topic and t.error_code == 0 and t.topic_id.int:
+                    run.expect.update(topic_id=str(t.topic_id))
         if c.api_key == INIT_PRODUCER_ID and "producer_id" not in run.expect:
             run.expect.update(producer_id=body.producer_id, producer_epoch=body.producer_epoch,
                               base_sequence=0)

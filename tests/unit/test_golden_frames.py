@@ -2,11 +2,11 @@
 
 The frames in ``tests/golden`` were recorded by ``tools/capture_frames.py``
 (its docstring says how to re-run it) from confluent-kafka (librdkafka),
-kafka-python and aiokafka: the committed set talking to the fake broker the
-tool used to be, a re-capture through its recording proxy in front of a real
-broker. ``manifest.json`` holds the values each run was configured with
-(topic, group, client id, codec, records, committed offset) and those the
-broker gave the client (producer id, member id, generation), never values
+kafka-python and aiokafka, through its recording proxy in front of a real
+broker advertising Kafka 4.0's ranges (or wider). ``manifest.json`` holds the
+values each run was configured with (topic, group, client id, codec,
+records, committed offset) and those the broker gave the client (producer
+id, member id, generation, topic id), never values
 read back from the request frames, so every check below compares our
 decoding with an independent expectation.
 
@@ -52,26 +52,26 @@ CLIENTS = ("confluent-kafka", "kafka-python", "aiokafka")
 # file -> why it cannot round-trip byte-exactly (empty: every frame does).
 NOT_BYTE_EXACT: dict[str, str] = {}
 
-# The (API, version) each client picked against the advertisement of research
-# §1.6 (the fake broker's when this set was captured; the broker's handlers
-# advertise the same ranges for these APIs): the highest version both sides
-# know. kafka-python opens with ApiVersions v4, gets error 35 with the full
-# list (KIP-511) and retries with v3; aiokafka knows only non-flexible versions
-# (ApiVersions 0, Metadata 5, Produce 7 for its record format, Fetch 11,
-# ListOffsets 3, OffsetCommit/OffsetFetch 3, JoinGroup 5, SyncGroup 3).
-# No client sends CreateTopics: the drivers use no admin client (the capture
-# tool creates the topic itself, not through the proxy).
+# The (API, version) each client picked against the broker's advertisement (the
+# "advertised" block of the manifest; Kafka 4.0's ranges or wider): the highest
+# version both sides know. kafka-python 3 opens with ApiVersions v4, which the
+# broker serves (it used to answer error 35 with the full list, KIP-511, and get
+# v3); aiokafka knows only non-flexible versions (ApiVersions 0, Metadata 5,
+# Produce 7 for its record format, Fetch 11, ListOffsets 3,
+# OffsetCommit/OffsetFetch 3, JoinGroup 5, SyncGroup 3). No client sends
+# CreateTopics: the drivers use no admin client (the capture tool creates the
+# topic itself, not through the proxy).
 NEGOTIATED: dict[str, dict[str, set[int]]] = {
     "confluent-kafka": {
-        "ApiVersions": {3}, "Metadata": {12}, "Produce": {9}, "Fetch": {12},
+        "ApiVersions": {3}, "Metadata": {13}, "Produce": {10}, "Fetch": {16},
         "ListOffsets": {7}, "FindCoordinator": {2}, "JoinGroup": {5}, "SyncGroup": {3},
         "Heartbeat": {3}, "LeaveGroup": {1}, "OffsetCommit": {8}, "OffsetFetch": {8},
         "InitProducerId": {4},
     },
     "kafka-python": {
-        "ApiVersions": {3, 4}, "Metadata": {12}, "Produce": {9}, "Fetch": {12},
-        "ListOffsets": {7}, "FindCoordinator": {4}, "JoinGroup": {7}, "SyncGroup": {5},
-        "Heartbeat": {4}, "LeaveGroup": {4}, "OffsetCommit": {8}, "OffsetFetch": {8},
+        "ApiVersions": {4}, "Metadata": {13}, "Produce": {9}, "Fetch": {12},
+        "ListOffsets": {10}, "FindCoordinator": {6}, "JoinGroup": {7}, "SyncGroup": {5},
+        "Heartbeat": {4}, "LeaveGroup": {5}, "OffsetCommit": {8}, "OffsetFetch": {8},
         "InitProducerId": {4},
     },
     "aiokafka": {
@@ -221,7 +221,10 @@ def _check_fetch(body: Any, v: int, run: dict[str, Any]) -> None:
         assert body.session_id == 0  # the first fetch: no session yet
         assert body.forgotten_topics_data == []
     [topic] = body.topics
-    assert topic.topic == run["topic"]
+    if v >= 13:  # by topic id, the one the broker's Metadata answer gave
+        assert (topic.topic, str(topic.topic_id)) == ("", run["topic_id"])
+    else:
+        assert topic.topic == run["topic"]
     indexes = [p.partition for p in topic.partitions]
     assert indexes and set(indexes) <= set(range(run["partitions"]))
     assert len(set(indexes)) == len(indexes)
