@@ -36,7 +36,11 @@ from odradek.wire.messages.find_coordinator_request import FindCoordinatorReques
 from odradek.wire.messages.join_group_request import JoinGroupRequest, JoinGroupRequestProtocol
 from odradek.wire.messages.leave_group_request import LeaveGroupRequest, MemberIdentity
 from odradek.wire.messages.metadata_request import MetadataRequest, MetadataRequestTopic
-from odradek.wire.messages.produce_request import ProduceRequest
+from odradek.wire.messages.produce_request import (
+    PartitionProduceData,
+    ProduceRequest,
+    TopicProduceData,
+)
 from odradek.wire.messages.sync_group_request import SyncGroupRequest, SyncGroupRequestAssignment
 from odradek.wire.schema import Message
 from tests.support.rawclient import RawClient
@@ -186,10 +190,12 @@ def test_broker_on_uvloop_serves_real_clients() -> None:
 
 
 def _minimal(api_key: int) -> Message:
-    """The request of ``api_key`` with every field at its default; acks=1 for Produce
-    (the default, 0, is answered with no response at all)."""
+    """The request of ``api_key`` with every field at its default; for Produce acks=1
+    (the default, 0, is answered with no response at all) and one partition of a
+    topic that does not exist."""
     if api_key == 0:
-        return ProduceRequest(acks=1, timeout_ms=1000)
+        return ProduceRequest(acks=1, timeout_ms=1000, topic_data=[
+            TopicProduceData("no-such-topic", [PartitionProduceData(0, None)])])
     body: Message = api.request_class(api_key)()
     return body
 
@@ -207,9 +213,10 @@ def test_every_served_version_is_answered(shared: Broker, api_key: int, version:
         client.close()
     assert type(resp) is api.response_class(api_key)
     assert resp.encode(version)  # every field fits this version
-    if api_key == 0 and version < 3:
-        codes = [p.error_code for t in resp.responses for p in t.partition_responses]
-        assert codes == []  # nothing to produce: an empty answer
+    if api_key == 0:
+        [[code]] = [[p.error_code for p in t.partition_responses] for t in resp.responses]
+        assert code == (ErrorCode.UNSUPPORTED_VERSION if version < 3
+                        else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
 
 
 # -- ApiVersions 3-4: feature levels (KIP-584) ----------------------------------
