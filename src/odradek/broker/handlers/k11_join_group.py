@@ -8,7 +8,8 @@ rebalance timeout). v4+ with no member id gets MEMBER_ID_REQUIRED and an id
 Version notes: v0 has no rebalance timeout (the session timeout serves); v4
 MEMBER_ID_REQUIRED; v5 group instance ids; v6 flexible; v7 protocol type and
 a nullable protocol name in the response; v8 the client's reason for joining
-(KIP-800), logged as Kafka does and otherwise unused; v9 ``skip_assignment``
+(KIP-800), logged at DEBUG (clients send one with every rejoin) and otherwise
+unused; v9 ``skip_assignment``
 in the response, which only a KIP-848 coordinator running the assignor for a
 classic group's leader sets: always false here. Versions 0–1, which Kafka 4.0
 dropped (KIP-896), stay served: they are implemented and tested, dropping them
@@ -36,7 +37,7 @@ log = logging.getLogger("odradek.groups")
 async def handle(ctx: RequestContext, req: JoinGroupRequest) -> JoinGroupResponse:
     version = ctx.api_version
     if version >= 8 and req.reason:
-        log.info("member %r joins group %r (reason: %s)", req.member_id, req.group_id, req.reason)
+        log.debug("member %r joins group %r (reason: %s)", req.member_id, req.group_id, req.reason)
     runtime = await group_runtime(ctx)
     if runtime is None:
         resp = join_error(ErrorCode.COORDINATOR_NOT_AVAILABLE, req.member_id)

@@ -6,7 +6,7 @@ instance id now held by another member id is FENCED_INSTANCE_ID.
 
 Version notes: v0–2 one member id, its error at the top level; v3 a batch of
 members (KIP-345) with an error each; v4 flexible; v5 a reason per member
-(KIP-800), logged as Kafka does and otherwise unused.
+(KIP-800), logged at INFO as Kafka does and otherwise unused.
 """
 
 from __future__ import annotations
