@@ -92,7 +92,6 @@ NOT_SERVED: dict[int, str] = {
     29: "DescribeAcls: no authorizer",
     30: "CreateAcls: no authorizer",
     31: "DeleteAcls: no authorizer",
-    34: "AlterReplicaLogDirs: one log directory per node",
     38: "CreateDelegationToken: delegation tokens are a non-goal (DESIGN.md)",
     39: "RenewDelegationToken: delegation tokens are a non-goal",
     40: "ExpireDelegationToken: delegation tokens are a non-goal",
@@ -106,17 +105,10 @@ NOT_SERVED: dict[int, str] = {
     81: "RemoveRaftVoter: static controller.quorum.voters (kraft.version 0)",
 }
 
-# Served below Kafka 4.0's range, or not yet, until the KIP-848 consumer protocol
-# lands (the lead's work): remove each key here as its version lands. The test
-# fails while a key is listed but already covered, so the list cannot go stale.
-PENDING: dict[int, str] = {
-    8: "OffsetCommit v9 (KIP-848 member epochs)",
-    9: "OffsetFetch v9 (KIP-848 member epochs)",
-    15: "DescribeGroups v6 (KIP-1043 error message)",
-    16: "ListGroups v5 (group type filter)",
-    68: "ConsumerGroupHeartbeat 0-1 (KIP-848)",
-    69: "ConsumerGroupDescribe 0-1 (KIP-848)",
-}
+# Served below Kafka 4.0's range, or not yet (empty since the KIP-848 consumer
+# protocol landed). The test fails while a key is listed but already covered,
+# so the list cannot go stale.
+PENDING: dict[int, str] = {}
 
 
 def _answered_ranges(broker: Broker) -> dict[int, tuple[int, int]]:

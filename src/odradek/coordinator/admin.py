@@ -13,8 +13,9 @@ describe as Dead with COORDINATOR_LOAD_IN_PROGRESS.
 
 Consumer groups (KIP-848) are listed with type ``consumer`` and their own
 states (Empty, Assigning, Reconciling, Stable); ConsumerGroupDescribe describes
-them, and DescribeGroups answers GROUP_ID_NOT_FOUND for them (and
-ConsumerGroupDescribe for a classic group), as Kafka 4.0 does.
+them. DescribeGroups shows them as Dead (GROUP_ID_NOT_FOUND from v6), and
+ConsumerGroupDescribe answers GROUP_ID_NOT_FOUND for a classic group, as Kafka
+4.0 does.
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ S = GroupState
 
 
 TopicName = Callable[[uuid.UUID], str | None]
+CONSUMER_MEMBER = 1
+"""KIP-1099's member type of a member using the consumer protocol (0: classic)."""
 
 
 class GroupAdmin:
@@ -45,18 +48,22 @@ class GroupAdmin:
 
     # -- DescribeGroups, ListGroups -----------------------------------------------------
 
-    def describe(self, group_id: str) -> DescribedGroup:
+    def describe(self, group_id: str, version: int = 5) -> DescribedGroup:
+        """DescribeGroups of one group. A group that does not exist, or is a
+        consumer group, is Dead with no error before v6; v6 says
+        GROUP_ID_NOT_FOUND with a message, as Kafka 4.0 does."""
         code = self.store.coordinator_error(group_id)
         group = self.store.groups.get(group_id)
-        if code or group is None:
+        if code or group is None or group.consumer is not None:
+            message = None
+            if not code and version >= 6:
+                code = ErrorCode.GROUP_ID_NOT_FOUND
+                message = (f"Group {group_id} not found." if group is None
+                           else f"Group {group_id} is not a classic group.")
             return DescribedGroup(
-                error_code=code, group_id=group_id, group_state=S.DEAD.value,
-                protocol_type="", protocol_data="",
+                error_code=code, error_message=message, group_id=group_id,
+                group_state=S.DEAD.value, protocol_type="", protocol_data="",
             )
-        if group.consumer is not None:
-            return DescribedGroup(
-                error_code=ErrorCode.GROUP_ID_NOT_FOUND, group_id=group_id,
-                group_state=S.DEAD.value, protocol_type="", protocol_data="")
         stable = group.state is S.STABLE
         members = [
             DescribedGroupMember(
@@ -120,7 +127,8 @@ class GroupAdmin:
                 member_epoch=m.member_epoch, client_id=m.client_id, client_host=m.client_host,
                 subscribed_topic_names=list(m.subscribed_topic_names),
                 subscribed_topic_regex=m.subscribed_topic_regex,
-                assignment=wire(m.assigned), target_assignment=wire(cg.target.get(mid, {})))
+                assignment=wire(m.assigned), target_assignment=wire(cg.target.get(mid, {})),
+                member_type=CONSUMER_MEMBER)
             for mid, m in cg.members.items()
         ]
         return cgd.DescribedGroup(

@@ -224,8 +224,8 @@ class GroupCoordinator:
 
     # -- administration -----------------------------------------------------------------
 
-    def describe(self, group_id: str) -> DescribedGroup:
-        return self.admin.describe(group_id)
+    def describe(self, group_id: str, version: int = 5) -> DescribedGroup:
+        return self.admin.describe(group_id, version)
 
     def list_groups(
         self, states: list[str] | None = None, types: list[str] | None = None

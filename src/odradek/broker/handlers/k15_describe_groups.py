@@ -1,11 +1,13 @@
-"""DescribeGroups (key 15), versions 0–5.
+"""DescribeGroups (key 15), versions 0–6.
 
 Behaviour: state, protocol type, selected protocol and members of each group.
 Member metadata and assignments are given only for a Stable group, as Kafka
-does. A group that does not exist is described as Dead with no error.
+does. A group that does not exist, or is a KIP-848 consumer group, is
+described as Dead with no error; from v6 as GROUP_ID_NOT_FOUND with a message
+("Group g not found." / "Group g is not a classic group."), as Kafka 4.0 does.
 
 Version notes: v1 throttle time; v3 authorized operations (not computed:
--2^31); v4 member group instance ids; v5 flexible.
+-2^31); v4 member group instance ids; v5 flexible; v6 error messages (KIP-1043).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from odradek.wire.messages.describe_groups_request import DescribeGroupsRequest
 from odradek.wire.messages.describe_groups_response import DescribedGroup, DescribeGroupsResponse
 
 
-@handler(15, (0, 5))
+@handler(15, (0, 6))
 async def handle(ctx: RequestContext, req: DescribeGroupsRequest) -> DescribeGroupsResponse:
     runtime = await group_runtime(ctx)
     groups = []
@@ -28,5 +30,5 @@ async def handle(ctx: RequestContext, req: DescribeGroupsRequest) -> DescribeGro
                 error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE, group_id=gid
             ))
         else:
-            groups.append(runtime.coordinator.describe(gid))
+            groups.append(runtime.coordinator.describe(gid, ctx.api_version))
     return DescribeGroupsResponse(groups=groups)

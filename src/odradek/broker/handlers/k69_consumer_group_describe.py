@@ -1,10 +1,13 @@
-"""ConsumerGroupDescribe (key 69), version 0: KIP-848 consumer groups.
+"""ConsumerGroupDescribe (key 69), versions 0–1: KIP-848 consumer groups.
 
 Behaviour: each group's state (Empty, Assigning, Reconciling, Stable), group
 and assignment epochs, assignor, and members with their epochs,
 subscriptions, current and target assignments (topic ids and names). A group
 that does not exist, or is a classic group, is GROUP_ID_NOT_FOUND; authorized
 operations are not computed (-2^31), as elsewhere.
+
+Version notes: v1 (Kafka 4.0, KIP-1099) gives each member's type (1: the
+consumer protocol; Odradek has no classic members in consumer groups).
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from odradek.wire.messages.consumer_group_describe_response import (
 )
 
 
-@handler(69, (0, 0))
+@handler(69, (0, 1))
 async def handle(
     ctx: RequestContext, req: ConsumerGroupDescribeRequest
 ) -> ConsumerGroupDescribeResponse:
