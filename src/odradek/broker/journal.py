@@ -103,3 +103,6 @@ class LogJournal:
     def close(self) -> None:
         if not self.log.offline:
             self.log.flush()
+
+    def end_offset(self) -> int:
+        return self.log.log_end_offset

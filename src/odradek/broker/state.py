@@ -71,6 +71,11 @@ class MetadataJournal(Protocol):
 
     def close(self) -> None: ...
 
+    def end_offset(self) -> int:
+        """The offset the next record gets (DescribeQuorum's high watermark on a
+        single node, where every record is committed once written)."""
+        ...
+
 
 class Decision(Protocol):
     """What a controller call returns: an error code (0: none) and records."""
@@ -99,6 +104,9 @@ class MemoryJournal:
 
     def close(self) -> None:
         pass
+
+    def end_offset(self) -> int:
+        return len(self.records)
 
 
 @dataclass(slots=True)
