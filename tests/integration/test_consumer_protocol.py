@@ -100,7 +100,7 @@ def _wait_split(members: list[Member], sizes: list[int], topic: str, partitions:
 def _describe(bootstrap: str, group: str) -> Any:
     raw = RawClient(bootstrap)
     try:
-        return raw.request(ConsumerGroupDescribeRequest(group_ids=[group]), 0).groups[0]
+        return raw.request(ConsumerGroupDescribeRequest(group_ids=[group]), 1).groups[0]
     finally:
         raw.close()
 
@@ -236,3 +236,39 @@ def _drain(consumer: Consumer, want: int) -> bool:
     if msg is not None:
         _drained[id(consumer)] = _drained.get(id(consumer), 0) + 1
     return _drained.get(id(consumer), 0) >= want
+
+
+@pytest.mark.parametrize("strategy", ["cooperative-sticky", "range"])
+def test_a_classic_group_with_members_is_upgraded_online(broker: Broker, strategy: str) -> None:
+    topic, group = f"cg-upgrade-{strategy}", f"g-upgrade-{strategy}"
+    broker.create_topic(topic, partitions=6)
+    bootstrap = broker.bootstrap_servers
+    classic_conf = {"group.protocol": "classic", "partition.assignment.strategy": strategy,
+                    "session.timeout.ms": 6000, "heartbeat.interval.ms": 300}
+    classic = [Member(bootstrap, group, [topic], **classic_conf) for _ in range(2)]
+    members = list(classic)
+    try:
+        _produce(bootstrap, topic, [f"u{i}".encode() for i in range(60)], 6)
+        _wait_split(members, [3, 3], topic, 6)
+        wait_until(lambda: len(_seen(members)) == 60, 30, "the first 60 records")
+
+        newcomer = Member(bootstrap, group, [topic])  # group.protocol=consumer
+        members.append(newcomer)
+        _wait_split(members, [2, 2, 2], topic, 6)
+        described = _describe(bootstrap, group)
+        assert described.error_code == 0
+        assert sorted(m.member_type for m in described.members) == [0, 0, 1]
+        _produce(bootstrap, topic, [f"v{i}".encode() for i in range(60)], 6)
+        wait_until(lambda: len(_seen(members)) == 120, 30, "the next 60 records")
+
+        for m in classic:
+            members.remove(m)
+            m.stop()
+        _wait_split(members, [6], topic, 6)
+        _produce(bootstrap, topic, [f"w{i}".encode() for i in range(60)], 6)
+        wait_until(lambda: len(_seen([*members, *classic])) == 180, 30, "the last 60 records")
+        seen = _seen([*members, *classic])
+        assert [v for v, n in seen.items() if n > 1] == []  # every record read once
+    finally:
+        for m in members:
+            m.stop()

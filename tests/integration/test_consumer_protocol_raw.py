@@ -281,3 +281,73 @@ def test_malformed_heartbeats_close_the_connection(broker: Broker, frame: bytes)
         assert _hb(good, "g-after", "m-a", 0).error_code == 0
     finally:
         good.close()
+
+
+def _subscription(topics: list[str]) -> bytes:
+    from odradek.wire.messages.consumer_protocol_subscription import (
+        ConsumerProtocolSubscription,
+    )
+    return struct.pack(">h", 0) + ConsumerProtocolSubscription(topics=topics).encode(0)
+
+
+def _assigned(data: bytes) -> list[int]:
+    from odradek.wire.messages.consumer_protocol_assignment import ConsumerProtocolAssignment
+    a = ConsumerProtocolAssignment.decode(memoryview(data)[2:], 0)
+    return sorted(p for tp in a.assigned_partitions for p in tp.partitions)
+
+
+def test_classic_members_are_served_by_an_upgraded_group(raw: RawClient) -> None:
+    from odradek.wire.messages.heartbeat_request import HeartbeatRequest
+    from odradek.wire.messages.leave_group_request import LeaveGroupRequest, MemberIdentity
+    from odradek.wire.messages.sync_group_request import (
+        SyncGroupRequest,
+        SyncGroupRequestAssignment,
+    )
+
+    def join(member_id: str) -> Any:
+        return raw.request(JoinGroupRequest(
+            group_id="g-up", session_timeout_ms=10000, rebalance_timeout_ms=10000,
+            member_id=member_id, protocol_type="consumer",
+            protocols=[JoinGroupRequestProtocol(name="range",
+                                                metadata=_subscription([TOPIC]))]), 5)
+
+    first = join("")
+    assert first.error_code == ErrorCode.MEMBER_ID_REQUIRED
+    joined = join(first.member_id)
+    mid, gen = joined.member_id, joined.generation_id
+    from odradek.coordinator.consumer.classic_members import encode_assignment
+    tid = _topic_id(raw)
+    everything = encode_assignment({tid: frozenset(range(4))}, {tid: TOPIC}.get, 0)
+    synced = raw.request(SyncGroupRequest(group_id="g-up", generation_id=gen, member_id=mid,
+                                          assignments=[SyncGroupRequestAssignment(
+                                              member_id=mid, assignment=everything)]), 3)
+    assert synced.error_code == 0
+    # A consumer-protocol member arrives: the group is upgraded online.
+    newcomer = _hb(raw, "g-up", "m-new", 0)
+    assert newcomer.error_code == 0 and _parts(newcomer) == []
+    described = raw.request(ConsumerGroupDescribeRequest(group_ids=["g-up"]), 1).groups[0]
+    assert sorted((m.member_id, m.member_type) for m in described.members) == [
+        ("m-new", 1), (mid, 0)]
+    # The classic member is told to rejoin; its JoinGroup answers at once with
+    # its member epoch as the generation, and SyncGroup gives its share.
+    beat = raw.request(HeartbeatRequest(group_id="g-up", generation_id=gen, member_id=mid), 3)
+    assert beat.error_code == ErrorCode.REBALANCE_IN_PROGRESS
+    rejoined = join(mid)
+    assert rejoined.error_code == 0 and rejoined.members == []
+    gen = rejoined.generation_id
+    share = raw.request(SyncGroupRequest(group_id="g-up", generation_id=gen, member_id=mid),
+                        3)
+    assert share.error_code == 0 and len(_assigned(share.assignment)) == 2
+    stale = raw.request(SyncGroupRequest(group_id="g-up", generation_id=gen - 1,
+                                         member_id=mid), 3)
+    assert stale.error_code == ErrorCode.ILLEGAL_GENERATION
+    assert _commit(raw, "g-up", mid, gen, 8) == 0  # a classic member commits at its epoch
+    assert _commit(raw, "g-up", mid, gen + 5, 8) == ErrorCode.ILLEGAL_GENERATION
+    # The newcomer gets the two partitions the classic member released.
+    newcomer = _hb(raw, "g-up", "m-new", newcomer.member_epoch, owned=[], tid=tid)
+    assert sorted(_parts(newcomer)) == sorted(set(range(4)) - set(_assigned(share.assignment)))
+    left = raw.request(LeaveGroupRequest(group_id="g-up", members=[
+        MemberIdentity(member_id=mid)]), 3)
+    assert left.error_code == 0 and left.members[0].error_code == 0
+    described = raw.request(ConsumerGroupDescribeRequest(group_ids=["g-up"]), 1).groups[0]
+    assert [m.member_id for m in described.members] == ["m-new"]

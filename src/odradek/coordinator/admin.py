@@ -39,7 +39,8 @@ S = GroupState
 
 TopicName = Callable[[uuid.UUID], str | None]
 CONSUMER_MEMBER = 1
-"""KIP-1099's member type of a member using the consumer protocol (0: classic)."""
+CLASSIC_MEMBER = 0
+"""KIP-1099's member types: the consumer protocol, the classic protocol."""
 
 
 class GroupAdmin:
@@ -128,7 +129,7 @@ class GroupAdmin:
                 subscribed_topic_names=list(m.subscribed_topic_names),
                 subscribed_topic_regex=m.subscribed_topic_regex,
                 assignment=wire(m.assigned), target_assignment=wire(cg.target.get(mid, {})),
-                member_type=CONSUMER_MEMBER)
+                member_type=CONSUMER_MEMBER if m.classic is None else CLASSIC_MEMBER)
             for mid, m in cg.members.items()
         ]
         return cgd.DescribedGroup(

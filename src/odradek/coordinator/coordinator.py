@@ -41,8 +41,8 @@ from typing import Protocol
 from odradek.coordinator.admin import GroupAdmin
 from odradek.coordinator.consumer.membership import Caller, ConsumerMembership, Topics
 from odradek.coordinator.core import Effects, GroupConfig
-from odradek.coordinator.group import Group, Token
-from odradek.coordinator.membership import ClassicMembership, Leaving, join_error
+from odradek.coordinator.group import Group, GroupState, Token
+from odradek.coordinator.membership import ClassicMembership, Leaving
 from odradek.coordinator.offsets import (
     Commit,
     CommitRequest,
@@ -61,6 +61,9 @@ from odradek.wire.messages.describe_groups_response import DescribedGroup
 from odradek.wire.messages.join_group_request import JoinGroupRequest
 from odradek.wire.messages.list_groups_response import ListedGroup
 from odradek.wire.messages.sync_group_request import SyncGroupRequest
+
+TopicsSource = Callable[[], Topics]
+"""The cluster's topics, asked for only when a consumer group needs them."""
 
 __all__ = [
     "Commit", "CommitRequest", "FetchedOffset", "GroupCoordinator", "PartitionExists", "Timed",
@@ -131,21 +134,55 @@ class GroupCoordinator:
 
     # -- classic membership -------------------------------------------------------------
 
+    def _bridged(self, group_id: str) -> bool:
+        """A consumer group answering classic requests itself (KIP-848's upgrade)."""
+        group = self.store.groups.get(group_id)
+        return (group is not None and group.consumer is not None
+                and group.state is not GroupState.DEAD
+                and not self.store.coordinator_error(group_id))
+
     def join(
         self, token: Token, now_ms: int, version: int, req: JoinGroupRequest,
-        client_id: str, client_host: str,
+        client_id: str, client_host: str, topics: TopicsSource = dict,
     ) -> Effects:
-        group = self.store.groups.get(req.group_id)
-        if group is not None and group.consumer is not None and not self.store.coordinator_error(
-                req.group_id):
+        """A JoinGroup. For a consumer group: an empty one becomes classic again;
+        otherwise its classic members are served by the consumer group."""
+        if self._bridged(req.group_id):
+            group = self.store.groups[req.group_id]
+            assert group.consumer is not None
             if group.consumer.members:
-                return Effects().reply(token, join_error(
-                    ErrorCode.INCONSISTENT_GROUP_PROTOCOL, req.member_id))
+                return self.consumer.bridge.join(token, now_ms, version, req, client_id,
+                                                  client_host, dict(topics()))
             fx = Effects()
             self.consumer.to_classic(fx, group)
             return fx.extend(self.classic.join(token, now_ms, version, req, client_id,
                                                client_host))
         return self.classic.join(token, now_ms, version, req, client_id, client_host)
+
+    def sync(self, token: Token, now_ms: int, req: SyncGroupRequest,
+             topics: TopicsSource = dict) -> Effects:
+        if self._bridged(req.group_id):
+            by_id = {tid: name for name, (tid, _) in topics().items()}
+            return self.consumer.bridge.sync(token, now_ms, req, by_id.get)
+        return self.classic.sync(token, now_ms, req)
+
+    def heartbeat(
+        self, token: Token, now_ms: int, group_id: str, member_id: str,
+        instance_id: str | None, generation: int, topics: TopicsSource = dict,
+    ) -> Effects:
+        if self._bridged(group_id):
+            return self.consumer.bridge.heartbeat(token, now_ms, group_id, member_id,
+                                                  generation, dict(topics()))
+        return self.classic.heartbeat(token, now_ms, group_id, member_id, instance_id,
+                                      generation)
+
+    def leave(
+        self, token: Token, now_ms: int, group_id: str, leaving: list[Leaving]
+    ) -> Effects:
+        if self._bridged(group_id):
+            return self.consumer.bridge.leave(
+                token, now_ms, group_id, [(w.member_id, w.group_instance_id) for w in leaving])
+        return self.classic.leave(token, now_ms, group_id, leaving)
 
     # -- KIP-848 consumer groups --------------------------------------------------------
 
@@ -159,21 +196,6 @@ class GroupCoordinator:
         self, group_id: str, topic_name: Callable[[uuid.UUID], str | None]
     ) -> ConsumerDescribedGroup:
         return self.admin.consumer_describe(group_id, topic_name)
-
-    def sync(self, token: Token, now_ms: int, req: SyncGroupRequest) -> Effects:
-        return self.classic.sync(token, now_ms, req)
-
-    def heartbeat(
-        self, token: Token, now_ms: int, group_id: str, member_id: str,
-        instance_id: str | None, generation: int,
-    ) -> Effects:
-        return self.classic.heartbeat(token, now_ms, group_id, member_id, instance_id,
-                                      generation)
-
-    def leave(
-        self, token: Token, now_ms: int, group_id: str, leaving: list[Leaving]
-    ) -> Effects:
-        return self.classic.leave(token, now_ms, group_id, leaving)
 
     # -- offsets ------------------------------------------------------------------------
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import uuid
+
 from odradek.broker.context import RequestContext
 from odradek.broker.groups import GroupRuntime
 
@@ -18,3 +20,10 @@ async def group_runtime(ctx: RequestContext) -> GroupRuntime | None:
 def client_host(ctx: RequestContext) -> str:
     """The client's address as Kafka reports it in group descriptions: ``/ip``."""
     return "/" + ctx.client_host.rsplit(":", 1)[0]
+
+
+def cluster_topics(ctx: RequestContext) -> dict[str, tuple[uuid.UUID, int]]:
+    """Every topic of the metadata: name -> (id, partition count) (what a KIP-848
+    consumer group's subscriptions and assignments are resolved against)."""
+    return {name: (t.topic_id, len(t.partitions))
+            for name, t in ctx.broker.image.topics.items()}

@@ -23,7 +23,7 @@ import logging
 
 from odradek.broker.context import RequestContext
 from odradek.broker.groups import CoordinatorWriteError
-from odradek.broker.handlers.group_common import client_host, group_runtime
+from odradek.broker.handlers.group_common import client_host, cluster_topics, group_runtime
 from odradek.broker.registry import handler
 from odradek.coordinator.membership import join_error
 from odradek.wire.errors import ErrorCode
@@ -49,8 +49,8 @@ async def handle(ctx: RequestContext, req: JoinGroupRequest) -> JoinGroupRespons
         try:
             resp = await runtime.call(
                 lambda t: runtime.coordinator.join(
-                    t, now, version, req, ctx.client_id or "", host
-                )
+                    t, now, version, req, ctx.client_id or "", host,
+                    lambda: cluster_topics(ctx))
             )
         except CoordinatorWriteError:
             resp = join_error(ErrorCode.COORDINATOR_NOT_AVAILABLE, req.member_id)

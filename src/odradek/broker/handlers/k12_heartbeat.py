@@ -11,7 +11,7 @@ Version notes: v1 throttle time; v3 group instance id; v4 flexible.
 from __future__ import annotations
 
 from odradek.broker.context import RequestContext
-from odradek.broker.handlers.group_common import group_runtime
+from odradek.broker.handlers.group_common import cluster_topics, group_runtime
 from odradek.broker.registry import handler
 from odradek.wire.errors import ErrorCode
 from odradek.wire.messages.heartbeat_request import HeartbeatRequest
@@ -27,7 +27,7 @@ async def handle(ctx: RequestContext, req: HeartbeatRequest) -> HeartbeatRespons
     now = runtime.clock.now_ms()
     resp: HeartbeatResponse = await runtime.call(
         lambda t: runtime.coordinator.heartbeat(
-            t, now, req.group_id, req.member_id, instance, req.generation_id
-        )
+            t, now, req.group_id, req.member_id, instance, req.generation_id,
+            lambda: cluster_topics(ctx))
     )
     return resp

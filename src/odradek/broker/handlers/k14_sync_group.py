@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from odradek.broker.context import RequestContext
 from odradek.broker.groups import CoordinatorWriteError
-from odradek.broker.handlers.group_common import group_runtime
+from odradek.broker.handlers.group_common import cluster_topics, group_runtime
 from odradek.broker.registry import handler
 from odradek.coordinator.membership import sync_error
 from odradek.wire.errors import ErrorCode
@@ -31,7 +31,7 @@ async def handle(ctx: RequestContext, req: SyncGroupRequest) -> SyncGroupRespons
     now = runtime.clock.now_ms()
     try:
         resp: SyncGroupResponse = await runtime.call(
-            lambda t: runtime.coordinator.sync(t, now, req)
+            lambda t: runtime.coordinator.sync(t, now, req, lambda: cluster_topics(ctx))
         )
     except CoordinatorWriteError:
         return sync_error(ErrorCode.COORDINATOR_NOT_AVAILABLE)

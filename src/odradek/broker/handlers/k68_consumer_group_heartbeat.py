@@ -16,11 +16,9 @@ coordinator gives a joining member its id.
 
 from __future__ import annotations
 
-import uuid
-
 from odradek.broker.context import RequestContext
 from odradek.broker.groups import CoordinatorWriteError
-from odradek.broker.handlers.group_common import client_host, group_runtime
+from odradek.broker.handlers.group_common import client_host, cluster_topics, group_runtime
 from odradek.broker.registry import handler
 from odradek.coordinator.consumer.membership import Caller
 from odradek.wire.errors import ErrorCode
@@ -28,12 +26,6 @@ from odradek.wire.messages.consumer_group_heartbeat_request import ConsumerGroup
 from odradek.wire.messages.consumer_group_heartbeat_response import (
     ConsumerGroupHeartbeatResponse,
 )
-
-
-def cluster_topics(ctx: RequestContext) -> dict[str, tuple[uuid.UUID, int]]:
-    """Every topic of the metadata: name -> (id, partition count)."""
-    return {name: (t.topic_id, len(t.partitions))
-            for name, t in ctx.broker.image.topics.items()}
 
 
 @handler(68, (0, 1))

@@ -31,8 +31,10 @@ their rebalance timeout are removed by :meth:`ConsumerMembership.poll`.
 
 Conversion: a heartbeat for an empty classic group turns it into a consumer
 group (its offsets stay); a JoinGroup for an empty consumer group turns it back
-(:meth:`ConsumerMembership.to_classic`). A classic group with members is not
-upgraded online: its heartbeats get GROUP_ID_NOT_FOUND.
+(:meth:`ConsumerMembership.to_classic`). A Stable classic group with members is
+upgraded online, its members staying on the classic protocol inside the
+consumer group (:mod:`.classic_members`); one in the middle of a rebalance
+answers GROUP_ID_NOT_FOUND (the member retries).
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ import re2
 
 from odradek.coordinator.consumer import records as cr
 from odradek.coordinator.consumer.assignors import ASSIGNORS
+from odradek.coordinator.consumer.classic_members import ClassicBridge
 from odradek.coordinator.consumer.model import (
     STATIC_LEAVE_EPOCH,
     Assignment,
@@ -114,6 +117,7 @@ def _subset(a: Assignment | None, b: Assignment) -> bool:
 class ConsumerMembership:
     def __init__(self, store: GroupStore) -> None:
         self.store = store
+        self.bridge = ClassicBridge(self)
 
     @property
     def config(self) -> GroupConfig:
@@ -182,9 +186,12 @@ class ConsumerMembership:
         group = self.store.groups.get(req.group_id)
         if group is not None and group.state is GroupState.DEAD:
             raise HeartbeatError(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        upgrade = False
         if group is not None and group.consumer is None and not group.is_empty():
-            raise HeartbeatError(ErrorCode.GROUP_ID_NOT_FOUND,
-                                 f"Group {req.group_id} is not a consumer group.")
+            if req.member_epoch != 0 or not self.bridge.can_upgrade(group):
+                raise HeartbeatError(ErrorCode.GROUP_ID_NOT_FOUND,
+                                     f"Group {req.group_id} is not a consumer group.")
+            upgrade = True
         cg = group.consumer if group is not None else None
         if req.member_epoch in (-1, STATIC_LEAVE_EPOCH):
             return self._leave(fx, req, group, now_ms, topics)
@@ -225,6 +232,12 @@ class ConsumerMembership:
                                      f"({req.member_epoch}) than the one known by the group "
                                      f"coordinator ({member.member_epoch}).")
         # Accepted: from here on nothing is refused.
+        if upgrade:
+            assert group is not None
+            self.bridge.upgrade(fx, group, dict(topics), now_ms)
+            cg = group.consumer
+            assert cg is not None
+            member = cg.members.get(req.member_id)
         group = self._consumer_group(fx, req.group_id, group, now_ms)
         cg = group.consumer
         assert cg is not None
@@ -242,7 +255,7 @@ class ConsumerMembership:
                 member.member_epoch = member.previous_member_epoch = 0
                 member.state = MemberState.STABLE
                 member.revocation_deadline_ms = None
-                fx.records.append(self._current_record(group.group_id, member))
+                fx.records.append(self.current_record(group.group_id, member))
         assert member is not None
         before = member.metadata_key()
         subscription_before = (list(member.subscribed_topic_names),
@@ -250,17 +263,12 @@ class ConsumerMembership:
         self._update(member, req, caller)
         member.session_deadline_ms = now_ms + self.config.consumer_session_timeout_ms
         if joined or member.metadata_key() != before:
-            fx.records.append(self._member_record(group.group_id, member))
+            fx.records.append(self.member_record(group.group_id, member))
         bump = joined or subscription_before != (member.subscribed_topic_names,
                                                  member.subscribed_topic_regex)
-        bump |= self._refresh_subscription(fx, group, topics)
-        if bump:
-            cg.group_epoch += 1
-            fx.records.append(cr.epoch_record(group.group_id, cg.group_epoch))
-        if cg.group_epoch > cg.assignment_epoch:
-            self._assign(fx, group, topics)
+        self.refresh_and_assign(fx, group, topics, bump)
         assigned_before = member.assigned
-        self._reconcile(fx, group, member, owned, now_ms, joined)
+        self.reconcile_member(fx, group, member, owned, now_ms, joined)
         full = req.member_epoch == 0 or (
             req.rebalance_timeout_ms != -1 and owned is not None
             and (req.subscribed_topic_names is not None or req.subscribed_topic_regex is not None))
@@ -310,10 +318,10 @@ class ConsumerMembership:
             member_epoch=old.previous_member_epoch, previous_member_epoch=old.previous_member_epoch,
             state=old.state, assigned=old.assigned, pending_revocation=old.pending_revocation)
         cg.add(member)
-        fx.records.append(self._member_record(group.group_id, member))
+        fx.records.append(self.member_record(group.group_id, member))
         cg.target[member_id] = target
         fx.records.append(cr.target_member_record(group.group_id, member_id, target))
-        fx.records.append(self._current_record(group.group_id, member))
+        fx.records.append(self.current_record(group.group_id, member))
         return member
 
     @staticmethod
@@ -374,7 +382,19 @@ class ConsumerMembership:
         cg.assignment_epoch = cg.group_epoch
         fx.records.append(cr.target_epoch_record(group.group_id, cg.assignment_epoch))
 
-    def _reconcile(
+    def refresh_and_assign(self, fx: Effects, group: Group, topics: Topics, bump: bool) -> None:
+        """Bring the subscription metadata up to date, bump the group epoch if it
+        (or ``bump``) says so, and compute a new target if the epoch is ahead."""
+        cg = group.consumer
+        assert cg is not None
+        bump |= self._refresh_subscription(fx, group, topics)
+        if bump:
+            cg.group_epoch += 1
+            fx.records.append(cr.epoch_record(group.group_id, cg.group_epoch))
+        if cg.group_epoch > cg.assignment_epoch:
+            self._assign(fx, group, topics)
+
+    def reconcile_member(
         self, fx: Effects, group: Group, member: ConsumerMember, owned: Assignment | None,
         now_ms: int, joined: bool,
     ) -> None:
@@ -390,7 +410,7 @@ class ConsumerMembership:
         else:
             member.revocation_deadline_ms = None
         if changed or joined:
-            fx.records.append(self._current_record(group.group_id, member))
+            fx.records.append(self.current_record(group.group_id, member))
 
     # -- leaving ------------------------------------------------------------------------
 
@@ -418,7 +438,7 @@ class ConsumerMembership:
             if member.member_epoch != STATIC_LEAVE_EPOCH:
                 member.previous_member_epoch = member.member_epoch
             member.member_epoch = STATIC_LEAVE_EPOCH
-            fx.records.append(self._current_record(group.group_id, member))
+            fx.records.append(self.current_record(group.group_id, member))
         else:
             self.remove_member(fx, group, member.member_id, now_ms, topics)
         return ConsumerGroupHeartbeatResponse(
@@ -467,16 +487,19 @@ class ConsumerMembership:
     # -- records ------------------------------------------------------------------------
 
     @staticmethod
-    def _member_record(group_id: str, m: ConsumerMember) -> cr.ConsumerRecord:
+    def member_record(group_id: str, m: ConsumerMember) -> cr.ConsumerRecord:
         return cr.ConsumerRecord(cr.MEMBER, group_id, m.member_id, cr.MemberMetadataValue(
             instance_id=m.instance_id, rack_id=m.rack_id, client_id=m.client_id,
             client_host=m.client_host, subscribed_topic_names=list(m.subscribed_topic_names),
             subscribed_topic_regex=m.subscribed_topic_regex,
             rebalance_timeout_ms=m.rebalance_timeout_ms, server_assignor=m.server_assignor,
-            classic_member_metadata=None))
+            classic_member_metadata=None if m.classic is None else cr.ClassicMemberMetadata(
+                session_timeout_ms=m.classic.session_timeout_ms,
+                supported_protocols=[cr.ClassicProtocol(name=n, metadata=d)
+                                     for n, d in m.classic.protocols])))
 
     @staticmethod
-    def _current_record(group_id: str, m: ConsumerMember) -> cr.ConsumerRecord:
+    def current_record(group_id: str, m: ConsumerMember) -> cr.ConsumerRecord:
         return cr.ConsumerRecord(cr.CURRENT_ASSIGNMENT, group_id, m.member_id,
                                  cr.CurrentAssignmentValue(
             member_epoch=m.member_epoch, previous_member_epoch=m.previous_member_epoch,
@@ -500,6 +523,9 @@ class ConsumerMembership:
         member = cg.members.get(member_id)
         if member is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
+        if member.classic is not None:  # a classic member: generation = member epoch
+            return ErrorCode.NONE if epoch == member.member_epoch else (
+                ErrorCode.ILLEGAL_GENERATION)
         if not transactional and version < 9:
             return ErrorCode.UNSUPPORTED_VERSION
         if epoch != member.member_epoch:

@@ -68,6 +68,16 @@ LEAVE_EPOCH = -1
 STATIC_LEAVE_EPOCH = -2
 
 
+@dataclass(frozen=True, slots=True)
+class ClassicInfo:
+    """A member that speaks the classic protocol inside a consumer group
+    (:mod:`.classic_members`): its protocols (name, metadata) in order of
+    preference, and its session timeout."""
+
+    protocols: list[tuple[str, bytes]]
+    session_timeout_ms: int
+
+
 @dataclass(slots=True)
 class ConsumerMember:
     member_id: str
@@ -87,6 +97,8 @@ class ConsumerMember:
     session_deadline_ms: int = 0
     revocation_deadline_ms: int | None = None
     """Set while UNREVOKED_PARTITIONS: the member is fenced if it has not revoked by then."""
+    classic: ClassicInfo | None = None
+    """Set for a member that uses the classic protocol (JoinGroup/SyncGroup)."""
 
     def metadata_key(self) -> tuple[object, ...]:
         """What the member metadata record holds (a change writes a new record)."""

@@ -163,5 +163,7 @@ def group_tombstones(group: str) -> list[ConsumerRecord]:
 
 
 MemberMetadataValue = mmv.ConsumerGroupMemberMetadataValue
+ClassicMemberMetadata = mmv.ClassicMemberMetadata
+ClassicProtocol = mmv.ClassicProtocol
 CurrentAssignmentValue = cav.ConsumerGroupCurrentMemberAssignmentValue
 CurrentTopicPartitions = cav.TopicPartitions

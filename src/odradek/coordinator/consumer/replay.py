@@ -10,7 +10,12 @@ when it has none), as a deleted or converted group leaves it.
 from __future__ import annotations
 
 from odradek.coordinator.consumer import records as cr
-from odradek.coordinator.consumer.model import ConsumerGroup, ConsumerMember, MemberState
+from odradek.coordinator.consumer.model import (
+    ClassicInfo,
+    ConsumerGroup,
+    ConsumerMember,
+    MemberState,
+)
 from odradek.coordinator.group import Group
 
 
@@ -62,6 +67,9 @@ def apply(groups: dict[str, Group], record: cr.ConsumerRecord, now_ms: int) -> N
         member.subscribed_topic_regex = v.subscribed_topic_regex
         member.rebalance_timeout_ms = v.rebalance_timeout_ms
         member.server_assignor = v.server_assignor
+        c = v.classic_member_metadata
+        member.classic = None if c is None else ClassicInfo(
+            [(p.name, bytes(p.metadata)) for p in c.supported_protocols], c.session_timeout_ms)
         cg.add(member)
     elif record.kind == cr.CURRENT_ASSIGNMENT and v is not None:
         member = cg.members.get(mid)
@@ -82,6 +90,7 @@ def loaded(group: Group, now_ms: int, session_timeout_ms: int) -> None:
     if cg is None:
         return
     for m in cg.members.values():
-        m.session_deadline_ms = now_ms + session_timeout_ms
+        m.session_deadline_ms = now_ms + (session_timeout_ms if m.classic is None
+                                          else m.classic.session_timeout_ms)
         m.revocation_deadline_ms = (now_ms + m.rebalance_timeout_ms
                                     if m.state is MemberState.UNREVOKED_PARTITIONS else None)
