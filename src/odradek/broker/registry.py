@@ -1,16 +1,25 @@
 """Handler registration: each API module registers the versions it serves.
 
-The ApiVersions answer is built from these registrations, so a version is
-advertised if and only if a handler serves it (DESIGN.md decision 2). A
-registration may advertise versions it answers only with UNSUPPORTED_VERSION
-(Produce 0–2: librdkafka checks that Produce v0 is advertised, KAFKA-18659).
+The ApiVersions answer is built from the table of handler modules
+(``odradek.broker.handlers.SERVED``), and a module registers only the versions
+its row names, so a version is advertised if and only if a handler serves it
+(DESIGN.md decision 2). A registration may advertise versions it answers only
+with UNSUPPORTED_VERSION (Produce 0–2: librdkafka checks that Produce v0 is
+advertised, KAFKA-18659).
+
+Handler modules are imported on the first request of their API
+(:func:`registration`), not at start-up; :data:`HANDLERS` holds the ones
+imported so far, :func:`load_all` imports the rest.
 """
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+from odradek.broker.handlers import SERVED
 
 if TYPE_CHECKING:
     from odradek.broker.context import RequestContext
@@ -41,6 +50,7 @@ class Registration:
 
 
 HANDLERS: dict[int, Registration] = {}
+"""The registrations of the handler modules imported so far, by API key."""
 
 
 def handler(
@@ -55,6 +65,9 @@ def handler(
     def register(fn: Handler) -> Handler:
         if api_key in HANDLERS:
             raise RuntimeError(f"API {api_key} registered twice")
+        row = SERVED.get(api_key)
+        if row is None or row[1] != versions:
+            raise RuntimeError(f"API {api_key} versions {versions} differ from handlers.SERVED")
         if rejected_versions is not None and error_response is None:
             raise RuntimeError(f"API {api_key} rejects versions but has no error response")
         HANDLERS[api_key] = Registration(
@@ -65,6 +78,23 @@ def handler(
     return register
 
 
+def registration(api_key: int) -> Registration | None:
+    """The handler of ``api_key``, importing its module on first use; None when
+    no module serves that API."""
+    reg = HANDLERS.get(api_key)
+    if reg is None and api_key in SERVED:
+        importlib.import_module(f"odradek.broker.handlers.{SERVED[api_key][0]}")
+        reg = HANDLERS[api_key]
+    return reg
+
+
+def load_all() -> dict[int, Registration]:
+    """Import every handler module (tests, tools); returns :data:`HANDLERS`."""
+    for key in SERVED:
+        registration(key)
+    return HANDLERS
+
+
 def advertised() -> list[tuple[int, int, int]]:
-    """(api key, min version, max version) for every registered API, by key."""
-    return [(r.api_key, r.min_version, r.max_version) for _, r in sorted(HANDLERS.items())]
+    """(api key, min version, max version) for every served API, by key."""
+    return [(key, lo, hi) for key, (_module, (lo, hi)) in sorted(SERVED.items())]

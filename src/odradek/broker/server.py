@@ -33,11 +33,11 @@ import time
 from collections import Counter
 from typing import Any, cast
 
-import odradek.broker.handlers  # noqa: F401  (registers every handler)
 from odradek.broker.connlimits import ConnectionLimits
 from odradek.broker.context import RequestContext
 from odradek.broker.controller_channel import FORWARDED_APIS, not_controller_response
-from odradek.broker.registry import HANDLERS, CloseConnection
+from odradek.broker.handlers.k18_api_versions import unsupported_version_response
+from odradek.broker.registry import CloseConnection, registration
 from odradek.broker.state import BrokerState, NotControllerError
 from odradek.broker.transfer import write_parts
 from odradek.wire.frames import (
@@ -201,8 +201,6 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self.close()
 
     def _answer_bad_request(self, event: BadRequest) -> bool:
-        from odradek.broker.handlers.k18_api_versions import unsupported_version_response
-
         log.info(
             "bad request from %s: api %d v%d %s %s",
             self.peer, event.api_key, event.api_version, event.reason, event.detail,
@@ -214,11 +212,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
         return False
 
     async def _handle(self, req: Request) -> None:
-        reg = HANDLERS.get(req.api_key)
+        reg = registration(req.api_key)  # imports the API's module on its first request
         if reg is None or not reg.serves(req.api_version):
             if req.api_key == 18:
-                from odradek.broker.handlers.k18_api_versions import unsupported_version_response
-
                 body = unsupported_version_response()
                 self._write(encode_response(18, 0, req.correlation_id, body))
                 return

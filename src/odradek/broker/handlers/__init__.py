@@ -1,55 +1,66 @@
-"""One module per API, named by key; importing this package registers them all."""
+"""One module per API, named by key, imported on the first request of its API.
 
-import odradek.broker.handlers.k00_produce
-import odradek.broker.handlers.k01_fetch
-import odradek.broker.handlers.k02_list_offsets
-import odradek.broker.handlers.k03_metadata
-import odradek.broker.handlers.k08_offset_commit
-import odradek.broker.handlers.k09_offset_fetch
-import odradek.broker.handlers.k10_find_coordinator
-import odradek.broker.handlers.k11_join_group
-import odradek.broker.handlers.k12_heartbeat
-import odradek.broker.handlers.k13_leave_group
-import odradek.broker.handlers.k14_sync_group
-import odradek.broker.handlers.k15_describe_groups
-import odradek.broker.handlers.k16_list_groups
-import odradek.broker.handlers.k18_api_versions
-import odradek.broker.handlers.k19_create_topics
-import odradek.broker.handlers.k20_delete_topics
-import odradek.broker.handlers.k21_delete_records
-import odradek.broker.handlers.k22_init_producer_id
-import odradek.broker.handlers.k23_offset_for_leader_epoch
-import odradek.broker.handlers.k24_add_partitions_to_txn
-import odradek.broker.handlers.k25_add_offsets_to_txn
-import odradek.broker.handlers.k26_end_txn
-import odradek.broker.handlers.k27_write_txn_markers
-import odradek.broker.handlers.k28_txn_offset_commit
-import odradek.broker.handlers.k32_describe_configs
-import odradek.broker.handlers.k33_alter_configs
-import odradek.broker.handlers.k34_alter_replica_log_dirs
-import odradek.broker.handlers.k35_describe_log_dirs
-import odradek.broker.handlers.k37_create_partitions
-import odradek.broker.handlers.k42_delete_groups
-import odradek.broker.handlers.k43_elect_leaders
-import odradek.broker.handlers.k44_incremental_alter_configs
-import odradek.broker.handlers.k45_alter_partition_reassignments
-import odradek.broker.handlers.k46_list_partition_reassignments
-import odradek.broker.handlers.k47_offset_delete
-import odradek.broker.handlers.k48_describe_client_quotas
-import odradek.broker.handlers.k49_alter_client_quotas
-import odradek.broker.handlers.k52_vote
-import odradek.broker.handlers.k53_begin_quorum_epoch
-import odradek.broker.handlers.k54_end_quorum_epoch
-import odradek.broker.handlers.k55_describe_quorum
-import odradek.broker.handlers.k56_alter_partition
-import odradek.broker.handlers.k59_fetch_snapshot
-import odradek.broker.handlers.k60_describe_cluster
-import odradek.broker.handlers.k61_describe_producers
-import odradek.broker.handlers.k62_broker_registration
-import odradek.broker.handlers.k63_broker_heartbeat
-import odradek.broker.handlers.k65_describe_transactions
-import odradek.broker.handlers.k66_list_transactions
-import odradek.broker.handlers.k67_allocate_producer_ids
-import odradek.broker.handlers.k68_consumer_group_heartbeat
-import odradek.broker.handlers.k69_consumer_group_describe
-import odradek.broker.handlers.k75_describe_topic_partitions  # noqa: F401
+``SERVED`` maps each API key to its module (``kNN_name``, in this package) and
+the versions it serves, inclusive. ApiVersions is answered from this table
+(:func:`odradek.broker.registry.advertised`), so a broker starts without
+importing 50 handler modules and the message classes they use (about half of
+``odradek serve``'s start-up); :func:`odradek.broker.registry.registration`
+imports a module when its API is first requested. Each module still declares
+its versions with ``@handler(key, versions)``, and registration refuses a
+module whose versions differ from its row here
+(``tests/unit/broker/test_registry.py`` imports them all and checks both ways).
+Nothing else belongs in this file: importing one handler imports this package.
+"""
+
+SERVED: dict[int, tuple[str, tuple[int, int]]] = {
+    0: ("k00_produce", (0, 11)),
+    1: ("k01_fetch", (4, 17)),
+    2: ("k02_list_offsets", (1, 10)),
+    3: ("k03_metadata", (0, 12)),
+    8: ("k08_offset_commit", (2, 8)),
+    9: ("k09_offset_fetch", (1, 8)),
+    10: ("k10_find_coordinator", (0, 4)),
+    11: ("k11_join_group", (0, 7)),
+    12: ("k12_heartbeat", (0, 4)),
+    13: ("k13_leave_group", (0, 4)),
+    14: ("k14_sync_group", (0, 5)),
+    15: ("k15_describe_groups", (0, 5)),
+    16: ("k16_list_groups", (0, 4)),
+    18: ("k18_api_versions", (0, 3)),
+    19: ("k19_create_topics", (0, 7)),
+    20: ("k20_delete_topics", (0, 6)),
+    21: ("k21_delete_records", (0, 2)),
+    22: ("k22_init_producer_id", (0, 4)),
+    23: ("k23_offset_for_leader_epoch", (0, 4)),
+    24: ("k24_add_partitions_to_txn", (0, 3)),
+    25: ("k25_add_offsets_to_txn", (0, 3)),
+    26: ("k26_end_txn", (0, 3)),
+    27: ("k27_write_txn_markers", (1, 1)),
+    28: ("k28_txn_offset_commit", (0, 3)),
+    32: ("k32_describe_configs", (0, 4)),
+    33: ("k33_alter_configs", (0, 2)),
+    35: ("k35_describe_log_dirs", (1, 4)),
+    37: ("k37_create_partitions", (0, 3)),
+    42: ("k42_delete_groups", (0, 2)),
+    43: ("k43_elect_leaders", (0, 2)),
+    44: ("k44_incremental_alter_configs", (0, 1)),
+    45: ("k45_alter_partition_reassignments", (0, 0)),
+    46: ("k46_list_partition_reassignments", (0, 0)),
+    47: ("k47_offset_delete", (0, 0)),
+    48: ("k48_describe_client_quotas", (0, 1)),
+    49: ("k49_alter_client_quotas", (0, 1)),
+    52: ("k52_vote", (0, 2)),
+    53: ("k53_begin_quorum_epoch", (0, 1)),
+    54: ("k54_end_quorum_epoch", (0, 1)),
+    55: ("k55_describe_quorum", (0, 2)),
+    56: ("k56_alter_partition", (0, 3)),
+    59: ("k59_fetch_snapshot", (0, 1)),
+    60: ("k60_describe_cluster", (0, 1)),
+    61: ("k61_describe_producers", (0, 0)),
+    62: ("k62_broker_registration", (0, 4)),
+    63: ("k63_broker_heartbeat", (0, 1)),
+    65: ("k65_describe_transactions", (0, 0)),
+    66: ("k66_list_transactions", (0, 1)),
+    67: ("k67_allocate_producer_ids", (0, 0)),
+    75: ("k75_describe_topic_partitions", (0, 0)),
+}
