@@ -1,8 +1,11 @@
 """Entry point of the ``odradek`` command.
 
 Each subcommand lives in its own module with a ``register(subparsers)`` that
-adds its parser and sets ``run``. Errors are one line on stderr and a non-zero
-exit, never a traceback: :class:`~odradek.cli.common.CliError` and
+adds its parser and sets ``run``. When the first argument names a subcommand,
+only that module is imported (``odradek serve`` does not load the admin
+tools and their client); otherwise, as for ``odradek --help`` or a typo, all
+of them are, so help and "invalid choice" list every subcommand. Errors are
+one line on stderr and a non-zero exit, never a traceback: :class:`~odradek.cli.common.CliError` and
 configuration errors exit 1, bad arguments 2 (argparse), Ctrl-C 130.
 """
 
@@ -21,10 +24,14 @@ SUBCOMMANDS = (
 )
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser with every subcommand, or only ``command`` when it names one."""
     parser = argparse.ArgumentParser(prog="odradek", description="Kafka-compatible commit log")
     sub = parser.add_subparsers(dest="command", required=True)
-    for name in SUBCOMMANDS:
+    # a subcommand's name is its module's with "-" for "_" (dump-log: dump_log)
+    module_name = command.replace("-", "_") if command and "_" not in command else None
+    names = [module_name] if module_name in SUBCOMMANDS else SUBCOMMANDS
+    for name in names:
         try:
             module = importlib.import_module(f"odradek.cli.{name}")
         except ModuleNotFoundError as exc:
@@ -36,7 +43,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    args = build_parser(argv[0] if argv else None).parse_args(argv)
     try:
         code: int = args.run(args)
         return code
