@@ -1,6 +1,9 @@
 """A broker process: state, listeners, and an orderly stop.
 
 ``odradek serve`` and ``odradek.testing.Broker`` both run a :class:`BrokerApp`.
+What only a cluster node runs (the Raft quorum, replica fetchers, ISR
+changes, broker sessions, the broker-to-broker channel) is imported when a
+cluster node starts, so a single node's start-up does not pay for it.
 """
 
 from __future__ import annotations
@@ -9,32 +12,23 @@ import asyncio
 import contextlib
 import logging
 import posixpath
+from typing import TYPE_CHECKING
 
-from odradek.broker.broker_channel import BrokerChannel
-from odradek.broker.cluster_control import (
-    Sessions,
-    heartbeat_forever,
-    rebalance_forever,
-    send_heartbeat,
-)
 from odradek.broker.config import BrokerConfig
 from odradek.broker.groups import GroupRuntime
-from odradek.broker.isr import IsrManager
 from odradek.broker.journal import LogJournal
 from odradek.broker.meta_properties import DataDirError
 from odradek.broker.partitions import METADATA_TOPIC, Partition, PartitionManager
-from odradek.broker.quorum import QuorumDriver
-from odradek.broker.replica_fetcher import ReplicaFetchers
 from odradek.broker.server import KafkaServer
 from odradek.broker.state import BrokerState, MemoryJournal, MetadataJournal
 from odradek.broker.transactions import TxnRuntime
 from odradek.common.clock import Clock, SystemClock
 from odradek.common.ids import Ids, RandomIds
-from odradek.raft.file_log import FileRaftLog, RaftLogError
-from odradek.raft.node import RaftConfig
-from odradek.raft.quorum_state import FileQuorumStateStore, QuorumStateError
 from odradek.storage.fs import OsFileSystem
 from odradek.storage.logdirs import LogDirsError
+
+if TYPE_CHECKING:
+    from odradek.broker.quorum import QuorumDriver
 
 log = logging.getLogger("odradek.broker")
 
@@ -79,6 +73,9 @@ class BrokerApp:
         self.state = BrokerState.open(self.config, self.journal, self.partitions, self.clock,
                                       self.ids)
         if cluster:
+            from odradek.broker.isr import IsrManager
+            from odradek.broker.replica_fetcher import ReplicaFetchers
+
             self.state.metadata_ready = False
             self.state.quorum = self._quorum(fs, self.state)
             if "broker" in self.config.process_roles():
@@ -92,6 +89,8 @@ class BrokerApp:
         self.state.txns = TxnRuntime(state, self.partitions, self.config, self.clock,
                                      lambda: state.groups)
         if cluster:
+            from odradek.broker.broker_channel import BrokerChannel
+
             self.state.txns.channel = BrokerChannel(self.state)
         if not cluster:
             self.state.groups.start()
@@ -99,6 +98,8 @@ class BrokerApp:
         self.server = KafkaServer(self.state)
         await self.server.start()
         if self.state.quorum is not None:
+            from odradek.broker.cluster_control import Sessions, rebalance_forever
+
             self.state.quorum.start()
             loop = asyncio.get_running_loop()
             self.state.sessions = Sessions(self.state)
@@ -144,6 +145,8 @@ class BrokerApp:
         """Cluster mode: register with the controller; once the metadata log has
         been replayed up to this registration, the image says which coordinator
         partitions this broker leads, and the coordinators load them."""
+        from odradek.broker.cluster_control import heartbeat_forever
+
         state = self.state
         assert state is not None and state.groups is not None and state.txns is not None
         if "broker" not in self.config.process_roles():
@@ -161,6 +164,11 @@ class BrokerApp:
         log.info("node %d registered with controller %d", state.node_id, state.controller_id)
 
     def _quorum(self, fs: OsFileSystem, state: BrokerState) -> QuorumDriver:
+        from odradek.broker.quorum import QuorumDriver
+        from odradek.raft.file_log import FileRaftLog, RaftLogError
+        from odradek.raft.node import RaftConfig
+        from odradek.raft.quorum_state import FileQuorumStateStore, QuorumStateError
+
         config = self.config
         meta_dir = str(config.metadata_dir)
         directory = posixpath.join(meta_dir, f"{METADATA_TOPIC}-0")
@@ -198,6 +206,8 @@ class BrokerApp:
         self._background.clear()
         if self.state is not None and self.state.quorum is not None:
             if "broker" in self.config.process_roles():
+                from odradek.broker.cluster_control import send_heartbeat
+
                 # Controlled shutdown: the controller fences this broker first.
                 with contextlib.suppress(Exception):
                     await asyncio.wait_for(send_heartbeat(self.state, want_shut_down=True), 5)

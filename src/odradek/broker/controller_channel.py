@@ -18,10 +18,9 @@ import asyncio
 import contextlib
 from typing import TYPE_CHECKING, Any
 
-from odradek.client.connection import Connection
-
 if TYPE_CHECKING:
     from odradek.broker.state import BrokerState
+    from odradek.client.connection import Connection
 
 FORWARDED_APIS = frozenset({19, 20, 33, 37, 43, 44, 45, 46, 49, 55})
 
@@ -56,6 +55,8 @@ class ControllerChannel:
             raise ControllerUnavailable(f"controller {controller}: {exc}") from exc
 
     async def _connection(self, node_id: int) -> Connection:
+        from odradek.client.connection import Connection  # cluster mode only: not at start-up
+
         async with self._lock:
             conn = self._conns.get(node_id)
             if conn is None:

@@ -34,7 +34,6 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from odradek.broker.broker_channel import BrokerChannel
 from odradek.broker.config import BrokerConfig
 from odradek.broker.coordinator_runtime import (
     CoordinatorRuntime,
@@ -62,6 +61,7 @@ from odradek.wire.primitives import DecodeError
 from odradek.wire.records import CONTROL_ABORT, CONTROL_COMMIT, build_batch, control_record
 
 if TYPE_CHECKING:
+    from odradek.broker.broker_channel import BrokerChannel  # cluster mode only
     from odradek.broker.groups import GroupRuntime
 
 log = logging.getLogger("odradek.transactions")
