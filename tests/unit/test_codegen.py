@@ -135,3 +135,22 @@ def test_the_committed_overlays_bring_kafka_40s_versions() -> None:
 
     assert {key: APIS[key][3][1] for key in (0, 3, 15, 28, 52, 60, 69)} == {
         0: 12, 3: 13, 15: 6, 28: 5, 52: 2, 60: 2, 69: 1}
+
+
+def test_metadata_record_table_lists_every_metadata_record_class() -> None:
+    import importlib
+    import pkgutil
+
+    import odradek.wire.internal as internal
+    from odradek.wire.internal.record_table import METADATA_RECORDS
+    from odradek.wire.schema import Message
+
+    found = {}
+    for info in pkgutil.iter_modules(internal.__path__):
+        module = importlib.import_module(f"{internal.__name__}.{info.name}")
+        for name in getattr(module, "__all__", ()):
+            cls = getattr(module, name)
+            is_message = isinstance(cls, type) and issubclass(cls, Message)
+            if is_message and cls.MESSAGE_TYPE == "metadata":
+                found[cls.API_KEY] = (info.name, name)
+    assert found == METADATA_RECORDS

@@ -17,14 +17,12 @@ Raft quorum replaces this file when clusters arrive.
 from __future__ import annotations
 
 import importlib
-import pkgutil
 from collections.abc import Iterable
-from functools import cache
 from typing import Any
 
-import odradek.wire.internal as internal_pkg
 from odradek.common.clock import Clock
 from odradek.replication.partition import Origin, PartitionState
+from odradek.wire.internal.record_table import METADATA_RECORDS
 from odradek.wire.primitives import DecodeError, read_uvarint, write_uvarint
 from odradek.wire.records import Record, build_batch, decode_batch
 from odradek.wire.schema import Message
@@ -36,17 +34,19 @@ class JournalWriteError(Exception):
     """A metadata change could not be written; nothing was applied."""
 
 
-@cache
-def _record_classes() -> dict[int, type[Message]]:
-    out: dict[int, type[Message]] = {}
-    for info in pkgutil.iter_modules(internal_pkg.__path__):
-        mod = importlib.import_module(f"{internal_pkg.__name__}.{info.name}")
-        for name in mod.__all__:
-            cls = getattr(mod, name)
-            is_message = isinstance(cls, type) and issubclass(cls, Message)
-            if is_message and cls.MESSAGE_TYPE == "metadata":
-                out[cls.API_KEY] = cls
-    return out
+_record_classes: dict[int, type[Message]] = {}
+"""The metadata record classes imported so far, by api key."""
+
+
+def record_class(key: int) -> type[Message] | None:
+    """The metadata record type ``key``, its module imported on first use (a
+    replay imports the few types it meets, not all of ``wire/internal``)."""
+    cls = _record_classes.get(key)
+    if cls is None and key in METADATA_RECORDS:
+        module, name = METADATA_RECORDS[key]
+        cls = getattr(importlib.import_module(f"odradek.wire.internal.{module}"), name)
+        _record_classes[key] = cls
+    return cls
 
 
 def encode_record(record: Message) -> bytes:
@@ -65,7 +65,7 @@ def decode_record(value: bytes) -> Message:
         raise DecodeError(f"unknown metadata frame version {frame}")
     key, pos = read_uvarint(value, pos)
     version, pos = read_uvarint(value, pos)
-    cls = _record_classes().get(key)
+    cls = record_class(key)
     if cls is None:
         raise DecodeError(f"unknown metadata record type {key}")
     return cls.decode(memoryview(value)[pos:], version)
