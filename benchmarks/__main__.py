@@ -14,8 +14,14 @@ produce     msg/s for 100 B and 1 KiB, acks 1 and all, none and lz4, 1 and 6
             partitions; broker CPU seconds per GB of values ingested
 consume     msg/s reading back what was produced (acks=1 topics)
 group       three members of one group reading 6 partitions, join included
+c           librdkafka from C (c/rdkbench.c, compiled with gcc at run time; skipped
+            without librdkafka's headers): produce and consume msg/s and MB/s,
+            100 B and 1 KiB, acks=1 and acks=all with idempotence, broker CPU
+            per GB; latency at 1k, 10k and 50k msg/s, unloaded and with a
+            second producer at half the flat-out rate
 others      Redis Streams and NATS JetStream produce and consume, 100 B and 1 KiB
-startup     time to ready and idle RSS of each broker process
+startup     spawn to first ApiVersions answer (fresh and existing data dir,
+            bytecode cached or compiled) and idle RSS of each broker process
 metadata    a full Metadata request with 10,000 partitions (1,000 with --quick)
 spark       spark_bench.py's batch/stream reads and writes (full runs only)
 
@@ -31,6 +37,7 @@ import argparse
 import contextlib
 import os
 import platform
+import statistics
 import sys
 import time
 from collections.abc import Iterator
@@ -40,9 +47,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import report
+import startup_bench
+import suite_c
 import suite_kafka as kafka
 import suite_others as others
-from _common import MockCluster, broker_process, proc_memory_mib
+from _common import MockCluster, broker_process
 
 
 @dataclass(frozen=True)
@@ -59,14 +68,19 @@ class Plan:
     group_records: int
     other_count: dict[int, int]
     metadata_partitions: int
+    c_count: dict[int, int]  # value size -> records per C-client produce run
+    c_rates: tuple[int, ...]  # C-client latency rates (msg/s)
+    startup_runs: int
 
 
 FULL = Plan(3, (100, 1024), ("1", "all"), ("none", "lz4"), (1, 6),
             {100: 400_000, 1024: 100_000}, {100: 36_000, 1024: 4_000},
-            (1_000, 10_000, 100_000), 3.0, 180_000, {100: 200_000, 1024: 60_000}, 10_000)
+            (1_000, 10_000, 100_000), 3.0, 180_000, {100: 200_000, 1024: 60_000}, 10_000,
+            {100: 2_000_000, 1024: 500_000}, (1_000, 10_000, 50_000), 5)
 QUICK = Plan(1, (100, 1024), ("1",), ("none",), (1, 6),
              {100: 150_000, 1024: 40_000}, {100: 36_000, 1024: 4_000},
-             (10_000,), 2.0, 60_000, {100: 40_000, 1024: 20_000}, 1_000)
+             (10_000,), 2.0, 60_000, {100: 40_000, 1024: 20_000}, 1_000,
+             {100: 1_000_000, 1024: 250_000}, (1_000, 10_000, 50_000), 5)
 
 
 def _log(msg: str) -> None:
@@ -143,6 +157,86 @@ def group_phase(plan: Plan, targets: list[kafka.Target], r: report.Results) -> N
             _log(f"group {target.name:8} {rate.msg_per_s:,.0f}/s")
 
 
+def c_client_phase(plan: Plan, targets: list[kafka.Target], r: report.Results) -> None:
+    """suite_c.py: librdkafka from C against each target (see its docstring)."""
+    exe, why = suite_c.build()
+    if exe is None:
+        line = f"C-client phase skipped: {why}"
+        r.notes.append(line)
+        _log(line)
+        return
+    flat_out: dict[str, list[float]] = {t.name: [] for t in targets}
+    for run in range(plan.runs):
+        for size in plan.sizes:
+            for acks, idempotent in (("1", False), ("all", True)):
+                for target in targets[run % 2:] + targets[:run % 2]:
+                    topic = kafka.fresh_topic("c")
+                    target.create_topic(topic, suite_c.PARTITIONS)
+                    os.sync()  # no dirty pages of an earlier run throttle this one
+                    rate = suite_c.produce(exe, target, topic, plan.c_count[size], size, acks,
+                                           idempotent)
+                    config = f"{_size(size)}, " + (
+                        "acks=1" if acks == "1" else "acks=all, idempotent")
+                    r.add("C client: produce", config, target.name, rate.msg_per_s, "msg/s")
+                    r.add("C client: produce MB/s", config, target.name, rate.mb_per_s, "MB/s")
+                    r.add("C client: broker CPU per GB ingested", config, target.name,
+                          rate.cpu_s_per_gb, "CPU s/GB", higher_is_better=False)
+                    if size == 100 and acks == "1":
+                        flat_out[target.name].append(rate.msg_per_s)
+                    line = (f"c run {run + 1} {target.name:8} produce {config}: "
+                            f"{rate.msg_per_s:,.0f}/s {rate.mb_per_s:.0f} MB/s")
+                    if acks == "1":
+                        c = suite_c.consume(exe, target, topic, plan.window[size])
+                        r.add("C client: consume", _size(size), target.name, c.msg_per_s,
+                              "msg/s")
+                        r.add("C client: consume MB/s", _size(size), target.name, c.mb_per_s,
+                              "MB/s")
+                        line += f", consume {c.msg_per_s:,.0f}/s"
+                    target.delete_topic(topic)
+                    _log(line)
+    loads: dict[str, list[float]] = {t.name: [] for t in targets}
+    for run in range(plan.runs):
+        for loaded in (False, True):
+            for rate in plan.c_rates:
+                for target in targets[run % 2:] + targets[:run % 2]:
+                    topic = kafka.fresh_topic("clat")
+                    target.create_topic(topic, suite_c.PARTITIONS)
+                    load_topic, load_rate = None, 0
+                    if loaded:
+                        load_topic = kafka.fresh_topic("cload")
+                        target.create_topic(load_topic, suite_c.PARTITIONS)
+                        load_rate = int(statistics.median(flat_out[target.name]) / 2)
+                    os.sync()
+                    lat, achieved = suite_c.latency(exe, target, topic, rate, plan.latency_s,
+                                                    load_topic, load_rate)
+                    target.delete_topic(topic)
+                    if load_topic is not None:
+                        target.delete_topic(load_topic)
+                        loads[target.name].append(achieved)
+                    suffix = " + load at 1/2 flat-out" if loaded else ""
+                    for q, v in (("p50", lat.p50_ms), ("p99", lat.p99_ms),
+                                 ("p99.9", lat.p999_ms)):
+                        r.add("C client: end-to-end latency",
+                              f"{q} @ {rate // 1000}k msg/s{suffix}", target.name, v, "ms",
+                              higher_is_better=False)
+                    _log(f"c latency {target.name:8} {rate:>6}/s{suffix}: p50 {lat.p50_ms:.2f} "
+                         f"p99 {lat.p99_ms:.2f} p99.9 {lat.p999_ms:.2f} ms (achieved "
+                         f"{lat.achieved_rate:.0f}/s" + (f", load {achieved:,.0f}/s of "
+                                                         f"{load_rate:,}/s)" if loaded else ")"))
+    for name, values in loads.items():
+        if values:
+            r.notes.append(f"C-client latency under load, {report.LABEL[name]}: the second "
+                           f"producer achieved {statistics.median(values):,.0f} msg/s "
+                           f"(median; half of the flat-out 100 B acks=1 rate)")
+    r.notes.append("C client: c/rdkbench.c on the system librdkafka "
+                   f"({suite_c.librdkafka_version(exe)}), one process per producer and consumer, "
+                   f"{suite_c.PARTITIONS} partitions; produce runs of "
+                   + ", ".join(f"{n:,} x {_size(s)}" for s, n in plan.c_count.items())
+                   + "; consume reads the newest "
+                   + ", ".join(f"{n:,} x {_size(s)}" for s, n in plan.window.items())
+                   + " records per partition.")
+
+
 def others_phase(plan: Plan, r: report.Results, skip: set[str]) -> None:
     for name, server_class in others.SERVERS.items():
         if name in skip:
@@ -157,8 +251,8 @@ def others_phase(plan: Plan, r: report.Results, skip: set[str]) -> None:
             try:
                 if run == 0:
                     time.sleep(1)
-                    r.add("Start-up time", "process start to ready", name, server.ready_s, "s",
-                          higher_is_better=False)
+                    r.add("Start-up time", startup_bench.case_label("fresh", "cached"), name,
+                          server.ready_s, "s", higher_is_better=False)
                     r.add("Idle RSS", "after start-up", name, server.rss_mib(), "MiB",
                           higher_is_better=False)
                 for size in plan.sizes:
@@ -215,13 +309,17 @@ def spark_phase(plan: Plan, r: report.Results) -> None:
 
 
 def startup_phase(plan: Plan, r: report.Results) -> None:
-    for _ in range(max(3, plan.runs)):
-        with broker_process() as broker:
-            time.sleep(1)
-            r.add("Start-up time", "process start to ready", "odradek", broker.ready_s, "s",
-                  higher_is_better=False)
-            r.add("Idle RSS", "after start-up", "odradek", proc_memory_mib(broker.pid)["VmRSS"],
-                  "MiB", higher_is_better=False)
+    """startup_bench.py: spawn to the first ApiVersions answer, four cases."""
+    results, rss = startup_bench.measure(plan.startup_runs, log=_log)
+    for config, values in results.items():
+        for v in values:
+            r.add("Start-up time", config, "odradek", v, "s", higher_is_better=False)
+    r.add("Idle RSS", "after start-up", "odradek", rss, "MiB", higher_is_better=False)
+    r.notes.append("Start-up: Odradek from spawn to its first ApiVersions answer (median of "
+                   f"{plan.startup_runs}) with every module's bytecode cached, as after pip "
+                   "install, unless the row says 'no .pyc' (odradek's sources compiled at each "
+                   "start: an editable install with PYTHONDONTWRITEBYTECODE=1, as this "
+                   "repository's tests run); Redis and NATS from spawn to their port accepting.")
 
 
 def metadata_phase(plan: Plan, targets: list[kafka.Target], r: report.Results) -> None:
@@ -243,7 +341,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, help="results folder (default "
                         "benchmarks/results/<date>-<full|quick>)")
     parser.add_argument("--skip", default="", help="comma-separated phases or targets: "
-                        "latency,produce,group,redis,nats,startup,metadata,spark")
+                        "latency,produce,group,metadata,c,redis,nats,startup,spark")
     args = parser.parse_args(argv)
     plan = QUICK if args.quick else FULL
     if args.runs:
@@ -262,6 +360,8 @@ def main(argv: list[str] | None = None) -> int:
             group_phase(plan, targets, r)
         if "metadata" not in skip:
             metadata_phase(plan, targets, r)
+        if "c" not in skip:
+            c_client_phase(plan, targets, r)
     others_phase(plan, r, skip)
     if "spark" not in skip and not args.quick:
         spark_phase(plan, r)

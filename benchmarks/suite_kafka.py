@@ -94,6 +94,11 @@ class Rate:
         return self.messages / self.seconds
 
     @property
+    def mb_per_s(self) -> float:
+        """Megabytes (10^6 bytes) of values per second."""
+        return self.value_bytes / self.seconds / 1e6
+
+    @property
     def cpu_s_per_gb(self) -> float:
         return self.server_cpu_s / (self.value_bytes / 1e9)
 
