@@ -52,6 +52,12 @@ from odradek.wire.frames import (
 
 log = logging.getLogger("odradek.broker")
 
+PRELOADED_APIS = (3, 0, 1, 2, 10, 11, 14, 12, 9, 8, 13, 22, 19, 23, 32, 60, 15, 16)
+"""The handlers every Kafka client reaches in its first seconds (metadata,
+produce, fetch, offsets, groups, idempotence, topic creation), imported one per
+event-loop turn once the listeners serve, so the first Produce does not wait
+for them; the others load on their first request (``registry.registration``)."""
+
 REQUEST_QUOTA = "request_percentage"
 UNTHROTTLED_APIS = frozenset({18})
 """Never charged request time (ApiVersions), as in Kafka."""
@@ -320,6 +326,7 @@ class KafkaServer:
         """Events worth counting: "idle_closed", "memory_paused", "memory_granted"."""
         self._loop: asyncio.AbstractEventLoop | None = None
         self._sweeper: asyncio.Task[None] | None = None
+        self._preloader: asyncio.Task[None] | None = None
         self._last_rejection_log = -1e9
 
     def _config_changed(self, names: set[str]) -> None:
@@ -393,6 +400,17 @@ class KafkaServer:
             await self.state.register()
         for server in self._servers:
             await server.start_serving()
+        self._preloader = loop.create_task(self._preload_handlers())
+
+    async def _preload_handlers(self) -> None:
+        """Import :data:`PRELOADED_APIS`' handlers, yielding to requests between
+        modules (a request waits for at most one module's import)."""
+        for key in PRELOADED_APIS:
+            await asyncio.sleep(0)
+            try:
+                registration(key)
+            except Exception:  # a broken module fails its own requests, visibly
+                log.exception("importing the handler of API %d failed", key)
 
     def _advertised(self) -> list[Any]:
         from odradek.broker.config import Listener
@@ -420,6 +438,10 @@ class KafkaServer:
         for server in self._servers:
             server.close()
         self.draining = True
+        if self._preloader is not None:
+            self._preloader.cancel()
+            await asyncio.gather(self._preloader, return_exceptions=True)
+            self._preloader = None
         if self._sweeper is not None:
             self._sweeper.cancel()
             await asyncio.gather(self._sweeper, return_exceptions=True)
