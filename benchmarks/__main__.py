@@ -310,13 +310,18 @@ def spark_phase(plan: Plan, r: report.Results) -> None:
 
 def startup_phase(plan: Plan, r: report.Results) -> None:
     """startup_bench.py: spawn to the first ApiVersions answer, four cases."""
-    results, rss = startup_bench.measure(plan.startup_runs, log=_log)
+    results, cpu, rss = startup_bench.measure(plan.startup_runs, log=_log)
     for config, values in results.items():
         for v in values:
             r.add("Start-up time", config, "odradek", v, "s", higher_is_better=False)
+    for config, values in cpu.items():
+        for v in values:
+            r.add("Start-up CPU time", config, "odradek", v, "s", higher_is_better=False)
     r.add("Idle RSS", "after start-up", "odradek", rss, "MiB", higher_is_better=False)
     r.notes.append("Start-up: Odradek from spawn to its first ApiVersions answer (median of "
-                   f"{plan.startup_runs}) with every module's bytecode cached, as after pip "
+                   f"{plan.startup_runs}; 'CPU time': what the broker process had used by "
+                   "then, steadier than wall time on a shared machine) with every module's "
+                   "bytecode cached, as after pip "
                    "install, unless the row says 'no .pyc' (odradek's sources compiled at each "
                    "start: an editable install with PYTHONDONTWRITEBYTECODE=1, as this "
                    "repository's tests run); Redis and NATS from spawn to their port accepting.")
