@@ -81,6 +81,8 @@ def _record_table(specs: list[MessageSpec]) -> str:
         "",
         "from __future__ import annotations",
         "",
+        "__all__ = ['METADATA_RECORDS']",
+        "",
         "# api key: (module in odradek.wire.internal, class name)",
         "METADATA_RECORDS: dict[int, tuple[str, str]] = {",
     ]

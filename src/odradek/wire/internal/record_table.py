@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+__all__ = ['METADATA_RECORDS']
+
 # api key: (module in odradek.wire.internal, class name)
 METADATA_RECORDS: dict[int, tuple[str, str]] = {
     0: ('register_broker_record', 'RegisterBrokerRecord'),
