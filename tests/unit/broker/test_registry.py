@@ -27,6 +27,12 @@ def test_every_handler_module_is_in_the_table_with_the_versions_it_registers() -
         assert module.startswith(f"k{key:02d}_")
 
 
+def test_the_table_is_what_tools_handler_table_writes() -> None:
+    from tools import handler_table
+
+    assert handler_table.main(["--check"]) == 0
+
+
 def test_advertised_is_the_table_by_key() -> None:
     assert advertised() == [(k, lo, hi) for k, (_, (lo, hi)) in sorted(SERVED.items())]
 

@@ -9,6 +9,7 @@ imports a module when its API is first requested. Each module still declares
 its versions with ``@handler(key, versions)``, and registration refuses a
 module whose versions differ from its row here
 (``tests/unit/broker/test_registry.py`` imports them all and checks both ways).
+``python -m tools.handler_table`` rewrites the table from the modules.
 Nothing else belongs in this file: importing one handler imports this package.
 """
 
