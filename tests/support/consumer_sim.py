@@ -24,7 +24,9 @@ do, with at most one heartbeat in flight:
   epoch and a full request (as both clients do after an error, so the
   coordinator sends the assignment again);
 * FENCED_MEMBER_EPOCH / UNKNOWN_MEMBER_ID: drop every partition, rejoin with
-  epoch 0 under the same member id;
+  epoch 0 under the same member id; GROUP_ID_NOT_FOUND (the group is a classic
+  one it cannot upgrade now, see :mod:`tests.support.consumer_sim_classic`) the
+  same, a heartbeat interval later;
 * leaving: a dynamic member drops its partitions and leaves with -1 (and comes
   back later as a new consumer, with a new member id); a static member leaves
   with -2 and comes back with the same instance id under a new member id;
@@ -39,6 +41,10 @@ group's partition loads, then :meth:`loaded`; sometimes the crash happens
 after an operation but before its records were appended (its answer is then
 never sent).
 
+Classic clients and the online upgrade: :mod:`tests.support.consumer_sim_classic`
+(hooks here: :meth:`ConsumerSim._dispatch`, :meth:`ConsumerSim._check_more`,
+:meth:`ConsumerSim._on_poll`, :meth:`ConsumerSim._disturb_one`).
+
 Checked after every event (:meth:`ConsumerSim.check`):
 
 * the coordinator's invariants of :mod:`odradek.coordinator.consumer.model`;
@@ -47,7 +53,8 @@ Checked after every event (:meth:`ConsumerSim.check`):
   owned by two clients at once. A client the coordinator removed (session or
   revocation timeout) before it heard is a *zombie* until its next heartbeat:
   only members removed by :meth:`poll` can leave one, and a zombie's offset
-  commits are refused (Kafka's model: the fence is on commits);
+  commits (OffsetCommit through the facade) are refused (Kafka's model: the
+  fence is on commits);
 * after a crash, the rebuilt group equals the live one.
 
 Not modelled by default (``stale_requests``): a request delivered after its
@@ -83,8 +90,7 @@ from odradek.coordinator.consumer.model import (
     MemberState,
     pairs,
 )
-from odradek.coordinator.consumer.records import MEMBER, ConsumerRecord
-from odradek.coordinator.coordinator import GroupCoordinator
+from odradek.coordinator.coordinator import Commit, CommitRequest, GroupCoordinator
 from odradek.coordinator.core import GroupConfig
 from odradek.coordinator.records import decode, encode
 from odradek.wire.errors import ErrorCode
@@ -224,7 +230,7 @@ class ConsumerSim:
         elif roll < 0.03:
             self._topic_change()
         elif roll < 0.06:
-            self._disturb(self.rng.choice(sorted(self.clients)))
+            self._disturb_one()
         else:
             self._next_event()
 
@@ -233,12 +239,13 @@ class ConsumerSim:
         top = self.queue[0][0] if self.queue else None
         if due is not None and (top is None or due < top):
             self.now = max(self.now, due)
+            before = self.member_ids()
             fx = self.coordinator.poll(self.now)
-            gone = {r.member for r in fx.records
-                    if isinstance(r, ConsumerRecord) and r.kind == MEMBER and r.tombstone}
-            self.expired |= {m for m in gone if m is not None}
             self._append(fx.records)
-            self._note(f"poll expired={sorted(m for m in gone if m)}")
+            gone = before - self.member_ids()
+            self.expired |= gone
+            self._on_poll(fx)
+            self._note(f"poll expired={sorted(gone)}")
             self.check("poll")
             return
         if top is None:
@@ -250,6 +257,20 @@ class ConsumerSim:
                 self.coordinator.loaded(self.coordinator.partition_of(GROUP), self.now)
                 self._note("loaded")
             return
+        self._dispatch(kind, name, payload)
+        self.check(kind)
+
+    def member_ids(self) -> set[str]:
+        """The group's members, of either protocol (a classic group's in ``members``)."""
+        g = self.coordinator.groups.get(GROUP)
+        if g is None:
+            return set()
+        return set(g.consumer.members) if g.consumer is not None else set(g.members)
+
+    def _on_poll(self, fx: Any) -> None:
+        """Hook: the answers :meth:`GroupCoordinator.poll` gave (classic clients)."""
+
+    def _dispatch(self, kind: str, name: str, payload: Any) -> None:
         c = self.clients[name]
         if kind == "wake":
             if payload == c.incarnation:
@@ -269,7 +290,6 @@ class ConsumerSim:
             c.full = True
             self._note(f"timeout {c.name}")
             self._schedule(c, self.now + 100)
-        self.check(kind)
 
     def _schedule(self, c: Client, hb_at: int | None = None) -> None:
         if hb_at is not None:
@@ -368,6 +388,12 @@ class ConsumerSim:
             c.epoch, c.owned, c.full, c.ack_at = 0, {}, True, None
             self._schedule(c, self.now)
             return
+        if code is ErrorCode.GROUP_ID_NOT_FOUND:
+            # A classic group that cannot be upgraded now (in a rebalance), or one
+            # that became classic again while this member was away: start over.
+            c.epoch, c.owned, c.full, c.ack_at = 0, {}, True, None
+            self._schedule(c, self.now + INTERVAL_MS)
+            return
         if code is ErrorCode.UNRELEASED_INSTANCE_ID:
             self._schedule(c, self.now + INTERVAL_MS)
             return
@@ -389,6 +415,9 @@ class ConsumerSim:
                 c.ack_at = self.now + (c.rebalance_timeout_ms + 1_000 if late else
                                        self.rng.choice((0, 0, 100, 800)) if self.faults else 0)
         self._schedule(c, self.now + resp.heartbeat_interval_ms)
+
+    def _disturb_one(self) -> None:
+        self._disturb(self.rng.choice(sorted(self.clients)))
 
     def _disturb(self, name: str) -> None:
         c = self.clients[name]
@@ -436,9 +465,10 @@ class ConsumerSim:
             del self.topics[name]
             self._note(f"topic delete {name}")
 
-    def _crash(self, before_append: Client | None) -> None:
+    def _crash(self, before_append: Client | None, lost: bool = False) -> None:
         """A fresh coordinator replays the log. ``before_append``: the last
-        operation's records were not appended and its answer not sent."""
+        operation's records were not appended and its answer not sent (``lost``:
+        the same for an operation of no client here)."""
         old = self.group
         self.coordinator = self._fresh()
         records = [r for r in (decode(k, v) for k, v in self.log) if r is not None]
@@ -447,7 +477,7 @@ class ConsumerSim:
                  "loaded", "", self.coordinator)
         if before_append is not None:
             self._at(self.now + REQUEST_TIMEOUT_MS, "timeout", before_append.name)
-        else:
+        elif not lost:
             self._note(f"crash ({len(records)} records)")
             same(old, self.group)
         self.check("crash")
@@ -466,10 +496,8 @@ class ConsumerSim:
                 if c.owned:
                     assert c.member_id in self.expired, (
                         f"{where}: {c.name} owns {c.owned} but {c.member_id} was not expired")
-                    group = self.coordinator.groups[GROUP]
-                    code = self.coordinator.consumer.validate_commit(
-                        group, c.member_id, c.epoch, 9, False)
-                    assert code, f"{where}: zombie {c.name} may commit"
+                    assert self.commit(c.member_id, c.epoch, c.instance_id, c.owned) != (
+                        ErrorCode.NONE), f"{where}: zombie {c.name} may commit"
                     self.counts["zombie"] = self.counts.get("zombie", 0) + 1
                 continue
             held = dict(m.assigned)
@@ -481,6 +509,35 @@ class ConsumerSim:
                     f"(assigned {m.assigned}, pending {m.pending_revocation})")
                 assert key not in owners, f"{where}: {key} owned by {owners[key]} and {c.name}"
                 owners[key] = c.name
+        self._check_more(where, owners)
+
+    def _check_more(self, where: str, owners: dict[tuple[uuid.UUID, int], str]) -> None:
+        """Hook: more clients' claims (classic clients), against ``owners`` so far."""
+
+    def commit(self, member_id: str, epoch: int, instance_id: str | None,
+               owned: Assignment) -> ErrorCode | None:
+        """An OffsetCommit (v9, through the facade) of ``owned`` (or, when none of
+        it exists any more, of some partition) as this member at this epoch or
+        generation: its error (NONE: accepted, and its records are appended);
+        None when no topic exists."""
+        names = {tid: name for name, (tid, _) in self.topics.items()}
+        commits = [Commit(names[t], p, 1, -1, None) for t, p in sorted(
+            pairs(owned), key=lambda k: (str(k[0]), k[1])) if t in names]
+        if not commits and self.topics:
+            commits = [Commit(min(self.topics), 0, 1, -1, None)]
+        if not commits:
+            return None
+        req = CommitRequest(GROUP, epoch, member_id, instance_id, -1, commits)
+        fx = self.coordinator.commit_offsets(
+            object(), self.now, req,
+            lambda t, p: t in self.topics and p < self.topics[t][1])
+        [(_, errors)] = fx.replies
+        codes = set(errors.values())
+        assert len(codes) == 1, f"mixed answers to one commit: {errors}"
+        code = ErrorCode(codes.pop())
+        if not code:
+            self._append(fx.records)
+        return code
 
     def quiesce(self, limit_ms: int = 120_000) -> None:
         """No more faults; every client back and heartbeating until the group settles."""
@@ -577,6 +634,8 @@ def same(live: ConsumerGroup | None, rebuilt: ConsumerGroup | None) -> None:
     for mid, m in live.members.items():
         r = rebuilt.members[mid]
         assert m.metadata_key() == r.metadata_key(), f"{mid} metadata differs after replay"
+        assert m.classic == r.classic, (
+            f"{mid} classic metadata differs after replay: live {m.classic}, rebuilt {r.classic}")
         assert m.assignment_key() == r.assignment_key(), (
             f"{mid} assignment differs after replay: live {m.assignment_key()}, "
             f"rebuilt {r.assignment_key()}")

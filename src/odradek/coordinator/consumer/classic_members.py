@@ -206,7 +206,13 @@ class ClassicBridge:
         if not member_id:
             member_id = self.store.new_member_id(req.group_instance_id or client_id)
             if version >= 4 and req.group_instance_id is None:
+                group.pending_members[member_id] = now_ms + req.session_timeout_ms
                 return error(ErrorCode.MEMBER_ID_REQUIRED, member_id)
+        elif member_id not in cg.members and group.pending_members.pop(member_id, None) is None:
+            # Not a member (e.g. removed when its session expired) nor an id just
+            # handed out: as in a classic group, it must lose its partitions and
+            # join anew, not come back claiming them.
+            return error(ErrorCode.UNKNOWN_MEMBER_ID, member_id)
         member = cg.members.get(member_id)
         joined = member is None
         if member is None:
@@ -222,7 +228,7 @@ class ClassicBridge:
             if joined:
                 cg.remove(member_id)
             return error(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id)
-        before = member.metadata_key()
+        before, classic_before = member.metadata_key(), member.classic
         old_topics = list(member.subscribed_topic_names)
         member.client_id, member.client_host = client_id, client_host
         member.subscribed_topic_names = sorted(set(sub.topics))
@@ -230,8 +236,7 @@ class ClassicBridge:
                                        else req.session_timeout_ms)
         member.classic = ClassicInfo(protocols, req.session_timeout_ms)
         member.session_deadline_ms = now_ms + req.session_timeout_ms
-        if joined or member.metadata_key() != before or member.classic != ClassicInfo(
-                protocols, req.session_timeout_ms):
+        if joined or member.metadata_key() != before or member.classic != classic_before:
             fx.records.append(self.m.member_record(group.group_id, member))
         self.m.refresh_and_assign(
             fx, group, topics, bump=joined or old_topics != member.subscribed_topic_names)
