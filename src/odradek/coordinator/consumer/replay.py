@@ -35,6 +35,7 @@ def apply(groups: dict[str, Group], record: cr.ConsumerRecord, now_ms: int) -> N
         group.protocol_type, group.protocol_name = "consumer", None
         group.members.clear()
         group.static_members.clear()
+        group.leader_id = None  # as the upgrade leaves it (a classic group's leader is gone)
     cg = group.consumer
     v = record.value
     mid = record.member or ""
