@@ -135,6 +135,8 @@ DEFAULTS: dict[str, str] = {
     "replica.fetch.response.max.bytes": "10485760",
     "replica.fetch.backoff.ms": "1000",
     "num.replica.fetchers": "1",
+    # Segment writes run on these threads, off the event loop (broker/writer.py).
+    "num.io.threads": "8",
     "transaction.state.log.replication.factor": "1",
     "transaction.state.log.min.isr": "1",
     "unclean.leader.election.enable": "false",
@@ -145,7 +147,8 @@ DEFAULTS: dict[str, str] = {
 }
 
 _INT_KEYS = {
-    "node.id", "num.partitions", "default.replication.factor", "message.max.bytes",
+    "node.id", "num.partitions", "num.io.threads", "default.replication.factor",
+    "message.max.bytes",
     "socket.request.max.bytes", "log.segment.bytes", "log.roll.hours", "log.retention.hours",
     "log.retention.bytes", "log.retention.check.interval.ms", "log.index.interval.bytes",
     "log.index.size.max.bytes", "log.flush.interval.messages",

@@ -13,7 +13,10 @@ partition, at most ``num.replica.alter.log.dirs.threads`` copying at once
    meanwhile are picked up by the next round;
 3. once caught up, fsyncs the copy on a worker thread, then on the event loop,
    with no await until it is done (the partition's lock, in Kafka's terms:
-   no produce, fetch or flush interleaves), copies the last few batches,
+   no produce, fetch or flush interleaves), waits for the current log's
+   appends still being written (on the writer threads: the copy
+   never reads past the written end, so they would be lost in the swap),
+   copies the last few batches,
    fsyncs the copy if the current log was synced further, and renames it in
    (:meth:`LogManager.promote_future`, the on-disk steps in
    :mod:`odradek.storage.logdirs`). The old directory is deleted after
@@ -49,6 +52,9 @@ CHUNK_BYTES = 1 << 20
 """Bytes one round of the copy reads and appends on a worker thread."""
 FINAL_BYTES = 256 << 10
 """What the final step may still copy on the event loop; more takes another round."""
+WRITE_WAITS = 4
+"""Times the final step waits (without blocking) for the current log's pending
+writes to complete before it drains the rest on the event loop."""
 
 
 class LogMover:
@@ -151,6 +157,10 @@ class LogMover:
                     if await self._wait_quiet(part):
                         continue  # something ran meanwhile: look again
                     held = loop.time()
+                    # Appends assigned since the wait (writer threads) are written
+                    # now, blocking: the copy must hold them before the swap, and
+                    # the old log's files are renamed away right after.
+                    state.log.drain_writes()
                     if future.finish(state.log, FINAL_BYTES):
                         crashpoints.reach("logdir.before_decide")
                         self.manager.promote_future(part)
@@ -172,8 +182,11 @@ class LogMover:
 
     async def _wait_quiet(self, part: Partition) -> bool:
         """Wait out a flush of the current log in flight and a cleaner pass over it;
-        True when it had to wait (the caller looks again)."""
+        True when it had to wait (the caller looks again). Appends still being
+        written (writer threads) are waited for too, a few times at most: the
+        caller drains what is left, blocking, before the final step."""
         waited = False
+        write_waits = 0
         while True:
             running = self.manager.flushing(part)
             cleaning = self.manager.logs.cleaning
@@ -181,6 +194,10 @@ class LogMover:
                 await asyncio.shield(running)
             elif cleaning is not None and cleaning.log is part.state.log:
                 await asyncio.sleep(0.05)
+            elif part.state.log.writes_pending and write_waits < WRITE_WAITS:
+                write_waits += 1
+                await self.manager.writes_done(part)
+                continue
             else:
                 return waited
             waited = True

@@ -8,6 +8,12 @@ leader epoch, replicas, ISR, high watermark) and adds what needs the event
 loop: fetches long-polling it, produces and coordinator writes waiting for its
 high watermark (delayed produce), and fsyncs on a worker thread.
 
+Appends are written off the loop (:mod:`odradek.broker.writer`): offsets are
+assigned at once, the bytes go to a writer thread, and the log end offset,
+the HW and waiting fetches move when the write completes; an answer that
+needs the records in the log (acks=1 and -1, a coordinator's write) waits for
+it and carries its failure (KAFKA_STORAGE_ERROR).
+
 Durability at ack time (see docs/durability.md): an append is in the page
 cache when Produce answers; if ``flush.messages`` is reached by the append the
 answer waits for the fsync, which runs on a worker thread and covers every
@@ -25,16 +31,19 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from odradek.broker.log_mover import LogMover
+from odradek.broker.writer import LogWriter
 from odradek.common.clock import Clock
 from odradek.common.ids import Ids
 from odradek.metadata.image import MetadataImage
 from odradek.replication.partition import Appended, Origin, PartitionState
 from odradek.storage.config import LogConfig, LogManagerConfig, log_config_from_server
+from odradek.storage.errors import StorageError
 from odradek.storage.flush import FlushJob, IoJob
 from odradek.storage.fs import FileSystem, OsFileSystem
 from odradek.storage.handles import HandleCache
 from odradek.storage.log import Log
 from odradek.storage.manager import LogManager
+from odradek.storage.writes import AppendJob
 from odradek.wire.records import decode_batch
 
 log = logging.getLogger("odradek.broker")
@@ -186,6 +195,8 @@ class PartitionManager:
         (the replica fetchers follow the new leaders)."""
         self._flushing: dict[tuple[str, int], asyncio.Future[None]] = {}
         self._housekeeping: asyncio.Task[None] | None = None
+        self.io_threads = int(server_props.get("num.io.threads") or 8)
+        self._writer: LogWriter[Partition] | None = None
 
     def reconfigure(self, server_props: dict[str, str]) -> None:
         """New broker-level settings while running (dynamic broker configs): the
@@ -270,7 +281,9 @@ class PartitionManager:
             moved.append(part)
             part.abandon()
             self.mover.cancel(part)
-            self.logs.delete_log(*key)
+            self.logs.delete_log(*key)  # (waits for its pending writes)
+            if self._writer is not None:
+                self._writer.forget(part)
         strays = [tp for tp in self.logs.logs() if tp not in wanted and tp[0] != METADATA_TOPIC]
         for tp in strays:
             if remove:
@@ -287,6 +300,9 @@ class PartitionManager:
         # (one node: at once, the HW going to the log end) or follow.
         part = Partition(PartitionState(topic, index, plog, local_id=self.node_id,
                                         leader_epoch=leader_epoch, leader_id=-1))
+        writer = self._log_writer()
+        if writer is not None:
+            plog.write_sink = writer.sink(part)
         future = self.logs.future_log(topic, index)
         if future is not None:
             if future.topic_id not in (None, plog.topic_id):
@@ -311,8 +327,60 @@ class PartitionManager:
         no await in between)."""
         future = part.state.future
         assert future is not None and (part.topic, part.index) not in self._flushing
+        assert not part.log.writes_pending, "the future log must have every write"
         new = self.logs.promote_future(part.topic, part.index)
         part.state.future_promoted(new)
+        if self._writer is not None:
+            new.write_sink = self._writer.sink(part)  # (it wrote inline while a copy)
+
+    # -- writes, off the event loop --------------------------------------------------
+
+    def _log_writer(self) -> LogWriter[Partition] | None:
+        """The writer threads (started with the first partition); None outside a
+        running loop, where logs write inline."""
+        if self._writer is None:
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:
+                return None
+            self._writer = LogWriter(loop, self.io_threads, self._written)
+        return self._writer
+
+    def _written(self, part: Partition, jobs: list[AppendJob]) -> None:
+        """On the loop: writes of ``part`` finished. Complete them in order (the log
+        end moves), then move the HW, wake fetches and the answers waiting."""
+        for job in jobs:
+            job.complete(job.error)
+        if part.state.writes_completed():
+            part.hw_moved()
+        else:
+            part.notify()
+        for job in jobs:
+            fut = job.token
+            if isinstance(fut, asyncio.Future) and not fut.done():
+                fut.set_result(None)
+
+    async def written(self, result: Appended) -> None:
+        """Return once the append's bytes are in the log; raise its StorageError
+        (KAFKA_STORAGE_ERROR) if the write failed."""
+        job = result.write
+        if job is None:
+            return
+        if not job.done:
+            fut = job.token
+            if not isinstance(fut, asyncio.Future):
+                fut = job.token = asyncio.get_running_loop().create_future()
+            await asyncio.shield(fut)
+        if job.failure is not None:
+            raise job.failure
+
+    async def writes_done(self, part: Partition) -> None:
+        """Return once every write pending on ``part`` now has completed (failed
+        or not): a follower fetches again, or a log is truncated, only then."""
+        job = part.log.last_pending_write
+        if job is not None:
+            with contextlib.suppress(StorageError):
+                await self.written(Appended(write=job))
 
     async def append(
         self, part: Partition, records: memoryview, origin: Origin, *, acks: int = -1
@@ -332,17 +400,19 @@ class PartitionManager:
         result = part.state.append_as_leader(records, origin, acks)
         if result.hw_moved:
             part.hw_moved()
-        elif result.appended:
-            part.notify()
+        elif result.appended and result.write is None:
+            part.notify()  # (a pending write wakes them when it completes)
         return result
 
     async def complete(self, part: Partition, result: Appended, acks: int = -1) -> None:
-        """What an append's answer waits for: the fsync when ``flush.messages`` was
-        reached, and with ``acks=-1`` the HW passing its last offset — a duplicate
-        too (a retry of a batch that timed out may be in the log and not yet in
-        every ISR member). Raises NotLeaderError if the leadership moves first."""
+        """What an append's answer waits for: its write, the fsync when
+        ``flush.messages`` was reached, and with ``acks=-1`` the HW passing its
+        last offset — a duplicate too (a retry of a batch that timed out may be in
+        the log and not yet in every ISR member). Raises NotLeaderError if the
+        leadership moves first, StorageError if the write fails."""
         if result.error_code or result.last_offset < 0:
             return
+        await self.written(result)
         if result.flush_due:
             await self.flush(part)
         if acks == -1:
@@ -411,8 +481,13 @@ class PartitionManager:
                 await self._housekeeping
             self._housekeeping = None
         await self.mover.close()
+        for part in self.partitions.values():
+            await self.writes_done(part)
         for fut in list(self._flushing.values()):
             await asyncio.shield(fut)
         for part in self.partitions.values():
             part.abandon()
         await asyncio.to_thread(self.logs.close)
+        if self._writer is not None:
+            writer, self._writer = self._writer, None
+            await asyncio.to_thread(writer.stop)

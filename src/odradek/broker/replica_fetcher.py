@@ -191,6 +191,11 @@ class ReplicaFetchers:
                 raise ConnectionError(f"broker {fetcher.leader} has no endpoint")
             fetcher.conn = await Connection.open(
                 address, f"odradek-replica-{self.state.node_id}", timeout_s=5)
+        # A fetch offset says "I have everything below": writes still pending (this
+        # replica led until just now) complete first.
+        for part in ready.values():
+            if part.log.writes_pending:
+                await self.state.partitions.writes_done(part)
         asked: dict[tuple[str, int], tuple[int, int]] = {}
         topics: dict[str, list[FetchPartition]] = {}
         throttled = self._throttled(ready)
@@ -215,6 +220,7 @@ class ReplicaFetchers:
             raise ConnectionError(f"fetch error {response.error_code}")
         loop = asyncio.get_running_loop()
         flush_due: list[Partition] = []
+        appended: list[Partition] = []
         for topic in response.responses:
             for data in topic.partitions:
                 key = (topic.topic, data.partition_index)
@@ -230,7 +236,7 @@ class ReplicaFetchers:
                     size = len(data.records)
                     fetcher.delayed[key] = loop.time() + size / self.throttle_rate
                     self.throttled_bytes += size
-                if not self._apply(part, data, flush_due):
+                if not self._apply(part, data, flush_due, appended):
                     # The leader not knowing it leads yet (a new partition, or its
                     # metadata a few ms behind ours) is retried soon; anything
                     # else waits replica.fetch.backoff.ms.
@@ -239,12 +245,17 @@ class ReplicaFetchers:
                         min(self.backoff_s, 0.05) if soon else self.backoff_s)
                 elif key not in throttled or not data.records:
                     fetcher.delayed.pop(key, None)
-        # flush.messages reached: fsync before the next fetch, which is what moves
-        # the leader's HW past these records (docs/durability.md).
+        # The next fetch tells the leader this log's end: the writes (on the writer
+        # threads) complete first, and with flush.messages reached the fsync
+        # too, which is what moves the leader's HW past these records
+        # (docs/durability.md).
+        for part in appended:
+            await self.state.partitions.writes_done(part)
         for part in flush_due:
             await self.state.partitions.flush(part)
 
-    def _apply(self, part: Partition, data: PartitionData, flush_due: list[Partition]) -> bool:
+    def _apply(self, part: Partition, data: PartitionData, flush_due: list[Partition],
+               appended: list[Partition]) -> bool:
         """One partition of the leader's answer; False to back off."""
         st = part.state
         code = data.error_code
@@ -264,6 +275,8 @@ class ReplicaFetchers:
         assert isinstance(records, (bytes, bytearray, memoryview))
         result = st.append_as_follower(memoryview(records), data.high_watermark,
                                        data.log_start_offset)
+        if result.write is not None:
+            appended.append(part)
         if result.error_code:
             log.warning("%s-%d: cannot append the leader's batches: %s", part.topic,
                         part.index, result.error_message)

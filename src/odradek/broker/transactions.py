@@ -300,6 +300,8 @@ class TxnRuntime:
             await self.partitions.complete(part, result, acks=-1)
         except PartitionGoneError:
             return True
+        except StorageError as exc:  # the marker's write failed: tried again
+            raise CoordinatorWriteError(str(exc)) from exc
         return True
 
     async def _send_marker(self, job: MarkerJob, topic: str, index: int, leader: int) -> bool:

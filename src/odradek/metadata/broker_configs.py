@@ -114,7 +114,9 @@ _DEFS = [
            "broker.session.timeout.ms", "metadata.max.idle.interval.ms",
            "replica.fetch.wait.max.ms", "replica.fetch.min.bytes", "replica.fetch.max.bytes",
            "replica.fetch.response.max.bytes", "replica.fetch.backoff.ms",
-           "num.replica.fetchers", "transaction.state.log.min.isr"),
+           "num.replica.fetchers", "transaction.state.log.min.isr",
+           # Odradek's segment writer threads (broker/writer.py), sized at start-up.
+           "num.io.threads"),
     *_defs("short", R, "offsets.topic.replication.factor",
            "transaction.state.log.replication.factor"),
     *_defs("long", R, "log.retention.check.interval.ms", "log.flush.scheduler.interval.ms",

@@ -55,6 +55,7 @@ from odradek.storage.cleaner import CleanerView
 from odradek.storage.errors import StorageError
 from odradek.storage.log import FileSlice, Log
 from odradek.storage.txnfiles import encode_snapshot
+from odradek.storage.writes import AppendJob
 from odradek.wire.batch import ATTR_CONTROL, BatchHeader, read_batch_header
 from odradek.wire.errors import ErrorCode
 from odradek.wire.primitives import Buffer, DecodeError
@@ -99,6 +100,9 @@ class Appended:
     """The leader epoch the records were appended (or found, for a duplicate) at:
     an answer that waits for the HW is only valid while this replica still leads
     at that epoch (after a change the offsets may hold other records)."""
+    write: AppendJob | None = None
+    """The write still pending for these records (the log has a write sink): the
+    answer waits for it, and carries its failure if it fails. None: written."""
 
     @property
     def appended(self) -> bool:
@@ -188,6 +192,9 @@ class PartitionState:
     epoch_start_offset: int = 0
     """The log end when this replica took the leadership at ``leader_epoch``: a
     follower joins the ISR only once it has reached it."""
+    leader_high_watermark: int = 0
+    """A follower: the leader's HW as of its last answer (taken as far as the
+    written log reaches, again whenever a write completes)."""
 
     future: FutureReplica | None = None
     """The copy of the log being filled in another log directory
@@ -204,11 +211,15 @@ class PartitionState:
             self.isr = {self.local_id}
         self._rebuild()
         if self.is_leader:
-            self.epoch_start_offset = self.log_end_offset
+            self.epoch_start_offset = self.log.next_offset
             self._update_high_watermark()
 
     def _hook(self, log: Log) -> None:
+        """Install this partition's callbacks on ``log`` (its log at start, and the
+        future log once renamed in): producer snapshots, the writer's rollback
+        after a failed write, the cleaner's view, removed aborts."""
         log.snapshot_source = self._snapshot_bytes
+        log.on_rollback = self._reload_producers
         log.cleaner_view = self._cleaner_view
         log.on_aborts_removed = self._aborts_removed
 
@@ -298,9 +309,10 @@ class PartitionState:
             self.replicas = {b: Replica(b, last_caught_up_ms=now_ms if b in self.isr else -1)
                              for b in sorted(wanted)}
             self.pending_isr = None
-            self.epoch_start_offset = self.log_end_offset
+            # Appends still being written belong to the epochs before this one.
+            self.epoch_start_offset = self.log.next_offset
             if epoch > self.log.epochs.latest_epoch:
-                self.log._assign_epoch(epoch, self.log_end_offset)
+                self.log._assign_epoch(epoch, self.log.next_offset)
         else:
             self.replicas = {b: self.replicas.get(b) or Replica(b) for b in sorted(wanted)}
             # A newer partition epoch settles any pending change: the controller
@@ -474,6 +486,7 @@ class PartitionState:
         """The leader says this log diverges after (``epoch``, ``end_offset``): cut it
         where it stops agreeing (the end of the same epoch here, or of the
         largest one below; the next fetch checks again). Returns the new log end."""
+        self.log.drain_writes()
         mine, my_end = self.log.epochs.end_offset_for(epoch, self.log_end_offset)
         if mine < 0:
             entries = self.log.epochs.entries
@@ -487,6 +500,7 @@ class PartitionState:
         leader epochs starting at the log end do (:meth:`Log.truncate_to`): this
         replica led in them and appended nothing, and a follower naming such an
         epoch as its last fetched one would be told to truncate forever."""
+        self.log.drain_writes()
         if offset >= self.log_end_offset:
             self.log.truncate_to(self.log_end_offset)
             return
@@ -502,6 +516,7 @@ class PartitionState:
         """The leader answered OFFSET_OUT_OF_RANGE to this follower's fetch: below the
         leader's log start, start over there, empty; past its end, cut back to
         its HW (Kafka's ``fetchOffsetAndTruncate``)."""
+        self.log.drain_writes()
         if self.log_end_offset < leader_log_start:
             self.truncate_fully_and_start_at(leader_log_start)
         else:
@@ -559,11 +574,14 @@ class PartitionState:
                 continue
             if check.verdict is Verdict.DUPLICATE and checked and len(checked.batches) == 1:
                 assert check.duplicate_of is not None
+                last = check.duplicate_of.last_offset
                 return Appended(
                     first_offset=check.duplicate_of.first_offset,
-                    last_offset=check.duplicate_of.last_offset,
+                    last_offset=last,
                     log_start_offset=plog.log_start_offset, duplicate=True,
-                    leader_epoch=self.leader_epoch)
+                    leader_epoch=self.leader_epoch,
+                    # Its original may still be being written: answer after that.
+                    write=plog.last_pending_write if last >= plog.log_end_offset else None)
             return Appended(_VERDICT_CODES[check.verdict], check.message or None)
         try:
             info = plog.append(records, leader_epoch=self.leader_epoch, checked=checked)
@@ -580,7 +598,7 @@ class PartitionState:
             log_append_time_ms=info.log_append_time_ms,
             log_start_offset=info.log_start_offset,
             hw_moved=self._update_high_watermark(), flush_due=info.flush_due,
-            leader_epoch=self.leader_epoch)
+            leader_epoch=self.leader_epoch, write=info.write)
 
     def append_as_follower(self, records: memoryview, leader_hw: int,
                            leader_log_start: int = -1) -> Appended:
@@ -591,16 +609,19 @@ class PartitionState:
         fits a segment), so a small segment size never stalls a follower."""
         self._cut_inside_first_batch(records)
         first, last, flush_due, start = -1, -1, False, self.log_start_offset
+        write = None
+        self.leader_high_watermark = leader_hw
         for chunk in self._segment_sized(records):
             try:
                 info = self.log.append_replicated(chunk)
             except StorageError as exc:
                 return Appended(exc.error_code, str(exc), first_offset=first,
-                                last_offset=last)
+                                last_offset=last, write=write)
             if info.first_offset >= 0:
                 first = info.first_offset if first < 0 else first
                 last, start = info.last_offset, info.log_start_offset
                 flush_due |= info.flush_due
+                write = info.write or write
                 pos = 0
                 while pos < len(chunk):
                     h = read_batch_header(chunk, pos)
@@ -620,7 +641,19 @@ class PartitionState:
             with contextlib.suppress(StorageError):
                 self.delete_records(leader_log_start)
         return Appended(first_offset=first, last_offset=last, log_start_offset=start,
-                        hw_moved=moved, flush_due=flush_due)
+                        hw_moved=moved, flush_due=flush_due, write=write)
+
+    def writes_completed(self) -> bool:
+        """Pending writes completed (the log end moved, or a failed one rolled it
+        back): the leader's HW follows its log end, a follower's the leader's HW.
+        Returns whether the HW moved."""
+        if self.is_leader:
+            return self._update_high_watermark()
+        moved = self.log.advance_high_watermark(
+            min(self.leader_high_watermark, self.log_end_offset))
+        if moved:
+            self.producers.high_watermark_moved(self.high_watermark)
+        return moved
 
     def _cut_inside_first_batch(self, records: memoryview) -> None:
         """The first batch fetched starts below this log's end and ends at or past it:
@@ -633,7 +666,7 @@ class PartitionState:
             h = read_batch_header(records, 0)
         except DecodeError:
             return  # the log's own checks report it
-        if h.base_offset < self.log_end_offset <= h.last_offset:
+        if h.base_offset < self.log.next_offset <= h.last_offset:
             self.truncate_to(h.base_offset)
 
     def _segment_sized(self, records: memoryview) -> Iterable[memoryview]:

@@ -40,6 +40,7 @@ import logging
 import posixpath
 import uuid
 from bisect import bisect_right
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -84,6 +85,7 @@ from odradek.storage.names import (
 from odradek.storage.segment import BatchMeta, Segment
 from odradek.storage.timestamps import RecordTimestampSearch, TimestampOffset
 from odradek.storage.txnfiles import AbortedEntry, TxnFiles
+from odradek.storage.writes import AppendJob, WriteSink, WriteStream
 from odradek.wire.primitives import Buffer, DecodeError
 
 _log = logging.getLogger("odradek.storage")
@@ -106,6 +108,8 @@ class AppendInfo(NamedTuple):
     """A flush is due now (``flush.messages`` reached, or a segment was rolled), counting
     only what a flush in flight does not cover. With ``flush.messages`` set, Kafka
     acknowledges such an append only after the flush."""
+    write: AppendJob | None = None
+    """The pending write of these bytes (a write sink is set); None once written."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,6 +174,15 @@ class Log:
         self._segments = segments
         self._bases = [s.base_offset for s in segments]
         self._leo = segments[-1].next_offset
+        self._next = self._leo
+        self._pending: deque[AppendJob] = deque()
+        self._pending_messages = 0
+        self._reserved = segments[-1].size
+        self._generation = 0
+        self.write_sink: WriteSink | None = None
+        """Set by the broker: appends are written by the sink, off the loop
+        (:mod:`odradek.storage.writes`); None writes inline."""
+        self._stream = WriteStream(fs)
         self._log_start = log_start_offset
         self._recovery_point = recovery_point
         self._hw = high_watermark
@@ -203,8 +216,14 @@ class Log:
         so their aborted-transaction entries go too."""
         self.snapshot_source: Callable[[], bytes] | None = None
         """Set by the partition: the producer snapshot to store at a roll and at close."""
+        self.on_rollback: Callable[[], None] | None = None
+        """Set by the partition: a failed write rolled the log back to its written
+        end, so state kept for the appends it undid (producers) must be rebuilt."""
         try:
             self.txn_files.truncate_from_end(self._leo, self._bases)
+            # Epochs are noted when an append is assigned, before its write: a
+            # crash in between leaves one starting past the log end.
+            self.epochs.truncate_from_end(self._leo + 1)
         except OSError as e:
             _log.warning("%s: cannot trim transaction files: %s", dir_path, e)
         self.damage: list[Damage] = list(load_report.damage)
@@ -324,7 +343,24 @@ class Log:
 
     @property
     def log_end_offset(self) -> int:
+        """The written end: every offset below it is in the files. Fetches, followers
+        and the HW see no further."""
         return self._leo
+
+    @property
+    def next_offset(self) -> int:
+        """The offset the next append gets: the log end plus what pending writes
+        hold (equal to it when none is pending)."""
+        return self._next
+
+    @property
+    def writes_pending(self) -> bool:
+        return bool(self._pending)
+
+    @property
+    def last_pending_write(self) -> AppendJob | None:
+        """The newest job not yet completed: once it completes, so has every other."""
+        return self._pending[-1] if self._pending else None
 
     @property
     def high_watermark(self) -> int:
@@ -356,8 +392,10 @@ class Log:
     def relocate(self, dir_path: str, handles: HandleCache) -> None:
         """The partition directory was renamed ``dir_path`` (a future log becoming the
         current one): point every path there and open files through ``handles``
-        from now on. No IO but closing the old handles; no flush may be running."""
+        from now on. No IO but closing the old handles; no flush may be running
+        and no write pending (a future log writes inline)."""
         assert self._flush_in_flight is None, "relocate during a flush"
+        assert not self._pending, "relocate with writes pending"
         old = self.dir_path
         self.handles.discard_under(old)
         self.dir_path, self.handles = dir_path, handles
@@ -445,17 +483,18 @@ class Log:
         now = self.clock.now_ms()
         if checked is None:
             checked = self.check(view)
+        first = self._next
         if config.log_append_time:
-            chunks, metas = patch_log_append_time(view, checked, self._leo, leader_epoch, now)
+            chunks, metas = patch_log_append_time(view, checked, first, leader_epoch, now)
             append_time = max_ts = now
         else:
-            chunks, metas = patch_create_time(view, checked, self._leo, leader_epoch)
+            chunks, metas = patch_create_time(view, checked, first, leader_epoch)
             append_time, max_ts = -1, checked.max_timestamp
-        first = self._leo
-        self._write(chunks, metas, size, max_ts, now)
+        job = self._write(chunks, metas, size, max_ts, now, checked.records)
         if leader_epoch > self.epochs.latest_epoch:
             self._assign_epoch(leader_epoch, first)
-        return self._appended(first, checked.records, len(metas), size, append_time, max_ts)
+        return self._appended(first, checked.records, len(metas), size, append_time, max_ts,
+                              job)
 
     def _assign_epoch(self, epoch: int, start_offset: int) -> None:
         try:
@@ -477,7 +516,7 @@ class Log:
         if len(view) > self.config.segment_bytes:
             raise RecordListTooLargeError(f"{len(view)} bytes exceed segment.bytes")
         metas: list[BatchMeta] = []
-        expected = self._leo
+        expected = self._next
         max_ts = -1
         records_count = 0
         epochs: list[tuple[int, int]] = []
@@ -497,11 +536,11 @@ class Log:
             records_count += h.records_count
             expected = h.next_offset
             pos += h.size
-        self._write([view], metas, len(view), max_ts, self.clock.now_ms())
+        job = self._write([view], metas, len(view), max_ts, self.clock.now_ms(), records_count)
         for epoch, base in epochs:
             if epoch > self.epochs.latest_epoch:
                 self._assign_epoch(epoch, base)
-        return self._appended(first, records_count, len(metas), len(view), -1, max_ts)
+        return self._appended(first, records_count, len(metas), len(view), -1, max_ts, job)
 
     def _empty_append(self) -> AppendInfo:
         return AppendInfo(-1, -1, -1, -1, 0, 0, 0, self._log_start, False)
@@ -513,35 +552,107 @@ class Log:
         size: int,
         max_ts: int,
         now: int,
-    ) -> None:
+        records: int,
+    ) -> AppendJob | None:
+        """Reserve the bytes' place and hand them to the write sink; without one,
+        write them now. Returns the job while its write is pending, else None.
+        Raises a StorageError when an inline write fails."""
         self._maybe_roll(size, max_ts, metas[-1][0], now)
         seg = self._segments[-1]
-        before = seg.size
+        sink = self.write_sink
+        job = AppendJob(self, self._stream, seg, self._reserved, chunks, metas, size,
+                        self._next, metas[-1][0] + 1, records, self._generation,
+                        handle=None if sink is not None else seg.log_handle())
+        if job.position == 0:
+            seg.note_rolling_timestamp(metas)
+        self._reserved += size
+        self._next = job.next_offset
+        self._pending_messages += records
+        self._pending.append(job)
+        if sink is not None:
+            sink.submit(job)
+            return job
+        error: OSError | None = None
         try:
-            seg.append(chunks, metas)
+            job.run()
         except OSError as e:
-            full = self._space_failed("append", e)
-            if full is not None:
-                # Cut what part of the write landed (ftruncate frees space, it
-                # needs none); if even that fails the log goes offline.
+            error = e
+        job.complete(error)
+        if job.failure is not None:
+            raise job.failure from error
+        return None
+
+    def complete_append(self, job: AppendJob, error: BaseException | None) -> None:
+        """A job's write finished (see :mod:`odradek.storage.writes`): publish its
+        batches, or fail it and roll back what was assigned after the written end.
+        Jobs complete in the order they were made."""
+        head = self._pending.popleft() if self._pending else None
+        if head is not job:
+            raise AssertionError(f"{self.dir_path}: append completed out of order")
+        self._pending_messages -= job.records
+        if job.generation != self._generation:
+            job.failure = KafkaStorageError(
+                f"append to {self.dir_path} failed: an earlier write failed")
+            return
+        if error is None:
+            job.seg.note_appended(job.position, job.metas)
+            self._leo = job.next_offset
+            if job.inactive_after:
                 try:
-                    seg.log_handle().truncate(before)
-                except OSError as cut_error:
-                    raise self._io_failed("append", cut_error) from e
-                raise full from e
-            error = self._io_failed("append", e)
-            with contextlib.suppress(OSError):
-                seg.log_handle().truncate(before)
-            raise error from e
-        self._leo = seg.next_offset
+                    job.seg.become_inactive()
+                except OSError as e:
+                    job.failure = self._io_failed("roll", e)
+            return
+        self._generation += 1
+        full = (self._space_failed("append", error)
+                if isinstance(error, OSError) and not job.cut_failed else None)
+        if full is None:
+            job.failure = self._io_failed("append", error if isinstance(error, OSError)
+                                          else OSError(str(error)))
+            return
+        job.failure = full
+        try:
+            self._roll_back_to_written()
+        except OSError as e:
+            job.failure = self._io_failed("append", e)
+
+    def _roll_back_to_written(self) -> None:
+        """Forget what was assigned past the written end: segments rolled for it,
+        epochs, aborted-transaction entries and snapshots noted for it, and the
+        producer state recorded with it (the partition rebuilds that)."""
+        written = self._leo
+        victims = []
+        while len(self._segments) > 1 and self._segments[-1].base_offset > written:
+            victims.append(self._segments.pop())
+            self._bases.pop()
+        if victims:
+            self._schedule_delete(victims)
+        self._reserved = self._segments[-1].size
+        self._next = written
+        self._unflushed_messages = max(self._unflushed_messages, 1)
+        self.epochs.truncate_from_end(written)
+        self.txn_files.truncate_from_end(written, self._bases)
+        if self.on_rollback is not None:
+            self.on_rollback()
+
+    def drain_writes(self) -> None:
+        """Wait (blocking this thread) for every pending write, and complete them
+        in order. Operations that change segments (truncation, a cleaner swap,
+        deletion, close) call it first; the broker's paths to them wait for the
+        writes without blocking first, so this is a safety net."""
+        while self._pending:
+            job = self._pending[0]
+            job.ran.wait()
+            job.complete(job.error)
 
     def _appended(
-        self, first: int, records: int, batches: int, size: int, append_time: int, max_ts: int
+        self, first: int, records: int, batches: int, size: int, append_time: int, max_ts: int,
+        job: AppendJob | None,
     ) -> AppendInfo:
         self._unflushed_messages += records
         return AppendInfo(
             first_offset=first,
-            last_offset=self._leo - 1,
+            last_offset=self._next - 1,
             log_append_time_ms=append_time,
             max_timestamp=max_ts,
             records=records,
@@ -549,6 +660,7 @@ class Log:
             size_bytes=size,
             log_start_offset=self._log_start,
             flush_due=self._append_waits_for_flush(),
+            write=job,
         )
 
     def _append_waits_for_flush(self) -> bool:
@@ -572,13 +684,13 @@ class Log:
 
     def _maybe_roll(self, size: int, max_ts: int, last_offset: int, now: int) -> None:
         seg = self._segments[-1]
-        if seg.size == 0:
+        if self._reserved == 0:
             return
         cfg = self.config
         rolling = seg.rolling_timestamp()
         waited = max_ts - rolling if rolling >= 0 else now - seg.created_ms
         if (
-            seg.size > cfg.segment_bytes - size
+            self._reserved > cfg.segment_bytes - size
             or waited > cfg.segment_ms
             or seg.offset_index().is_full
             or seg.time_index().is_full
@@ -590,12 +702,16 @@ class Log:
         """Start a new active segment at the LEO (no-op if the active one is empty)."""
         self._check_online()
         active = self._segments[-1]
-        if active.size == 0:
+        if self._reserved == 0:
             return active
+        last = self._pending[-1] if self._pending else None
+        if last is not None and last.seg is not active:
+            last = None
         try:
-            active.become_inactive()
+            if last is None:
+                active.become_inactive()
             seg = self._new_segment(
-                self.fs, self.handles, self.dir_path, self.config, self._leo, self.clock.now_ms()
+                self.fs, self.handles, self.dir_path, self.config, self._next, self.clock.now_ms()
             )
         except OSError as e:
             full = self._space_failed("roll", e)
@@ -604,8 +720,11 @@ class Log:
                 # active and the roll is tried again by the next append.
                 raise full from e
             raise self._io_failed("roll", e) from e
+        if last is not None:
+            last.inactive_after = True  # once its write is in
         self._segments.append(seg)
         self._bases.append(seg.base_offset)
+        self._reserved = 0
         self._dir_dirty = True
         self._store_snapshot(durable=False)
         # The old segment's final index entries are not durable until the next flush,
@@ -619,7 +738,7 @@ class Log:
         if self.snapshot_source is None:
             return
         try:
-            self.txn_files.write_snapshot(self._leo, self.snapshot_source(), durable=durable)
+            self.txn_files.write_snapshot(self._next, self.snapshot_source(), durable=durable)
         except OSError as e:
             _log.warning("%s: producer snapshot not written: %s", self.dir_path, e)
 
@@ -782,6 +901,7 @@ class Log:
         """DeleteRecords: move the log start to ``offset`` (<= HW). Returns the new log
         start (the low watermark). Segments wholly below it are deleted."""
         self._check_online()
+        self.drain_writes()
         if offset > self._hw or offset < 0:
             raise OffsetOutOfRangeError(
                 f"cannot delete records before {offset}: high watermark is {self._hw}"
@@ -813,6 +933,7 @@ class Log:
         """Take the oldest ``victims`` out of the log and schedule their files' deletion."""
         if not victims:
             return
+        self.drain_writes()
         n = len(victims)
         if victims[-1] is self._segments[-1]:
             self.roll()
@@ -830,6 +951,7 @@ class Log:
         for the protocol. False (and the cleaned file removed) when the log
         changed meanwhile (retention, truncation, deletion took a segment)."""
         self._check_online()
+        self.drain_writes()
         n = len(old)
         try:
             i = next(k for k, seg in enumerate(self._segments) if seg is old[0])
@@ -904,6 +1026,7 @@ class Log:
         that kept it would name that epoch in every fetch and be told to truncate
         again, forever."""
         self._check_online()
+        self.drain_writes()
         if offset >= self._leo:
             try:
                 self.epochs.truncate_from_end(offset)
@@ -945,6 +1068,7 @@ class Log:
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Delete every segment and start empty at ``offset`` (a replica far behind)."""
         self._check_online()
+        self.drain_writes()
         self.rewrites += 1
         victims = list(self._segments)
         try:
@@ -977,7 +1101,8 @@ class Log:
         self._recovery_point = offset
 
     def _after_truncate(self, leo: int) -> None:
-        self._leo = leo
+        self._leo = self._next = leo
+        self._reserved = self._segments[-1].size
         try:
             self.epochs.truncate_from_end(leo)
             self.txn_files.truncate_from_end(leo, self._bases)
@@ -1043,7 +1168,7 @@ class Log:
             up_to_offset=self._leo,
             files=files,
             dirs=dirs,
-            messages=self._unflushed_messages,
+            messages=self._unflushed_messages - self._pending_messages,
             started_ms=self.clock.monotonic_ms(),
         )
         self._flush_in_flight = job
@@ -1070,7 +1195,8 @@ class Log:
         self._last_flush_ms = job.started_ms
 
     def flush(self) -> None:
-        """Flush now on the calling thread (tests, shutdown)."""
+        """Flush now on the calling thread (tests, shutdown), pending writes first."""
+        self.drain_writes()
         job = self.begin_flush()
         if job is None:
             return
@@ -1087,6 +1213,7 @@ class Log:
         """Write index tails (and final time-index entries) and close every file.
         Does not flush: call :meth:`flush` first for a clean shutdown. The producer
         snapshot at the log end is written (and synced) first."""
+        self.drain_writes()
         if not self._offline:
             self._store_snapshot(durable=True)
         for seg in self._segments:

@@ -44,7 +44,8 @@ def _extend(log: Log, segments: Sequence[Segment], n: int, predicate: Predicate)
     while n < len(segments):
         seg = segments[n]
         last = n == len(segments) - 1
-        upper = log.log_end_offset if last else segments[n + 1].base_offset
+        # (The active segment's end counts its pending writes: never deleted under them.)
+        upper = log.next_offset if last else segments[n + 1].base_offset
         if upper > log.high_watermark or (last and seg.size == 0):
             break
         if not predicate(seg, upper):

@@ -350,10 +350,21 @@ class Segment:
         """Write the batches' bytes at the end of the file and index them.
         On an IO error nothing in memory changes (the caller repairs the file)."""
         position = self.size
+        self.handles.get(self.log_path).pwrite(position, chunks)
+        self.note_appended(position, batches)
+
+    def note_rolling_timestamp(self, batches: Sequence[BatchMeta]) -> None:
+        """The first batches of this segment are assigned (their write may still be
+        pending): their timestamp is the base for ``segment.ms``."""
+        if batches:
+            self._rolling_ts = batches[0][1]
+
+    def note_appended(self, position: int, batches: Sequence[BatchMeta]) -> None:
+        """The batches are now in the file at ``position`` (the segment's end):
+        index them and grow. Called in file order, on the loop."""
         oi = self._oi if self._oi is not None else self.offset_index()
         ti = self._ti if self._ti is not None else self.time_index()
         max_ts, max_off = self._max_ts if self._max_ts is not None else self.max_timestamp()
-        self.handles.get(self.log_path).pwrite(position, chunks)
         self.dirty = True
         if position == 0 and batches:
             self._rolling_ts = batches[0][1]

@@ -106,6 +106,7 @@ def test_loading_yields_records_and_transaction_markers_in_offset_order() -> Non
                              base_offset=2, control=True, transactional=True, producer_id=9,
                              producer_epoch=2)
         part.log.append_replicated(marker)
+        await partitions.writes_done(part)  # (written off the loop)
         part.state.become_leader(1, [1], [1])  # the HW follows the new log end
         assert list(runtime.read_partition(0)) == [
             Entry(0, 9, 2, b"k1", b"v1"), Entry(1, 9, 2, b"k2", None), Marker(2, 9, 2, True)]

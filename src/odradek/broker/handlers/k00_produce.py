@@ -54,6 +54,7 @@ from odradek.broker.handlers.topics import INTERNAL_TOPICS
 from odradek.broker.partitions import NotLeaderError, Partition, PartitionGoneError
 from odradek.broker.registry import CloseConnection, handler
 from odradek.replication.partition import Appended, Origin
+from odradek.storage.errors import StorageError
 from odradek.wire.batch import ATTR_TRANSACTIONAL, BATCH_HEADER_SIZE, read_batch_header
 from odradek.wire.errors import ErrorCode
 from odradek.wire.messages.produce_request import ProduceRequest
@@ -135,11 +136,14 @@ async def _complete(ctx: RequestContext, part: Partition, resp: PartitionProduce
             # The leadership moved since the append: the offsets may hold other
             # records by now, so no HW may vouch for them.
             raise NotLeaderError(f"{part.topic}-{part.index} moved")
-        if result.flush_due or (acks == -1 and st.replicated(result.last_offset) is None):
+        if result.write is not None or result.flush_due or (
+                acks == -1 and st.replicated(result.last_offset) is None):
             await asyncio.wait_for(ctx.broker.partitions.complete(part, result, acks),
                                    timeout_s if acks == -1 else None)
     except TimeoutError:
         code: int | None = ErrorCode.REQUEST_TIMED_OUT
+    except StorageError as exc:  # the write failed (a full disk, an IO error)
+        code = exc.error_code
     except NotLeaderError:
         code = ErrorCode.NOT_LEADER_OR_FOLLOWER
     except PartitionGoneError:
@@ -206,11 +210,13 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
             else:
                 resp, result = _append(ctx, part, memoryview(pdata.records), acks,  # type: ignore[arg-type]
                                        request.transactional_id)
-                # Only what must wait is awaited: an acks=0/1 append with no fsync due
+                # Only what must wait is awaited: an acks=0 append with no fsync due
                 # is answered without yielding to the loop, so requests a client
-                # pipelined before closing its connection are all taken in order.
+                # pipelined before closing its connection are all taken in order
+                # (its write is queued in order; nobody waits for it).
                 if result is not None and not result.error_code and (
-                        acks == -1 or result.flush_due):
+                        acks == -1 or result.flush_due
+                        or (acks == 1 and result.write is not None)):
                     waits.append(_complete(ctx, part, resp, result, acks, timeout_s))
             parts.append(resp)
         responses.append(TopicProduceResponse(topic.name, parts))

@@ -30,6 +30,7 @@ from odradek.broker.context import RequestContext
 from odradek.broker.partitions import PartitionGoneError
 from odradek.broker.registry import handler
 from odradek.broker.transactions import append_marker
+from odradek.storage.errors import StorageError
 from odradek.wire.errors import ErrorCode
 from odradek.wire.messages.write_txn_markers_request import (
     WritableTxnMarker,
@@ -60,6 +61,8 @@ async def _write(ctx: RequestContext, marker: WritableTxnMarker, topic: str, ind
         await state.partitions.complete(part, result, acks=-1)
     except PartitionGoneError:
         return ErrorCode.NOT_LEADER_OR_FOLLOWER
+    except StorageError as exc:  # the marker's write failed
+        return exc.error_code
     return ErrorCode.NONE
 
 

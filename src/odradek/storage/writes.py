@@ -1,0 +1,156 @@
+"""Appends whose bytes are written off the event loop, in order, and published after.
+
+A log (:class:`~odradek.storage.log.Log`) given a :class:`WriteSink` no longer
+writes in :meth:`Log.append`. The append is split in three, like a flush
+(:mod:`odradek.storage.flush`):
+
+1. **Assign, on the loop.** Validation, the producer-state check, offsets
+   (from the log's *next offset*), the leader epoch, a roll if one is due, and
+   a place in the active segment (its *reserved* size) are all decided at once,
+   in request order; the bytes become an :class:`AppendJob` handed to the sink.
+2. **Write, on a writer thread.** :meth:`AppendJob.run` does the one
+   ``pwritev`` through its own file handle (never one of the loop's
+   :class:`~odradek.storage.handles.HandleCache`, which may close its handles
+   at any time). The sink runs a log's jobs one at a time, in the order given.
+3. **Publish, on the loop, in order.** :meth:`AppendJob.complete` tells the
+   log: the segment indexes the batches and grows, and the log end offset (the
+   *written* end) moves past them. Only then can a fetch, a follower or the
+   high watermark see them.
+
+Invariants (``next`` is the next offset to assign, ``LEO`` the written end)::
+
+    HW <= LEO <= next;  LEO == next  when no job is pending
+    pending jobs cover [LEO, next) contiguously, in assignment order
+    a segment's size, indexes and next offset describe written bytes only
+    a job of generation g is written only if no earlier job of g failed
+
+A write that fails poisons its generation: later jobs of the same log (already
+assigned, queued behind it) are skipped unwritten. Completing the failed job
+rolls the log back to its written end (a full disk: the log stays online, the
+next append tries again) or takes it offline (any other error), and starts a
+new generation; every skipped job then completes with the same error. Without
+a sink the log writes inline (``run`` then ``complete``, as before): the
+metadata journal, tests, and the in-memory simulations use that.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+from odradek.storage.fs import FileHandle, FileSystem
+from odradek.wire.primitives import Buffer
+
+if TYPE_CHECKING:
+    from odradek.storage.errors import StorageError
+    from odradek.storage.segment import BatchMeta, Segment
+
+
+class _Owner(Protocol):
+    def complete_append(self, job: AppendJob, error: BaseException | None) -> None: ...
+
+
+class WriteSink(Protocol):
+    """Where a log sends its :class:`AppendJob` s: something that runs each job's
+    ``run`` off the loop, one job of a log at a time in submission order, and
+    then its ``complete`` on the loop, in the same order."""
+
+    def submit(self, job: AppendJob) -> None: ...
+
+
+class SkippedWrite(OSError):
+    """A job not written because an earlier write of its log failed."""
+
+
+class WriteStream:
+    """The writer-side state of one log: the generation a failed write poisoned
+    and the file handle its jobs write through. Touched by one writer thread at
+    a time (the sink runs a log's jobs one at a time)."""
+
+    __slots__ = ("_handle", "_path", "fs", "poisoned")
+
+    def __init__(self, fs: FileSystem) -> None:
+        self.fs = fs
+        self.poisoned = -1
+        self._path = ""
+        self._handle: FileHandle | None = None
+
+    def handle_for(self, path: str) -> FileHandle:
+        if self._handle is None or self._path != path:
+            self.release()
+            self._handle = self.fs.open(path)
+            self._path = path
+        return self._handle
+
+    def release(self) -> None:
+        """Close the handle (the sink calls this when the log's queue is empty)."""
+        if self._handle is not None:
+            handle, self._handle = self._handle, None
+            handle.close()
+
+
+@dataclass(slots=True, eq=False)
+class AppendJob:
+    """The bytes of one append and where they go: ``chunks`` at ``position`` of the
+    segment ``seg`` (its ``.log`` file), holding offsets
+    [``first_offset``, ``next_offset``) in ``metas`` (per batch: last offset, max
+    timestamp, size)."""
+
+    owner: _Owner
+    stream: WriteStream
+    seg: Segment
+    position: int
+    chunks: Sequence[Buffer]
+    metas: Sequence[BatchMeta]
+    size: int
+    first_offset: int
+    next_offset: int
+    records: int
+    generation: int
+    handle: FileHandle | None = None
+    """Inline writes use the log's own handle; a writer thread opens its own."""
+    inactive_after: bool = False
+    """The segment was rolled while this, its last job, was pending: it becomes
+    inactive (final time-index entry, indexes written) once this completes."""
+    cut_failed: bool = False
+    """The write failed and cutting the file back failed too (the log goes offline)."""
+    error: BaseException | None = None
+    """What ``run`` raised, kept for whoever completes the job."""
+    ran: threading.Event = field(default_factory=threading.Event)
+    """Set once ``run`` returned or raised (a blocking drain waits on it)."""
+    done: bool = False
+    failure: StorageError | None = None
+    """After completion: the error the append's answer carries (None: written)."""
+    token: Any = None
+    """For the sink and its callers (the broker keeps its waiters here)."""
+
+    def run(self) -> None:
+        """The blocking part; any thread. Raises OSError (the write failed, and the
+        file was cut back to ``position``; or it was skipped)."""
+        stream = self.stream
+        try:
+            if stream.poisoned == self.generation:
+                raise SkippedWrite("an earlier write to this log failed")
+            handle = self.handle or stream.handle_for(self.seg.log_path)
+            try:
+                handle.pwrite(self.position, self.chunks)
+            except OSError:
+                stream.poisoned = self.generation
+                try:
+                    handle.truncate(self.position)  # cut what part of the write landed
+                except OSError:
+                    self.cut_failed = True
+                raise
+        except BaseException as exc:
+            self.error = exc
+            raise
+        finally:
+            self.ran.set()
+
+    def complete(self, error: BaseException | None = None) -> None:
+        """Report the outcome of :meth:`run` to the log (on the loop thread)."""
+        if not self.done:
+            self.done = True
+            self.owner.complete_append(self, error)
