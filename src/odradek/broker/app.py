@@ -24,7 +24,7 @@ from odradek.broker.state import BrokerState, MemoryJournal, MetadataJournal
 from odradek.broker.transactions import TxnRuntime
 from odradek.common.clock import Clock, SystemClock
 from odradek.common.ids import Ids, RandomIds
-from odradek.storage.fs import OsFileSystem
+from odradek.storage.fs import FileSystem, OsFileSystem
 from odradek.storage.logdirs import LogDirsError
 
 if TYPE_CHECKING:
@@ -35,9 +35,13 @@ log = logging.getLogger("odradek.broker")
 
 class BrokerApp:
     def __init__(
-        self, config: BrokerConfig, clock: Clock | None = None, ids: Ids | None = None
+        self, config: BrokerConfig, clock: Clock | None = None, ids: Ids | None = None,
+        fs: FileSystem | None = None,
     ) -> None:
+        """``fs``: the file-system seam for partition logs (tests inject faults and
+        stalls; default: real files)."""
         self.config = config
+        self.fs = fs
         self.clock = clock or SystemClock()
         self.ids: Ids = ids or RandomIds()
         self.journal: MetadataJournal | None = None
@@ -58,7 +62,8 @@ class BrokerApp:
         fs = OsFileSystem()
         cluster = self.config.is_cluster
         self.partitions = PartitionManager(
-            [str(d) for d in self.config.log_dirs()], self.config.props, self.clock, fs,
+            [str(d) for d in self.config.log_dirs()], self.config.props, self.clock,
+            self.fs or fs,
             node_id=self.config.node_id, ids=self.ids,
             foreign=frozenset({(METADATA_TOPIC, 0)}) if cluster else frozenset(),
             metadata_dir=str(self.config.metadata_dir))

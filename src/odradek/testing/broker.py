@@ -27,6 +27,7 @@ from types import TracebackType
 from odradek.broker.app import BrokerApp
 from odradek.broker.config import BrokerConfig
 from odradek.metadata import controller
+from odradek.storage.fs import FileSystem
 
 TEST_DEFAULTS = {"group.initial.rebalance.delay.ms": "0"}
 
@@ -39,14 +40,17 @@ class Broker:
     """``with Broker() as b: ... b.bootstrap_servers ...``"""
 
     def __init__(
-        self, *, use_uvloop: bool = False, data_dir: str | None = None, **overrides: str
+        self, *, use_uvloop: bool = False, data_dir: str | None = None,
+        fs: FileSystem | None = None, **overrides: str
     ) -> None:
+        """``fs``: the file-system seam the partition logs use (a test's wrapper of
+        :class:`~odradek.storage.fs.OsFileSystem` injects faults or stalls)."""
         self._tmp = None if data_dir else tempfile.TemporaryDirectory(prefix="odradek-")
         data = data_dir or (self._tmp.name if self._tmp else "")
         props = {"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": data, **TEST_DEFAULTS}
         props.update({k.replace("_", "."): str(v) for k, v in overrides.items()})
         self.config = BrokerConfig.from_sources(None, props)
-        self.app = BrokerApp(self.config)
+        self.app = BrokerApp(self.config, fs=fs)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._stop: asyncio.Event | None = None
