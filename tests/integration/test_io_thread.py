@@ -80,7 +80,7 @@ def seam() -> HoldingFileSystem:
 
 @pytest.fixture
 def broker(seam: HoldingFileSystem) -> Iterator[Broker]:
-    with Broker(fs=seam) as b:
+    with Broker(fs=seam, **{"odradek.log.writer.threads": "2"}) as b:
         b.create_topic("held", partitions=1)
         b.create_topic("free", partitions=1)
         yield b

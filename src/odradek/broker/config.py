@@ -135,8 +135,9 @@ DEFAULTS: dict[str, str] = {
     "replica.fetch.response.max.bytes": "10485760",
     "replica.fetch.backoff.ms": "1000",
     "num.replica.fetchers": "1",
-    # Segment writes run on these threads, off the event loop (broker/writer.py).
-    "num.io.threads": "8",
+    # Segment appends written on this many threads, off the event loop
+    # (broker/writer.py); 0 writes them on the loop (docs/decisions.md: measured).
+    "odradek.log.writer.threads": "0",
     "transaction.state.log.replication.factor": "1",
     "transaction.state.log.min.isr": "1",
     "unclean.leader.election.enable": "false",
@@ -147,7 +148,7 @@ DEFAULTS: dict[str, str] = {
 }
 
 _INT_KEYS = {
-    "node.id", "num.partitions", "num.io.threads", "default.replication.factor",
+    "node.id", "num.partitions", "odradek.log.writer.threads", "default.replication.factor",
     "message.max.bytes",
     "socket.request.max.bytes", "log.segment.bytes", "log.roll.hours", "log.retention.hours",
     "log.retention.bytes", "log.retention.check.interval.ms", "log.index.interval.bytes",

@@ -8,7 +8,8 @@ leader epoch, replicas, ISR, high watermark) and adds what needs the event
 loop: fetches long-polling it, produces and coordinator writes waiting for its
 high watermark (delayed produce), and fsyncs on a worker thread.
 
-Appends are written off the loop (:mod:`odradek.broker.writer`): offsets are
+With ``odradek.log.writer.threads`` > 0 appends are written off the loop
+(:mod:`odradek.broker.writer`; 0, the default, writes them on it): offsets are
 assigned at once, the bytes go to a writer thread, and the log end offset,
 the HW and waiting fetches move when the write completes; an answer that
 needs the records in the log (acks=1 and -1, a coordinator's write) waits for
@@ -195,7 +196,8 @@ class PartitionManager:
         (the replica fetchers follow the new leaders)."""
         self._flushing: dict[tuple[str, int], asyncio.Future[None]] = {}
         self._housekeeping: asyncio.Task[None] | None = None
-        self.io_threads = int(server_props.get("num.io.threads") or 8)
+        self.io_threads = int(server_props.get("odradek.log.writer.threads") or 0)
+        """Writer threads for segment appends; 0: appends are written on the loop."""
         self._writer: LogWriter[Partition] | None = None
 
     def reconfigure(self, server_props: dict[str, str]) -> None:
@@ -336,9 +338,10 @@ class PartitionManager:
     # -- writes, off the event loop --------------------------------------------------
 
     def _log_writer(self) -> LogWriter[Partition] | None:
-        """The writer threads (started with the first partition); None outside a
-        running loop, where logs write inline."""
-        if self._writer is None:
+        """The writer threads (started with the first partition); None when there
+        are none (``odradek.log.writer.threads`` 0) or outside a running loop:
+        logs then write inline."""
+        if self._writer is None and self.io_threads > 0:
             try:
                 loop = asyncio.get_running_loop()
             except RuntimeError:
@@ -346,19 +349,20 @@ class PartitionManager:
             self._writer = LogWriter(loop, self.io_threads, self._written)
         return self._writer
 
-    def _written(self, part: Partition, jobs: list[AppendJob]) -> None:
-        """On the loop: writes of ``part`` finished. Complete them in order (the log
+    def _written(self, done: list[tuple[Partition, list[AppendJob]]]) -> None:
+        """On the loop: writes finished. Complete each partition's in order (the log
         end moves), then move the HW, wake fetches and the answers waiting."""
-        for job in jobs:
-            job.complete(job.error)
-        if part.state.writes_completed():
-            part.hw_moved()
-        else:
-            part.notify()
-        for job in jobs:
-            fut = job.token
-            if isinstance(fut, asyncio.Future) and not fut.done():
-                fut.set_result(None)
+        for part, jobs in done:
+            for job in jobs:
+                job.complete(job.error)
+            if part.state.writes_completed():
+                part.hw_moved()
+            else:
+                part.notify()
+            for job in jobs:
+                fut = job.token
+                if isinstance(fut, asyncio.Future) and not fut.done():
+                    fut.set_result(None)
 
     async def written(self, result: Appended) -> None:
         """Return once the append's bytes are in the log; raise its StorageError

@@ -28,6 +28,16 @@ class CloseConnection(Exception):
     """Raised by a handler to close the client's connection instead of answering."""
 
 
+@dataclass(frozen=True, slots=True)
+class Deferred:
+    """A handler's answer that is still waiting (a Produce waiting for its writes
+    and acknowledgements): the connection goes on serving its next requests
+    meanwhile, and the answers still go out in request order. Only returned
+    once everything the request changes has been decided (appends assigned)."""
+
+    answer: Awaitable[Any]
+
+
 Handler = Callable[["RequestContext", Any], Awaitable[Any]]
 ErrorResponder = Callable[[Any, int], Any]
 

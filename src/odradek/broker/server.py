@@ -3,7 +3,13 @@
 Each connection is a ``BufferedProtocol`` over a sans-IO
 :class:`~odradek.wire.frames.ServerConnection` and one task that serves its
 requests strictly in order, one at a time, as Kafka does (a long-polling Fetch
-holds back the next request on that connection, not on others).
+holds back the next request on that connection, not on others). One exception:
+a Produce whose appends are assigned and which only waits for their writes
+(on the writer threads, :mod:`odradek.broker.writer`), fsyncs or acks answers
+:class:`~odradek.broker.registry.Deferred`, and the next request is served
+meanwhile; every answer still goes out in request order. A produce costs a
+thread hop to the writer and back, and serving one connection's pipelined
+produces one hop at a time would cap it at a few thousand requests a second.
 
 Resource limits (docs/limits.md): request memory is charged to one
 broker-wide :class:`~odradek.wire.frames.RequestMemory` bounded by
@@ -37,7 +43,7 @@ from odradek.broker.connlimits import ConnectionLimits
 from odradek.broker.context import RequestContext
 from odradek.broker.controller_channel import FORWARDED_APIS, not_controller_response
 from odradek.broker.handlers.k18_api_versions import unsupported_version_response
-from odradek.broker.registry import CloseConnection, registration
+from odradek.broker.registry import CloseConnection, Deferred, registration
 from odradek.broker.state import BrokerState, NotControllerError
 from odradek.broker.transfer import write_parts
 from odradek.wire.frames import (
@@ -84,6 +90,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.busy = False
         """A request is being handled."""
         self.last_active = server.loop_time()
+        self._deferred = 0
+        """Deferred answers not yet written."""
+        self._tail: asyncio.Future[None] | None = None
+        """Done once the newest deferred answer is written (answers go in order)."""
 
     # -- protocol callbacks -------------------------------------------------
 
@@ -188,18 +198,19 @@ class KafkaConnection(asyncio.BufferedProtocol):
                     await self._wake.wait()
                     continue
                 self.busy = True
+                finished = True
                 try:
                     if isinstance(event, BadRequest):
+                        await self._in_order()
                         if not self._answer_bad_request(event):
                             self.close()
                         continue
-                    await self._handle(event)
+                    finished = await self._handle(event)
                 finally:
                     self.busy = False
                     self.last_active = self.server.loop_time()
-                    self.conn.release(event.size)
-                    if self.server.memory_waiters:
-                        self.server.memory_changed()
+                    if finished:
+                        self._released(event.size)
         except asyncio.CancelledError:
             raise
         except Exception:
@@ -217,16 +228,74 @@ class KafkaConnection(asyncio.BufferedProtocol):
             return True
         return False
 
-    async def _handle(self, req: Request) -> None:
+    def _released(self, size: int) -> None:
+        self.conn.release(size)
+        if self.server.memory_waiters:
+            self.server.memory_changed()
+
+    async def _in_order(self) -> None:
+        """Wait until every deferred answer before this one is written."""
+        tail = self._tail
+        if tail is not None and not tail.done():
+            await tail
+
+    def _defer(self, req: Request, ctx: RequestContext, deferred: Deferred) -> None:
+        loop = asyncio.get_running_loop()
+        before, done = self._tail, loop.create_future()
+        self._tail = done
+        self._deferred += 1
+        task = loop.create_task(self._finish(req, ctx, deferred, before, done))
+        self.server.tasks.add(task)
+        task.add_done_callback(self.server.tasks.discard)
+
+    async def _finish(self, req: Request, ctx: RequestContext, deferred: Deferred,
+                      before: asyncio.Future[None] | None, done: asyncio.Future[None]) -> None:
+        """A deferred answer: wait for it, then for the answers before it, write it."""
+        try:
+            try:
+                body = await deferred.answer
+            except CloseConnection as exc:
+                log.info("closing %s: %s", self.peer, exc)
+                self.close()
+                return
+            if before is not None and not before.done():
+                await before
+            if body is not None and not self._closed:
+                self._write(encode_response(req.api_key, req.api_version, req.correlation_id,
+                                            body))
+            if ctx.throttle_ms and not self._closed:
+                self.server.stats["throttled"] += 1
+                self._pause("throttle")
+                try:
+                    await asyncio.sleep(ctx.throttle_ms / 1000)
+                finally:
+                    self._resume("throttle")
+        except Exception:
+            log.exception("closing %s after an internal error", self.peer)
+            self.close()
+        finally:
+            if not done.done():
+                done.set_result(None)
+            self._deferred -= 1
+            self.last_active = self.server.loop_time()
+            self._released(req.size)
+
+    async def _handle(self, req: Request) -> bool:
+        """Serve one request; False when its answer was deferred (it releases the
+        request's memory itself). A Produce is served at once (its appends are
+        assigned in request order); anything else after the deferred answers
+        before it are written, as Kafka serves a connection one request at a time."""
+        if req.api_key != 0:
+            await self._in_order()
         reg = registration(req.api_key)  # imports the API's module on its first request
         if reg is None or not reg.serves(req.api_version):
             if req.api_key == 18:
                 body = unsupported_version_response()
                 self._write(encode_response(18, 0, req.correlation_id, body))
-                return
+                return True
             log.info("closing %s: api %d v%d not served", self.peer, req.api_key, req.api_version)
             self.close()
-            return
+            return True
         throttle = 0
         if reg.rejects(req.api_version):
             assert reg.error_response is not None
@@ -247,7 +316,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
             except CloseConnection as exc:
                 log.info("closing %s: %s", self.peer, exc)
                 self.close()
-                return
+                return True
+            if isinstance(body, Deferred):
+                self._defer(req, ctx, body)
+                return False
             throttle = ctx.throttle_ms
             if timed and quotas is not None and req.api_key not in UNTHROTTLED_APIS:
                 busy = max(time.perf_counter() - started - ctx.waited_s, 0.0)
@@ -257,6 +329,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             if throttle and body is not None and hasattr(body, "throttle_time_ms"):
                 body.throttle_time_ms = max(body.throttle_time_ms, throttle)
         if body is not None and not self._closed:
+            await self._in_order()
             self._write(encode_response(req.api_key, req.api_version, req.correlation_id, body))
         if throttle and not self._closed:
             # KIP-219: the answer goes out at once; then the connection is muted
@@ -267,6 +340,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 await asyncio.sleep(throttle / 1000)
             finally:
                 self._resume("throttle")
+        return True
 
     async def _forwarded(self, req: Request) -> Any:
         """Cluster mode: the controller's answer to an admin request this node may
@@ -375,7 +449,7 @@ class KafkaServer:
             await asyncio.sleep(period)
             deadline = self.loop_time() - self.idle_ms / 1000
             for conn in list(self.connections):
-                if (conn.last_active < deadline and not conn.busy
+                if (conn.last_active < deadline and not conn.busy and not conn._deferred
                         and not conn.conn.buffered_frames):
                     log.info("closing %s: idle for connections.max.idle.ms", conn.peer)
                     self.stats["idle_closed"] += 1

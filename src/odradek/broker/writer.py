@@ -1,16 +1,18 @@
 """The writer threads: segment appends off the event loop, in order per partition.
 
-A partition's log hands its appends to :class:`LogWriter` as
+With ``odradek.log.writer.threads`` > 0 (0, the default, writes on the loop;
+docs/decisions.md has the measurements behind that default), a partition's
+log hands its appends to :class:`LogWriter` as
 :class:`~odradek.storage.writes.AppendJob` s (see that module for the design
-and invariants). The writer keeps one FIFO *strand* per log and a few threads
-(``odradek.log.writer.threads``, default 4): a thread takes a strand that has
-work, runs every job queued on it in order (``pwritev`` releases the GIL), and
-posts their completions to the loop in one callback, which completes them in
-order and then tells the partition shell (HW, waiting fetches, waiting
-produces). A strand is on at most one thread at a time, so one partition's
-writes never reorder, and a write stalled in the kernel holds up its own
-partition only (while fewer than all threads are stalled). The loop never
-waits for a write: it keeps reading requests and answering other partitions.
+and invariants). The writer keeps one FIFO *strand* per log. A thread wakes,
+takes every strand ready at that moment (up to a budget of jobs), runs their
+jobs in order (``pwritev`` releases the GIL) and posts the completions to the
+loop in one callback, which completes them in order and tells the partition
+shell (HW, waiting fetches, waiting produces). A strand is on at most one
+thread at a time, so one partition's writes never reorder; a write stalled in
+the kernel holds up its own partition and the strands taken in the same turn,
+while strands readied later go to the other threads. The loop never waits for
+a write: it keeps reading requests and answering other partitions.
 
 Synchronisation with the rest of the log is in :mod:`odradek.storage.writes`
 and :class:`~odradek.storage.log.Log`: offsets are assigned on the loop; the
@@ -35,7 +37,7 @@ log = logging.getLogger("odradek.broker")
 
 K = TypeVar("K")
 MAX_JOBS_PER_TURN = 64
-"""Jobs of one strand run per turn before the thread moves to the next strand."""
+"""Jobs a thread takes per turn (from every ready strand, in order)."""
 
 
 @dataclass(eq=False)
@@ -48,16 +50,19 @@ class _Strand(Generic[K]):
 
 class LogWriter(Generic[K]):
     """Runs append jobs on ``threads`` threads, strand by strand (``key``: the
-    partition), and calls ``on_done(key, jobs)`` on ``loop`` after each batch."""
+    partition), and calls ``on_done([(key, jobs), ...])`` on ``loop`` after each turn."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop, threads: int,
-                 on_done: Callable[[K, list[AppendJob]], None]) -> None:
+                 on_done: Callable[[list[tuple[K, list[AppendJob]]]], None]) -> None:
         self._loop = loop
         self._on_done = on_done
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)
         self._ready: deque[_Strand[K]] = deque()
         self._strands: dict[K, _Strand[K]] = {}
+        self._idle = 0
+        """Threads waiting for work, and of those, how many were woken already."""
+        self._woken = 0
         self._stopping = False
         self._threads = [threading.Thread(target=self._work, name=f"odradek-writer-{i}",
                                           daemon=True) for i in range(max(threads, 1))]
@@ -80,7 +85,13 @@ class LogWriter(Generic[K]):
             if not strand.scheduled:
                 strand.scheduled = True
                 self._ready.append(strand)
-                self._wake.notify()
+                self._notify()
+
+    def _notify(self) -> None:
+        """Wake one idle thread per ready strand, no more (waking costs the GIL)."""
+        if self._idle > self._woken and len(self._ready) > self._woken:
+            self._woken += 1
+            self._wake.notify()
 
     def forget(self, key: K) -> None:
         """The partition is gone (its log closed, so nothing of it is queued)."""
@@ -93,27 +104,42 @@ class LogWriter(Generic[K]):
         while True:
             with self._lock:
                 while not self._ready and not self._stopping:
+                    self._idle += 1
                     self._wake.wait()
+                    self._idle -= 1
+                    self._woken = max(self._woken - 1, 0)
                 if not self._ready:
                     return
-                strand = self._ready.popleft()
-                jobs: list[AppendJob] = []
-                while strand.jobs and len(jobs) < MAX_JOBS_PER_TURN:
-                    jobs.append(strand.jobs.popleft())
-            for job in jobs:
-                with contextlib.suppress(Exception):  # kept on the job (job.error)
-                    job.run()
+                # Every strand ready now, up to a budget: one wake-up and one
+                # callback for the partitions of a produce request, not one each.
+                # A stalled write delays only the strands taken with it; those
+                # readied later go to other threads.
+                turn: list[tuple[_Strand[K], list[AppendJob]]] = []
+                budget = MAX_JOBS_PER_TURN
+                while self._ready and budget > 0:
+                    strand = self._ready.popleft()
+                    jobs: list[AppendJob] = []
+                    while strand.jobs and len(jobs) < budget:
+                        jobs.append(strand.jobs.popleft())
+                    budget -= len(jobs)
+                    turn.append((strand, jobs))
+            for _, jobs in turn:
+                for job in jobs:
+                    with contextlib.suppress(Exception):  # kept on the job (job.error)
+                        job.run()
             with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits
-                self._loop.call_soon_threadsafe(self._on_done, strand.key, jobs)
+                self._loop.call_soon_threadsafe(
+                    self._on_done, [(strand.key, jobs) for strand, jobs in turn])
             with self._lock:
-                if strand.jobs:
-                    self._ready.append(strand)
-                    self._wake.notify()
-                else:
-                    for stream in strand.streams:
-                        stream.release()
-                    strand.streams.clear()
-                    strand.scheduled = False
+                for strand, _ in turn:
+                    if strand.jobs:
+                        self._ready.append(strand)
+                        self._notify()
+                    else:
+                        for stream in strand.streams:
+                            stream.release()
+                        strand.streams.clear()
+                        strand.scheduled = False
 
     def stop(self) -> None:
         """Finish what is queued, then end the threads (blocking)."""

@@ -114,9 +114,7 @@ _DEFS = [
            "broker.session.timeout.ms", "metadata.max.idle.interval.ms",
            "replica.fetch.wait.max.ms", "replica.fetch.min.bytes", "replica.fetch.max.bytes",
            "replica.fetch.response.max.bytes", "replica.fetch.backoff.ms",
-           "num.replica.fetchers", "transaction.state.log.min.isr",
-           # Odradek's segment writer threads (broker/writer.py), sized at start-up.
-           "num.io.threads"),
+           "num.replica.fetchers", "transaction.state.log.min.isr"),
     *_defs("short", R, "offsets.topic.replication.factor",
            "transaction.state.log.replication.factor"),
     *_defs("long", R, "log.retention.check.interval.ms", "log.flush.scheduler.interval.ms",
@@ -136,7 +134,7 @@ _DEFS = [
     # Odradek's own (docs/durability.md, docs/cluster.md, docs/limits.md).
     *_defs("string", R, "cluster.id", "log.recovery.damaged.batches",
            "odradek.inter.broker.address.overrides", kafka=False),
-    *_defs("int", R, "odradek.log.max.open.files", kafka=False),
+    *_defs("int", R, "odradek.log.max.open.files", "odradek.log.writer.threads", kafka=False),
     *_defs("boolean", R, "odradek.accept.missing.metadata", kafka=False),
 ]
 del R, C

@@ -642,7 +642,7 @@ class Log:
         writes without blocking first, so this is a safety net."""
         while self._pending:
             job = self._pending[0]
-            job.ran.wait()
+            job.wait_ran()
             job.complete(job.error)
 
     def _appended(

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from odradek.storage.fs import FileHandle, FileSystem
@@ -69,11 +69,13 @@ class WriteStream:
     and the file handle its jobs write through. Touched by one writer thread at
     a time (the sink runs a log's jobs one at a time)."""
 
-    __slots__ = ("_handle", "_path", "fs", "poisoned")
+    __slots__ = ("_handle", "_path", "fs", "poisoned", "ran")
 
     def __init__(self, fs: FileSystem) -> None:
         self.fs = fs
         self.poisoned = -1
+        self.ran = threading.Condition()
+        """Notified each time one of the log's jobs has run (a drain waits on it)."""
         self._path = ""
         self._handle: FileHandle | None = None
 
@@ -118,8 +120,8 @@ class AppendJob:
     """The write failed and cutting the file back failed too (the log goes offline)."""
     error: BaseException | None = None
     """What ``run`` raised, kept for whoever completes the job."""
-    ran: threading.Event = field(default_factory=threading.Event)
-    """Set once ``run`` returned or raised (a blocking drain waits on it)."""
+    ran: bool = False
+    """True once ``run`` returned or raised (see :meth:`wait_ran`)."""
     done: bool = False
     failure: StorageError | None = None
     """After completion: the error the append's answer carries (None: written)."""
@@ -147,7 +149,16 @@ class AppendJob:
             self.error = exc
             raise
         finally:
-            self.ran.set()
+            with stream.ran:
+                self.ran = True
+                stream.ran.notify_all()
+
+    def wait_ran(self) -> None:
+        """Block until :meth:`run` has returned or raised (on another thread)."""
+        cond = self.stream.ran
+        with cond:
+            while not self.ran:
+                cond.wait()
 
     def complete(self, error: BaseException | None = None) -> None:
         """Report the outcome of :meth:`run` to the log (on the loop thread)."""

@@ -52,7 +52,7 @@ from typing import Any
 from odradek.broker.context import RequestContext
 from odradek.broker.handlers.topics import INTERNAL_TOPICS
 from odradek.broker.partitions import NotLeaderError, Partition, PartitionGoneError
-from odradek.broker.registry import CloseConnection, handler
+from odradek.broker.registry import CloseConnection, Deferred, handler
 from odradek.replication.partition import Appended, Origin
 from odradek.storage.errors import StorageError
 from odradek.wire.batch import ATTR_TRANSACTIONAL, BATCH_HEADER_SIZE, read_batch_header
@@ -136,10 +136,11 @@ async def _complete(ctx: RequestContext, part: Partition, resp: PartitionProduce
             # The leadership moved since the append: the offsets may hold other
             # records by now, so no HW may vouch for them.
             raise NotLeaderError(f"{part.topic}-{part.index} moved")
-        if result.write is not None or result.flush_due or (
-                acks == -1 and st.replicated(result.last_offset) is None):
-            await asyncio.wait_for(ctx.broker.partitions.complete(part, result, acks),
-                                   timeout_s if acks == -1 else None)
+        if acks != -1:
+            await ctx.broker.partitions.complete(part, result, acks)
+        elif result.write is not None or result.flush_due or (
+                st.replicated(result.last_offset) is None):
+            await asyncio.wait_for(ctx.broker.partitions.complete(part, result, acks), timeout_s)
     except TimeoutError:
         code: int | None = ErrorCode.REQUEST_TIMED_OUT
     except StorageError as exc:  # the write failed (a full disk, an IO error)
@@ -178,14 +179,15 @@ def _leader_hints(ctx: RequestContext, responses: list[TopicProduceResponse]) ->
 
 
 @handler(0, (0, 12), rejected_versions=(0, 2), error_response=error_response)
-async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceResponse | None:
+async def handle(ctx: RequestContext, request: ProduceRequest
+                 ) -> ProduceResponse | Deferred | None:
     state = ctx.broker
     acks = request.acks
     if acks not in (-1, 0, 1):
         return error_response(request, ErrorCode.INVALID_REQUIRED_ACKS)
-    failed = False
     responses = []
     waits: list[Coroutine[Any, Any, None]] = []
+    writing = False
     timeout_s = max(request.timeout_ms, 0) / 1000
     for topic in request.topic_data:
         parts = []
@@ -214,12 +216,27 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
                 # is answered without yielding to the loop, so requests a client
                 # pipelined before closing its connection are all taken in order
                 # (its write is queued in order; nobody waits for it).
+                writing |= result is not None and result.write is not None
                 if result is not None and not result.error_code and (
                         acks == -1 or result.flush_due
                         or (acks == 1 and result.write is not None)):
                     waits.append(_complete(ctx, part, resp, result, acks, timeout_s))
             parts.append(resp)
         responses.append(TopicProduceResponse(topic.name, parts))
+    if writing:
+        # Every append is assigned and some are being written on the writer
+        # threads: the connection serves its next request while this one waits
+        # (writes, fsyncs, the HW); its answer keeps its place.
+        return Deferred(_answer(ctx, request, responses, waits))
+    return await _answer(ctx, request, responses, waits)
+
+
+async def _answer(ctx: RequestContext, request: ProduceRequest,
+                  responses: list[TopicProduceResponse],
+                  waits: list[Coroutine[Any, Any, None]]) -> ProduceResponse | None:
+    state = ctx.broker
+    acks = request.acks
+    failed = False
     if waits:
         await asyncio.gather(*waits)
     for topic_resp in responses:
