@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import errno
 import threading
-from collections.abc import Iterator, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,6 +26,12 @@ import pytest
 from odradek.storage.fs import OsFileHandle, OsFileSystem
 from odradek.testing.broker import Broker
 from odradek.wire.errors import ErrorCode
+from odradek.wire.messages.alter_replica_log_dirs_request import (
+    AlterReplicaLogDir,
+    AlterReplicaLogDirsRequest,
+    AlterReplicaLogDirTopic,
+)
+from odradek.wire.messages.describe_log_dirs_request import DescribeLogDirsRequest
 from odradek.wire.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic
 from odradek.wire.messages.produce_request import (
     PartitionProduceData,
@@ -159,3 +167,60 @@ def test_a_failed_write_fails_the_appends_queued_behind_it_and_the_log_goes_on(
     assert fetch(other, "held") == (2, [b"h0", b"h1"])
     for client in clients:
         client.close()
+
+
+def _log_dirs(client: RawClient) -> dict[tuple[str, bool], tuple[str, int]]:
+    """DescribeLogDirs of ``held``-0: (topic, is future) → (directory, offset lag)."""
+    resp = client.request(DescribeLogDirsRequest(topics=None), 4)
+    return {(t.name, p.is_future_key): (r.log_dir, p.offset_lag)
+            for r in resp.results for t in r.topics for p in t.partitions
+            if t.name == "held" and p.partition_index == 0}
+
+
+def _until(condition: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + DEADLINE_S
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.01)
+
+
+def test_a_partition_moves_to_another_log_dir_with_a_write_held_and_keeps_it(
+        seam: HoldingFileSystem, tmp_path: Path) -> None:
+    """AlterReplicaLogDirs while an append's write is held on the writer thread: the
+    copy catches up with the written end (offset lag 0 at offset 1) while the
+    partition stays in its directory, and once the write is released the move
+    finishes with the record at its offset (nothing lost in the swap) and the
+    moved log takes the next append after it. (That the swap waits for the write,
+    step by step: tests/unit/broker/test_move_with_writes.py.)"""
+    dirs = [str(tmp_path / "a"), str(tmp_path / "b")]
+    with Broker(fs=seam, **{"odradek.log.writer.threads": "2",
+                            "log.dirs": ",".join(dirs)}) as broker:
+        broker.create_topic("held", partitions=1)
+        clients = [RawClient(broker.bootstrap_servers, DEADLINE_S) for _ in range(2)]
+        writer, admin = clients
+        assert produce(writer, "held", [b"h0"]).base_offset == 0
+        source = _log_dirs(admin)[("held", False)][0]
+        target = next(d for d in dirs if d != source)
+        seam.hold.set()
+        with ThreadPoolExecutor(1) as pool:
+            first: Future[Any] = pool.submit(produce, writer, "held", [b"h1"])
+            assert seam.entered.wait(DEADLINE_S), "the append never reached the file system"
+            resp = admin.request(AlterReplicaLogDirsRequest(dirs=[AlterReplicaLogDir(
+                target, [AlterReplicaLogDirTopic("held", [0])])]), 2)
+            assert resp.results[0].partitions[0].error_code == 0
+            # The copy has what is written (offset 0); the held write keeps it from
+            # swapping in.
+            _until(lambda: _log_dirs(admin).get(("held", True)) == (target, 0),
+                   "the future log to catch up with the written end")
+            assert _log_dirs(admin)[("held", False)][0] == source
+            assert not first.done()
+            seam.hold.clear()
+            seam.release.set()
+            assert (first.result(DEADLINE_S).error_code, first.result().base_offset) == (0, 1)
+        _until(lambda: ("held", True) not in _log_dirs(admin), "the move to finish")
+        assert _log_dirs(admin)[("held", False)][0] == target
+        assert fetch(admin, "held") == (2, [b"h0", b"h1"])
+        assert produce(writer, "held", [b"h2"], acks=-1).base_offset == 2
+        assert fetch(admin, "held") == (3, [b"h0", b"h1", b"h2"])
+        for client in clients:
+            client.close()
