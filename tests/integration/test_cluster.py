@@ -30,6 +30,9 @@ def describe_cluster(bootstrap: str) -> dict:  # type: ignore[type-arg]
     admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=5000)
     try:
         result: dict = admin.describe_cluster()  # type: ignore[type-arg]
+        # kafka-python asks DescribeCluster v2 to include fenced brokers (KIP-1073):
+        # the live ones are those not fenced.
+        result["brokers"] = [b for b in result["brokers"] if not b.get("is_fenced")]
         return result
     finally:
         admin.close()
