@@ -93,7 +93,11 @@ def _size(n: int) -> str:
 
 @contextlib.contextmanager
 def kafka_targets() -> Iterator[list[kafka.Target]]:
-    broker = broker_process("group.initial.rebalance.delay.ms=0", "num.partitions=1").start()
+    # ODRADEK_BENCH_OVERRIDES: extra broker settings (KEY=VALUE, space separated),
+    # to compare a setting against the default in the same conditions.
+    extra = os.environ.get("ODRADEK_BENCH_OVERRIDES", "").split()
+    broker = broker_process("group.initial.rebalance.delay.ms=0", "num.partitions=1",
+                            *extra).start()
     mock = MockCluster().start()
     try:
         yield [kafka.OdradekTarget(broker), kafka.MockTarget(mock)]
