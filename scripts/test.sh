@@ -18,5 +18,6 @@ status=0
 python3 -m ruff check src tools tests benchmarks pipelines || status=1
 python3 -m mypy || status=1
 lint-imports || status=1
-python3 -m pytest "$@" || status=1
+# --durations: the slowest tests, so the suite's time (goal: well under 20 min) is watched.
+python3 -m pytest --durations=25 "$@" || status=1
 exit $status
