@@ -103,6 +103,8 @@ DEFAULTS: dict[str, str] = {
     # What unclean recovery does with damaged batches (docs/durability.md).
     "log.recovery.damaged.batches": "skip",
     "odradek.log.max.open.files": "4096",
+    # Drop-behind: the newest bytes per partition left in the page cache (-1: off).
+    "odradek.log.page.cache.window.bytes": str(16 << 20),
     "odradek.accept.missing.metadata": "false",
     "cluster.id": "",
     # KRaft: roles, the controller quorum, listeners (odradek.broker.cluster_config).

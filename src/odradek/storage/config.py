@@ -270,6 +270,11 @@ class LogManagerConfig:
     ``ulimit -n``."""
     cleaner: CleanerSettings = CleanerSettings()
     """``log.cleaner.enable``, ``.dedupe.buffer.size``, ``.backoff.ms``, ``.threads``."""
+    page_cache_window_bytes: int = 16 << 20
+    """``odradek.log.page.cache.window.bytes``: the newest bytes of each partition
+    left in the page cache; older ones are written back and dropped
+    (:mod:`odradek.storage.pagecache`). Below 0: the kernel alone decides, as in
+    Kafka. Not a Kafka setting."""
     skip_damage: bool = True
     """``log.recovery.damaged.batches``: ``skip`` (the default) cuts damaged bytes out
     of a segment during recovery and keeps every later batch; ``truncate`` cuts
@@ -310,6 +315,7 @@ class LogManagerConfig:
             ),
             ("log.retention.check.interval.ms", "retention_check_interval_ms"),
             ("odradek.log.max.open.files", "max_open_files"),
+            ("odradek.log.page.cache.window.bytes", "page_cache_window_bytes"),
         ):
             if key in props:
                 changes[attr] = _as_int(key, props[key])

@@ -19,7 +19,7 @@ import errno
 import os
 import posixpath
 import shutil
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from odradek.common import crashpoints
@@ -90,6 +90,12 @@ class FileSystem(Protocol):
     def size(self, path: str) -> int: ...
 
     def mtime_ms(self, path: str) -> int: ...
+
+    def drop_cache(self, path: str, start: int, end: int) -> None:
+        """Advice: write back bytes [start, end) of ``path`` and drop them from the
+        page cache (:mod:`odradek.storage.pagecache`). The file is unchanged and
+        nothing is made durable (no fsync): a no-op is a correct implementation."""
+        ...
 
 
 class OsFileHandle:
@@ -225,6 +231,47 @@ class OsFileSystem:
 
     def mtime_ms(self, path: str) -> int:
         return os.stat(path).st_mtime_ns // 1_000_000
+
+    def drop_cache(self, path: str, start: int, end: int) -> None:
+        if end <= start or not hasattr(os, "posix_fadvise"):
+            return
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            _write_back(fd, start, end - start)
+            os.posix_fadvise(fd, start, end - start, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+
+
+_SYNC_FILE_RANGE_ALL = 1 | 2 | 4
+"""SYNC_FILE_RANGE_WAIT_BEFORE | _WRITE | _WAIT_AFTER: the range's dirty pages
+are written and clean when the call returns (no fsync: no metadata, no device flush)."""
+_sync_file_range: Callable[[int, int, int, int], int] | None = None
+
+
+def _write_back(fd: int, offset: int, length: int) -> None:
+    """Write the range's dirty pages back and wait (Linux ``sync_file_range``,
+    through ctypes: the os module has no binding). Elsewhere nothing: the
+    following ``POSIX_FADV_DONTNEED`` then drops only pages already clean."""
+    global _sync_file_range
+    if _sync_file_range is None:
+        import ctypes
+        import ctypes.util
+
+        try:
+            libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+            func = libc.sync_file_range
+        except (OSError, AttributeError):
+            _sync_file_range = lambda fd, off, n, flags: 0  # noqa: E731
+        else:
+            func.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
+            func.restype = ctypes.c_int
+            _sync_file_range = func
+    if _sync_file_range(fd, offset, length, _SYNC_FILE_RANGE_ALL) != 0:
+        import ctypes
+
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err))
 
 
 def parent_dir(path: str) -> str:

@@ -82,6 +82,7 @@ from odradek.storage.names import (
     parse_log_dir_name,
     segment_path,
 )
+from odradek.storage.pagecache import CacheWindow
 from odradek.storage.segment import BatchMeta, Segment
 from odradek.storage.timestamps import RecordTimestampSearch, TimestampOffset
 from odradek.storage.txnfiles import AbortedEntry, TxnFiles
@@ -183,6 +184,9 @@ class Log:
         """Set by the broker: appends are written by the sink, off the loop
         (:mod:`odradek.storage.writes`); None writes inline."""
         self._stream = WriteStream(fs)
+        self.cache_window: CacheWindow | None = None
+        """Set by the manager: the newest bytes this log keeps in the page cache
+        (:mod:`odradek.storage.pagecache`); None leaves the cache to the kernel."""
         self._log_start = log_start_offset
         self._recovery_point = recovery_point
         self._hw = high_watermark
@@ -597,6 +601,8 @@ class Log:
         if error is None:
             job.seg.note_appended(job.position, job.metas)
             self._leo = job.next_offset
+            if self.cache_window is not None:
+                self.cache_window.wrote(job.seg.log_path, job.position + job.size)
             if job.inactive_after:
                 try:
                     job.seg.become_inactive()

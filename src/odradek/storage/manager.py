@@ -82,6 +82,7 @@ from odradek.storage.names import (
     partition_dir_name,
     stray_dir_name,
 )
+from odradek.storage.pagecache import PageCacheTrimmer
 
 _log = logging.getLogger("odradek.storage")
 _IDLE_MS = 60_000
@@ -191,6 +192,8 @@ class LogManager:
         self.cleaner_pool: CleanerPool | None = (
             CleanerPool(config.cleaner.threads) if isinstance(fs, OsFileSystem) else None)
         """The cleaner pass in flight (one at a time: ``log.cleaner.threads``)."""
+        self.page_cache = PageCacheTrimmer(fs, config.page_cache_window_bytes)
+        """Drop-behind for every log here (:mod:`odradek.storage.pagecache`)."""
         self.cleaner_stats: dict[str, float] = {
             "passes": 0, "bytes_read": 0, "bytes_written": 0, "last_pass_ms": -1,
             "max_dirty_ratio": 0.0}
@@ -263,6 +266,8 @@ class LogManager:
             skip_damage=self.config.skip_damage,
         )
         log.cleaner_checkpoint = offsets[CLEANER_OFFSET_CHECKPOINT].get(tp, -1)
+        if not future:  # a future log is filled on the mover's thread
+            log.cache_window = self.page_cache.window_for()
         return log
 
     def _read_checkpoint(self, directory: str, name: str) -> dict[TopicPartition, int] | None:
@@ -302,6 +307,7 @@ class LogManager:
                 topic_id=topic_id,
                 skip_damage=self.config.skip_damage,
             )
+            log.cache_window = self.page_cache.window_for()
             self._logs[(topic, partition)] = log
         return log
 
@@ -409,6 +415,7 @@ class LogManager:
         private.close_all()
         del self._futures[tp]
         self._logs[tp] = new
+        new.cache_window = self.page_cache.window_for()
         now = self.clock.monotonic_ms()
         for name in self._next:
             self._next[name] = now  # both directories' checkpoints name it where it is
@@ -612,6 +619,7 @@ class LogManager:
         healthy = self.failed is None
         if self.cleaner_pool is not None:
             self.cleaner_pool.close()
+        self.page_cache.close()
         for log in list(self._all_logs()):
             if not log.offline:
                 with contextlib.suppress(KafkaStorageError):

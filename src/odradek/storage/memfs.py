@@ -135,6 +135,7 @@ class MemoryFileSystem:
         self.open_handles = 0
         self.writes = 0
         self.syncs = 0
+        self.dropped: list[tuple[str, int, int]] = []
 
     # -- model plumbing ---------------------------------------------------------
 
@@ -291,6 +292,12 @@ class MemoryFileSystem:
                 raise _oserror(errno.EIO, path)
             node.synced = bytes(node.data)
             self.syncs += 1
+
+    def drop_cache(self, path: str, start: int, end: int) -> None:
+        """Only remembered (``dropped``): a model has no page cache."""
+        with self.lock:
+            self._file(path)
+            self.dropped.append((path, start, end))
 
     def sync_dir(self, path: str) -> None:
         with self.lock:

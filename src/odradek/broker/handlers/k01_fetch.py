@@ -50,7 +50,7 @@ import asyncio
 from odradek.broker.context import RequestContext
 from odradek.broker.partitions import METADATA_TOPIC, Partition
 from odradek.broker.registry import handler
-from odradek.broker.transfer import FileRecords
+from odradek.broker.transfer import FileRecords, warm
 from odradek.wire.errors import ErrorCode
 from odradek.wire.messages.fetch_request import FetchPartition, FetchRequest
 from odradek.wire.messages.fetch_response import (
@@ -266,6 +266,9 @@ async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
             response, total, watched = _collect(ctx, request)
         remaining_ms = (deadline - loop.time()) * 1000
         if total >= request.min_bytes or remaining_ms <= 0 or not watched:
+            if total:
+                await warm([p.records for t in response.responses for p in t.partitions
+                            if isinstance(p.records, FileRecords)])
             return response if replica_id >= 0 else _charged(ctx, response, total)
         before = loop.time()
         await _wait_for_append(watched, remaining_ms)
