@@ -161,6 +161,10 @@ def group_phase(plan: Plan, targets: list[kafka.Target], r: report.Results) -> N
             _log(f"group {target.name:8} {rate.msg_per_s:,.0f}/s")
 
 
+def _spread(values: list[float]) -> str:
+    return f"{statistics.median(values):.2f} ({min(values):.2f}–{max(values):.2f})"
+
+
 def c_client_phase(plan: Plan, targets: list[kafka.Target], r: report.Results) -> None:
     """suite_c.py: librdkafka from C against each target (see its docstring)."""
     exe, why = suite_c.build()
@@ -198,6 +202,12 @@ def c_client_phase(plan: Plan, targets: list[kafka.Target], r: report.Results) -
                         line += f", consume {c.msg_per_s:,.0f}/s"
                     target.delete_topic(topic)
                     _log(line)
+    floors: dict[tuple[int, int], list[float]] = {}
+    for _ in range(plan.runs):
+        for window in (16 << 20, -1):
+            os.sync()
+            floors.setdefault((window, 0), []).append(
+                suite_c.file_floor(plan.c_count[max(plan.sizes)] * max(plan.sizes), window))
     loads: dict[str, list[float]] = {t.name: [] for t in targets}
     for run in range(plan.runs):
         for loaded in (False, True):
@@ -232,6 +242,14 @@ def c_client_phase(plan: Plan, targets: list[kafka.Target], r: report.Results) -
             r.notes.append(f"C-client latency under load, {report.LABEL[name]}: the second "
                            f"producer achieved {statistics.median(values):,.0f} msg/s "
                            f"(median; half of the flat-out 100 B acks=1 rate)")
+    r.notes.append(
+        "Page-cache floor (what storing the bytes costs any broker here): writing the "
+        f"same {plan.c_count[max(plan.sizes)] * max(plan.sizes) / 1e6:,.0f} MB into "
+        f"{suite_c.PARTITIONS} fresh files in 1 MiB writes from one thread took "
+        f"{_spread(floors[(16 << 20, 0)])} CPU s/GB keeping 16 MiB per file cached (the "
+        f"broker's default drop-behind) and {_spread(floors[(-1, 0)])} CPU s/GB leaving the "
+        "cache to the kernel (median (min–max) of the runs; the second depends on whether "
+        "the kernel has just freed pages to reuse)")
     r.notes.append("C client: c/rdkbench.c on the system librdkafka "
                    f"({suite_c.librdkafka_version(exe)}), one process per producer and consumer, "
                    f"{suite_c.PARTITIONS} partitions; produce runs of "

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 import subprocess
 import tempfile
@@ -86,6 +87,37 @@ def produce(exe: Path, target: Target, topic: str, count: int, size: int, acks: 
                 str(size), acks, str(int(idempotent)), "0", "0"])
     cpu = target.cpu_seconds() - cpu0
     return Rate(got["seconds"], got["records"], got["bytes"], cpu)
+
+
+def file_floor(total_bytes: int, window: int, files: int = PARTITIONS) -> float:
+    """CPU seconds per 10^9 bytes of writing ``total_bytes`` into ``files`` fresh
+    files in 1 MiB writes, round-robin, from this thread: the page cache's own
+    cost, below any broker that stores what it is sent. With ``window`` >= 0 each
+    file keeps only its newest ``window`` bytes cached, as the broker's
+    drop-behind does (odradek.storage.pagecache); below 0 the kernel decides."""
+    from odradek.storage.fs import OsFileSystem
+
+    fs = OsFileSystem()
+    chunk = bytes(1 << 20)
+    with tempfile.TemporaryDirectory(prefix="odradek-floor-") as tmp:
+        paths = [str(Path(tmp) / f"{i}.log") for i in range(files)]
+        fds = [os.open(p, os.O_WRONLY | os.O_CREAT, 0o644) for p in paths]
+        sizes = [0] * files
+        dropped = [0] * files
+        cpu0 = time.thread_time()
+        try:
+            for n in range(total_bytes // len(chunk)):
+                i = n % files
+                os.write(fds[i], chunk)
+                sizes[i] += len(chunk)
+                if window >= 0 and sizes[i] - dropped[i] - window >= 4 << 20:
+                    fs.drop_cache(paths[i], dropped[i], sizes[i] - window)
+                    dropped[i] = sizes[i] - window
+            cpu = time.thread_time() - cpu0
+        finally:
+            for fd in fds:
+                os.close(fd)
+    return cpu / total_bytes * 1e9
 
 
 def consume(exe: Path, target: Target, topic: str, window: int) -> Rate:
