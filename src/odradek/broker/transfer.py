@@ -14,9 +14,11 @@ fake transports, TLS later).
 Both would block the event loop on the disk if the bytes were not in the page
 cache (a consumer far behind, bytes dropped by
 :mod:`odradek.storage.pagecache`). So before a Fetch response is written,
-:func:`warm` probes the last, middle and first page of each slice with
-``preadv2(RWF_NOWAIT)``, which fails at once instead of reading the disk, and
-reads the slices that are not cached on an executor thread first. What stays
+:func:`warm` probes the last and first page (and the middle one of a slice
+over 1 MiB) of each slice with
+``preadv2(RWF_NOWAIT)``, which fails at once instead of waiting for the disk
+(starting the kernel's read-ahead of the page as it does), and reads the
+slices that are not cached on an executor thread first. What stays
 on the loop: the log's read finds a slice's start by reading the batch
 headers after an index entry (a page, and the kernel's read-ahead with it),
 and a page evicted between the probe and the send is read as before.
@@ -32,6 +34,7 @@ from typing import Any
 from odradek.storage.log import FileSlice
 
 _WARM_CHUNK = 1 << 20
+_ONE_PAGE = 4096
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,8 +136,8 @@ def _cached(fd: int, position: int) -> bool:
 
 
 def cold_slices(records: list[FileRecords]) -> list[FileSlice]:
-    """The slices whose last, middle or first page is not in the page cache (the
-    end first: the read that made the slice has just read its start)."""
+    """The slices whose last, first or (over 1 MiB) middle page is not in the page
+    cache (the end first: the read that made the slice has just read its start)."""
     if not _nowait:
         return []
     cold = []
@@ -146,9 +149,10 @@ def cold_slices(records: list[FileRecords]) -> list[FileSlice]:
                 continue
             if fd < 0 or not part.length:
                 continue
-            end = part.position + part.length - 1
-            if not (_cached(fd, end) and _cached(fd, part.position + part.length // 2)
-                    and _cached(fd, part.position)):
+            start, length = part.position, part.length
+            if not (_cached(fd, start + length - 1)
+                    and (length <= _ONE_PAGE or _cached(fd, start))
+                    and (length <= _WARM_CHUNK or _cached(fd, start + length // 2))):
                 cold.append(part)
     return cold
 

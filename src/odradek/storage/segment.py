@@ -17,10 +17,19 @@ Inactive segments load their indexes only when a read needs them; their newest
 timestamp comes from the last time-index entry. Every index entry a lookup
 relies on is checked against the batch it points at, so a stale or damaged
 index is rebuilt instead of serving the wrong bytes.
+
+The newest batches appended in this process are also kept in memory (the
+*tail*: each one's last offset and position, up to :data:`TAIL_BATCHES`), so a
+fetch at the end of the log, the common case, finds its batch with a bisect
+and one header read instead of reading every header after an index entry.
+The tail is used only while it ends where the segment ends (any truncation
+makes the next append start a new one) and only for offsets above the last
+offset of the batch before its first (``_tail_floor``).
 """
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Iterator, Sequence
 from typing import Final
 
@@ -54,6 +63,7 @@ from odradek.wire.primitives import Buffer, DecodeError
 
 HEADER_CHUNK: Final = 8192
 VALIDATE_CHUNK: Final = 1 << 20
+TAIL_BATCHES: Final = 512
 
 # What the segment records about each appended batch: (last offset, max timestamp, size).
 BatchMeta = tuple[int, int, int]
@@ -64,6 +74,10 @@ class Segment:
         "_max_ts",
         "_oi",
         "_rolling_ts",
+        "_tail_end",
+        "_tail_floor",
+        "_tail_lasts",
+        "_tail_pos",
         "_ti",
         "_ti_checked",
         "base_offset",
@@ -113,6 +127,10 @@ class Segment:
         self._ti_checked = False
         self._max_ts: tuple[int, int] | None = None
         self._rolling_ts: int | None = None
+        self._tail_lasts: list[int] = []
+        self._tail_pos: list[int] = []
+        self._tail_floor = -1
+        self._tail_end = -1
 
     # -- life cycle ---------------------------------------------------------------
 
@@ -370,7 +388,14 @@ class Segment:
             self._rolling_ts = batches[0][1]
         interval = self.index_interval_bytes
         since = self.bytes_since_index
+        lasts, starts = self._tail_lasts, self._tail_pos
+        if self._tail_end != position or len(lasts) >= TAIL_BATCHES:
+            keep = len(lasts) // 2 if self._tail_end == position else 0
+            self._tail_floor = lasts[-keep - 1] if keep else self.next_offset - 1
+            del lasts[:len(lasts) - keep], starts[:len(starts) - keep]
         for last_offset, batch_ts, size in batches:
+            lasts.append(last_offset)
+            starts.append(position)
             if batch_ts > max_ts:
                 max_ts, max_off = batch_ts, last_offset
             if since > interval:
@@ -381,7 +406,7 @@ class Segment:
             position += size
         self.bytes_since_index = since
         self._max_ts = (max_ts, max_off)
-        self.size = position
+        self.size = self._tail_end = position
         self.next_offset = batches[-1][0] + 1
 
     # -- reading ------------------------------------------------------------------
@@ -435,6 +460,11 @@ class Segment:
 
     def find_batch(self, offset: int) -> tuple[int, BatchHeader] | None:
         """(position, header) of the first batch whose last offset is >= ``offset``."""
+        if offset > self._tail_floor and self._tail_end == self.size and self._tail_lasts:
+            i = bisect_left(self._tail_lasts, offset)
+            if i == len(self._tail_lasts):
+                return None
+            return next(self.iter_headers(self._tail_pos[i], chunk=BATCH_HEADER_SIZE))
         for attempt in range(2):
             entry = self.offset_index().lookup(offset)
             start = 0 if entry is None else entry[1]

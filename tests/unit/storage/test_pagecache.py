@@ -1,14 +1,13 @@
 """Drop-behind (storage/pagecache.py): which bytes leave the page cache, when.
 
 The window logic is pure (drops are recorded, not run); the OS seam is checked
-against the kernel with ``preadv2(RWF_NOWAIT)``, which fails with EAGAIN for a
-page that is not cached; a log written through a manager drops what is older
-than its window and still reads every byte back.
+against the kernel with ``mincore`` (tests/support/pagecache.py); a log
+written through a manager drops what is older than its window and still reads
+every byte back.
 """
 
 from __future__ import annotations
 
-import errno
 import os
 from pathlib import Path
 
@@ -23,6 +22,7 @@ from odradek.storage.manager import LogManager
 from odradek.storage.memfs import MemoryFileSystem
 from odradek.storage.pagecache import CacheWindow, PageCacheTrimmer
 from odradek.wire.records import Record, build_batch, decode_batches
+from tests.support.pagecache import resident
 
 MiB = 1 << 20
 
@@ -98,19 +98,7 @@ def test_the_trimmer_thread_runs_every_drop_and_ignores_files_gone_meanwhile() -
 
 
 def _cached(path: Path, offset: int) -> bool:
-    """Is the page at ``offset`` of ``path`` in the page cache?"""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.preadv(fd, [bytearray(1)], offset, os.RWF_NOWAIT)
-        return True
-    except BlockingIOError:
-        return False
-    except OSError as e:
-        if e.errno == errno.EOPNOTSUPP:
-            pytest.skip("the file system does not support RWF_NOWAIT reads")
-        raise
-    finally:
-        os.close(fd)
+    return resident(path, offset)
 
 
 needs_linux = pytest.mark.skipif(not hasattr(os, "RWF_NOWAIT"), reason="Linux only")

@@ -81,3 +81,36 @@ def test_file_slice_fields(log: Log) -> None:
     (s,) = log.read(2, 1)
     assert isinstance(s, FileSlice) and s.path.endswith("00000000000000000000.log")
     assert s.first_offset == 1  # the batch holding offset 2 starts at 1
+
+
+def _scanned(seg: object, offset: int) -> object:
+    """find_batch through the offset index and the headers alone (the tail off)."""
+    end = seg._tail_end  # type: ignore[attr-defined]
+    seg._tail_end = -2  # type: ignore[attr-defined]
+    try:
+        return seg.find_batch(offset)  # type: ignore[attr-defined]
+    finally:
+        seg._tail_end = end  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("opened", [False, True])
+def test_the_in_memory_tail_finds_what_the_index_and_headers_find(
+        tmp_path: Path, opened: bool) -> None:
+    """More appends than the tail holds, a truncation, appends after it, and (once)
+    a reopened log whose active segment starts its tail mid-file."""
+    path = str(tmp_path / "t-0")
+    config = LogConfig(segment_bytes=1 << 20, index_interval_bytes=256)
+    log = Log.open(OsFileSystem(), path, config, ManualClock(NOW))
+    for i in range(700):
+        log.append(make_batch([b"v" * (i % 50)] * (1 + i % 4), timestamps=NOW + i))
+    if opened:
+        log.close()
+        log = Log.open(OsFileSystem(), path, config, ManualClock(NOW))
+        log.append(make_batch([b"w"] * 3, timestamps=NOW))
+    log.truncate_to(log.log_end_offset - 40)
+    for i in range(30):
+        log.append(make_batch([b"x" * i] * (1 + i % 3), timestamps=NOW + i))
+    seg = log.segments[-1]
+    assert seg._tail_lasts  # the tail is in use
+    for offset in range(seg.base_offset, log.log_end_offset + 2):
+        assert seg.find_batch(offset) == _scanned(seg, offset), offset
