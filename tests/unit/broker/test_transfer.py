@@ -35,13 +35,13 @@ LOOPS: dict[str, Callable[[], asyncio.AbstractEventLoop]] = {
 }
 
 
-@pytest.mark.parametrize("loop_name", sorted(LOOPS))
-def test_parts_arrive_in_order(tmp_path: Path, loop_name: str) -> None:
+def _send(tmp_path: Path, loop_name: str,
+          slices: list[tuple[int, int]]) -> tuple[bytes, bytes]:
+    """(what arrived, what was expected) for a response of heads and ``slices``."""
     data = os.urandom(3 << 20)
     path = tmp_path / "segment.log"
     path.write_bytes(data)
     f = _File(path)
-    slices = [(0, 1000), (5000, 2 << 20), (100, 1)]
     parts: list[object] = []
     expected = b""
     for i, (pos, length) in enumerate(slices):
@@ -50,7 +50,6 @@ def test_parts_arrive_in_order(tmp_path: Path, loop_name: str) -> None:
         expected += head + data[pos : pos + length]
     parts.append(b"tail")
     expected += b"tail"
-    before = transfer.STATS.sendfile_bytes
 
     async def main() -> bytes:
         class Sender(asyncio.Protocol):
@@ -74,5 +73,22 @@ def test_parts_arrive_in_order(tmp_path: Path, loop_name: str) -> None:
     finally:
         loop.close()
         f.close()
+    return got, expected
+
+
+@pytest.mark.parametrize("loop_name", sorted(LOOPS))
+def test_parts_arrive_in_order(tmp_path: Path, loop_name: str) -> None:
+    before = transfer.STATS.sendfile_bytes
+    got, expected = _send(tmp_path, loop_name, [(0, 1000), (5000, 2 << 20), (100, 1)])
     assert got == expected
     assert transfer.STATS.sendfile_bytes > before  # at least the first slice went by sendfile
+
+
+@pytest.mark.parametrize("loop_name", sorted(LOOPS))
+def test_a_response_with_few_file_bytes_is_copied_into_one_send(
+        tmp_path: Path, loop_name: str) -> None:
+    sent, copied = transfer.STATS.sendfile_bytes, transfer.STATS.copied_bytes
+    got, expected = _send(tmp_path, loop_name, [(0, 1000), (7000, 20_000), (100, 1)])
+    assert got == expected
+    assert transfer.STATS.sendfile_bytes == sent
+    assert transfer.STATS.copied_bytes - copied == 21_001
