@@ -20,6 +20,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
+from odradek.storage.pagecache import DEFAULT_WINDOW_BYTES
+
 LONG_MAX: Final = 2**63 - 1
 INT_MAX: Final = 2**31 - 1
 
@@ -270,7 +272,7 @@ class LogManagerConfig:
     ``ulimit -n``."""
     cleaner: CleanerSettings = CleanerSettings()
     """``log.cleaner.enable``, ``.dedupe.buffer.size``, ``.backoff.ms``, ``.threads``."""
-    page_cache_window_bytes: int = 16 << 20
+    page_cache_window_bytes: int = DEFAULT_WINDOW_BYTES
     """``odradek.log.page.cache.window.bytes``: the newest bytes of each partition
     left in the page cache; older ones are written back and dropped
     (:mod:`odradek.storage.pagecache`). Below 0: the kernel alone decides, as in

@@ -114,11 +114,6 @@ class CacheWindow:
                 break
             spans.popleft()
 
-    def forget(self) -> None:
-        """Stop tracking the log's files (it was truncated, swapped or closed)."""
-        self._spans.clear()
-        self._cached = 0
-
 
 class PageCacheTrimmer:
     """Runs the drops of every log of a manager on one daemon thread (started on
