@@ -61,3 +61,33 @@ def test_seeded_ids_give_the_same_topic_id_on_every_run(tmp_path: Path) -> None:
     other = asyncio.run(_topic_id(tmp_path / "c", 22))
     assert first == second
     assert first != other
+
+
+def test_a_node_still_replaying_metadata_never_says_a_topic_is_unknown() -> None:
+    """A cluster node that has not caught up with the metadata log may not know
+    a topic that exists: it answers LEADER_NOT_AVAILABLE (clients retry) and
+    creates nothing; once caught up, the same request is answered as usual."""
+    from odradek.wire.errors import ErrorCode
+    from odradek.wire.messages.metadata_request import MetadataRequest, MetadataRequestTopic
+    from tests.support.rawclient import RawClient
+
+    with Broker() as broker:
+        state = broker.app.state
+        assert state is not None
+        broker.create_topic("known", partitions=1)
+        raw = RawClient(broker.bootstrap_servers)
+        try:
+            def ask(name: str) -> tuple[int, int]:
+                request = MetadataRequest(topics=[MetadataRequestTopic(name=name)],
+                                          allow_auto_topic_creation=True)
+                topic = raw.request(request, 12).topics[0]
+                return topic.error_code, len(topic.partitions)
+
+            state.metadata_ready = False  # as while a restarted node replays the log
+            assert ask("not-yet") == (ErrorCode.LEADER_NOT_AVAILABLE, 0)
+            assert ask("known") == (0, 1)
+            assert "not-yet" not in state.image.topics
+            state.metadata_ready = True
+            assert ask("not-yet") == (0, 1)  # auto-created (auto.create.topics.enable)
+        finally:
+            raw.close()

@@ -211,11 +211,7 @@ class BrokerApp:
         self._background.clear()
         if self.state is not None and self.state.quorum is not None:
             if "broker" in self.config.process_roles():
-                from odradek.broker.cluster_control import send_heartbeat
-
-                # Controlled shutdown: the controller fences this broker first.
-                with contextlib.suppress(Exception):
-                    await asyncio.wait_for(send_heartbeat(self.state, want_shut_down=True), 5)
+                await self._controlled_shutdown()
             await self.state.quorum.resign()
         if self.state is not None and self.state.fetchers is not None:
             await self.state.fetchers.close()
@@ -246,6 +242,28 @@ class BrokerApp:
         if self.partitions is not None:
             await self.partitions.close()
             self.partitions = None
+
+    async def _controlled_shutdown(self, timeout_s: float = 5.0) -> None:
+        """The controller fences this broker before it goes (a last heartbeat
+        with ``WantShutDown``). Waits up to ``timeout_s`` for the answer, but no
+        longer than the quorum can still commit: when this node is the active
+        controller and its voters stopped fetching (the whole cluster is going
+        down), the fence could never commit."""
+        from odradek.broker.cluster_control import send_heartbeat
+
+        assert self.state is not None and self.state.quorum is not None
+        quorum = self.state.quorum
+        window_ms = quorum.config.fetch_max_wait_ms + 500
+        beat = asyncio.ensure_future(send_heartbeat(self.state, want_shut_down=True))
+        deadline = asyncio.get_running_loop().time() + timeout_s
+        while not beat.done() and asyncio.get_running_loop().time() < deadline:
+            await asyncio.wait({beat}, timeout=0.05)
+            if not quorum.majority_in_touch(window_ms):
+                log.info("controlled shutdown: the quorum lost its majority; going without")
+                break
+        beat.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await beat
 
     async def serve_until(self, stop: asyncio.Event) -> None:
         await self.start()

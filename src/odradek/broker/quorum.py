@@ -129,11 +129,31 @@ class QuorumDriver:
         self._commits.clear()
 
     async def resign(self) -> None:
-        """Hand leadership over before stopping (controlled shutdown)."""
+        """Hand leadership over before stopping (controlled shutdown). Writes
+        still waiting for their commit fail at once with CommitLostError (the
+        caller answers NOT_CONTROLLER), as Kafka's controller fails its pending
+        operations when it renounces: the next leader may or may not commit them."""
         if self.raft.role is Role.LEADER:
             self.raft.resign(self._now())
             self._dispatch()
+            for _, _, fut in self._commits:
+                if not fut.done():
+                    fut.set_exception(CommitLostError("the controller resigned"))
+            self._commits.clear()
             await asyncio.sleep(0.05)  # let EndQuorumEpoch reach the wire
+
+    def majority_in_touch(self, within_ms: int) -> bool:
+        """False only for a leader that has not had a Fetch from a majority of
+        the voters (itself counted) in the last ``within_ms``: its writes cannot
+        commit, so nobody should wait on them. True on any other node."""
+        state = self.raft.leader_state
+        if self.raft.role is not Role.LEADER or state is None:
+            return True
+        now = self._now()
+        heard = 1 + sum(1 for v, p in state.progress.items()
+                        if v in state.voters and v != self.node_id
+                        and p.last_fetch_ms >= 0 and now - p.last_fetch_ms <= within_ms)
+        return heard > len(state.voters) // 2
 
     # -- views -----------------------------------------------------------------------
 

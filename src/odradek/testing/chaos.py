@@ -476,6 +476,14 @@ class ChaosRun:
                     except BufferError:
                         producer.poll(0.1)
                         continue
+                    except KafkaException as exc:
+                        # Refused before it was queued (e.g. _UNKNOWN_TOPIC while a
+                        # restarted node replays metadata): counted, and tried again.
+                        if exc.args[0].fatal():
+                            raise
+                        h.produce_errors[exc.args[0].name()] += 1
+                        producer.poll(0.1)
+                        continue
                     seq += 1
                     due += 1 / self.rate
                     producer.poll(max(0.0, due - time.monotonic()))

@@ -10,6 +10,13 @@ is created when ``auto.create.topics.enable`` is true and the request allows it
 (always at v0–3), with ``num.partitions`` partitions; otherwise it gets
 UNKNOWN_TOPIC_OR_PARTITION, and an illegal name INVALID_TOPIC_EXCEPTION.
 
+A cluster node that is still replaying the metadata log after a restart
+(Kafka's broker takes no requests until it has caught up) holds the answer up
+to :data:`CATCH_UP_WAIT_S` for the replay; if it is still behind, a topic it
+does not know yet is answered LEADER_NOT_AVAILABLE (retriable), never
+UNKNOWN_TOPIC_OR_PARTITION, and nothing is auto-created: the topic may well
+exist.
+
 Version notes: v1 controller id and is_internal; v2 cluster id; v4 the
 auto-creation flag; v5 offline replicas; v7 leader epochs; v8–10 authorized
 operations (unset, -2^31); v10 topic ids; v12 lookup by topic id (an unknown
@@ -22,6 +29,8 @@ does); v13 a top-level error code (KIP-1102), which is always 0: like Kafka
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import uuid
 
 from odradek.broker.context import RequestContext
@@ -68,9 +77,15 @@ def _error_topic(
     return MetadataResponseTopic(error_code=code, name=name, topic_id=topic_id, partitions=[])
 
 
+CATCH_UP_WAIT_S = 2.0
+
+
 @handler(3, (0, 13))
 async def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataResponse:
     state = ctx.broker
+    if not state.metadata_ready and state.quorum is not None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(state.quorum.wait_ready(), CATCH_UP_WAIT_S)
     image = state.image
     version = ctx.api_version
     topics: list[MetadataResponseTopic] = []
@@ -86,8 +101,10 @@ async def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataRespo
         topics = cached
     else:
         allow = request.allow_auto_topic_creation if version >= 4 else True
+        missing = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         if not state.metadata_ready:
             allow = False  # a restarting cluster node: the topic may well exist
+            missing = ErrorCode.LEADER_NOT_AVAILABLE
         for item in wanted:
             name = item.name
             if name is None:  # v12: by topic id
@@ -103,7 +120,7 @@ async def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataRespo
                 await auto_create(state, name)
             t = image.topics.get(name)
             if t is None:
-                topics.append(_error_topic(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                topics.append(_error_topic(name, missing))
             else:
                 topics.append(_topic(t, image))
     brokers = [
