@@ -9,11 +9,11 @@ cluster node starts, so a single node's start-up does not pay for it.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import posixpath
 from typing import TYPE_CHECKING
 
+from odradek.broker.aio import cancel_and_wait
 from odradek.broker.config import BrokerConfig
 from odradek.broker.groups import GroupRuntime
 from odradek.broker.journal import LogJournal
@@ -198,16 +198,8 @@ class BrokerApp:
             config.get_int("metadata.log.max.snapshot.interval.ms"))
 
     async def stop(self) -> None:
-        if self._registering is not None:
-            self._registering.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._registering
-            self._registering = None
-        for task in self._background:
-            task.cancel()
-        for task in self._background:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        await cancel_and_wait(self._registering, *self._background)
+        self._registering = None
         self._background.clear()
         if self.state is not None and self.state.quorum is not None:
             if "broker" in self.config.process_roles():
@@ -261,9 +253,7 @@ class BrokerApp:
             if not quorum.majority_in_touch(window_ms):
                 log.info("controlled shutdown: the quorum lost its majority; going without")
                 break
-        beat.cancel()
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await beat
+        await cancel_and_wait(beat)
 
     async def serve_until(self, stop: asyncio.Event) -> None:
         await self.start()

@@ -28,6 +28,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from odradek.broker.aio import cancel_and_wait
 from odradek.broker.config import BrokerConfig
 from odradek.broker.coordinator_runtime import (
     CoordinatorRuntime,
@@ -306,17 +307,11 @@ class GroupRuntime:
         task.add_done_callback(self._tasks.discard)
 
     async def close(self) -> None:
-        if self._expiry_task is not None:
-            self._expiry_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._expiry_task
+        await cancel_and_wait(self._expiry_task)
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        if self._load_task is not None:
-            self._load_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._load_task
+        await cancel_and_wait(self._load_task)
         for task in list(self._tasks):
             with contextlib.suppress(Exception):
                 await task

@@ -20,10 +20,10 @@ metadata; a controller that cannot be reached drops them all the same.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from typing import TYPE_CHECKING
 
+from odradek.broker.aio import cancel_and_wait, wait_event
 from odradek.broker.partitions import Partition
 from odradek.wire.messages import alter_partition_request as ap
 from odradek.wire.messages import alter_partition_response as apr
@@ -52,17 +52,13 @@ class IsrManager:
         self._wake.set()
 
     async def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await cancel_and_wait(self._task)
+        self._task = None
 
     async def _loop(self) -> None:
         interval = max(self.lag_ms / 2000, 0.05)
         while True:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), interval)
+            await wait_event(self._wake, interval)
             self._wake.clear()
             try:
                 await self.check()

@@ -39,6 +39,7 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from odradek.broker.aio import cancel_and_wait
 from odradek.common import crashpoints
 from odradek.replication.future import FutureReplica
 from odradek.storage.errors import StorageError
@@ -208,11 +209,6 @@ class LogMover:
     async def close(self) -> None:
         """Stop every copy (their future logs stay on disk: the next start resumes
         them) and wait for the worker threads."""
-        tasks = list(self._tasks.values())
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        await cancel_and_wait(*self._tasks.values())
         while self._busy:
             await asyncio.sleep(0.01)

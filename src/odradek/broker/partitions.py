@@ -31,6 +31,7 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from odradek.broker.aio import cancel_and_wait
 from odradek.broker.log_mover import LogMover
 from odradek.broker.writer import LogWriter
 from odradek.common.clock import Clock
@@ -480,9 +481,7 @@ class PartitionManager:
         """Stop housekeeping, wait for running fsyncs, then close cleanly
         (flush, checkpoints, clean-shutdown marker)."""
         if self._housekeeping is not None:
-            self._housekeeping.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._housekeeping
+            await cancel_and_wait(self._housekeeping)
             self._housekeeping = None
         await self.mover.close()
         for part in self.partitions.values():

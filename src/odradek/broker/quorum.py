@@ -34,6 +34,7 @@ from collections.abc import Callable
 from typing import Any
 
 from odradek.broker import quorum_wire as qw
+from odradek.broker.aio import cancel_and_wait, wait_event
 from odradek.client.connection import Connection
 from odradek.common.clock import Clock
 from odradek.raft import messages as rm
@@ -110,16 +111,8 @@ class QuorumDriver:
         self._runner = asyncio.get_running_loop().create_task(self._run())
 
     async def stop(self) -> None:
-        if self._runner is not None:
-            self._runner.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._runner
-            self._runner = None
-        for task in list(self._tasks):
-            task.cancel()
-        for task in list(self._tasks):
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        await cancel_and_wait(self._runner, *self._tasks)
+        self._runner = None
         for conn in self._conns.values():
             await conn.close()
         self._conns.clear()
@@ -213,8 +206,7 @@ class QuorumDriver:
             self._dispatch()
             delay = max(0, self.raft.next_deadline() - self._now()) / 1000
             self._wake.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), timeout=min(delay, 1.0))
+            await wait_event(self._wake, min(delay, 1.0))
 
     def _dispatch(self) -> None:
         """Send the core's outbox, answer waiting peers, apply commits."""

@@ -48,6 +48,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from odradek.broker.aio import cancel_and_wait, wait_event
 from odradek.broker.broker_channel import broker_address, parse_overrides
 from odradek.broker.partitions import Partition
 from odradek.client.connection import Connection
@@ -132,10 +133,7 @@ class ReplicaFetchers:
 
     async def close(self) -> None:
         self._closed = True
-        tasks = [f.task for f in self.fetchers.values() if f.task is not None]
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await cancel_and_wait(*(f.task for f in self.fetchers.values()))
         for fetcher in self.fetchers.values():
             if fetcher.conn is not None:
                 with contextlib.suppress(Exception):
@@ -169,8 +167,7 @@ class ReplicaFetchers:
             if not ready:
                 fetcher.wake.clear()
                 soonest = min(fetcher.delayed.values(), default=now + 1) - now
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(fetcher.wake.wait(), max(soonest, 0.01))
+                await wait_event(fetcher.wake, max(soonest, 0.01))
                 continue
             try:
                 await self._fetch_once(fetcher, ready)

@@ -39,6 +39,7 @@ import time
 from collections import Counter
 from typing import Any, cast
 
+from odradek.broker.aio import cancel_and_wait
 from odradek.broker.connlimits import ConnectionLimits
 from odradek.broker.context import RequestContext
 from odradek.broker.controller_channel import FORWARDED_APIS, not_controller_response
@@ -512,14 +513,8 @@ class KafkaServer:
         for server in self._servers:
             server.close()
         self.draining = True
-        if self._preloader is not None:
-            self._preloader.cancel()
-            await asyncio.gather(self._preloader, return_exceptions=True)
-            self._preloader = None
-        if self._sweeper is not None:
-            self._sweeper.cancel()
-            await asyncio.gather(self._sweeper, return_exceptions=True)
-            self._sweeper = None
+        await cancel_and_wait(self._preloader, self._sweeper)
+        self._preloader = self._sweeper = None
         for part in self.state.partitions.partitions.values():
             part.notify()
         for conn in list(self.connections):
@@ -529,10 +524,7 @@ class KafkaServer:
             await asyncio.wait(tasks, timeout=drain_timeout_s)
         for conn in list(self.connections):
             conn.close()
-        tasks = list(self.tasks)
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await cancel_and_wait(*self.tasks)
         for server in self._servers:
             await server.wait_closed()
         self._servers.clear()

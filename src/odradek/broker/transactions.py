@@ -34,6 +34,7 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from odradek.broker.aio import cancel_and_wait
 from odradek.broker.config import BrokerConfig
 from odradek.broker.coordinator_runtime import (
     CoordinatorRuntime,
@@ -193,10 +194,7 @@ class TxnRuntime:
 
     async def close(self) -> None:
         self._closing = True
-        tasks = list(self._tasks) + ([self._timer] if self._timer else [])
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await cancel_and_wait(*self._tasks, self._timer)
 
     async def ensure_topic(self) -> bool:
         """Create ``__transaction_state`` if it does not exist; True when it does."""

@@ -55,6 +55,25 @@ def keep_heap_mapped() -> None:
     mallopt(m_mmap_threshold, 32 << 20)  # glibc's largest; a 6-partition produce is ~6 MiB
 
 
+#: A stop that takes longer than this logs what it is waiting for.
+SLOW_STOP_S = 8.0
+
+
+def _report_slow_stop() -> None:
+    """Log the stack of every task still pending (a stop should take well
+    under :data:`SLOW_STOP_S`; this names what holds it up)."""
+    import io
+
+    log = logging.getLogger("odradek.broker")
+    current = asyncio.current_task()
+    for task in asyncio.all_tasks():
+        if task is current:
+            continue
+        out = io.StringIO()
+        task.print_stack(file=out)
+        log.warning("stop is slow; still pending: %s", out.getvalue().strip())
+
+
 def run(args: argparse.Namespace) -> int:
     from odradek.broker.app import BrokerApp
 
@@ -97,7 +116,14 @@ def run(args: argparse.Namespace) -> int:
         try:
             await stop.wait()
         finally:
+            import faulthandler
+            import sys
+
+            # Threads too, even if the loop itself is what is stuck (stderr).
+            faulthandler.dump_traceback_later(SLOW_STOP_S * 2, file=sys.stderr)
+            slow = loop.call_later(SLOW_STOP_S, _report_slow_stop)
             await app.stop()
+            slow.cancel()
 
     with asyncio.Runner(loop_factory=loop_factory) as runner:
         runner.run(main())
