@@ -31,7 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
-from odradek.storage.writes import AppendJob, WriteStream
+from odradek.storage.writes import AppendJob, WriteStream, run_jobs
 
 log = logging.getLogger("odradek.broker")
 
@@ -124,9 +124,7 @@ class LogWriter(Generic[K]):
                     budget -= len(jobs)
                     turn.append((strand, jobs))
             for _, jobs in turn:
-                for job in jobs:
-                    with contextlib.suppress(Exception):  # kept on the job (job.error)
-                        job.run()
+                run_jobs(jobs)  # back-to-back jobs in one pwritev; errors stay on the jobs
             with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits
                 self._loop.call_soon_threadsafe(
                     self._on_done, [(strand.key, jobs) for strand, jobs in turn])

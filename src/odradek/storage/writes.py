@@ -9,7 +9,8 @@ writes in :meth:`Log.append`. The append is split in three, like a flush
    a place in the active segment (its *reserved* size) are all decided at once,
    in request order; the bytes become an :class:`AppendJob` handed to the sink.
 2. **Write, on a writer thread.** :meth:`AppendJob.run` does the one
-   ``pwritev`` through its own file handle (never one of the loop's
+   ``pwritev`` (:func:`run_jobs` one for each run of back-to-back jobs of a
+   writer thread's turn) through its own file handle (never one of the loop's
    :class:`~odradek.storage.handles.HandleCache`, which may close its handles
    at any time). The sink runs a log's jobs one at a time, in the order given.
 3. **Publish, on the loop, in order.** :meth:`AppendJob.complete` tells the
@@ -35,6 +36,7 @@ metadata journal, tests, and the in-memory simulations use that.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -165,3 +167,61 @@ class AppendJob:
         if not self.done:
             self.done = True
             self.owner.complete_append(self, error)
+
+
+def run_jobs(jobs: Sequence[AppendJob]) -> None:
+    """Run one log's jobs in order (a writer thread's turn), writing each run of
+    back-to-back jobs (same segment file, handle and generation, each starting
+    where the one before ends) with one ``pwritev``: a thread that must win
+    the GIL back after every write takes one such wait per run, not per job.
+
+    The outcome is that of :meth:`AppendJob.run` on each in turn, except when a
+    combined write fails: the file is cut back to the run's first position,
+    the first job carries the error and the others are skipped (as if the
+    first had failed alone). Nothing is raised; errors stay on the jobs."""
+    i, n = 0, len(jobs)
+    while i < n:
+        first = jobs[i]
+        end = first.position + first.size
+        j = i + 1
+        while j < n:
+            job = jobs[j]
+            if (job.seg is not first.seg or job.stream is not first.stream
+                    or job.handle is not first.handle or job.generation != first.generation
+                    or job.position != end):
+                break
+            end += job.size
+            j += 1
+        if j == i + 1:
+            with contextlib.suppress(Exception):  # kept on the job (job.error)
+                first.run()
+        else:
+            _run_together(jobs[i:j])
+        i = j
+
+
+def _run_together(group: Sequence[AppendJob]) -> None:
+    first = group[0]
+    stream = first.stream
+    try:
+        if stream.poisoned == first.generation:
+            raise SkippedWrite("an earlier write to this log failed")
+        handle = first.handle or stream.handle_for(first.seg.log_path)
+        try:
+            handle.pwrite(first.position, [c for job in group for c in job.chunks])
+        except OSError:
+            stream.poisoned = first.generation
+            try:
+                handle.truncate(first.position)
+            except OSError:
+                first.cut_failed = True
+            raise
+    except Exception as exc:
+        first.error = exc
+        for job in group[1:]:
+            job.error = SkippedWrite("an earlier write to this log failed")
+    finally:
+        with stream.ran:
+            for job in group:
+                job.ran = True
+            stream.ran.notify_all()
