@@ -105,6 +105,8 @@ DEFAULTS: dict[str, str] = {
     "odradek.log.max.open.files": "4096",
     # Drop-behind: the newest bytes per partition left in the page cache (-1: off).
     "odradek.log.page.cache.window.bytes": str(16 << 20),
+    # Blocks an active segment reserves ahead of its appends (0: none).
+    "odradek.log.preallocate.bytes": str(8 << 20),
     "odradek.accept.missing.metadata": "false",
     "cluster.id": "",
     # KRaft: roles, the controller quorum, listeners (odradek.broker.cluster_config).

@@ -135,7 +135,8 @@ _DEFS = [
     *_defs("string", R, "cluster.id", "log.recovery.damaged.batches",
            "odradek.inter.broker.address.overrides", kafka=False),
     *_defs("int", R, "odradek.log.max.open.files", "odradek.log.writer.threads", kafka=False),
-    *_defs("long", R, "odradek.log.page.cache.window.bytes", kafka=False),
+    *_defs("long", R, "odradek.log.page.cache.window.bytes", "odradek.log.preallocate.bytes",
+           kafka=False),
     *_defs("boolean", R, "odradek.accept.missing.metadata", kafka=False),
 ]
 del R, C

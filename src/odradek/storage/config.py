@@ -277,6 +277,12 @@ class LogManagerConfig:
     left in the page cache; older ones are written back and dropped
     (:mod:`odradek.storage.pagecache`). Below 0: the kernel alone decides, as in
     Kafka. Not a Kafka setting."""
+    preallocate_bytes: int = 8 << 20
+    """``odradek.log.preallocate.bytes``: the most an active segment reserves on
+    disk ahead of its appends without changing its size
+    (:meth:`~odradek.storage.segment.Segment.allocate_for`); 0 turns it off.
+    Not a Kafka setting (Kafka's ``preallocate`` sets a new segment's file to
+    ``segment.bytes`` at once, and is ignored here)."""
     skip_damage: bool = True
     """``log.recovery.damaged.batches``: ``skip`` (the default) cuts damaged bytes out
     of a segment during recovery and keeps every later batch; ``truncate`` cuts
@@ -318,6 +324,7 @@ class LogManagerConfig:
             ("log.retention.check.interval.ms", "retention_check_interval_ms"),
             ("odradek.log.max.open.files", "max_open_files"),
             ("odradek.log.page.cache.window.bytes", "page_cache_window_bytes"),
+            ("odradek.log.preallocate.bytes", "preallocate_bytes"),
         ):
             if key in props:
                 changes[attr] = _as_int(key, props[key])

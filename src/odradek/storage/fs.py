@@ -20,7 +20,7 @@ import os
 import posixpath
 import shutil
 from collections.abc import Callable, Sequence
-from typing import Protocol
+from typing import Any, Protocol, cast
 
 from odradek.common import crashpoints
 from odradek.wire.primitives import Buffer
@@ -39,7 +39,17 @@ class FileHandle(Protocol):
         """Write the concatenation of ``chunks`` at ``position``, all of it or raise."""
         ...
 
-    def truncate(self, size: int) -> None: ...
+    def truncate(self, size: int) -> None:
+        """Set the file's size; blocks reserved past the new end (:meth:`allocate`)
+        are given back too."""
+        ...
+
+    def allocate(self, position: int, length: int) -> None:
+        """Advice: reserve disk blocks for bytes [position, position + length) without
+        changing the file's size (Linux ``fallocate`` with ``FALLOC_FL_KEEP_SIZE``),
+        so later writes there find their blocks allocated. Never raises; a no-op is
+        a correct implementation. Reads, sizes and :meth:`truncate` are unchanged."""
+        ...
 
     def size(self) -> int: ...
 
@@ -162,6 +172,10 @@ class OsFileHandle:
     def truncate(self, size: int) -> None:
         os.ftruncate(self._fd, size)
 
+    def allocate(self, position: int, length: int) -> None:
+        if length > 0:
+            _fallocate_keep_size(self._fd, position, length)
+
     def size(self) -> int:
         return os.fstat(self._fd).st_size
 
@@ -243,10 +257,47 @@ class OsFileSystem:
             os.close(fd)
 
 
+def _libc_function(name: str, argtypes: list[Any]) -> Callable[..., int] | None:
+    """``name`` from the C library this interpreter runs on (ctypes; None where
+    there is none). ``CDLL(None)`` is the process's own symbols, which include
+    libc, without ``find_library``'s ``ldconfig`` subprocess."""
+    import ctypes
+
+    try:
+        func = getattr(ctypes.CDLL(None, use_errno=True), name)
+    except (OSError, AttributeError):
+        return None
+    func.argtypes = argtypes
+    func.restype = ctypes.c_int
+    return cast("Callable[..., int]", func)
+
+
+def _no_op(*args: int) -> int:
+    return 0
+
+
+_FALLOC_FL_KEEP_SIZE = 1
+_fallocate: Callable[..., int] | None = None
+
+
+def _fallocate_keep_size(fd: int, offset: int, length: int) -> None:
+    """Linux ``fallocate(fd, FALLOC_FL_KEEP_SIZE, offset, length)`` (``os.posix_fallocate``
+    would change the size): unwritten extents past the end, so reads still end
+    at the file's size. Failures (no space, a file system without it, not Linux)
+    are ignored: the write that follows allocates its blocks anyway."""
+    global _fallocate
+    if _fallocate is None:
+        import ctypes
+
+        _fallocate = _libc_function(
+            "fallocate", [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]) or _no_op
+    _fallocate(fd, _FALLOC_FL_KEEP_SIZE, offset, length)
+
+
 _SYNC_FILE_RANGE_ALL = 1 | 2 | 4
 """SYNC_FILE_RANGE_WAIT_BEFORE | _WRITE | _WAIT_AFTER: the range's dirty pages
 are written and clean when the call returns (no fsync: no metadata, no device flush)."""
-_sync_file_range: Callable[[int, int, int, int], int] | None = None
+_sync_file_range: Callable[..., int] | None = None
 
 
 def _write_back(fd: int, offset: int, length: int) -> None:
@@ -254,22 +305,13 @@ def _write_back(fd: int, offset: int, length: int) -> None:
     through ctypes: the os module has no binding). Elsewhere nothing: the
     following ``POSIX_FADV_DONTNEED`` then drops only pages already clean."""
     global _sync_file_range
+    import ctypes
+
     if _sync_file_range is None:
-        import ctypes
-        import ctypes.util
-
-        try:
-            libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-            func = libc.sync_file_range
-        except (OSError, AttributeError):
-            _sync_file_range = lambda fd, off, n, flags: 0  # noqa: E731
-        else:
-            func.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
-            func.restype = ctypes.c_int
-            _sync_file_range = func
+        _sync_file_range = _libc_function(
+            "sync_file_range", [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint],
+        ) or _no_op
     if _sync_file_range(fd, offset, length, _SYNC_FILE_RANGE_ALL) != 0:
-        import ctypes
-
         err = ctypes.get_errno()
         raise OSError(err, os.strerror(err))
 

@@ -184,6 +184,10 @@ class Log:
         """Set by the broker: appends are written by the sink, off the loop
         (:mod:`odradek.storage.writes`); None writes inline."""
         self._stream = WriteStream(fs)
+        self.allocate_ahead_bytes = 0
+        """Set by the manager (``odradek.log.preallocate.bytes``): the most the active
+        segment reserves on disk ahead of its appends (:meth:`Segment.allocate_for`);
+        0 reserves nothing."""
         self.cache_window: CacheWindow | None = None
         """Set by the manager: the newest bytes this log keeps in the page cache
         (:mod:`odradek.storage.pagecache`); None leaves the cache to the kernel."""
@@ -563,6 +567,9 @@ class Log:
         Raises a StorageError when an inline write fails."""
         self._maybe_roll(size, max_ts, metas[-1][0], now)
         seg = self._segments[-1]
+        if self.allocate_ahead_bytes > 0:
+            seg.allocate_for(self._reserved + size, self.allocate_ahead_bytes,
+                             self.config.segment_bytes)
         sink = self.write_sink
         job = AppendJob(self, self._stream, seg, self._reserved, chunks, metas, size,
                         self._next, metas[-1][0] + 1, records, self._generation,

@@ -267,7 +267,7 @@ class LogManager:
         )
         log.cleaner_checkpoint = offsets[CLEANER_OFFSET_CHECKPOINT].get(tp, -1)
         if not future:  # a future log is filled on the mover's thread
-            log.cache_window = self.page_cache.window_for()
+            self._tune(log)
         return log
 
     def _read_checkpoint(self, directory: str, name: str) -> dict[TopicPartition, int] | None:
@@ -307,9 +307,15 @@ class LogManager:
                 topic_id=topic_id,
                 skip_damage=self.config.skip_damage,
             )
-            log.cache_window = self.page_cache.window_for()
+            self._tune(log)
             self._logs[(topic, partition)] = log
         return log
+
+    def _tune(self, log: Log) -> None:
+        """The settings of a log this manager serves appends to: its page-cache
+        window and how far its segments reserve blocks ahead."""
+        log.cache_window = self.page_cache.window_for()
+        log.allocate_ahead_bytes = self.config.preallocate_bytes
 
     def _all_logs(self) -> Iterator[Log]:
         yield from self._logs.values()
@@ -415,7 +421,7 @@ class LogManager:
         private.close_all()
         del self._futures[tp]
         self._logs[tp] = new
-        new.cache_window = self.page_cache.window_for()
+        self._tune(new)
         now = self.clock.monotonic_ms()
         for name in self._next:
             self._next[name] = now  # both directories' checkpoints name it where it is

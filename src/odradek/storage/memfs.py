@@ -33,12 +33,15 @@ from odradek.wire.primitives import Buffer
 
 
 class _File:
-    __slots__ = ("data", "mtime_ms", "synced")
+    __slots__ = ("allocated", "data", "mtime_ms", "synced")
 
     def __init__(self, mtime_ms: int) -> None:
         self.data = bytearray()
         self.synced = b""
         self.mtime_ms = mtime_ms
+        self.allocated = 0
+        """End of the blocks reserved by ``allocate`` (as ext4 keeps them past the
+        size until a truncate); only :meth:`MemoryFileSystem.allocated` reads it."""
 
 
 class _Dir:
@@ -110,6 +113,12 @@ class MemoryFileHandle:
                 del node.data[size:]
             else:
                 node.data.extend(b"\x00" * (size - len(node.data)))
+            node.allocated = size
+
+    def allocate(self, position: int, length: int) -> None:
+        with self._fs.lock:
+            node = self._check()
+            node.allocated = max(node.allocated, position + length)
 
     def size(self) -> int:
         with self._fs.lock:
@@ -373,6 +382,13 @@ class MemoryFileSystem:
     def size(self, path: str) -> int:
         with self.lock:
             return len(self._file(path).data)
+
+    def allocated(self, path: str) -> int:
+        """The bytes of ``path`` that have disk blocks: its size, or more while an
+        ``allocate`` past the end is in force (a test's view; not in the seam)."""
+        with self.lock:
+            node = self._file(path)
+            return max(len(node.data), node.allocated)
 
     def mtime_ms(self, path: str) -> int:
         with self.lock:
