@@ -124,3 +124,81 @@ def test_a_held_cold_read_holds_up_only_its_own_fetch(
         release.set()
         hw, got = cold.result(DEADLINE_S)
     assert hw == COUNT and len(got) >= 8 and got == values[:len(got)]
+
+
+def test_a_fetch_finds_its_cold_first_batch_off_the_loop(
+        broker: Broker, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The lookup of a fetch's start (the batch headers after an index entry) is
+    a read too: where it would wait for the disk, a thread reads the page in
+    first, and while that read is held other connections are served."""
+    seg, values = _fill(broker)
+    entered, release = threading.Event(), threading.Event()
+    calls: list[list[tuple[str, int, int]]] = []
+    real = transfer._read_in
+
+    def held(cold: list[tuple[str, int, int]]) -> int:
+        calls.append(list(cold))
+        entered.set()
+        assert release.wait(DEADLINE_S), "the test never released the read"
+        return real(cold)
+
+    monkeypatch.setattr(transfer, "_read_in", held)
+    lookups = transfer.STATS.cold_lookups
+    reader, other = (RawClient(broker.bootstrap_servers, DEADLINE_S) for _ in range(2))
+    with ThreadPoolExecutor(1) as pool:
+        cold = pool.submit(_fetch_cold, reader, 0)
+        assert entered.wait(DEADLINE_S), "the cold fetch never read off the loop"
+        # The first read off the loop is the lookup's: the page holding the first
+        # batch header, with read-ahead, not yet the slice to send.
+        assert calls[0] == [(str(seg), 0, transfer.LOOKUP_READ_AHEAD)]
+        assert transfer.STATS.cold_lookups == lookups + 1
+        assert produce(other, "hot", [b"h0"], acks=-1).error_code == 0
+        assert fetch(other, "hot") == (1, [b"h0"])
+        assert not cold.done()
+        release.set()
+        hw, got = cold.result(DEADLINE_S)
+    assert hw == COUNT and len(got) >= 8 and got == values[:len(got)]
+
+
+def _drop_all(directory: Path) -> None:
+    """Every file of ``directory`` out of the page cache (whole files: the kernel
+    drops only whole large folios)."""
+    for path in directory.iterdir():
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+
+
+def test_a_restarted_broker_loads_a_cold_segment_index_off_the_loop(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """After a restart an old segment's index is read on its first use; on a cold
+    page cache a thread reads it in, and the fetch gets the right records."""
+    props = {"log.segment.bytes": str(2 * MiB)}
+    values = [i.to_bytes(4, "big") * (VALUE // 4) for i in range(160)]  # 10 MiB, 5+ segments
+    with Broker(data_dir=str(tmp_path), **props) as b:
+        b.create_topic("cold", partitions=1)
+        client = RawClient(b.bootstrap_servers, DEADLINE_S)
+        for i in range(0, len(values), 8):
+            assert produce(client, "cold", values[i:i + 8]).error_code == 0
+        client.close()
+    part = tmp_path / "cold-0"
+    assert len(list(part.glob("*.log"))) >= 5
+    calls: list[tuple[str, int, int]] = []
+    real = transfer._read_in
+
+    def recorded(cold: list[tuple[str, int, int]]) -> int:
+        calls.extend(cold)
+        return real(cold)
+
+    monkeypatch.setattr(transfer, "_read_in", recorded)
+    with Broker(data_dir=str(tmp_path), **props) as b:
+        _drop_all(part)
+        reader = RawClient(b.bootstrap_servers, DEADLINE_S)
+        offset = 45  # inside the second segment, past its first index entry
+        _, got = _fetch_cold(reader, offset)
+        assert got and got == values[offset:offset + len(got)]
+        read_off_loop = {Path(path).suffix for path, _, _ in calls}
+        assert ".index" in read_off_loop and ".log" in read_off_loop

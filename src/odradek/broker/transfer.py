@@ -21,20 +21,29 @@ cache (a consumer far behind, bytes dropped by
 over 1 MiB) of each slice with
 ``preadv2(RWF_NOWAIT)``, which fails at once instead of waiting for the disk
 (starting the kernel's read-ahead of the page as it does), and reads the
-slices that are not cached on an executor thread first. What stays
-on the loop: the log's read finds a slice's start by reading the batch
-headers after an index entry (a page, and the kernel's read-ahead with it),
-and a page evicted between the probe and the send is read as before.
+slices that are not cached on an executor thread first.
+
+Finding the slices reads too: a segment's indexes when first used, and the
+batch headers after an index entry. :func:`collect_without_waiting` runs that
+part of a Fetch with reads that must not wait
+(:func:`~odradek.storage.fs.reads_must_not_wait`); a read that would wait
+names its bytes, a thread reads them in (with some read-ahead), and the
+collection runs again. What can still wait on the loop: a page evicted
+between the read-in and its use (read as before).
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
+from odradek.storage.fs import ReadWouldBlock, reads_must_not_wait
 from odradek.storage.log import FileSlice
+
+T = TypeVar("T")
 
 _WARM_CHUNK = 1 << 20
 COPY_BELOW = 32 * 1024
@@ -61,6 +70,9 @@ class TransferStats:
     copied_bytes: int = 0
     warmed_bytes: int = 0
     """Bytes of fetched slices read into the page cache off the loop first."""
+    cold_lookups: int = 0
+    """Reads of a Fetch's lookups (indexes, batch headers) that would have waited
+    for the disk and were done on a thread instead."""
 
 
 STATS = TransferStats()
@@ -175,19 +187,20 @@ def cold_slices(records: list[FileRecords]) -> list[FileSlice]:
     return cold
 
 
-def _read_in(cold: list[FileSlice]) -> int:
-    """Read ``cold`` into the page cache (on an executor thread): through a
-    descriptor of its own, so the loop's handle cache may close theirs."""
+def _read_in(cold: Sequence[tuple[str, int, int]]) -> int:
+    """Read the (path, position, length) ranges into the page cache (on an executor
+    thread): through a descriptor of its own, so the loop's handle cache may
+    close theirs. Returns the bytes read."""
     done = 0
-    for part in cold:
+    for path, position, length in cold:
         try:
-            fd = os.open(part.path, os.O_RDONLY | os.O_CLOEXEC)
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
         except OSError:
             continue  # deleted meanwhile: the loop's open descriptor still serves it
         try:
             if hasattr(os, "posix_fadvise"):
-                os.posix_fadvise(fd, part.position, part.length, os.POSIX_FADV_WILLNEED)
-            at, end = part.position, part.position + part.length
+                os.posix_fadvise(fd, position, length, os.POSIX_FADV_WILLNEED)
+            at, end = position, position + length
             while at < end:
                 got = len(os.pread(fd, min(_WARM_CHUNK, end - at), at))
                 if not got:
@@ -207,4 +220,31 @@ async def warm(records: list[FileRecords]) -> None:
     cold = cold_slices(records)
     if cold:
         loop = asyncio.get_running_loop()
-        STATS.warmed_bytes += await loop.run_in_executor(None, _read_in, cold)
+        STATS.warmed_bytes += await loop.run_in_executor(
+            None, _read_in, [(p.path, p.position, p.length) for p in cold])
+
+
+LOOKUP_READ_AHEAD = 128 * 1024
+"""The least a lookup's cold read brings in: the header scan goes on past the
+first page, and the next fetch of a consumer reads on from there."""
+COLD_LOOKUP_TRIES = 16
+"""Runs of one collection with reads that must not wait before the last run,
+whose reads wait (a page cache that keeps evicting what was just read in)."""
+
+
+async def collect_without_waiting(collect: Callable[[], T]) -> T:
+    """``collect()`` (a Fetch's lookups and reads on the loop) with reads that must
+    not wait: when one needs bytes not in the page cache, an executor thread
+    reads them in and ``collect`` runs again. ``collect`` must change no state
+    before a read that may raise :class:`~odradek.storage.fs.ReadWouldBlock`
+    (it is run again from the start)."""
+    for _ in range(COLD_LOOKUP_TRIES):
+        try:
+            with reads_must_not_wait():
+                return collect()
+        except ReadWouldBlock as cold:
+            STATS.cold_lookups += 1
+            length = max(cold.length, LOOKUP_READ_AHEAD)
+            STATS.warmed_bytes += await asyncio.get_running_loop().run_in_executor(
+                None, _read_in, [(cold.path, cold.position, length)])
+    return collect()

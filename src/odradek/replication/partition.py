@@ -373,8 +373,11 @@ class PartitionState:
                           max_bytes: int, now_ms: int, broker_epoch: int = -1) -> ReplicaRead:
         """A follower's fetch (Kafka's replica Fetch, v12+): first the divergence check
         (the follower's last epoch ends earlier here, or is unknown: it must
-        truncate first, and nothing is recorded), then the follower's log end is
-        recorded (moving the HW, perhaps) and batches up to the log end returned."""
+        truncate first, and nothing is recorded), then batches up to the log end
+        are read and the follower's log end is recorded (moving the HW, perhaps),
+        in that order, as in Kafka: a read that raises (a read to do off the
+        event loop first, :func:`odradek.broker.transfer.collect_without_waiting`)
+        has recorded nothing, so the fetch can be served again from the start."""
         leo, start = self.log_end_offset, self.log_start_offset
         if not self.is_leader:
             return ReplicaRead(ErrorCode.NOT_LEADER_OR_FOLLOWER, (), -1, start, leo)
@@ -392,13 +395,14 @@ class PartitionState:
                                    diverging_epoch=epoch, diverging_end_offset=end)
         if fetch_offset > leo or fetch_offset < start:
             return ReplicaRead(ErrorCode.OFFSET_OUT_OF_RANGE, (), self.high_watermark, start, leo)
-        moved = self.update_follower(broker_id, fetch_offset, now_ms, broker_epoch)
         try:
             slices = self.log.read(fetch_offset, max(max_bytes, 0), max_offset=leo,
                                    min_one_batch=True)
         except StorageError as exc:
+            moved = self.update_follower(broker_id, fetch_offset, now_ms, broker_epoch)
             return ReplicaRead(exc.error_code, (), self.high_watermark, start, leo,
                                hw_moved=moved)
+        moved = self.update_follower(broker_id, fetch_offset, now_ms, broker_epoch)
         return ReplicaRead(0, slices, self.high_watermark, start, leo, hw_moved=moved,
                            expand=self._may_join_isr(broker_id))
 

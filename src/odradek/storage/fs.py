@@ -6,6 +6,13 @@ when it returns) and :class:`~odradek.storage.memfs.MemoryFileSystem` (a model
 that remembers what has been synced, can fail or tear the next write or sync,
 and can "crash", dropping whatever was not synced).
 
+Reads that must not wait: inside :func:`reads_must_not_wait` (per thread), the
+real file system's reads take only what is in the page cache (``preadv2`` with
+``RWF_NOWAIT``) and raise :class:`ReadWouldBlock`, naming the bytes, where they
+would wait for the disk. The event loop reads a Fetch's batch headers and
+indexes that way and has a thread read the named bytes in first
+(:mod:`odradek.broker.transfer`). The in-memory file system never waits.
+
 Paths are POSIX strings. ``fsync`` and ``sync_dir`` take paths rather than
 handles so that a flush running on an executor thread needs none of the log's
 handles: on Linux an ``fsync`` through any descriptor of a file flushes the
@@ -19,13 +26,64 @@ import errno
 import os
 import posixpath
 import shutil
-from collections.abc import Callable, Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any, Protocol, cast
 
 from odradek.common import crashpoints
 from odradek.wire.primitives import Buffer
 
 _IOV_MAX = 512
+_RWF_NOWAIT: int = getattr(os, "RWF_NOWAIT", 0)
+
+
+class ReadWouldBlock(Exception):
+    """A read inside :func:`reads_must_not_wait` needs bytes [position, position +
+    length) of ``path`` that are not in the page cache. Not an ``OSError``, so no
+    handler of IO errors on the way takes it for one: nothing failed."""
+
+    def __init__(self, path: str, position: int, length: int) -> None:
+        super().__init__(f"{path}: [{position}, {position + length}) is not cached")
+        self.path, self.position, self.length = path, position, length
+
+
+class _ReadMode(threading.local):
+    nowait = False
+
+
+_mode = _ReadMode()
+
+
+@contextmanager
+def reads_must_not_wait() -> Iterator[None]:
+    """Within the block, on this thread, :class:`OsFileSystem` reads raise
+    :class:`ReadWouldBlock` instead of waiting for the disk (see the module
+    docstring). Where the kernel cannot tell (no ``RWF_NOWAIT``) reads wait as usual."""
+    before = _mode.nowait
+    _mode.nowait = bool(_RWF_NOWAIT)
+    try:
+        yield
+    finally:
+        _mode.nowait = before
+
+
+def _pread_nowait(fd: int, path: str, position: int, length: int) -> bytes:
+    """What ``pread`` returns, taken from the page cache only; raises
+    :class:`ReadWouldBlock` for the first byte that is not there."""
+    buf = bytearray(length)
+    got = 0
+    with memoryview(buf) as view:
+        while got < length:
+            try:
+                n = os.preadv(fd, [view[got:]], position + got, _RWF_NOWAIT)
+            except BlockingIOError:
+                raise ReadWouldBlock(path, position + got, length - got) from None
+            if n == 0:  # the end of the file
+                break
+            got += n
+    del buf[got:]
+    return bytes(buf)
 
 
 class FileHandle(Protocol):
@@ -116,6 +174,8 @@ class OsFileHandle:
         self._fd = fd
 
     def pread(self, position: int, length: int) -> bytes:
+        if _mode.nowait:
+            return _pread_nowait(self._fd, self.path, position, length)
         out = os.pread(self._fd, length, position)
         if len(out) == length or not out:
             return out
@@ -196,6 +256,12 @@ class OsFileSystem:
         return OsFileHandle(path, os.open(path, flags, 0o644))
 
     def read_file(self, path: str) -> bytes:
+        if _mode.nowait:
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+            try:
+                return _pread_nowait(fd, path, 0, os.fstat(fd).st_size)
+            finally:
+                os.close(fd)
         with open(path, "rb") as f:
             return f.read()
 

@@ -50,7 +50,7 @@ import asyncio
 from odradek.broker.context import RequestContext
 from odradek.broker.partitions import METADATA_TOPIC, Partition
 from odradek.broker.registry import handler
-from odradek.broker.transfer import FileRecords, warm
+from odradek.broker.transfer import FileRecords, collect_without_waiting, warm
 from odradek.wire.errors import ErrorCode
 from odradek.wire.messages.fetch_request import FetchPartition, FetchRequest
 from odradek.wire.messages.fetch_response import (
@@ -260,10 +260,15 @@ async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
     started = loop.time()
     deadline = started + min(max(request.max_wait_ms, 0), MAX_WAIT_MS_CAP) / 1000
     while True:
+        # The lookups read indexes and batch headers: a thread reads in what is
+        # not cached, and the collection runs again (both change nothing before
+        # a partition's read).
         if replica_id >= 0:
-            response, total, watched = _collect_replica(ctx, request, replica_id)
+            response, total, watched = await collect_without_waiting(
+                lambda: _collect_replica(ctx, request, replica_id))
         else:
-            response, total, watched = _collect(ctx, request)
+            response, total, watched = await collect_without_waiting(
+                lambda: _collect(ctx, request))
         remaining_ms = (deadline - loop.time()) * 1000
         if total >= request.min_bytes or remaining_ms <= 0 or not watched:
             if total:
