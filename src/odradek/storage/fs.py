@@ -73,17 +73,28 @@ def _pread_nowait(fd: int, path: str, position: int, length: int) -> bytes:
     :class:`ReadWouldBlock` for the first byte that is not there."""
     buf = bytearray(length)
     got = 0
+    flags = _RWF_NOWAIT
     with memoryview(buf) as view:
         while got < length:
             try:
-                n = os.preadv(fd, [view[got:]], position + got, _RWF_NOWAIT)
+                n = os.preadv(fd, [view[got:]], position + got, flags)
             except BlockingIOError:
                 raise ReadWouldBlock(path, position + got, length - got) from None
+            except OSError as e:
+                if e.errno not in _NOWAIT_UNSUPPORTED or not flags:
+                    raise
+                # A file system that cannot tell (tmpfs: EOPNOTSUPP) keeps its
+                # files in memory anyway: read as usual.
+                flags = 0
+                continue
             if n == 0:  # the end of the file
                 break
             got += n
     del buf[got:]
     return bytes(buf)
+
+
+_NOWAIT_UNSUPPORTED = frozenset({errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS})
 
 
 class FileHandle(Protocol):

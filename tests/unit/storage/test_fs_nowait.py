@@ -109,6 +109,35 @@ def test_the_mode_is_per_thread_and_ends_with_the_block(tmp_path: Path) -> None:
         handle.close()
 
 
+def test_a_file_system_that_cannot_tell_is_read_as_usual() -> None:
+    """tmpfs answers ``RWF_NOWAIT`` with EOPNOTSUPP (its files are in memory): the
+    read is done as usual instead of failing (a Fetch on a tmpfs data dir)."""
+    shm = Path("/dev/shm")
+    if not shm.is_dir():
+        pytest.skip("no /dev/shm")
+    path = shm / f"odradek-nowait-{os.getpid()}"
+    path.write_bytes(b"abc" * 1000)
+    try:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.preadv(fd, [bytearray(1)], 0, os.RWF_NOWAIT)
+            pytest.skip("/dev/shm answers RWF_NOWAIT here")
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+        fs = OsFileSystem()
+        handle = fs.open(str(path))
+        try:
+            with reads_must_not_wait():
+                assert handle.pread(3, 6) == b"abcabc"
+                assert fs.read_file(str(path)) == b"abc" * 1000
+        finally:
+            handle.close()
+    finally:
+        path.unlink()
+
+
 def test_the_in_memory_file_system_never_waits() -> None:
     fs = MemoryFileSystem()
     fs.makedirs("/d")
