@@ -27,8 +27,7 @@ import os
 import posixpath
 import shutil
 import threading
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol, cast
 
 from odradek.common import crashpoints
@@ -55,40 +54,46 @@ class _ReadMode(threading.local):
 _mode = _ReadMode()
 
 
-@contextmanager
-def reads_must_not_wait() -> Iterator[None]:
+class reads_must_not_wait:
     """Within the block, on this thread, :class:`OsFileSystem` reads raise
     :class:`ReadWouldBlock` instead of waiting for the disk (see the module
-    docstring). Where the kernel cannot tell (no ``RWF_NOWAIT``) reads wait as usual."""
-    before = _mode.nowait
-    _mode.nowait = bool(_RWF_NOWAIT)
-    try:
-        yield
-    finally:
-        _mode.nowait = before
+    docstring). Where the kernel cannot tell (no ``RWF_NOWAIT``) reads wait as
+    usual. (A class, not a generator: every Fetch enters it.)"""
+
+    __slots__ = ("_before",)
+
+    def __enter__(self) -> None:
+        self._before = _mode.nowait
+        _mode.nowait = bool(_RWF_NOWAIT)
+
+    def __exit__(self, *exc: object) -> None:
+        _mode.nowait = self._before
 
 
 def _pread_nowait(fd: int, path: str, position: int, length: int) -> bytes:
     """What ``pread`` returns, taken from the page cache only; raises
     :class:`ReadWouldBlock` for the first byte that is not there."""
     buf = bytearray(length)
-    got = 0
-    flags = _RWF_NOWAIT
+    try:
+        n = os.preadv(fd, (buf,), position, _RWF_NOWAIT)
+    except BlockingIOError:
+        raise ReadWouldBlock(path, position, length) from None
+    except OSError as e:
+        if e.errno not in _NOWAIT_UNSUPPORTED:
+            raise
+        # A file system that cannot tell (tmpfs: EOPNOTSUPP) keeps its files in
+        # memory anyway: read as usual.
+        return os.pread(fd, length, position)
+    if n == length:
+        return bytes(buf)
+    # Short: the end of the file, or cached bytes followed by some that are not.
+    got = n
     with memoryview(buf) as view:
-        while got < length:
+        while n and got < length:
             try:
-                n = os.preadv(fd, [view[got:]], position + got, flags)
+                n = os.preadv(fd, (view[got:],), position + got, _RWF_NOWAIT)
             except BlockingIOError:
                 raise ReadWouldBlock(path, position + got, length - got) from None
-            except OSError as e:
-                if e.errno not in _NOWAIT_UNSUPPORTED or not flags:
-                    raise
-                # A file system that cannot tell (tmpfs: EOPNOTSUPP) keeps its
-                # files in memory anyway: read as usual.
-                flags = 0
-                continue
-            if n == 0:  # the end of the file
-                break
             got += n
     del buf[got:]
     return bytes(buf)
