@@ -4,10 +4,11 @@ A partition written past its page-cache window has its oldest pages written
 back and dropped (checked with ``mincore``, tests/support/pagecache.py). A
 consumer reading them from the start, 32 MiB per fetch (more than the
 kernel's read-ahead pulls in when the broker reads the first batch header),
-still gets every record, and the broker reads the cold slices in off the event
-loop first: while that
+still gets every record, and the broker reads what is cold off the event
+loop first, the lookup's batch headers and then the slices: while such a
 read is held (the warm-up seam waits on an event), a produce and a fetch on
-other connections are answered. No timing: every wait is on an event, a
+other connections are answered. After a restart, a cold segment index is
+read in off the loop too. No timing: every wait is on an event, a
 response or a condition with a deadline.
 """
 
@@ -23,7 +24,6 @@ from pathlib import Path
 import pytest
 
 from odradek.broker import transfer
-from odradek.storage.log import FileSlice
 from odradek.testing.broker import Broker
 from odradek.wire.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic
 from odradek.wire.records import decode_batches
@@ -103,34 +103,9 @@ def test_a_consumer_reads_dropped_pages_back_warmed_off_the_loop(broker: Broker)
 
 def test_a_held_cold_read_holds_up_only_its_own_fetch(
         broker: Broker, monkeypatch: pytest.MonkeyPatch) -> None:
-    _, values = _fill(broker)
-    entered, release = threading.Event(), threading.Event()
-    real = transfer._read_in
-
-    def held(cold: list[FileSlice]) -> int:
-        entered.set()
-        assert release.wait(DEADLINE_S), "the test never released the read"
-        return real(cold)
-
-    monkeypatch.setattr(transfer, "_read_in", held)
-    reader, other = (RawClient(broker.bootstrap_servers, DEADLINE_S) for _ in range(2))
-    with ThreadPoolExecutor(1) as pool:
-        cold = pool.submit(_fetch_cold, reader, 0)
-        assert entered.wait(DEADLINE_S), "the cold fetch never reached the warm-up"
-        # Meanwhile the loop serves other connections.
-        assert produce(other, "hot", [b"h0"], acks=-1).error_code == 0
-        assert fetch(other, "hot") == (1, [b"h0"])
-        assert not cold.done()
-        release.set()
-        hw, got = cold.result(DEADLINE_S)
-    assert hw == COUNT and len(got) >= 8 and got == values[:len(got)]
-
-
-def test_a_fetch_finds_its_cold_first_batch_off_the_loop(
-        broker: Broker, monkeypatch: pytest.MonkeyPatch) -> None:
     """The lookup of a fetch's start (the batch headers after an index entry) is
-    a read too: where it would wait for the disk, a thread reads the page in
-    first, and while that read is held other connections are served."""
+    read off the loop first, then the cold slice; while the first of those
+    reads is held, other connections are served."""
     seg, values = _fill(broker)
     entered, release = threading.Event(), threading.Event()
     calls: list[list[tuple[str, int, int]]] = []
@@ -150,14 +125,17 @@ def test_a_fetch_finds_its_cold_first_batch_off_the_loop(
         assert entered.wait(DEADLINE_S), "the cold fetch never read off the loop"
         # The first read off the loop is the lookup's: the page holding the first
         # batch header, with read-ahead, not yet the slice to send.
-        assert calls[0] == [(str(seg), 0, transfer.LOOKUP_READ_AHEAD)]
+        assert calls == [[(str(seg), 0, transfer.LOOKUP_READ_AHEAD)]]
         assert transfer.STATS.cold_lookups == lookups + 1
+        # Meanwhile the loop serves other connections.
         assert produce(other, "hot", [b"h0"], acks=-1).error_code == 0
         assert fetch(other, "hot") == (1, [b"h0"])
         assert not cold.done()
         release.set()
         hw, got = cold.result(DEADLINE_S)
     assert hw == COUNT and len(got) >= 8 and got == values[:len(got)]
+    # Then the slice itself, longer than the read-ahead, was read in off the loop too.
+    assert any(length > transfer.LOOKUP_READ_AHEAD for call in calls[1:] for _, _, length in call)
 
 
 def _drop_all(directory: Path) -> None:
