@@ -12,21 +12,26 @@ quorum-state store, on simulated time. One priority queue holds every event:
 * **poll** a node when its next deadline comes;
 * **propose**: a client appends the next value of a counter to whoever leads;
 * **fault**: crash a node (its unflushed log tail is lost, its quorum-state
-  kept), restart it later, make the leader resign (EndQuorumEpoch), cut the
-  network, heal it;
+  kept), restart it later, crash and restart every node at once, make the
+  leader resign (EndQuorumEpoch), cut the network, heal it;
 * **snapshot**: a node replaces the committed prefix of its log by a
   snapshot (so lagging and restarted nodes catch up through FetchSnapshot).
 
 After every event :meth:`RaftSim.check` asserts the invariants: one leader per
 epoch (``SingleLeader``); a node's persisted epoch never goes back
-(``MonotonicEpoch``); a node's high watermark never goes back while it lives
+(``MonotonicEpoch``); a node says it caught up (:meth:`RaftNode.caught_up`,
+what its shell waits for before acting on the metadata) only at a high
+watermark at least what it had applied in earlier lives, and after a restart
+of every node at least everything committed before it; a node's high
+watermark never goes back while it lives
 (``MonotonicHighWatermark``); every entry below any node's high watermark is
 the one committed at that offset, the first time anyone committed it
 (committed entries are never lost or changed); the committed prefix is
 flushed on a majority of voters (``MajorityReachedHighWatermark``); every
 leader's log holds the whole committed prefix. :meth:`RaftSim.heal_and_settle`
 then heals everything and asserts liveness: within a bounded simulated time
-one leader, known to every voter, whose commit reaches every voter, and all
+one leader, known to every voter, whose commit reaches every voter (each of
+them caught up), and all
 logs equal up to the high watermark.
 
 A failure raises :class:`SimFailure` naming the seed, with the last events of
@@ -70,6 +75,15 @@ class SimNode:
     hw_seen: int = 0
     epoch_seen: int = 0
     poll_at: int = -1
+    applied_before: int = 0
+    """The highest high watermark of the node's earlier lives: what its shell had
+    applied (the shell applies every entry below the high watermark at once)."""
+    must_reach: int = 0
+    """What the node must have applied before it says it caught up, this life: at
+    least ``applied_before``, and after a restart of every node, everything
+    committed before it."""
+    ready: bool = False
+    """Has :meth:`RaftNode.caught_up` been true in this life?"""
 
 
 @dataclass(slots=True)
@@ -78,6 +92,7 @@ class Faults:
     dup: float = 0.02
     max_delay_ms: int = 20
     crash_every_ms: int = 3000
+    full_restart_every_ms: int = 20_000
     partition_every_ms: int = 4000
     snapshot_every_ms: int = 2500
     propose_every_ms: int = 50
@@ -160,6 +175,8 @@ class RaftSim:
         node.raft = RaftNode(node.node_id, self.voter_ids, node.log, node.store, rng,
                              SIM_CONFIG, self.now)
         node.alive = True
+        node.ready = False
+        node.must_reach = max(node.must_reach, node.applied_before)
         node.hw_seen = node.raft.high_watermark
         node.checked_upto = node.log.start_offset
         node.poll_at = -1
@@ -250,12 +267,30 @@ class RaftSim:
             return
         node.alive = False
         node.raft = None
+        node.applied_before = max(node.applied_before, node.hw_seen)
         node.log.crash()
         self._log(f"{node_id} CRASH (log kept to {node.log.end_offset})")
         self._push(self.now + self.rng.randint(200, 3000), "restart", node_id)
 
+    def _on_full_restart(self, _: None) -> None:
+        """Every node crashes at once and restarts (a whole cluster restarted): each
+        must catch up to everything committed before, not to what a leader that
+        has not committed in its new epoch reports."""
+        self._log(f"FULL RESTART (committed end {self.committed_end})")
+        for node in self.nodes.values():
+            if node.alive:
+                node.alive = False
+                node.raft = None
+                node.applied_before = max(node.applied_before, node.hw_seen)
+                node.log.crash()
+            node.must_reach = max(node.must_reach, self.committed_end)
+        for node_id in sorted(self.nodes):
+            self._push(self.now + self.rng.randint(10, 1500), "restart", node_id)
+
     def _on_restart(self, node_id: int) -> None:
         node = self.nodes[node_id]
+        if node.alive:
+            return
         self._log(f"{node_id} RESTART")
         self._start(node)
 
@@ -286,8 +321,11 @@ class RaftSim:
     def _on_chaos(self, _: None) -> None:
         f = self.faults
         roll = self.rng.random()
-        total = 1 / f.crash_every_ms + 1 / f.partition_every_ms + 1 / f.snapshot_every_ms
-        if roll < (1 / f.crash_every_ms) / total:
+        total = (1 / f.crash_every_ms + 1 / f.partition_every_ms + 1 / f.snapshot_every_ms
+                 + 1 / f.full_restart_every_ms)
+        if roll < (1 / f.full_restart_every_ms) / total:
+            self._on_full_restart(None)
+        elif roll < (1 / f.crash_every_ms + 1 / f.full_restart_every_ms) / total:
             if self.rng.random() < 0.25 and (leader := self.leader()) is not None:
                 assert leader.raft is not None  # a graceful hand-over instead of a crash
                 self._log(f"{leader.node_id} RESIGN")
@@ -295,7 +333,8 @@ class RaftSim:
                 self._after(leader)
             else:
                 self._on_crash(self.rng.choice(sorted(self.nodes)))
-        elif roll < (1 / f.crash_every_ms + 1 / f.partition_every_ms) / total:
+        elif roll < (1 / f.crash_every_ms + 1 / f.full_restart_every_ms
+                     + 1 / f.partition_every_ms) / total:
             self._on_partition(None)
         else:
             self._on_snapshot(self.rng.choice(sorted(self.nodes)))
@@ -353,6 +392,12 @@ class RaftSim:
                 self.leader_commit[raft.epoch] = max(prev, raft.high_watermark)
                 self._check_complete(node, raft.epoch)
             hw = raft.high_watermark
+            if not node.ready and raft.caught_up(hw):
+                node.ready = True
+                if hw < node.must_reach:
+                    raise self.fail(f"node {node.node_id} says it caught up at {hw}, below "
+                                    f"{node.must_reach} (what it applied before, or what was "
+                                    f"committed before every node restarted)")
             if hw < node.hw_seen:
                 raise self.fail(f"node {node.node_id} high watermark went back "
                                 f"{node.hw_seen} -> {hw}")
@@ -453,7 +498,8 @@ class RaftSim:
                 continue
             settled = all(
                 (r := self.nodes[v].raft) is not None and r.leader_id == leader.node_id
-                and r.high_watermark == leader.log.end_offset for v in self.nodes)
+                and r.high_watermark == leader.log.end_offset and self.nodes[v].ready
+                for v in self.nodes)
             if settled and lr.high_watermark == leader.log.end_offset:
                 self._check_equal_logs(lr.high_watermark)
                 return

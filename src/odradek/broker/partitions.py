@@ -231,7 +231,8 @@ class PartitionManager:
     def get(self, topic: str, index: int) -> Partition | None:
         return self.partitions.get((topic, index))
 
-    def reconcile(self, image: MetadataImage, *, remove: bool = True) -> None:
+    def reconcile(self, image: MetadataImage, *, remove: bool = True,
+                  at_offset: int = -1) -> None:
         """Open logs for new partitions, apply config changes, drop removed topics.
 
         With ``remove`` false (start-up), logs the image does not know are moved
@@ -239,6 +240,11 @@ class PartitionManager:
         not delete data. A log whose topic id (``partition.metadata``) is not the
         image's is another topic's data: it is moved aside too, before the
         image's topic gets a fresh directory, so two topics' data never mix.
+
+        The caller passes an image that has caught up (a cluster node: with the
+        quorum, :meth:`RaftNode.caught_up`), so a log the image does not name
+        was really deleted or reassigned away; ``at_offset`` (the metadata
+        offset the image was replayed to) goes into the warning that says so.
         """
         wanted: set[tuple[str, int]] = set()
         moved: list[Partition] = []
@@ -254,9 +260,10 @@ class PartitionManager:
                 if existing is not None and existing.topic_id not in (None, topic.topic_id):
                     where = self.logs.move_aside(*key)
                     log.warning(
-                        "%s-%d on disk belongs to topic id %s, not to %s's %s: moved aside "
-                        "to %s (nothing deleted)", *key, existing.topic_id, topic.name,
-                        topic.topic_id, where)
+                        "%s-%d on disk belongs to topic id %s, not to %s's %s (metadata "
+                        "offset %d): moved aside to %s (nothing deleted; `odradek storage "
+                        "restore-stray` puts it back)", *key, existing.topic_id, topic.name,
+                        topic.topic_id, at_offset, where)
                 if part is None:
                     plog = self.logs.get_or_create_log(
                         topic.name, p.partition, config, topic_id=topic.topic_id
@@ -292,9 +299,11 @@ class PartitionManager:
             if remove:
                 self.logs.delete_log(*tp)
             else:
+                why = _stray_reason(image, tp, self.logs.get_log(*tp), self.node_id)
                 where = self.logs.move_aside(*tp)
-                log.warning("%s-%d has no topic in the metadata: moved aside to %s "
-                            "(nothing deleted)", *tp, where)
+                log.warning("%s-%d %s (metadata offset %d): moved aside to %s (nothing "
+                            "deleted; `odradek storage restore-stray` puts it back)", *tp,
+                            why, at_offset, where)
         if self.on_leadership is not None:
             self.on_leadership(moved)
 
@@ -494,3 +503,19 @@ class PartitionManager:
         if self._writer is not None:
             writer, self._writer = self._writer, None
             await asyncio.to_thread(writer.stop)
+
+
+def _stray_reason(image: MetadataImage, tp: tuple[str, int], plog: Log | None,
+                  node_id: int) -> str:
+    """Why the caught-up image does not want a log on disk, in words."""
+    topic_id = plog.topic_id if plog is not None else None
+    topic = image.topics.get(tp[0])
+    if topic is None:
+        if topic_id is not None and any(t.topic_id == topic_id for t in image.topics.values()):
+            return f"(topic id {topic_id}) is under another name in the metadata"
+        return (f"(topic id {topic_id}) has no topic in the metadata: the topic was deleted"
+                if topic_id is not None else "has no topic in the metadata")
+    if tp[1] not in topic.partitions:
+        return f"(topic id {topic_id}) is not a partition of {tp[0]} in the metadata"
+    return (f"(topic id {topic_id}) has no replica on node {node_id} in the metadata: "
+            "reassigned away")

@@ -84,7 +84,9 @@ class QuorumDriver:
         (``metadata.log.max.snapshot.interval.ms``)."""
         self._last_snapshot_ms = clock.monotonic_ms()
         self.ready = False
-        """Caught up: everything committed when the leader was first heard is applied."""
+        """Caught up (:meth:`RaftNode.caught_up`): everything committed when a leader
+        that had committed in its epoch was first heard is applied, and at least
+        what the local log held at start. Nothing acts on the image before."""
         self._ready_event = asyncio.Event()
         self._wall_offset = clock.now_ms() - clock.monotonic_ms()
         self.raft = RaftNode(node_id, frozenset(voters), raft_log, store, random.Random(),
@@ -250,7 +252,7 @@ class QuorumDriver:
                 progressed = True
             if not progressed:
                 break
-        if not self.ready and self.raft.hw_from_leader and self.applied >= hw:
+        if not self.ready and self.raft.caught_up(self.applied):
             self.ready = True
             self._ready_event.set()
             if self._on_ready is not None:
@@ -363,7 +365,7 @@ class QuorumDriver:
         leader = self.leader_id
         if isinstance(core, rm.FetchRequest):
             return rm.FetchResponse(self.node_id, core.src, self.raft.epoch, leader,
-                                    core.fetch_offset, self.raft.high_watermark)
+                                    core.fetch_offset, self.raft.advertised_high_watermark)
         return _ANSWER_TO[type(core)](self.node_id, core.src, self.raft.epoch, leader,
                                       error=ErrorCode.REQUEST_TIMED_OUT)
 

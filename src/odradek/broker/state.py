@@ -382,11 +382,15 @@ class BrokerState:
             self.partitions.reconcile(self.image)
 
     def on_metadata_ready(self) -> None:
-        """The image has caught up with the quorum: open this broker's partitions.
-        Directories the image does not know are moved aside as ``-stray``, never
-        deleted (as at a single node's start)."""
+        """The image has caught up with the quorum (:meth:`RaftNode.caught_up`: at
+        least a high watermark committed in the current epoch, and at least what
+        this node had before it stopped): open this broker's partitions.
+        Directories the caught-up image does not know (their topic was deleted,
+        or they were reassigned away while the node was down) are moved aside as
+        ``-stray``, never deleted (as at a single node's start)."""
         self.metadata_ready = True
-        self.partitions.reconcile(self.image, remove=False)
+        offset = self.quorum.applied if self.quorum is not None else -1
+        self.partitions.reconcile(self.image, remove=False, at_offset=offset)
 
     def restore_snapshot(self, payload: bytes) -> None:
         """Start over from a metadata snapshot: the image's records, framed as entries."""

@@ -106,8 +106,20 @@ class RaftNode:
         self.outbox: list[Message] = []
         self.high_watermark = log.start_offset
         self.hw_from_leader = False
-        """Has this node learned a high watermark from a leader (its own, once it
-        leads) since it started? Until then its log's committed part is unknown."""
+        """Has this node learned a high watermark from a leader of some epoch (its
+        own, once it leads) since it started? Until then its log's committed part
+        is unknown. A leader tells its high watermark only once it has committed
+        an entry of its own epoch (before that it answers -1, as KRaft's leaders
+        do), so the first one learned covers everything committed before."""
+        self.first_leader_hw = -1
+        """The first high watermark learned from a leader in this life (see
+        :meth:`caught_up`)."""
+        self.recovered_end = log.end_offset
+        """The log end this node started with, lowered by any truncation since:
+        what it may have applied before it stopped. :meth:`caught_up` waits for
+        it too, so a restarted node never acts on less metadata than it had."""
+        self._leader_hw_known = False
+        """Leader: has the high watermark passed this epoch's start (so it may be told)?"""
         self.leader_state: LeaderState | None = None
         self._granted: set[int] = set()
         self._rejected: set[int] = set()
@@ -132,6 +144,20 @@ class RaftNode:
     @property
     def is_voter(self) -> bool:
         return self.node_id in self.voters
+
+    def caught_up(self, applied: int) -> bool:
+        """Has a node that applied every entry below ``applied`` caught up with the
+        quorum? Only once it learned a high watermark from a leader that had
+        committed in its epoch, applied up to it, and applied at least what its
+        log held when it started (:attr:`recovered_end`)."""
+        return (self.hw_from_leader and applied >= self.first_leader_hw
+                and applied >= min(self.recovered_end, self.log.end_offset))
+
+    @property
+    def advertised_high_watermark(self) -> int:
+        """The high watermark this node tells others: a leader's once it has
+        committed in its epoch, else -1 (unknown)."""
+        return self.high_watermark if self.role is Role.LEADER and self._leader_hw_known else -1
 
     def take_outbox(self) -> list[Message]:
         out, self.outbox = self.outbox, []
@@ -274,6 +300,7 @@ class RaftNode:
         self._reset_common()
         self.role, self.leader_id = Role.LEADER, self.node_id
         self._persist()
+        self._leader_hw_known = False
         start = self.log.end_offset
         self.leader_state = LeaderState(self.node_id, self.epoch, start, self.voters, now_ms)
         self.log.append([Entry(start, self.epoch, (LEADER_CHANGE,), control=True)])
@@ -436,7 +463,8 @@ class RaftNode:
         hw = state.new_high_watermark(self.log.flushed_offset, self.high_watermark)
         if hw is not None:
             self.high_watermark = hw
-            self.hw_from_leader = True
+            self._learned_hw(hw)
+            self._leader_hw_known = True
         for replica, (req, _) in list(self._parked.items()):
             if hw is not None or self.log.end_offset > req.fetch_offset:
                 del self._parked[replica]
@@ -465,7 +493,7 @@ class RaftNode:
         self._leader_progress(now_ms)
         known_hw = self.leader_state.progress[req.src].sent_high_watermark
         if (req.fetch_offset >= self.log.end_offset and self.config.fetch_max_wait_ms > 0
-                and known_hw >= self.high_watermark):
+                and known_hw >= self.advertised_high_watermark):
             self._parked[req.src] = (req, now_ms + self.config.fetch_max_wait_ms)
         else:
             self._answer_fetch(req, now_ms)
@@ -477,7 +505,7 @@ class RaftNode:
             snap = log.snapshot()
             assert snap is not None
             return FetchResponse(self.node_id, req.src, self.epoch, self.node_id,
-                                 req.fetch_offset, self.high_watermark,
+                                 req.fetch_offset, self.advertised_high_watermark,
                                  snapshot_id=(snap.end_offset, snap.epoch))
         if req.fetch_offset == 0:
             return None
@@ -487,10 +515,10 @@ class RaftNode:
                 snap = log.snapshot()
                 assert snap is not None
                 return FetchResponse(self.node_id, req.src, self.epoch, self.node_id,
-                                     req.fetch_offset, self.high_watermark,
+                                     req.fetch_offset, self.advertised_high_watermark,
                                      snapshot_id=(snap.end_offset, snap.epoch))
             return FetchResponse(self.node_id, req.src, self.epoch, self.node_id,
-                                 req.fetch_offset, self.high_watermark,
+                                 req.fetch_offset, self.advertised_high_watermark,
                                  diverging=(epoch, end))
         return None
 
@@ -498,10 +526,11 @@ class RaftNode:
         entries = self.log.read(req.fetch_offset, self.config.max_fetch_entries)
         if entries and entries[0].offset != req.fetch_offset:
             entries = []  # not a boundary of our log: the next fetch diverges
+        hw = self.advertised_high_watermark
         if self.leader_state is not None and req.src in self.leader_state.progress:
-            self.leader_state.progress[req.src].sent_high_watermark = self.high_watermark
+            self.leader_state.progress[req.src].sent_high_watermark = hw
         self.outbox.append(FetchResponse(self.node_id, req.src, self.epoch, self.node_id,
-                                         req.fetch_offset, self.high_watermark, tuple(entries)))
+                                         req.fetch_offset, hw, tuple(entries)))
 
     def _on_fetch_snapshot_request(self, req: FetchSnapshotRequest) -> None:
         snap = self.log.snapshot()
@@ -613,7 +642,12 @@ class RaftNode:
             if hw > self.high_watermark:
                 self.high_watermark = hw
             if resp.high_watermark >= 0:
-                self.hw_from_leader = True
+                self._learned_hw(resp.high_watermark)
+
+    def _learned_hw(self, hw: int) -> None:
+        if not self.hw_from_leader:
+            self.hw_from_leader = True
+            self.first_leader_hw = hw
 
     def _truncate(self, epoch: int, end_offset: int) -> None:
         _, own_end = self.log.end_offset_for_epoch(epoch)
@@ -623,6 +657,7 @@ class RaftNode:
                 f"node {self.node_id}: leader asks to truncate to {target}, below the high "
                 f"watermark {self.high_watermark}")
         self.log.truncate_to(target)
+        self.recovered_end = min(self.recovered_end, target)
 
     def _on_fetch_snapshot_response(self, resp: FetchSnapshotResponse, now_ms: int) -> None:
         if resp.error or resp.snapshot is None:

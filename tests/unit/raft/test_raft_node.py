@@ -318,3 +318,64 @@ def test_a_voter_stranded_in_a_higher_epoch_is_brought_back() -> None:
         raise AssertionError("the stranded voter never rejoined")
     end = propose(sim, b"after")
     wait_committed(sim, end, sorted(sim.nodes))
+
+
+def test_a_leader_tells_no_high_watermark_before_it_commits_in_its_epoch() -> None:
+    """KRaft's leaders answer a Fetch with high watermark -1 until the entry that
+    starts their epoch is committed: a restarted leader's log start (or an old
+    high watermark) is no committed offset of the current epoch, and a follower
+    that took it as one would say it caught up with nothing applied (a full
+    restart of a cluster moved every partition aside that way)."""
+    log = MemoryRaftLog()
+    log.append([Entry(0, 1, (b"a",)), Entry(1, 1, (b"b",))])
+    log.flush()
+    store = MemoryQuorumStateStore()
+    store.write(ElectionState(1, -1, -1))
+    node = RaftNode(1, frozenset({1, 2, 3}), log, store, random.Random(0), RaftConfig(), 0)
+    node._become_candidate(0)
+    node.handle(VoteResponse(2, 1, 2, -1, True, False), 1)
+    assert node.role is Role.LEADER and node.epoch == 2
+    node.take_outbox()
+    # Follower 2 fetches from offset 2 (it has both old entries): the LeaderChange
+    # entry at 2 is not on a majority yet, so nothing of epoch 2 is committed.
+    node.handle(FetchRequest(2, 1, 2, 2, 1), 2)
+    (answer,) = [m for m in node.take_outbox() if isinstance(m, FetchResponse)]
+    assert answer.high_watermark == -1 and node.advertised_high_watermark == -1
+    assert not node.caught_up(2)
+    # Its next fetch shows it has the LeaderChange entry: now the HW is known.
+    node.poll(3)
+    node.handle(FetchRequest(2, 1, 2, 3, 2), 4)
+    answers = [m for m in node.take_outbox() if isinstance(m, FetchResponse)]
+    assert answers and answers[-1].high_watermark == 3
+    assert node.caught_up(3) and not node.caught_up(2)
+
+
+def test_a_follower_catches_up_only_past_a_known_hw_and_its_own_recovered_log() -> None:
+    """A restarted follower with four entries on disk is not caught up by a -1
+    high watermark, nor before it has applied the first high watermark a leader
+    told it, nor before it has applied what its log held when it started."""
+    log = MemoryRaftLog()
+    log.append([Entry(i, 1, (b"x",)) for i in range(4)])
+    log.flush()
+    store = MemoryQuorumStateStore()
+    store.write(ElectionState(2, 2, -1))
+    node = RaftNode(1, frozenset({1, 2, 3}), log, store, random.Random(0), RaftConfig(), 0)
+    assert node.recovered_end == 4
+    node.poll(0)
+    (fetch,) = node.take_outbox()
+    node.handle(FetchResponse(2, 1, 2, 2, fetch.fetch_offset, high_watermark=-1), 1)
+    assert not node.hw_from_leader and not node.caught_up(4)
+    node.poll(2)
+    (fetch,) = node.take_outbox()
+    node.handle(FetchResponse(2, 1, 2, 2, fetch.fetch_offset, high_watermark=3,
+                              entries=(Entry(4, 2, (b"lc",), control=True),)), 3)
+    assert node.hw_from_leader and node.first_leader_hw == 3
+    assert not node.caught_up(3)  # its own log held 4 entries when it started
+    assert node.caught_up(4)
+    # A truncation lowers what it must reach: those entries were never committed.
+    node2 = RaftNode(1, frozenset({1, 2, 3}), log, store, random.Random(0), RaftConfig(), 0)
+    assert node2.recovered_end == 5
+    node2.poll(0)
+    node2.take_outbox()
+    node2.handle(FetchResponse(2, 1, 2, 2, 5, high_watermark=-1, diverging=(1, 2)), 1)
+    assert node2.recovered_end == 2 and log.end_offset == 2
