@@ -228,6 +228,9 @@ class BrokerApp:
         if self.state is not None and self.state.channel is not None:
             await self.state.channel.close()
             self.state.channel = None
+        if self.state is not None and self.state.heartbeats is not None:
+            await self.state.heartbeats.close()
+            self.state.heartbeats = None
         if self.journal is not None:
             self.journal.close()
             self.journal = None

@@ -22,8 +22,8 @@ import contextlib
 import logging
 from typing import TYPE_CHECKING
 
-from odradek.broker.controller_channel import ControllerChannel, ControllerUnavailable
-from odradek.broker.state import NotControllerError
+from odradek.broker.controller_channel import ControllerUnavailable
+from odradek.broker.state import NotControllerError, heartbeat_channel
 from odradek.metadata import controller
 from odradek.wire.errors import ErrorCode
 from odradek.wire.messages.broker_heartbeat_request import BrokerHeartbeatRequest
@@ -75,12 +75,18 @@ class Sessions:
 
 
 async def heartbeat_forever(state: BrokerState) -> None:
+    """Heartbeat every ``broker.heartbeat.interval.ms``; after a failed one (no
+    controller, a dead one, or one that just moved) try again within a tenth
+    of the interval, so a new active controller hears every live broker soon
+    after its election."""
     interval_s = state.config.get_int("broker.heartbeat.interval.ms") / 1000
-    if state.channel is None:
-        state.channel = ControllerChannel(state)
+    loop = asyncio.get_running_loop()
     while True:
-        await send_heartbeat(state, want_shut_down=False)
-        await asyncio.sleep(interval_s)
+        started = loop.time()
+        if await send_heartbeat(state, want_shut_down=False):
+            await asyncio.sleep(max(0.0, started + interval_s - loop.time()))
+        else:
+            await asyncio.sleep(interval_s / 10)
 
 
 async def send_heartbeat(state: BrokerState, *, want_shut_down: bool) -> bool:
@@ -89,13 +95,11 @@ async def send_heartbeat(state: BrokerState, *, want_shut_down: bool) -> bool:
     quorum = state.quorum
     if broker is None or quorum is None:
         return False
-    if state.channel is None:
-        state.channel = ControllerChannel(state)
     request = BrokerHeartbeatRequest(broker_id=state.node_id, broker_epoch=broker.epoch,
                                      current_metadata_offset=quorum.applied,
                                      want_shut_down=want_shut_down)
     try:
-        response = await state.channel.request(request, 0)
+        response = await heartbeat_channel(state).request(request, 0)
     except ControllerUnavailable:
         return False
     return bool(response.error_code == ErrorCode.NONE)

@@ -26,17 +26,36 @@ FORWARDED_APIS = frozenset({19, 20, 33, 37, 43, 44, 45, 46, 49, 55})
 
 
 class ControllerUnavailable(Exception):
-    """No controller is known yet, or it cannot be reached."""
+    """No controller is known yet, it cannot be reached, it did not answer in
+    time, or it stopped being the active controller while the request waited."""
 
 
 class ControllerChannel:
-    def __init__(self, state: BrokerState, timeout_s: float = 10.0) -> None:
+    """Requests to the active controller, over connections of this channel's own.
+
+    A node keeps two: one for its heartbeats (and registration), one for
+    everything else (forwarded admin requests, AlterPartition, producer ids), so
+    a heartbeat never waits behind a call to a controller that stopped
+    answering (Kafka's brokers keep a heartbeat channel apart the same way).
+
+    Each call has a deadline (``timeout_s`` of the call, else the channel's),
+    covering the connect too, and ends early, with
+    :class:`ControllerUnavailable`, as soon as the quorum names another leader:
+    the caller retries against the new controller at once instead of waiting
+    out a dead connection.
+    """
+
+    POLL_S = 0.05
+    """How often a waiting call looks whether the quorum's leader moved."""
+
+    def __init__(self, state: BrokerState, timeout_s: float = 10.0, name: str = "node") -> None:
         self.state = state
         self.timeout_s = timeout_s
+        self.name = name
         self._conns: dict[int, Connection] = {}
-        self._lock = asyncio.Lock()
+        self._connecting: dict[int, asyncio.Lock] = {}
 
-    async def request(self, body: Any, version: int) -> Any:
+    async def request(self, body: Any, version: int, timeout_s: float | None = None) -> Any:
         """Send ``body`` at ``version`` to the active controller; its answer."""
         quorum = self.state.quorum
         if quorum is None:
@@ -44,27 +63,56 @@ class ControllerChannel:
         controller = quorum.leader_id
         if controller < 0 or controller not in quorum.voters:
             raise ControllerUnavailable("no active controller yet")
+        timeout = self.timeout_s if timeout_s is None else timeout_s
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        task = loop.create_task(self._call(controller, body, version, timeout))
         try:
-            conn = await self._connection(controller)
-            return await asyncio.wait_for(conn.request(body, version, version), self.timeout_s)
+            while True:
+                left = deadline - loop.time()
+                if left <= 0:
+                    raise TimeoutError(f"no answer within {timeout:g} s")
+                done, _ = await asyncio.wait({task}, timeout=min(self.POLL_S, left))
+                if done:
+                    return task.result()
+                if quorum.leader_id != controller:
+                    raise ControllerUnavailable(
+                        f"controller {controller} is no longer the active controller")
+        except ControllerUnavailable:
+            await self._drop(controller)
+            raise
         except (OSError, TimeoutError, Exception) as exc:
-            bad = self._conns.pop(controller, None)
-            if bad is not None:
-                with contextlib.suppress(Exception):
-                    await bad.close()
+            await self._drop(controller)
             raise ControllerUnavailable(f"controller {controller}: {exc}") from exc
+        finally:
+            if not task.done():
+                task.cancel()
+                with contextlib.suppress(BaseException):
+                    await task
 
-    async def _connection(self, node_id: int) -> Connection:
+    async def _call(self, controller: int, body: Any, version: int, timeout: float) -> Any:
+        conn = await self._connection(controller, timeout)
+        return await conn.request(body, version, version)
+
+    async def _drop(self, controller: int) -> None:
+        bad = self._conns.pop(controller, None)
+        if bad is not None:
+            with contextlib.suppress(Exception):
+                await bad.close()
+
+    async def _connection(self, node_id: int, timeout: float) -> Connection:
         from odradek.client.connection import Connection  # cluster mode only: not at start-up
 
-        async with self._lock:
+        lock = self._connecting.setdefault(node_id, asyncio.Lock())
+        async with lock:  # one connect per controller at a time; other controllers go on
             conn = self._conns.get(node_id)
             if conn is None:
                 quorum = self.state.quorum
                 assert quorum is not None
                 host, port = quorum.voters[node_id]
-                conn = await Connection.open(f"{host}:{port}", f"odradek-node-{self.state.node_id}",
-                                             timeout_s=self.timeout_s)
+                conn = await Connection.open(
+                    f"{host}:{port}", f"odradek-{self.name}-{self.state.node_id}",
+                    timeout_s=timeout)
                 self._conns[node_id] = conn
             return conn
 

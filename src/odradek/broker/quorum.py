@@ -103,6 +103,9 @@ class QuorumDriver:
         self.on_change: Callable[[], None] | None = None
         """Called after a role or leader change (the broker moves coordinators)."""
         self._last_view = (Role.UNATTACHED, -1, -1)
+        self.active_since_ms = -1
+        """Monotonic ms at which this node last became the quorum's leader (-1: it
+        does not lead)."""
         self.failed: BaseException | None = None
         """Set when the node stopped itself on a fatal error (see _fatal)."""
 
@@ -225,6 +228,7 @@ class QuorumDriver:
         view = (self.raft.role, self.raft.epoch, self.raft.leader_id)
         if view != self._last_view:
             self._last_view = view
+            self.active_since_ms = self._now() if view[0] is Role.LEADER else -1
             log.info("quorum: node %d is %s in epoch %d (leader %d)", self.node_id,
                      view[0].value, view[1], view[2])
             if self.on_change is not None:

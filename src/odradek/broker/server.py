@@ -355,7 +355,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
         if self.state.channel is None:
             self.state.channel = ControllerChannel(self.state)
-        for _ in range(50):  # ~5 s for a controller to be elected
+        for _ in range(10):  # ~1 s for a controller, then NOT_CONTROLLER (the client retries)
             if quorum.is_leader:
                 return None
             try:

@@ -132,6 +132,9 @@ class BrokerState:
     """Cluster mode: broker heartbeats as the active controller sees them."""
     channel: ControllerChannel | None = None
     """Cluster mode: requests to the active controller."""
+    heartbeats: ControllerChannel | None = None
+    """Cluster mode: this broker's registration and heartbeats to the active
+    controller, on connections of their own (:func:`heartbeat_channel`)."""
     incarnation: uuid.UUID | None = None
     """This process's registration (a new one at each start)."""
     metadata_ready: bool = True
@@ -146,6 +149,9 @@ class BrokerState:
     on_config_change: list[Callable[[set[str]], None]] = field(default_factory=list)
     """Called with the names of the broker configs whose effective value a dynamic
     config change moved (the server's connection limits, the replica fetchers)."""
+    in_service: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set once this process's registration is in the metadata, unfenced, with
+    the image caught up (:attr:`registered` first true); never cleared."""
     _writes: asyncio.Lock = field(default_factory=asyncio.Lock)
     """The controller queue: one metadata write at a time, decided on the image
     that the writes before it left."""
@@ -199,12 +205,11 @@ class BrokerState:
 
     async def _register_with_controller(self, endpoints: list[Endpoint],
                                         incarnation: uuid.UUID) -> None:
-        from odradek.broker.controller_channel import ControllerChannel, ControllerUnavailable
+        from odradek.broker.controller_channel import ControllerUnavailable
         from odradek.wire.errors import ErrorCode
         from odradek.wire.messages import broker_registration_request as br
 
-        if self.channel is None:
-            self.channel = ControllerChannel(self)
+        channel = heartbeat_channel(self)
         request = br.BrokerRegistrationRequest(
             broker_id=self.node_id, cluster_id=self.cluster_id, incarnation_id=incarnation,
             listeners=[br.Listener(e.listener, e.host, e.port, e.security_protocol)
@@ -212,7 +217,7 @@ class BrokerState:
             rack=self.config.get("broker.rack") or None)
         while True:
             try:
-                response = await self.channel.request(request, 2)
+                response = await channel.request(request, 2)
             except ControllerUnavailable:
                 response = None
             if response is not None and response.error_code == ErrorCode.INCONSISTENT_CLUSTER_ID:
@@ -380,6 +385,19 @@ class BrokerState:
         self.apply_broker_configs()
         if self.metadata_ready:
             self.partitions.reconcile(self.image)
+            if not self.in_service.is_set() and self.registered:
+                self.in_service.set()
+
+    async def wait_in_service(self, timeout_s: float) -> bool:
+        """Until this node is registered and caught up (at most ``timeout_s``):
+        a cluster node's first answers to clients wait for it, so a client
+        starting with the cluster is given brokers and a controller, not an
+        empty list. True at once on one node."""
+        if self.quorum is None or self.in_service.is_set():
+            return True
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.in_service.wait(), timeout_s)
+        return self.in_service.is_set()
 
     def on_metadata_ready(self) -> None:
         """The image has caught up with the quorum (:meth:`RaftNode.caught_up`: at
@@ -391,6 +409,8 @@ class BrokerState:
         self.metadata_ready = True
         offset = self.quorum.applied if self.quorum is not None else -1
         self.partitions.reconcile(self.image, remove=False, at_offset=offset)
+        if self.registered:
+            self.in_service.set()
 
     def restore_snapshot(self, payload: bytes) -> None:
         """Start over from a metadata snapshot: the image's records, framed as entries."""
@@ -444,6 +464,22 @@ class BrokerState:
             except Exception as exc:  # the records are committed: keep replaying
                 log.warning("dynamic broker configs %s not applied: %s",
                             ", ".join(sorted(changed)), exc)
+
+
+def heartbeat_channel(state: BrokerState) -> ControllerChannel:
+    """The channel of ``state``'s registration and heartbeats (made on first use).
+    Its calls time out after ``broker.heartbeat.interval.ms`` but at least a
+    quarter of ``broker.session.timeout.ms`` (2.25 s with Kafka's defaults), so
+    a heartbeat lost to a dead controller is sent again to the next one well
+    within the session the controller allows."""
+    from odradek.broker.controller_channel import ControllerChannel
+
+    if state.heartbeats is None:
+        interval = state.config.get_int("broker.heartbeat.interval.ms")
+        session = state.config.get_int("broker.session.timeout.ms")
+        state.heartbeats = ControllerChannel(state, max(interval, session // 4) / 1000,
+                                             name="heartbeat")
+    return state.heartbeats
 
 
 def _take_dynamic_configs(config: BrokerConfig, image: MetadataImage) -> set[str]:

@@ -302,6 +302,42 @@ class TxnRuntime:
             raise CoordinatorWriteError(str(exc)) from exc
         return True
 
+    async def verify(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                     partition: tuple[str, int]) -> ErrorCode:
+        """Is ``partition`` in the producer's ongoing transaction, asked of the
+        transaction's own coordinator wherever it is (KIP-890's verification:
+        AddPartitionsToTxn v4 ``verify_only`` to the leader of the id's
+        ``__transaction_state`` partition when that is another broker). The
+        answer in TxnOffsetCommit's terms: NONE, INVALID_TXN_STATE (not in the
+        transaction, or no such transaction), INVALID_PRODUCER_EPOCH, or
+        COORDINATOR_NOT_AVAILABLE when the coordinator cannot be asked now (the
+        client retries)."""
+        from odradek.broker.broker_channel import BrokerUnavailable
+        from odradek.wire.messages import add_partitions_to_txn_request as ap
+
+        if not transactional_id or not self.coordinator_error(transactional_id):
+            return self.coordinator.verify(producer_id, producer_epoch, partition)
+        image = self.metadata.image
+        topic = image.topics.get(TXN_TOPIC)
+        p = topic.partitions.get(self.partition_of(transactional_id)) if topic else None
+        leader = p.leader if p is not None else -1
+        if leader < 0 or leader == self.metadata.node_id or self.channel is None:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        request = ap.AddPartitionsToTxnRequest(transactions=[ap.AddPartitionsToTxnTransaction(
+            transactional_id=transactional_id, producer_id=producer_id,
+            producer_epoch=producer_epoch, verify_only=True,
+            topics=[ap.AddPartitionsToTxnTopic(partition[0], [partition[1]])])])
+        try:
+            response = await self.channel.request(leader, request, 4)
+            code = response.error_code or (
+                response.results_by_transaction[0].topic_results[0]
+                .results_by_partition[0].partition_error_code)
+        except (BrokerUnavailable, IndexError, AttributeError) as exc:
+            log.info("verifying %r with its coordinator %d failed: %s", transactional_id,
+                     leader, exc)
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        return _VERIFIED_AS.get(ErrorCode(code), ErrorCode.COORDINATOR_NOT_AVAILABLE)
+
     async def _send_marker(self, job: MarkerJob, topic: str, index: int, leader: int) -> bool:
         from odradek.broker.broker_channel import BrokerUnavailable
         from odradek.wire.messages import write_txn_markers_request as wm
@@ -348,3 +384,17 @@ class TxnRuntime:
                 for decision in self.coordinator.expire_ids(now):
                     assert decision.record is not None
                     await self.run(decision.record.transactional_id, decision)
+
+
+_VERIFIED_AS = {
+    ErrorCode.NONE: ErrorCode.NONE,
+    ErrorCode.TRANSACTION_ABORTABLE: ErrorCode.INVALID_TXN_STATE,
+    ErrorCode.INVALID_PRODUCER_ID_MAPPING: ErrorCode.INVALID_TXN_STATE,
+    ErrorCode.PRODUCER_FENCED: ErrorCode.INVALID_PRODUCER_EPOCH,
+    ErrorCode.INVALID_PRODUCER_EPOCH: ErrorCode.INVALID_PRODUCER_EPOCH,
+    ErrorCode.CONCURRENT_TRANSACTIONS: ErrorCode.CONCURRENT_TRANSACTIONS,
+}
+"""A coordinator's verify-only answer as TxnOffsetCommit reports it (the local
+check's codes); anything else (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS,
+...) is COORDINATOR_NOT_AVAILABLE: the client finds its coordinators again and
+retries."""

@@ -29,8 +29,6 @@ does); v13 a top-level error code (KIP-1102), which is always 0: like Kafka
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import uuid
 
 from odradek.broker.context import RequestContext
@@ -77,15 +75,18 @@ def _error_topic(
     return MetadataResponseTopic(error_code=code, name=name, topic_id=topic_id, partitions=[])
 
 
-CATCH_UP_WAIT_S = 2.0
+CATCH_UP_WAIT_S = 5.0
+"""How long a cluster node that has not yet been in service since it started
+(caught up, registered, unfenced) holds a Metadata answer for that: a client
+starting with the cluster then gets the brokers and the controller in its
+first answer (librdkafka would otherwise wait a whole request timeout for a
+controller before its first CreateTopics)."""
 
 
 @handler(3, (0, 13))
 async def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataResponse:
     state = ctx.broker
-    if not state.metadata_ready and state.quorum is not None:
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(state.quorum.wait_ready(), CATCH_UP_WAIT_S)
+    await state.wait_in_service(CATCH_UP_WAIT_S)
     image = state.image
     version = ctx.api_version
     topics: list[MetadataResponseTopic] = []

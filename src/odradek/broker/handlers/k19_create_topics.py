@@ -9,16 +9,26 @@ controller; ``validate_only`` checks without creating. Without
 replicas (the first is the preferred leader): registered, distinct brokers,
 the same count for every partition, else INVALID_REPLICA_ASSIGNMENT.
 
+A cluster's controller that became active less than ``broker.session.timeout.ms``
+ago holds a topic whose replication factor exceeds the live brokers until
+enough have registered (within the request's timeout): after a (re)start the
+brokers register a moment after the controller is elected, and a client's
+first CreateTopics should not fail for that.
+
 Version notes: v1 validate_only and error messages; v5 returns partitions,
 replication factor and every config with its source; v7 topic ids.
 """
 
 from __future__ import annotations
 
+import asyncio
+
 from odradek.broker.context import RequestContext
 from odradek.broker.handlers.configs import topic_config_entries
 from odradek.broker.registry import handler
 from odradek.metadata import controller
+from odradek.metadata.image import MetadataImage
+from odradek.metadata.outcome import Outcome
 from odradek.wire.errors import ErrorCode
 from odradek.wire.messages.create_topics_request import CreatableTopic, CreateTopicsRequest
 from odradek.wire.messages.create_topics_response import (
@@ -28,8 +38,26 @@ from odradek.wire.messages.create_topics_response import (
 )
 
 
+async def _brokers_may_come(ctx: RequestContext, rf: int, deadline: float) -> bool:
+    """Wait (until ``deadline``, loop time) for ``rf`` live brokers while the
+    controller is new (brokers are still registering); True if they came."""
+    state = ctx.broker
+    quorum = state.quorum
+    if quorum is None or quorum.active_since_ms < 0:
+        return False
+    loop = asyncio.get_running_loop()
+    window_s = (quorum.active_since_ms + state.config.get_int("broker.session.timeout.ms")
+                - state.clock.monotonic_ms()) / 1000
+    deadline = min(deadline, loop.time() + window_s)
+    while loop.time() < deadline:
+        if state.image.live_brokers() >= rf:
+            return True
+        await asyncio.sleep(0.05)
+    return state.image.live_brokers() >= rf
+
+
 async def _create(
-    ctx: RequestContext, topic: CreatableTopic, validate_only: bool
+    ctx: RequestContext, topic: CreatableTopic, validate_only: bool, deadline: float,
 ) -> CreatableTopicResult:
     state = ctx.broker
     version = ctx.api_version
@@ -52,11 +80,17 @@ async def _create(
     if rf == -1 and assignments is None:
         rf = state.config.get_int("default.replication.factor")
     configs = {c.name: c.value for c in topic.configs}
-    outcome = await state.write(lambda image: controller.create_topic(
-        image, topic.name, partitions, rf, configs,
-        node_id=state.node_id, default_partitions=state.config.get_int("num.partitions"),
-        topic_id=state.ids.uuid(), assignments=assignments,
-    ), apply=not validate_only)
+
+    def decide(image: MetadataImage) -> Outcome:
+        return controller.create_topic(
+            image, topic.name, partitions, rf, configs, node_id=state.node_id,
+            default_partitions=state.config.get_int("num.partitions"),
+            topic_id=state.ids.uuid(), assignments=assignments)
+
+    outcome = await state.write(decide, apply=not validate_only)
+    if (outcome.error == ErrorCode.INVALID_REPLICATION_FACTOR and rf > 0
+            and await _brokers_may_come(ctx, rf, deadline)):
+        outcome = await state.write(decide, apply=not validate_only)
     if outcome.error:
         result.error_code = outcome.error
         result.error_message = outcome.message if version >= 1 else None
@@ -86,6 +120,7 @@ async def _create(
 async def handle(ctx: RequestContext, request: CreateTopicsRequest) -> CreateTopicsResponse:
     seen: set[str] = set()
     results = []
+    deadline = asyncio.get_running_loop().time() + max(request.timeout_ms, 0) / 1000
     for topic in request.topics:
         if topic.name in seen:
             results.append(CreatableTopicResult(
@@ -94,5 +129,5 @@ async def handle(ctx: RequestContext, request: CreateTopicsRequest) -> CreateTop
             ))
             continue
         seen.add(topic.name)
-        results.append(await _create(ctx, topic, request.validate_only))
+        results.append(await _create(ctx, topic, request.validate_only, deadline))
     return CreateTopicsResponse(throttle_time_ms=0, topics=results)

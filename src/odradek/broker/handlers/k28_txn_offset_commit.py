@@ -2,7 +2,12 @@
 
 Behaviour: the producer must have added the group (AddOffsetsToTxn) to its
 ongoing transaction at its current epoch, else every partition gets
-INVALID_TXN_STATE (or INVALID_PRODUCER_EPOCH for an old epoch). The group
+INVALID_TXN_STATE (or INVALID_PRODUCER_EPOCH for an old epoch). That is asked
+of the transaction's own coordinator: here if this broker coordinates the
+transactional id, else (a cluster where the group's and the transaction's
+coordinators are different brokers) with AddPartitionsToTxn v4
+``verify_only`` sent to it (KIP-890); if it cannot be asked now, every
+partition gets COORDINATOR_NOT_AVAILABLE and the client retries. The group
 coordinator validates the commit as an OffsetCommit (v3: generation, member
 and instance id, KIP-447) and appends the offsets as the producer's
 transactional batch; they become visible when the COMMIT marker reaches the
@@ -55,7 +60,8 @@ async def handle(ctx: RequestContext, request: TxnOffsetCommitRequest) -> TxnOff
     if not request.group_id:
         return _answer(dict.fromkeys(wanted, ErrorCode.INVALID_GROUP_ID))
     partition = (OFFSETS_TOPIC, groups.coordinator.partition_of(request.group_id))
-    code = txns.coordinator.verify(request.producer_id, request.producer_epoch, partition)
+    code = await txns.verify(request.transactional_id, request.producer_id,
+                             request.producer_epoch, partition)
     if code == ErrorCode.INVALID_TXN_STATE and ctx.api_version >= 4:
         code = ErrorCode.TRANSACTION_ABORTABLE
     if code:
