@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import base64
 import re
+import uuid
 from pathlib import Path
 
 from odradek.broker.config import ConfigError
@@ -111,3 +112,17 @@ def read_meta_properties(path: Path) -> dict[str, str]:
     if not props.get("cluster.id"):
         raise DataDirError(f"{path} is damaged (no cluster.id): {way_out}")
     return props
+
+
+def directory_ids(dirs: list[Path]) -> list[uuid.UUID]:
+    """The ``directory.id`` of each of ``dirs`` that has one (a broker's
+    BrokerRegistration ``LogDirs``, KIP-858), as UUIDs."""
+    out = []
+    for directory in dirs:
+        path = directory / META_PROPERTIES
+        if not path.exists():
+            continue
+        text = read_meta_properties(path).get("directory.id")
+        if text and _UUID_TEXT.fullmatch(text):
+            out.append(uuid.UUID(bytes=base64.urlsafe_b64decode(text + "==")))
+    return out

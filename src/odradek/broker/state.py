@@ -22,6 +22,7 @@ from odradek.broker.journal import decode_record, encode_record
 from odradek.broker.meta_properties import (
     META_PROPERTIES,
     DataDirError,
+    directory_ids,
     random_uuid,
     read_meta_properties,
     write_meta_properties,
@@ -214,7 +215,8 @@ class BrokerState:
             broker_id=self.node_id, cluster_id=self.cluster_id, incarnation_id=incarnation,
             listeners=[br.Listener(e.listener, e.host, e.port, e.security_protocol)
                        for e in endpoints],
-            rack=self.config.get("broker.rack") or None)
+            rack=self.config.get("broker.rack") or None,
+            log_dirs=directory_ids(self.config.log_dirs()))
         while True:
             try:
                 response = await channel.request(request, 2)

@@ -15,6 +15,7 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
+from odradek.metadata.directories import UNASSIGNED, homes
 from odradek.metadata.image import TOPIC_RESOURCE, Endpoint, MetadataImage
 from odradek.metadata.outcome import Outcome as Outcome
 from odradek.metadata.partition_changes import PREFERRED as PREFERRED
@@ -27,7 +28,7 @@ from odradek.metadata.partition_changes import check_broker_epoch as check_broke
 from odradek.metadata.partition_changes import complete_reassignments as complete_reassignments
 from odradek.metadata.partition_changes import elect_leaders as elect_leaders
 from odradek.metadata.partition_changes import list_reassignments as list_reassignments
-from odradek.metadata.partition_changes import on_broker_fenced, on_broker_live
+from odradek.metadata.partition_changes import on_broker_fenced, on_broker_live, on_replicas_lost
 from odradek.metadata.partition_changes import preferred_imbalance as preferred_imbalance
 from odradek.metadata.topic_configs import validate_topic_config
 from odradek.wire.errors import ErrorCode
@@ -185,11 +186,13 @@ def _partition_records(image: MetadataImage, tid: uuid.UUID, ids: range, rf: int
     out = []
     placed = assignments if assignments is not None else place_replicas(
         image, tid, ids, rf, node_id)
+    home = homes(image)
     for p, replicas in zip(ids, placed, strict=True):
         out.append(PartitionRecord(
             partition_id=p, topic_id=tid, replicas=replicas, isr=list(replicas),
             removing_replicas=[], adding_replicas=[], leader=replicas[0],
             leader_recovery_state=0, leader_epoch=0, partition_epoch=0,
+            directories=[home.get(r, UNASSIGNED) for r in replicas],
         ))
     return out
 
@@ -248,6 +251,7 @@ def alter_topic_configs(
 def register_broker(
     image: MetadataImage, node_id: int, endpoints: list[Endpoint], incarnation_id: uuid.UUID,
     rack: str | None = None, *, fence_previous: bool = False,
+    log_dirs: list[uuid.UUID] | None = None,
 ) -> Outcome:
     """A broker (re)registers at start-up with its listeners; a single-node broker
     is unfenced at once (in a quorum the controller unfences it once it has
@@ -262,7 +266,15 @@ def register_broker(
     back with only what its disk kept (a checkpointed high watermark, and after
     a power loss less of the log). Their leadership moves to another ISR member
     with a new epoch and the broker leaves the ISRs, to rejoin as a follower; a
-    partition whose only ISR member it was is led by it again, at a new epoch."""
+    partition whose only ISR member it was is led by it again, at a new epoch.
+
+    ``log_dirs`` are the ids of the broker's log directories (KIP-858). A
+    replica that lived in a directory not among them lost its data (the disk
+    was wiped and formatted again): it becomes LOST and leaves the ISR, even as
+    its last member, and is not elected while another replica is not LOST
+    (:func:`~odradek.metadata.partition_changes.on_replicas_lost`). Those
+    records come before the registration, so the broker's partitions never go
+    back to it on the strength of an empty log."""
     previous = image.brokers.get(node_id)
     epoch = max((b.epoch for b in image.brokers.values()), default=-1) + 1
     if previous is not None and previous.incarnation_id == incarnation_id:
@@ -274,13 +286,20 @@ def register_broker(
         after = copy.deepcopy(image)
         for record in fenced:
             after.replay(record)
+    lost = on_replicas_lost(after, node_id, log_dirs or [])
+    if lost:
+        after = copy.deepcopy(after) if after is image else after
+        for record in lost:
+            after.replay(record)
     register = RegisterBrokerRecord(
         broker_id=node_id, incarnation_id=incarnation_id, broker_epoch=epoch,
         end_points=[BrokerEndpoint(e.listener, e.host, e.port, e.security_protocol)
                     for e in endpoints],
-        rack=rack, fenced=True,
+        rack=rack, fenced=True, log_dirs=list(log_dirs or []),
     )
-    return Outcome(records=[*fenced, register, *_unfence(after, node_id, epoch)])
+    after = copy.deepcopy(after) if after is image else after
+    after.replay(register)
+    return Outcome(records=[*fenced, *lost, register, *_unfence(after, node_id, epoch)])
 
 
 def unfence_broker(image: MetadataImage, node_id: int) -> Outcome:

@@ -49,6 +49,8 @@ class BrokerImage:
     endpoints: list[Endpoint]
     rack: str | None = None
     fenced: bool = True
+    log_dirs: list[uuid.UUID] = field(default_factory=list)
+    """The ids of its log directories, as it registered them (KIP-858)."""
 
     def endpoint(self, listener: str | None = None) -> Endpoint | None:
         """The endpoint of ``listener`` (or the first one)."""
@@ -73,6 +75,9 @@ class PartitionImage:
     """Replicas a reassignment is adding (empty when none is under way)."""
     removing_replicas: list[int] = field(default_factory=list)
     """Replicas a reassignment is removing (empty when none is under way)."""
+    directories: list[uuid.UUID] = field(default_factory=list)
+    """The log directory of each replica, aligned with :attr:`replicas` (empty:
+    not known; :mod:`odradek.metadata.directories`)."""
 
     def apply(self, record: PartitionChangeRecord) -> None:
         """Apply a PartitionChangeRecord: null fields (leader -2) change nothing;
@@ -89,6 +94,8 @@ class PartitionImage:
             self.adding_replicas = list(record.adding_replicas)
         if record.removing_replicas is not None:
             self.removing_replicas = list(record.removing_replicas)
+        if record.directories is not None:
+            self.directories = list(record.directories)
         self.partition_epoch += 1
 
 
@@ -131,7 +138,7 @@ class MetadataImage:
                 record.broker_id, record.broker_epoch, record.incarnation_id,
                 [Endpoint(e.name, e.host, e.port, e.security_protocol)
                  for e in record.end_points],
-                record.rack, record.fenced,
+                record.rack, record.fenced, list(record.log_dirs or ()),
             )
         elif isinstance(record, (FenceBrokerRecord, UnfenceBrokerRecord)):
             broker = self.brokers.get(record.id)
@@ -150,6 +157,7 @@ class MetadataImage:
                 record.partition_id, list(record.replicas), list(record.isr),
                 record.leader, record.leader_epoch, record.partition_epoch,
                 list(record.adding_replicas or ()), list(record.removing_replicas or ()),
+                list(record.directories or ()),
             )
         elif isinstance(record, PartitionChangeRecord):
             self.topics[self.by_id[record.topic_id]].partitions[record.partition_id].apply(record)
@@ -182,7 +190,7 @@ class MetadataImage:
                 broker_id=b.node_id, incarnation_id=b.incarnation_id, broker_epoch=b.epoch,
                 end_points=[BrokerEndpoint(e.listener, e.host, e.port, e.security_protocol)
                             for e in b.endpoints],
-                rack=b.rack, fenced=b.fenced))
+                rack=b.rack, fenced=b.fenced, log_dirs=list(b.log_dirs)))
         for resource, configs in sorted(self.broker_configs.items()):
             out.extend(ConfigRecord(BROKER_RESOURCE, resource, k, v)
                        for k, v in sorted(configs.items()))
@@ -198,7 +206,7 @@ class MetadataImage:
                     isr=list(p.isr), removing_replicas=list(p.removing_replicas),
                     adding_replicas=list(p.adding_replicas), leader=p.leader,
                     leader_recovery_state=0, leader_epoch=p.leader_epoch,
-                    partition_epoch=p.partition_epoch))
+                    partition_epoch=p.partition_epoch, directories=list(p.directories)))
         for entity, values in self.client_quotas.items():
             for quota_key, quota in sorted(values.items()):
                 out.append(ClientQuotaRecord(

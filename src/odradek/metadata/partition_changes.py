@@ -12,7 +12,10 @@ out; nothing here changes the image. The rules and error codes are Kafka's
   and live; with ``unclean.leader.election.enable`` (the topic's config, else the
   cluster's, default false) and no such replica, the first live replica, and the
   ISR becomes that replica alone;
-* the ISR is never emptied: its last member stays, leader -1, until it returns;
+* the ISR is never emptied by a fencing: its last member stays, leader -1, until
+  it returns; it is emptied only when that member lost its log (a replica
+  whose directory is LOST, :mod:`odradek.metadata.directories`), which is
+  never elected while a replica of the partition is not LOST;
 * a record changes the leader epoch only when it names a leader (even the same
   one, which is how a reassignment that drops replicas fences them), and every
   record bumps the partition epoch (:meth:`PartitionImage.apply`);
@@ -29,6 +32,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from odradek.metadata import directories as dirs
 from odradek.metadata.image import MetadataImage, PartitionImage, TopicImage
 from odradek.metadata.outcome import Outcome
 from odradek.wire.errors import ErrorCode
@@ -81,16 +85,20 @@ def unclean_election_enabled(image: MetadataImage, topic: str) -> bool:
 
 def _copy(p: PartitionImage) -> PartitionImage:
     return PartitionImage(p.partition, list(p.replicas), list(p.isr), p.leader, p.leader_epoch,
-                          p.partition_epoch, list(p.adding_replicas), list(p.removing_replicas))
+                          p.partition_epoch, list(p.adding_replicas), list(p.removing_replicas),
+                          list(p.directories))
 
 
 def _record(topic_id: uuid.UUID, p: PartitionImage, *, leader: int, isr: list[int],
-            replicas: list[int], adding: list[int],
-            removing: list[int]) -> PartitionChangeRecord | None:
+            replicas: list[int], adding: list[int], removing: list[int],
+            directories: list[uuid.UUID]) -> PartitionChangeRecord | None:
     """The record taking ``p`` to the given state, with null for what does not
     change, or None when nothing does. A smaller replica set names the leader even
-    when it stays, so the leader epoch rises and the dropped replicas are fenced."""
+    when it stays, so the leader epoch rises and the dropped replicas are fenced.
+    New replicas always come with their directories (Kafka's rule)."""
     shrinks = not set(p.replicas) <= set(replicas)
+    same_dirs = directories == p.directories or (
+        not p.directories and all(d == dirs.UNASSIGNED for d in directories))
     record = PartitionChangeRecord(
         partition_id=p.partition, topic_id=topic_id,
         isr=None if isr == p.isr else list(isr),
@@ -98,9 +106,11 @@ def _record(topic_id: uuid.UUID, p: PartitionImage, *, leader: int, isr: list[in
         replicas=None if replicas == p.replicas else list(replicas),
         adding_replicas=None if adding == p.adding_replicas else list(adding),
         removing_replicas=None if removing == p.removing_replicas else list(removing),
+        directories=None if same_dirs and replicas == p.replicas else list(directories),
     )
     if (record.isr is None and record.leader == NO_LEADER_CHANGE and record.replicas is None
-            and record.adding_replicas is None and record.removing_replicas is None):
+            and record.adding_replicas is None and record.removing_replicas is None
+            and record.directories is None):
         return None
     return record
 
@@ -108,30 +118,40 @@ def _record(topic_id: uuid.UUID, p: PartitionImage, *, leader: int, isr: list[in
 def _settle(topic: TopicImage, p: PartitionImage, live: set[int], unclean: bool, *,
             isr: list[int] | None = None, replicas: list[int] | None = None,
             adding: list[int] | None = None, removing: list[int] | None = None,
-            leader: int | None = None) -> PartitionChangeRecord | None:
+            leader: int | None = None, homes: dict[int, uuid.UUID] | None = None,
+            lost: set[int] | None = None) -> PartitionChangeRecord | None:
     """The record for a partition whose ISR, replicas or reassignment become the
     given ones (None: as they are): it completes the reassignment if it can, then
     keeps the leader if it is still a live ISR member (or takes ``leader``),
-    else elects one (module docstring)."""
+    else elects one (module docstring). ``lost`` replicas just lost their log
+    (they leave the ISR, their directory becomes LOST); ``homes`` are the
+    brokers' directories for new (or recovered) replicas."""
     isr = list(p.isr if isr is None else isr)
     replicas = list(p.replicas if replicas is None else replicas)
     adding = list(p.adding_replicas if adding is None else adding)
     removing = list(p.removing_replicas if removing is None else removing)
+    current = dirs.directory_map(p)
+    for r in lost or ():
+        current[r] = dirs.LOST
+    isr = [r for r in isr if r not in (lost or ())]
     if adding or removing:
         kept_isr = [r for r in isr if r not in removing]
         target = [r for r in replicas if r not in removing]
         if kept_isr and target and set(target) <= set(kept_isr):
             isr, replicas, adding, removing = kept_isr, target, [], []
+    gone = {r for r in replicas if current.get(r) == dirs.LOST and r not in isr}
+    electable = live - gone if gone != set(replicas) else live  # every copy lost: take one
     if leader is None:
         leader = p.leader
-        if not (leader in isr and leader in live and leader in replicas):
-            leader = next((r for r in replicas if r in isr and r in live), NO_LEADER)
-            if leader == NO_LEADER and unclean:
-                leader = next((r for r in replicas if r in live), NO_LEADER)
+        if not (leader in isr and leader in electable and leader in replicas):
+            leader = next((r for r in replicas if r in isr and r in electable), NO_LEADER)
+            if leader == NO_LEADER and (unclean or gone == set(replicas)):
+                leader = next((r for r in replicas if r in electable), NO_LEADER)
                 if leader != NO_LEADER:
                     isr = [leader]
+    directories = dirs.directories_for(replicas, current, homes or {}, isr)
     return _record(topic.topic_id, p, leader=leader, isr=isr, replicas=replicas, adding=adding,
-                   removing=removing)
+                   removing=removing, directories=directories)
 
 
 def _partition(image: MetadataImage, topic: str | uuid.UUID,
@@ -160,18 +180,38 @@ def on_broker_fenced(image: MetadataImage, node_id: int) -> list[Any]:
     election on) the first live replica with the ISR reduced to it, else the
     leader becomes -1 and the ISR stays as it was. One record per partition."""
     live = live_brokers(image) - {node_id}
+    home = dirs.homes(image)
     records: list[Any] = []
     for topic in image.topics.values():
         unclean = unclean_election_enabled(image, topic.name)
         for p in topic.partitions.values():
             if node_id not in p.isr and p.leader != node_id:
                 continue
-            record = _settle(topic, p, live, unclean,
+            record = _settle(topic, p, live, unclean, homes=home,
                              isr=[r for r in p.isr if r != node_id] or list(p.isr))
             if record is not None and record.leader == NO_LEADER:
-                record = _settle(topic, p, live, unclean=False)
+                record = _settle(topic, p, live, unclean=False, homes=home)
             if record is not None:
                 records.append(record)
+    return records
+
+
+def on_replicas_lost(image: MetadataImage, node_id: int,
+                     log_dirs: Sequence[uuid.UUID]) -> list[Any]:
+    """Records for a broker registering without the directory some of its
+    replicas lived in (:func:`odradek.metadata.directories.lost_on_registration`):
+    each such replica becomes LOST and leaves the ISR, even as its last member;
+    where it led, a live ISR member takes over, else the partition has no
+    leader (unclean election on: the first live replica that is not LOST)."""
+    live = live_brokers(image) - {node_id}
+    home = dirs.homes(image)
+    records: list[Any] = []
+    for name, index in dirs.lost_on_registration(image, node_id, log_dirs):
+        topic = image.topics[name]
+        record = _settle(topic, topic.partitions[index], live,
+                         unclean_election_enabled(image, name), homes=home, lost={node_id})
+        if record is not None:
+            records.append(record)
     return records
 
 
@@ -182,12 +222,13 @@ def on_broker_live(image: MetadataImage, node_id: int) -> list[Any]:
     on, a leaderless partition whose ISR has no live member takes its first live
     replica as leader and sole ISR member."""
     live = live_brokers(image) | {node_id}
+    home = dirs.homes(image)
     records: list[Any] = []
     for topic in image.topics.values():
         unclean = unclean_election_enabled(image, topic.name)
         for p in topic.partitions.values():
             if p.leader == NO_LEADER:
-                record = _settle(topic, p, live, unclean)
+                record = _settle(topic, p, live, unclean, homes=home)
                 if record is not None:
                     records.append(record)
     return records
@@ -273,7 +314,7 @@ def alter_partition(
         if why:
             return Outcome.fail(ErrorCode.INELIGIBLE_REPLICA,
                                 f"Replica {member} cannot join the ISR of {name}: {why}"), None
-    record = _settle(t, p, live_brokers(image), unclean=False, isr=isr)
+    record = _settle(t, p, live_brokers(image), unclean=False, isr=isr, homes=dirs.homes(image))
     after = _copy(p)
     if record is not None:
         after.apply(record)
@@ -317,6 +358,7 @@ def elect_leaders(
     if partitions is None:
         partitions = [(t.name, p) for t in image.topics.values() for p in t.partitions]
     live = live_brokers(image)
+    home = dirs.homes(image)
     results: dict[tuple[str, int], tuple[ErrorCode, str | None]] = {}
     records: list[Any] = []
     for key in partitions:
@@ -327,7 +369,7 @@ def elect_leaders(
             results[key] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                             f"Partition {key[0]}-{key[1]} does not exist.")
             continue
-        error, record = _elect(t, p, election_type, live)
+        error, record = _elect(t, p, election_type, live, home)
         if record is not None:
             records.append(record)
         if not (everything and error == ErrorCode.ELECTION_NOT_NEEDED):
@@ -343,18 +385,18 @@ _ELECTION_MESSAGES = {
 }
 
 
-def _elect(t: TopicImage, p: PartitionImage, election_type: int,
-           live: set[int]) -> tuple[ErrorCode, PartitionChangeRecord | None]:
+def _elect(t: TopicImage, p: PartitionImage, election_type: int, live: set[int],
+           home: dict[int, uuid.UUID]) -> tuple[ErrorCode, PartitionChangeRecord | None]:
     if election_type == PREFERRED:
         preferred = p.replicas[0] if p.replicas else NO_LEADER
         if p.leader == preferred:
             return ErrorCode.ELECTION_NOT_NEEDED, None
         if preferred not in live or preferred not in p.isr:
             return ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE, None
-        return ErrorCode.NONE, _settle(t, p, live, unclean=False, leader=preferred)
+        return ErrorCode.NONE, _settle(t, p, live, unclean=False, leader=preferred, homes=home)
     if p.leader != NO_LEADER:
         return ErrorCode.ELECTION_NOT_NEEDED, None
-    record = _settle(t, p, live, unclean=True)
+    record = _settle(t, p, live, unclean=True, homes=home)
     if record is None or record.leader in (NO_LEADER, NO_LEADER_CHANGE):
         return ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE, None
     return ErrorCode.NONE, record
@@ -410,7 +452,8 @@ def alter_reassignment(image: MetadataImage, topic: str, partition: int,
                     "need an unclean leader election.",
                 )
             isr = replicas[:1]
-        record = _settle(t, p, live, unclean, isr=isr, replicas=replicas, adding=[], removing=[])
+        record = _settle(t, p, live, unclean, isr=isr, replicas=replicas, adding=[], removing=[],
+                         homes=dirs.homes(image))
         return Outcome(records=[record] if record is not None else [])
     wanted = list(target)
     if not wanted:
@@ -429,7 +472,7 @@ def alter_reassignment(image: MetadataImage, topic: str, partition: int,
     removing = sorted(set(p.replicas) - set(wanted))
     adding = sorted(set(wanted) - set(p.replicas))
     record = _settle(t, p, live, unclean, replicas=wanted + removing, adding=adding,
-                     removing=removing)
+                     removing=removing, homes=dirs.homes(image))
     return Outcome(records=[record] if record is not None else [])
 
 
@@ -439,12 +482,13 @@ def complete_reassignments(image: MetadataImage) -> Outcome:
     allows; this sweep catches the rest (e.g. an image replayed from records
     written by something else)."""
     live = live_brokers(image)
+    home = dirs.homes(image)
     records: list[Any] = []
     for t in image.topics.values():
         unclean = unclean_election_enabled(image, t.name)
         for p in t.partitions.values():
             if p.adding_replicas or p.removing_replicas:
-                record = _settle(t, p, live, unclean)
+                record = _settle(t, p, live, unclean, homes=home)
                 if record is not None:
                     records.append(record)
     return Outcome(records=records)

@@ -7,7 +7,9 @@ is not the active controller NOT_CONTROLLER, a repeated incarnation
 DUPLICATE_BROKER_REGISTRATION. A new incarnation of a broker still registered
 and unfenced (restarted within its session) fences the old one in the same
 write, so that the partitions it led move on at a new leader epoch
-(``controller.register_broker``).
+(``controller.register_broker``). The broker's ``LogDirs`` (v2+, its log
+directories' ids) are kept; a replica whose directory is not among them lost
+its data and leaves the ISR (:mod:`odradek.metadata.directories`).
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ async def handle(ctx: RequestContext, request: BrokerRegistrationRequest,
     try:
         outcome = await state.write(lambda image: controller.register_broker(
             image, request.broker_id, endpoints, request.incarnation_id, request.rack or None,
-            fence_previous=True))
+            fence_previous=True, log_dirs=list(request.log_dirs or [])))
     except NotControllerError:
         return BrokerRegistrationResponse(error_code=ErrorCode.NOT_CONTROLLER)
     if outcome.error:
