@@ -20,6 +20,19 @@ is the shell part they share, after Kafka's ``CoordinatorRuntime``:
   the request be answered. On one node the HW passes at once; in a cluster it
   waits for the ISR.
 
+* **reading only what is committed**: a coordinator applies its records to
+  its state when it appends them (its next decisions build on them), so its
+  state runs ahead of the high watermark by the writes in flight.
+  :meth:`CoordinatorRuntime.settled` waits (bounded) until a partition's HW
+  has passed every record this coordinator appended to it: what a read then
+  sees is committed. A read that cannot settle (the partition lost its ISR, or
+  this broker is cut off from it) answers a retriable error instead of state
+  that may never commit (Kafka's runtime reads at the last committed offset of
+  its timeline structures). After a write that failed while this broker still
+  leads the partition, the coordinator drops the partition's state and loads
+  it again from the log once the log is committed up to its end
+  (:meth:`CoordinatorRuntime.log_committed`), which reverts what never committed.
+
 Control batches hold one record whose key is ``version:int16, type:int16``
 (type 0 abort, 1 commit) and whose value is ``version:int16,
 coordinatorEpoch:int32``.
@@ -27,6 +40,7 @@ coordinatorEpoch:int32``.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import struct
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -132,6 +146,9 @@ class CoordinatorRuntime:
     def __init__(self, topic: str, partitions: PartitionManager) -> None:
         self.topic = topic
         self.partitions = partitions
+        self.written_end: dict[int, int] = {}
+        """Per partition index: the offset after the last batch this coordinator
+        appended there."""
 
     def partition(self, index: int) -> Partition:
         part = self.partitions.get(self.topic, index)
@@ -194,7 +211,47 @@ class CoordinatorRuntime:
             raise CoordinatorWriteError(
                 f"{self.topic}-{index}: append failed ({result.error_code}): "
                 f"{result.error_message}")
+        self.written_end[index] = max(self.written_end.get(index, 0), result.last_offset + 1)
         return Pending(part, result)
+
+    def is_settled(self, index: int) -> bool:
+        """Is every record this coordinator appended to ``index`` committed?"""
+        part = self.partitions.get(self.topic, index)
+        return part is not None and part.state.high_watermark >= self.written_end.get(index, 0)
+
+    async def settled(self, index: int, timeout_s: float) -> bool:
+        """Wait until the partition's high watermark passes every record this
+        coordinator appended to it (True), or until ``timeout_s`` pass or this
+        broker stops leading it (False)."""
+        return await self._hw_reaches(index, lambda: self.written_end.get(index, 0), timeout_s)
+
+    async def log_committed(self, index: int, timeout_s: float) -> bool:
+        """Wait until the partition's high watermark reaches its log end: what the
+        log holds is then committed, and loading it reverts nothing committed."""
+        return await self._hw_reaches(index, lambda: self._log_end(index), timeout_s)
+
+    def _log_end(self, index: int) -> int:
+        part = self.partitions.get(self.topic, index)
+        return part.state.log_end_offset if part is not None else 0
+
+    async def _hw_reaches(self, index: int, target: Callable[[], int], timeout_s: float,
+                          ) -> bool:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while True:
+            part = self.partitions.get(self.topic, index)
+            if part is None or not part.state.is_leader:
+                return False
+            want = target()
+            if part.state.high_watermark >= want:
+                return True
+            left = deadline - loop.time()
+            if left <= 0:
+                return False
+            try:
+                await asyncio.wait_for(part.wait_for_high_watermark(want - 1), left)
+            except (TimeoutError, PartitionGoneError):
+                return False
 
     async def committed(self, pending: Sequence[Pending]) -> None:
         """Wait until every pending append is fsynced where due and at or below the

@@ -18,6 +18,17 @@ with ``offsets.topic.num.partitions`` partitions, ``cleanup.policy=compact`` and
 ``segment.bytes`` from ``offsets.topic.segment.bytes``.
 At start-up each existing partition is replayed in a background task; until a
 group's partition is loaded its requests get COORDINATOR_LOAD_IN_PROGRESS.
+
+Only committed state is read (:mod:`odradek.broker.coordinator_runtime`):
+OffsetFetch answers, for a group whose offsets a write still in flight
+changed, the offsets as they were before the oldest such write (kept until
+the HW passes it: :meth:`GroupRuntime.committed_offsets`), so it never shows a
+commit that may be truncated away and never waits for one. DescribeGroups,
+ConsumerGroupDescribe and ListGroups wait until their partitions' writes are
+committed (:meth:`GroupRuntime.settled`). A write that fails while this broker
+still leads its partition drops the partition's groups and loads them again
+from the log once the log is committed to its end (their requests get
+COORDINATOR_LOAD_IN_PROGRESS meanwhile), which reverts what never committed.
 """
 
 from __future__ import annotations
@@ -25,7 +36,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from odradek.broker.aio import cancel_and_wait
@@ -45,7 +56,7 @@ from odradek.coordinator.coordinator import GroupCoordinator
 from odradek.coordinator.core import Effects, GroupConfig
 from odradek.coordinator.group import Token
 from odradek.coordinator.offsets import CommitRequest, PartitionExists
-from odradek.coordinator.records import OFFSETS_TOPIC, CoordinatorRecord
+from odradek.coordinator.records import OFFSETS_TOPIC, CoordinatorRecord, OffsetRecord
 from odradek.storage.errors import StorageError
 from odradek.wire.primitives import DecodeError
 
@@ -79,6 +90,10 @@ class GroupRuntime:
         self._tasks: set[asyncio.Task[None]] = set()
         self._expiry_task: asyncio.Task[None] | None = None
         self._started = False
+        self._uncommitted: dict[int, list[tuple[int, dict[str, dict[Any, Any]]]]] = {}
+        """Per partition: (end offset, {group: its offsets before the write}) of
+        each write that changed committed offsets and may not be committed yet,
+        oldest first."""
 
     # -- start-up and the offsets topic ---------------------------------------------------
 
@@ -135,6 +150,7 @@ class GroupRuntime:
         for part in moved:
             if part.topic != OFFSETS_TOPIC:
                 continue
+            self._uncommitted.pop(part.index, None)
             if part.state.is_leader:
                 store.begin_load(part.index)
                 task = asyncio.get_running_loop().create_task(self._load_one(part.index))
@@ -229,14 +245,20 @@ class GroupRuntime:
         or below the HW, fsynced where due), then deliver ``fx.replies``."""
         error: CoordinatorWriteError | None = None
         if fx.records:
+            pending: list[Pending] = []
             try:
-                await self.runtime.committed(self._write(fx.records))
+                pending = self._write(fx.records)
+                await self.runtime.committed(pending)
             except CoordinatorWriteError as exc:
                 # A leadership that moved is routine in a cluster (the client finds
                 # the new coordinator); anything else is an error.
                 (log.info if "moved" in str(exc) else log.error)(
                     "group coordinator write failed: %s", exc)
                 error = exc
+                for p in pending:
+                    if p.partition.state.is_leader and not self.runtime.is_settled(
+                            p.partition.index):
+                        self._reload_when_committed(p.partition.index)
         for token, response in fx.replies:
             fut = self._waiting.get(token)  # type: ignore[call-overload]
             if fut is not None and not fut.done():
@@ -256,9 +278,90 @@ class GroupRuntime:
         now = self.clock.now_ms()
         pending = []
         for p, recs in by_partition.items():
-            pending.append(self.runtime.append(p, [crecords.encode(r) for r in recs], now))
+            done = self.runtime.append(p, [crecords.encode(r) for r in recs], now)
+            pending.append(done)
+            self._note_offsets(p, done.result.last_offset + 1, {
+                r.group for r in recs if isinstance(r, OffsetRecord) or r.value is None})
             self.coordinator.replay(recs, now)
         return pending
+
+    # -- what is committed ------------------------------------------------------------
+
+    def _note_offsets(self, index: int, end: int, groups: set[str]) -> None:
+        """Before a write that ends at ``end`` changes the offsets of ``groups``:
+        keep their offsets as they are, for readers, until the write commits."""
+        if not groups:
+            return
+        self._prune(index)
+        store = self.coordinator.store
+        before = {g: dict(group.offsets) if (group := store.groups.get(g)) else {}
+                  for g in groups}
+        self._uncommitted.setdefault(index, []).append((end, before))
+
+    def _prune(self, index: int) -> None:
+        writes = self._uncommitted.get(index)
+        if not writes:
+            return
+        part = self.runtime.partitions.get(OFFSETS_TOPIC, index)
+        hw = part.state.high_watermark if part is not None else 0
+        while writes and writes[0][0] <= hw:
+            writes.pop(0)
+        if not writes:
+            del self._uncommitted[index]
+
+    def committed_offsets(self, group_id: str) -> dict[Any, Any] | None:
+        """The group's committed offsets when a write in flight changed them (the
+        offsets before the oldest such write); None when its offsets are all
+        committed (the coordinator's own are then the answer)."""
+        index = self.coordinator.partition_of(group_id)
+        self._prune(index)
+        for _, before in self._uncommitted.get(index, ()):
+            if group_id in before:
+                return before[group_id]
+        return None
+
+    async def settled(self, group_ids: Iterable[str] | None, timeout_s: float = 5.0,
+                      ) -> set[str]:
+        """Wait until every write to the partitions of ``group_ids`` (None: every
+        partition led here) is committed; the groups whose partition did not
+        settle in ``timeout_s`` (to be answered COORDINATOR_LOAD_IN_PROGRESS)."""
+        coordinator = self.coordinator
+        indexes: dict[int, list[str]] = {}
+        if group_ids is None:
+            indexes = {i: [] for i in self.runtime.written_end}
+        else:
+            for gid in group_ids:
+                indexes.setdefault(coordinator.partition_of(gid), []).append(gid)
+        unsettled: set[str] = set()
+        for index, gids in indexes.items():
+            if self.runtime.is_settled(index) or index in coordinator.store.foreign:
+                continue
+            if not await self.runtime.settled(index, timeout_s):
+                unsettled.update(gids or {f"#{index}"})
+        return unsettled
+
+    def _reload_when_committed(self, index: int) -> None:
+        """A write to ``index`` failed but this broker still leads it: drop its
+        groups (they answer COORDINATOR_LOAD_IN_PROGRESS) and load them again
+        from the log once the log is committed to its end, which leaves out
+        whatever this broker wrote that never committed."""
+        if index in self.coordinator.loading:
+            return
+        log.warning("%s-%d: a write failed; its groups are loaded again from the "
+                    "committed log", OFFSETS_TOPIC, index)
+        self._uncommitted.pop(index, None)
+        self.coordinator.store.begin_load(index)
+        task = asyncio.get_running_loop().create_task(self._reload(index))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _reload(self, index: int) -> None:
+        while index in self.coordinator.loading:
+            if await self.runtime.log_committed(index, 5.0):
+                await self._load_one(index)
+                return
+            if not self._leads(index):
+                return  # leadership_changed unloads it
 
     # -- transactions -------------------------------------------------------------------
 
@@ -280,9 +383,14 @@ class GroupRuntime:
             await self.runtime.committed([pending])
         return errors
 
-    def txn_marker(self, index: int, producer_id: int, commit: bool) -> None:
+    def txn_marker(self, index: int, producer_id: int, commit: bool, end: int) -> None:
         """The transaction coordinator wrote ``producer_id``'s marker to
-        ``__consumer_offsets-index``: its pending offsets apply or go."""
+        ``__consumer_offsets-index`` (ending at ``end``): its pending offsets
+        apply or go."""
+        self.runtime.written_end[index] = max(self.runtime.written_end.get(index, 0), end)
+        if commit:
+            pending = self.coordinator.store.pending_txn.get(producer_id, {})
+            self._note_offsets(index, end, {group for group, _, _ in pending})
         self.coordinator.replay_marker(producer_id, commit)
 
     # -- the timer ----------------------------------------------------------------------

@@ -73,6 +73,8 @@ TXN_TOPIC_CONFIGS = {
     "min.insync.replicas": "1",
 }
 MARKER_RETRY_S = 0.1
+SETTLE_S = 5.0
+"""How long an answer waits for the writes in flight before it to commit."""
 
 
 def append_marker(
@@ -90,7 +92,7 @@ def append_marker(
         control=True)
     result = partitions.append_now(part, memoryview(batch), Origin.COORDINATOR)
     if result.error_code == 0 and part.topic == OFFSETS_TOPIC and groups is not None:
-        groups.txn_marker(part.index, producer_id, commit)
+        groups.txn_marker(part.index, producer_id, commit, result.last_offset + 1)
     return result
 
 
@@ -120,6 +122,10 @@ class TxnRuntime:
         """Cluster mode: where markers for partitions led elsewhere are sent."""
         self.owned: set[int] = set()
         """``__transaction_state`` partitions loaded here (led by this broker)."""
+        self.reloading: set[int] = set()
+        """Partitions whose state is dropped after a failed write, to be loaded
+        again once their log is committed (their ids answer
+        COORDINATOR_LOAD_IN_PROGRESS meanwhile)."""
 
     # -- life cycle ---------------------------------------------------------------------
 
@@ -157,8 +163,12 @@ class TxnRuntime:
         partition another broker leads (cluster mode; the client looks it up again)."""
         if not self.started or TXN_TOPIC not in self.metadata.image.topics:
             return ErrorCode.NONE
-        return ErrorCode.NONE if self._leads(self.partition_of(transactional_id)) else (
-            ErrorCode.NOT_COORDINATOR)
+        index = self.partition_of(transactional_id)
+        if not self._leads(index):
+            return ErrorCode.NOT_COORDINATOR
+        if index in self.reloading:
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        return ErrorCode.NONE
 
     def leadership_changed(self, moved: list[Partition]) -> None:
         """Cluster mode: a ``__transaction_state`` partition this broker now leads is
@@ -170,12 +180,8 @@ class TxnRuntime:
             if part.topic != TXN_TOPIC:
                 continue
             index = part.index
-            ids = [t for t in self.coordinator.transactions if self.partition_of(t) == index]
-            for tid in ids:
-                meta = self.coordinator.transactions.pop(tid)
-                if self.coordinator.by_producer.get(meta.producer_id) == tid:
-                    del self.coordinator.by_producer[meta.producer_id]
-            self.owned.discard(index)
+            self._forget(index)
+            self.reloading.discard(index)
             if part.state.is_leader:
                 self._load_partition(index)
                 for job in self.coordinator.pending_markers():
@@ -218,21 +224,83 @@ class TxnRuntime:
 
     async def run(self, transactional_id: str, decision: Decision) -> ErrorCode:
         """Write and replay ``decision``'s record, wait until it is committed, start
-        its markers; the error code to answer with."""
-        if decision.record is not None:
+        its markers; the error code to answer with. A decision with no record
+        was made on state that writes in flight may have changed: it is answered
+        only once they are committed (no answer rests on a record that may be
+        truncated away). A write that fails while this broker still leads the
+        partition reverts the partition's state (:meth:`_reload_when_committed`);
+        the client gets a retriable error either way."""
+        index = self.partition_of(transactional_id)
+        if decision.record is None:
+            if not self.runtime.is_settled(index) and not await self.runtime.settled(
+                    index, SETTLE_S):
+                return self._unavailable(index)
+        else:
             try:
                 pending = self.runtime.append(
-                    self.partition_of(transactional_id),
-                    [trecords.encode(decision.record)], self.clock.now_ms())
+                    index, [trecords.encode(decision.record)], self.clock.now_ms())
                 self.coordinator.replay(decision.record)
                 await self.runtime.committed([pending])
             except CoordinatorWriteError as exc:
-                log.error("transaction coordinator write failed: %s", exc)
-                return ErrorCode.COORDINATOR_NOT_AVAILABLE
+                (log.info if "moved" in str(exc) else log.error)(
+                    "transaction coordinator write failed: %s", exc)
+                if self._leads(index) and not self.runtime.is_settled(index):
+                    self._reload_when_committed(index)
+                return self._unavailable(index)
         if decision.markers is not None:
             crashpoints.reach("txn.after_prepare")
             self._spawn(decision.markers)
         return decision.error
+
+    def _unavailable(self, index: int) -> ErrorCode:
+        """NOT_COORDINATOR once another broker leads ``index``, else
+        COORDINATOR_NOT_AVAILABLE: both send the client to look again and retry."""
+        return (ErrorCode.COORDINATOR_NOT_AVAILABLE if self._leads(index)
+                else ErrorCode.NOT_COORDINATOR)
+
+    def _reload_when_committed(self, index: int) -> None:
+        """A write to ``index`` failed while this broker leads it: forget its
+        transactions and load them again from the log once the log is committed
+        to its end (what never committed is then left out)."""
+        if index in self.reloading:
+            return
+        log.warning("%s-%d: a write failed; its transactions are loaded again from the "
+                    "committed log", TXN_TOPIC, index)
+        self.reloading.add(index)
+        self._forget(index)
+        task = asyncio.get_running_loop().create_task(self._reload(index))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _reload(self, index: int) -> None:
+        try:
+            while self._leads(index) and not self._closing:
+                if await self.runtime.log_committed(index, SETTLE_S):
+                    self._forget(index)
+                    self._load_partition(index)
+                    for job in self.coordinator.pending_markers():
+                        if self.partition_of(job.transactional_id) == index:
+                            self._spawn(job)
+                    log.info("%s-%d: loaded again", TXN_TOPIC, index)
+                    return
+        finally:
+            self.reloading.discard(index)
+
+    def _forget(self, index: int) -> None:
+        for tid in [t for t in self.coordinator.transactions if self.partition_of(t) == index]:
+            meta = self.coordinator.transactions.pop(tid)
+            if self.coordinator.by_producer.get(meta.producer_id) == tid:
+                del self.coordinator.by_producer[meta.producer_id]
+        self.owned.discard(index)
+
+    async def settled(self, timeout_s: float = SETTLE_S) -> bool:
+        """Wait until every write to the partitions led here is committed (what
+        ListTransactions and DescribeTransactions then read is committed)."""
+        for index in sorted(self.owned):
+            if not self.runtime.is_settled(index) and not await self.runtime.settled(
+                    index, timeout_s):
+                return False
+        return not self.reloading
 
     def _spawn(self, job: MarkerJob) -> None:
         # The coordinator epoch in markers is the leader epoch of the transaction's

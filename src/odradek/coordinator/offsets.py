@@ -20,9 +20,9 @@ the group's members subscribe to.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from odradek.coordinator.consumer.records import group_tombstones
 from odradek.coordinator.core import Effects
@@ -151,16 +151,17 @@ class Offsets:
 
     def fetch_offsets(
         self, group_id: str, wanted: Iterable[tuple[str, int]] | None,
-        require_stable: bool = False,
+        require_stable: bool = False, view: Mapping[tuple[str, int], Any] | None = None,
     ) -> tuple[ErrorCode, list[FetchedOffset]]:
-        """Committed offsets of ``wanted`` partitions (None: every committed one).
-        With ``require_stable`` a partition an open transaction committed to
-        answers UNSTABLE_OFFSET_COMMIT (the client retries)."""
+        """Committed offsets of ``wanted`` partitions (None: every committed one),
+        from ``view`` when given. With ``require_stable`` a partition an open
+        transaction committed to answers UNSTABLE_OFFSET_COMMIT (the client
+        retries)."""
         code = self.store.coordinator_error(group_id)
         if code:
             return code, []
         group = self.store.groups.get(group_id)
-        offsets = group.offsets if group is not None else {}
+        offsets = view if view is not None else group.offsets if group is not None else {}
         keys = sorted(offsets) if wanted is None else list(wanted)
         out = []
         for topic, partition in keys:

@@ -4,7 +4,9 @@ Behaviour: the committed offset, leader epoch and metadata of each asked
 partition; -1 and empty metadata for one never committed (and for a group
 that does not exist). A null topic list asks for every committed partition.
 While the group's ``__consumer_offsets`` partition loads the answer is
-COORDINATOR_LOAD_IN_PROGRESS. With ``require_stable`` (librdkafka sets it) a
+COORDINATOR_LOAD_IN_PROGRESS. Only committed offsets are answered: while a
+commit of the group is in flight (appended, not yet at the partition's high
+watermark) the offsets from before it are. With ``require_stable`` (librdkafka sets it) a
 partition whose offset an open transaction committed answers
 UNSTABLE_OFFSET_COMMIT, and the client asks again.
 
@@ -44,7 +46,9 @@ async def _fetch(
     runtime = await group_runtime(ctx)
     if runtime is None:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, []
-    return runtime.coordinator.fetch_offsets(group_id, wanted, stable, member)
+    # What a write still in flight changed is not shown (docs in broker/groups.py).
+    return runtime.coordinator.fetch_offsets(group_id, wanted, stable, member,
+                                             runtime.committed_offsets(group_id))
 
 
 def _by_topic(offsets: Iterable[FetchedOffset]) -> dict[str, list[FetchedOffset]]:

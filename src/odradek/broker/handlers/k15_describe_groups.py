@@ -23,12 +23,16 @@ from odradek.wire.messages.describe_groups_response import DescribedGroup, Descr
 @handler(15, (0, 6))
 async def handle(ctx: RequestContext, req: DescribeGroupsRequest) -> DescribeGroupsResponse:
     runtime = await group_runtime(ctx)
+    unsettled = await runtime.settled(req.groups) if runtime is not None else set()
     groups = []
     for gid in req.groups:
         if runtime is None:
             groups.append(DescribedGroup(
                 error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE, group_id=gid
             ))
+        elif gid in unsettled:  # its writes are not committed (yet): no dirty read
+            groups.append(DescribedGroup(
+                error_code=ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, group_id=gid))
         else:
             groups.append(runtime.coordinator.describe(gid, ctx.api_version))
     return DescribeGroupsResponse(groups=groups)

@@ -23,6 +23,8 @@ async def handle(ctx: RequestContext, req: ListGroupsRequest) -> ListGroupsRespo
     runtime = await group_runtime(ctx)
     if runtime is None:
         return ListGroupsResponse(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    if await runtime.settled(None):  # a partition's writes are not committed (yet)
+        return ListGroupsResponse(error_code=ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
     states = req.states_filter if ctx.api_version >= 4 else None
     types = req.types_filter if ctx.api_version >= 5 else None
     return ListGroupsResponse(error_code=0,

@@ -36,6 +36,8 @@ async def handle(
     if runtime is None:
         return ListTransactionsResponse(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE)
     await runtime.loaded.wait()
+    if not await runtime.settled():  # writes in flight did not commit: no dirty read
+        return ListTransactionsResponse(error_code=ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
     names = list(request.state_filters or ())
     unknown = [n for n in names if n not in STATE_BY_NAME]
     states = {STATE_BY_NAME[n] for n in names if n in STATE_BY_NAME}

@@ -35,10 +35,14 @@ async def handle(
     def topic_name(tid: uuid.UUID) -> str | None:
         return by_id.get(tid)
 
+    unsettled = await runtime.settled(req.group_ids) if runtime is not None else set()
     groups = []
     for gid in req.group_ids:
         if runtime is None:
             groups.append(DescribedGroup(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                                         group_id=gid))
+        elif gid in unsettled:  # its writes are not committed (yet): no dirty read
+            groups.append(DescribedGroup(error_code=ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
                                          group_id=gid))
         else:
             groups.append(runtime.coordinator.consumer_describe(gid, topic_name))
