@@ -55,3 +55,77 @@ def test_not_controller_for_each_item_at_each_version(api_key: int) -> None:
         assert codes and all(c == ErrorCode.NOT_CONTROLLER for c in codes)
     if api_key in (19, 20):
         assert len(items or []) == 2
+
+
+class _Quorum:
+    def __init__(self, voters: dict[int, tuple[str, int]], leader: int) -> None:
+        self.voters = voters
+        self.leader_id = leader
+
+
+class _State:
+    def __init__(self, quorum: _Quorum) -> None:
+        self.quorum = quorum
+        self.node_id = 9
+
+
+def test_a_call_to_a_silent_controller_ends_when_the_leader_moves() -> None:
+    """The controller accepts the connection and never answers (cut off by a
+    partition, or SIGSTOPped). When the quorum names another leader the call
+    ends at once with ControllerUnavailable (the caller retries against the new
+    one) instead of waiting out its timeout: a heartbeat stuck like that for
+    10 s got every broker fenced by the next controller."""
+    import asyncio
+    import time
+
+    from odradek.broker.controller_channel import ControllerChannel, ControllerUnavailable
+    from odradek.wire.messages.broker_heartbeat_request import BrokerHeartbeatRequest
+
+    async def run() -> float:
+        held: list[asyncio.StreamWriter] = []
+
+        async def silent(_r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+            held.append(w)
+
+        server = await asyncio.start_server(silent, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        quorum = _Quorum({1: ("127.0.0.1", port), 2: ("127.0.0.1", port)}, leader=1)
+        channel = ControllerChannel(_State(quorum), timeout_s=10.0)  # type: ignore[arg-type]
+        loop = asyncio.get_running_loop()
+        loop.call_later(0.3, setattr, quorum, "leader_id", 2)
+        started = time.monotonic()
+        with pytest.raises(ControllerUnavailable, match="no longer the active controller"):
+            await channel.request(BrokerHeartbeatRequest(broker_id=9), 0)
+        took = time.monotonic() - started
+        await channel.close()
+        for w in held:
+            w.close()
+        server.close()
+        await server.wait_closed()
+        return took
+
+    took = asyncio.run(run())
+    assert 0.25 < took < 1.5, took
+
+
+def test_a_call_ends_after_its_own_timeout() -> None:
+    import asyncio
+    import time
+
+    from odradek.broker.controller_channel import ControllerChannel, ControllerUnavailable
+    from odradek.wire.messages.broker_heartbeat_request import BrokerHeartbeatRequest
+
+    async def run() -> float:
+        server = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        quorum = _Quorum({1: ("127.0.0.1", port)}, leader=1)
+        channel = ControllerChannel(_State(quorum), timeout_s=10.0)  # type: ignore[arg-type]
+        started = time.monotonic()
+        with pytest.raises(ControllerUnavailable):
+            await channel.request(BrokerHeartbeatRequest(broker_id=9), 0, timeout_s=0.5)
+        await channel.close()
+        server.close()
+        return time.monotonic() - started
+
+    took = asyncio.run(run())
+    assert 0.45 < took < 1.5, took
