@@ -34,7 +34,6 @@ COORDINATOR_LOAD_IN_PROGRESS meanwhile), which reverts what never committed.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -414,12 +413,22 @@ class GroupRuntime:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
+    def release_waiting(self) -> None:
+        """The broker is stopping: every request waiting here (a JoinGroup parked
+        for its rebalance, a write waiting for its commit) is answered now with
+        the error of a failed write (retriable: the client finds the next
+        coordinator)."""
+        for fut in self._waiting.values():
+            if not fut.done():
+                fut.set_exception(CoordinatorWriteError("the coordinator is stopping"))
+
     async def close(self) -> None:
         await cancel_and_wait(self._expiry_task)
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
         await cancel_and_wait(self._load_task)
-        for task in list(self._tasks):
-            with contextlib.suppress(Exception):
-                await task
+        # Writes still waiting for their commit (one that cannot come once the
+        # other replicas are gone, as when a whole cluster stops) are not waited
+        # for: nothing was answered for them, and the log keeps what it has.
+        await cancel_and_wait(*self._tasks)

@@ -509,14 +509,26 @@ class KafkaServer:
 
     async def stop(self, drain_timeout_s: float = 5.0) -> None:
         """Stop accepting, let each connection finish the request it is serving
-        (long polls are woken to answer now), then close every connection."""
+        (long polls are woken to answer now; in a cluster, waits for followers
+        end with NOT_LEADER_OR_FOLLOWER), then close every connection."""
         for server in self._servers:
             server.close()
         self.draining = True
         await cancel_and_wait(self._preloader, self._sweeper)
         self._preloader = self._sweeper = None
+        cluster = self.state.quorum is not None
         for part in self.state.partitions.partitions.values():
-            part.notify()
+            if cluster:
+                # A produce or coordinator write waiting for its followers is not
+                # acknowledged but answered NOT_LEADER_OR_FOLLOWER now (the client
+                # retries at the next leader): when the whole cluster stops, the
+                # followers it waits for are stopping too, and the drain would
+                # wait its whole timeout for them.
+                part.leadership_lost()
+            else:
+                part.notify()
+        if self.state.groups is not None:
+            self.state.groups.release_waiting()
         for conn in list(self.connections):
             conn._wake.set()
         tasks = [c._task for c in list(self.connections) if c._task]

@@ -47,7 +47,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                        help="faults of each kind (default 5)")
     chaos.add_argument("--faults", default="kill,controller,pause,isolate,slowdisk",
                        help="comma-separated kinds among kill, controller, pause, isolate, "
-                            "slowdisk (default all)")
+                            "slowdisk (the default), and the restarts restart, restart9, "
+                            "rolling, ctlbroker, wipe")
     chaos.add_argument("--dir", type=Path, default=None,
                        help="an empty or new directory for the nodes' data and logs "
                             "(default: a new temporary directory, kept)")
@@ -153,12 +154,12 @@ def run_chaos(args: argparse.Namespace) -> int:
     check fails (a run that cannot go on is one line, also exit 1)."""
     import random
 
-    from odradek.testing.chaos import KINDS, ChaosError, ChaosRun
+    from odradek.testing.chaos import ALL_KINDS, ChaosError, ChaosRun
 
     faults = [f.strip() for f in args.faults.split(",") if f.strip()]
-    unknown = [f for f in faults if f not in KINDS]
+    unknown = [f for f in faults if f not in ALL_KINDS]
     if unknown or not faults:
-        raise CliError(f"--faults: unknown fault {unknown[0]!r} (known: {', '.join(KINDS)})"
+        raise CliError(f"--faults: unknown fault {unknown[0]!r} (known: {', '.join(ALL_KINDS)})"
                        if unknown else "--faults: name at least one fault")
     if args.rounds < 1:
         raise CliError("--rounds must be at least 1")

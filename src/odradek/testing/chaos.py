@@ -3,8 +3,8 @@
 ``ChaosRun(seed, rounds, faults).run()`` starts a 3-node cluster
 (:class:`~odradek.testing.cluster.LocalCluster`, every link through a proxy),
 creates a topic of 3 partitions with replication factor 3 and
-``min.insync.replicas=2``, and runs real clients (confluent-kafka) in threads
-while it injects faults:
+``min.insync.replicas=2`` (and a second one for transactions), and runs real
+clients (confluent-kafka) in threads while it injects faults:
 
 - idempotent ``acks=all`` producers, each record value unique
   (``<producer>-<seq>``), partition ``seq % 3``; every acknowledgement is
@@ -13,49 +13,20 @@ while it injects faults:
 - one consumer group (subscribed, created before the first fault) that
   commits its position every second, recording every commit the coordinator
   acknowledged;
+- a transactional producer writing one record to each partition of
+  ``chaos-txn`` per transaction, committing two in three and aborting the
+  third, recording each outcome;
 - a poller of each partition's high watermark (ListOffsets).
 
-Faults (``KINDS``), one at a time, each followed by its heal:
-
-``kill``
-    ``kill -9`` of the leader of partition 0, restarted after the hold.
-``controller``
-    ``kill -9`` of the active controller (the quorum leader, asked with
-    DescribeQuorum), restarted after the hold.
-``pause``
-    SIGSTOP of the leader of a partition for longer than
-    ``broker.session.timeout.ms``, then SIGCONT.
-``isolate``
-    the leader of a partition cut off from the other nodes (quorum and
-    replication links; clients still reach it), then the links healed.
-``slowdisk``
-    every fsync of the leader of a partition delayed
-    (``ODRADEK_TEST_FSYNC_DELAY_FILE``, :mod:`odradek.common.crashpoints`)
-    while the topic has ``flush.messages=1`` so that fsyncs are on the
-    produce path, then both undone.
-
-After each heal the run waits until every partition of every topic has its
-full ISR again (asked of every broker) before the next fault. At the end the
-producers are flushed, the consumers drained, everything is read back from
-offset 0, and the history is checked:
-
-(a) every acknowledged record is in the log, at the offset its acknowledgement
-    gave;
-(b) no value is at two offsets (no duplicate from an idempotent producer);
-(c) each producer's acknowledged records have increasing offsets within a
-    partition, in the order of its sequence;
-(d) the group's acknowledged commits never go back, per partition, and the
-    final committed offset is the last one acknowledged;
-(e) the high watermark seen never goes back, per partition;
-(f) each offset holds one value across all reads (acknowledgements, both
-    consumers, the final read);
-(g) no node logged a traceback (an internal error).
-
-The report gives the numbers (records acknowledged, in the log, consumed;
-faults per kind; the availability gap of each fault: the longest time one
-partition went without an acknowledgement between the fault and the full
-recovery). The seed fixes the fault schedule (kinds, order, targets, holds,
-delays); the same seed gives the same schedule.
+The fault kinds, their schedule and the checks of the history are in
+:mod:`odradek.testing.chaos_model`. After each heal the run waits until every
+partition of every topic has its full ISR again (asked of every broker) and
+every partition acknowledges again; that time, from the fault, is the fault's
+time to recovery. At the end the producers are flushed, the consumers
+drained, everything is read back from offset 0 (``chaos-txn`` with
+read_committed), the data directories are searched for ``-stray``
+directories, and the history is checked. The seed fixes the fault schedule
+(kinds, order, targets, holds, delays); the same seed gives the same schedule.
 """
 
 from __future__ import annotations
@@ -64,27 +35,37 @@ import asyncio
 import contextlib
 import functools
 import itertools
-import random
-import statistics
 import tempfile
 import threading
 import time
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from odradek.client.client import KafkaClient
 from odradek.client.connection import Connection
+from odradek.testing.chaos_model import (
+    ALL_KINDS,
+    KINDS,
+    NODES,
+    PARTITIONS,
+    SESSION_TIMEOUT_MS,
+    TOPIC,
+    TXN_TOPIC,
+    Acked,
+    ChaosReport,
+    Fault,
+    History,
+    Injected,
+    check_history,
+    record_of,
+    schedule,
+)
 from odradek.testing.cluster import LocalCluster, wait_for
 from odradek.wire.messages import describe_quorum_request as dq
 
-KINDS = ("kill", "controller", "pause", "isolate", "slowdisk")
-TOPIC = "chaos"
-PARTITIONS = 3
-NODES = 3
-SESSION_TIMEOUT_MS = 3000
+__all__ = ["ALL_KINDS", "KINDS", "ChaosError", "ChaosReport", "ChaosRun", "schedule"]
 
 OVERRIDES = {
     "broker.session.timeout.ms": str(SESSION_TIMEOUT_MS),
@@ -108,170 +89,6 @@ class ChaosError(Exception):
     """The run could not go on (the cluster did not start or recover in time)."""
 
 
-# -- the schedule ---------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Fault:
-    kind: str
-    partition: int
-    """The fault hits the leader of this partition (kill, pause, isolate, slowdisk)."""
-    hold_s: float
-    """How long the fault lasts before its heal."""
-    settle_s: float
-    """Traffic without a fault before it."""
-    delay_ms: int = 0
-    """slowdisk: added to every fsync."""
-
-    def describe(self) -> str:
-        target = ("the active controller" if self.kind == "controller"
-                  else f"the leader of {TOPIC}-{self.partition}")
-        what = {"kill": "kill -9", "controller": "kill -9", "pause": "SIGSTOP",
-                "isolate": "isolate", "slowdisk": f"slow disk (+{self.delay_ms} ms per fsync)"}
-        return f"{what[self.kind]} {target} for {self.hold_s:.1f} s"
-
-
-def schedule(seed: int, rounds: int, faults: Iterable[str] = KINDS) -> list[Fault]:
-    """``rounds`` faults of each kind in ``faults``, in an order, with targets and
-    holds, all drawn from ``seed``."""
-    rng = random.Random(seed)
-    kinds = [k for k in faults for _ in range(rounds)]
-    rng.shuffle(kinds)
-    out = []
-    pause_s = SESSION_TIMEOUT_MS / 1000
-    for kind in kinds:
-        partition = 0 if kind in ("kill", "controller") else rng.randrange(PARTITIONS)
-        if kind in ("pause", "isolate"):
-            hold = rng.uniform(pause_s + 0.3, pause_s + 1.5)  # longer than the session
-        elif kind == "slowdisk":
-            hold = rng.uniform(1.5, 3.0)
-        else:
-            hold = rng.uniform(0.5, 3.0)
-        delay = rng.choice((50, 200, 500, 1000)) if kind == "slowdisk" else 0
-        out.append(Fault(kind, partition, round(hold, 2), round(rng.uniform(0.3, 1.0), 2),
-                         delay))
-    return out
-
-
-# -- what happened ----------------------------------------------------------------------
-
-
-@dataclass
-class Injected:
-    fault: Fault
-    node: int
-    start: float
-    healed: float = 0.0
-    recovered: float = 0.0
-    gap_s: float = 0.0
-    gap_partition: int = -1
-
-
-@dataclass
-class Acked:
-    producer: str
-    seq: int
-    partition: int
-    offset: int
-    value: str
-    at: float
-
-
-@dataclass
-class History:
-    acked: list[Acked] = field(default_factory=list)
-    produce_errors: Counter[str] = field(default_factory=Counter)
-    fatal_errors: list[tuple[float, str, str]] = field(default_factory=list)
-    """(time, producer, message) of each fatal producer error (the producer is replaced)."""
-    unresolved: int = 0
-    """Records whose delivery was still unknown when the producers were closed."""
-    tailed: list[tuple[int, int, str]] = field(default_factory=list)
-    grouped: list[tuple[int, int, str]] = field(default_factory=list)
-    final: list[tuple[int, int, str]] = field(default_factory=list)
-    commits: list[tuple[float, int, int]] = field(default_factory=list)
-    final_committed: dict[int, int] = field(default_factory=dict)
-    hws: list[tuple[float, int, int]] = field(default_factory=list)
-    final_hw: dict[int, int] = field(default_factory=dict)
-    client_errors: Counter[str] = field(default_factory=Counter)
-    group_events: list[tuple[float, str]] = field(default_factory=list)
-    """Rebalances of the group's member and failed commits, with their times."""
-    faults: list[Injected] = field(default_factory=list)
-    tracebacks: dict[int, str] = field(default_factory=dict)
-
-    def during(self, t: float) -> str:
-        """Which round was under way at ``t`` (for the evidence of a failed check)."""
-        for i, f in enumerate(self.faults, 1):
-            if f.start <= t <= (f.recovered or float("inf")):
-                return (f"round {i}, {f.fault.kind} of node {f.node}, "
-                        f"{t - f.start:.1f} s after the fault")
-        return "between rounds"
-
-
-@dataclass
-class Check:
-    name: str
-    ok: bool
-    detail: str
-
-
-@dataclass
-class ChaosReport:
-    seed: int
-    history: History
-    checks: list[Check]
-    elapsed_s: float
-    directory: Path
-
-    @property
-    def ok(self) -> bool:
-        return all(c.ok for c in self.checks)
-
-    def format(self) -> str:
-        h = self.history
-        kinds = Counter(f.fault.kind for f in h.faults)
-        lines = [
-            f"chaos seed {self.seed}: {len(h.faults)} faults "
-            f"({', '.join(f'{k} {n}' for k, n in kinds.items())}) in {self.elapsed_s:.0f} s; "
-            f"nodes' logs under {self.directory}",
-            f"records: {len(h.acked)} acknowledged, {len(h.final)} in the log at the end, "
-            f"{len({(p, o) for p, o, _ in h.tailed})} consumed by the assign() consumer, "
-            f"{len({(p, o) for p, o, _ in h.grouped})} by the group; "
-            f"{h.unresolved} unresolved at close",
-            f"produce errors (retried or failed): {_counts(h.produce_errors)}",
-            f"client errors reported: {_counts(h.client_errors)}",
-            *(f"fatal producer error ({h.during(t)}): {name}: {message}"
-              for t, name, message in h.fatal_errors),
-            f"group: {sum(e.startswith('assigned') for _, e in h.group_events)} assignments, "
-            f"{sum(e.startswith('commit failed') for _, e in h.group_events)} failed commits; "
-            f"group commits acknowledged: {len(h.commits)}; "
-            f"high watermarks sampled: {len(h.hws)}",
-            "availability: longest time a partition had no acknowledgement, from the "
-            "fault to its recovery (full ISRs, every partition acknowledging again):",
-        ]
-        by_kind: dict[str, list[Injected]] = defaultdict(list)
-        for f in h.faults:
-            by_kind[f.fault.kind].append(f)
-        for kind, done in by_kind.items():
-            gaps = [f.gap_s for f in done]
-            recover = [f.recovered - f.start for f in done]
-            lines.append(
-                f"  {kind:<10} {len(done)} faults: gap max {max(gaps):.1f} s, median "
-                f"{statistics.median(gaps):.1f} s; fault to recovery median "
-                f"{statistics.median(recover):.1f} s")
-        lines.append("checks:")
-        for c in self.checks:
-            lines.append(f"  {'ok  ' if c.ok else 'FAIL'} {c.name}"
-                         + (f": {c.detail}" if c.detail else ""))
-        lines.append("result: " + ("every check passed" if self.ok else
-                                   f"{sum(not c.ok for c in self.checks)} check(s) failed "
-                                   f"(seed {self.seed})"))
-        return "\n".join(lines)
-
-
-def _counts(counter: Counter[str]) -> str:
-    return ", ".join(f"{k} {n}" for k, n in counter.most_common()) or "none"
-
-
 # -- the run ----------------------------------------------------------------------------
 
 
@@ -282,9 +99,9 @@ class ChaosRun:
                  directory: Path | None = None, producers: int = 2, rate: float = 60.0,
                  log: Callable[[str], None] | None = None) -> None:
         faults = list(faults)
-        unknown = [f for f in faults if f not in KINDS]
+        unknown = [f for f in faults if f not in ALL_KINDS]
         if unknown:
-            raise ValueError(f"unknown fault {unknown[0]!r} (known: {', '.join(KINDS)})")
+            raise ValueError(f"unknown fault {unknown[0]!r} (known: {', '.join(ALL_KINDS)})")
         self.seed = seed
         self.schedule = schedule(seed, rounds, faults)
         self.directory = directory or Path(tempfile.mkdtemp(prefix="odradek-chaos-"))
@@ -325,6 +142,7 @@ class ChaosRun:
                 t.join(30)
             cluster.stop()
         self._scan_logs()
+        self.history.strays = sorted(str(p) for p in self.directory.rglob("*-stray"))
         checks = check_history(self.history)
         return ChaosReport(self.seed, self.history, checks, time.monotonic() - t0,
                            self.directory)
@@ -337,15 +155,16 @@ class ChaosRun:
         self._admin = AdminClient(self._conf())
 
         def created() -> bool:
-            fs = self._admin.create_topics([NewTopic(TOPIC, PARTITIONS, NODES)])
-            try:
-                fs[TOPIC].result(10)
-                return True
-            except Exception as exc:
-                if "already exists" in str(exc):
-                    return True
-                raise
-        self._wait("the topic created", created, 60, 0.5)
+            fs = self._admin.create_topics([NewTopic(TOPIC, PARTITIONS, NODES),
+                                            NewTopic(TXN_TOPIC, PARTITIONS, NODES)])
+            for f in fs.values():
+                try:
+                    f.result(10)
+                except Exception as exc:
+                    if "already exists" not in str(exc):
+                        raise
+            return True
+        self._wait("the topics created", created, 60, 0.5)
         self._wait_full_isr("the topic's replicas in sync", 60)
         self._spawn(self._tail_loop, "chaos-tail")
         self._spawn(self._hw_loop, "chaos-hw")
@@ -356,8 +175,12 @@ class ChaosRun:
         self._spawn(self._group_loop, "chaos-group")
         self._wait("the consumer group's first commit (and __consumer_offsets)",
                    lambda: bool(self.history.commits), 60, 0.2)
+        self._spawn(self._txn_loop, "chaos-producer-txn")
+        self._wait("the first committed transaction (and __transaction_state)",
+                   lambda: bool(self.history.txn_committed), 60, 0.2)
         self._wait_full_isr("every replica in sync before the first fault", 60)
-        self.log(f"chaos: {self.producers} producers, 2 consumers, 1 group running")
+        self.log(f"chaos: {self.producers} producers, 2 consumers, 1 group, 1 transactional "
+                 f"producer running")
 
     def _spawn(self, target: Callable[[], None], name: str) -> None:
         thread = threading.Thread(target=target, name=name, daemon=True)
@@ -368,13 +191,16 @@ class ChaosRun:
         cluster = self.cluster
         assert cluster is not None
         time.sleep(fault.settle_s)
-        if fault.kind == "controller":
+        if fault.kind in ("controller", "ctlbroker"):
             node = self._active_controller()
+        elif fault.kind in ("restart", "restart9", "rolling"):
+            node = 0  # every node
         else:
             node = self._leader(fault.partition)
         done = Injected(fault, node, time.monotonic())
         self.history.faults.append(done)
-        self.log(f"chaos: round {i}/{len(self.schedule)}: {fault.describe()} (node {node})")
+        self.log(f"chaos: round {i}/{len(self.schedule)}: {fault.describe()}"
+                 + (f" (node {node})" if node else ""))
         if fault.kind in ("kill", "controller"):
             cluster.kill(node)
             time.sleep(fault.hold_s)
@@ -390,6 +216,39 @@ class ChaosRun:
             time.sleep(fault.hold_s)
             done.healed = time.monotonic()
             cluster.heal()
+        elif fault.kind in ("restart", "restart9"):
+            cluster.stop_all(clean=fault.kind == "restart")
+            self.log(f"chaos:   every node stopped {time.monotonic() - done.start:.1f} s "
+                     f"after the signal")
+            time.sleep(fault.hold_s)
+            done.healed = time.monotonic()
+            cluster.start()
+        elif fault.kind == "rolling":
+            for n in sorted(cluster.nodes):
+                code = cluster.terminate(n)
+                if code != 0:
+                    raise ChaosError(f"node {n} exited {code} on SIGTERM in a rolling restart")
+                time.sleep(fault.hold_s)
+                cluster.start(n)
+                self._wait_full_isr(f"full ISRs after node {n}'s restart in round {i}", 90)
+            done.healed = time.monotonic()
+        elif fault.kind == "ctlbroker":
+            other = self._leader(fault.partition)
+            if other == node:
+                other = sorted(cluster.nodes)[node % NODES]
+            self.log(f"chaos:   with node {other}")
+            cluster.kill(node)
+            cluster.kill(other)
+            time.sleep(fault.hold_s)
+            done.healed = time.monotonic()
+            cluster.start(node)
+            cluster.start(other)
+        elif fault.kind == "wipe":
+            cluster.kill(node)
+            cluster.wipe(node)
+            time.sleep(fault.hold_s)
+            done.healed = time.monotonic()
+            cluster.start(node)
         elif fault.kind == "slowdisk":
             delay_file = cluster.nodes[node].directory / DELAY_FILE
             self._topic_config("flush.messages", "1")
@@ -423,7 +282,10 @@ class ChaosRun:
         for t in self._threads:
             t.join(30)
         h.final = self._read_all(hw)
-        self.log(f"chaos: {len(h.acked)} acknowledged, {len(h.final)} read back")
+        h.txn_read = self._read_committed(TXN_TOPIC)
+        self.log(f"chaos: {len(h.acked)} acknowledged, {len(h.final)} read back; "
+                 f"{len(h.txn_committed)} transactions committed, {len(h.txn_read)} "
+                 f"transactional records read back")
 
     # -- clients ----------------------------------------------------------------------
 
@@ -498,6 +360,85 @@ class ChaosRun:
                     h.unresolved += producer.flush(5)
             incarnation += 1
 
+    def _txn_loop(self) -> None:
+        """One transactional producer: a record on each partition of ``TXN_TOPIC``
+        per transaction (``tx<incarnation>-<n>-<partition>``), every third one
+        aborted. commit/abort are retried while the error is retriable, as
+        librdkafka asks; a commit it must abort is aborted; a fatal error is
+        recorded and the producer replaced (a new transactional id instance)."""
+        from confluent_kafka import KafkaException, Producer
+
+        h = self.history
+        n = 0
+        incarnation = 0
+        while not self._stop_producing.is_set():
+            producer = Producer(self._conf(**{
+                "transactional.id": "chaos-txn", "transaction.timeout.ms": 60000,
+                "message.timeout.ms": 60000}))
+            open_txn = -1
+            try:
+                producer.init_transactions(120)
+                while not self._stop_producing.is_set():
+                    producer.begin_transaction()
+                    open_txn = n
+                    for p in range(PARTITIONS):
+                        producer.produce(TXN_TOPIC, f"tx{incarnation}-{n}-{p}".encode(),
+                                         partition=p)
+                    commit = n % 3 != 2
+                    while True:
+                        try:
+                            (producer.commit_transaction if commit
+                             else producer.abort_transaction)(120)
+                            break
+                        except KafkaException as exc:
+                            err = exc.args[0]
+                            if err.fatal():
+                                raise
+                            if commit and err.txn_requires_abort():
+                                commit = False
+                            elif not err.retriable():
+                                raise
+                    (h.txn_committed if commit else h.txn_aborted).append(n)
+                    open_txn = -1
+                    n += 1
+                    self._stop_producing.wait(0.05)
+            except KafkaException as exc:
+                h.txn_fatal.append((time.monotonic(), str(exc.args[0])))
+                if open_txn >= 0:
+                    h.txn_undecided.append(open_txn)
+                    n += 1
+                incarnation += 1
+            finally:
+                with contextlib.suppress(Exception):
+                    producer.flush(5)
+
+    def _read_committed(self, topic: str) -> list[tuple[int, int, str]]:
+        """Everything a read_committed consumer reads of ``topic`` up to its end."""
+        from confluent_kafka import Consumer, TopicPartition
+
+        consumer = Consumer(self._conf(**{
+            "group.id": "chaos-final-txn", "enable.auto.commit": False,
+            "isolation.level": "read_committed"}))
+        ends = {}
+        for p in range(PARTITIONS):
+            got = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
+            ends[p] = got[1] if got else 0
+        consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+        out: list[tuple[int, int, str]] = []
+        deadline = time.monotonic() + 60
+        try:
+            while time.monotonic() < deadline:
+                for m in consumer.consume(1000, 0.5):
+                    if m.error() is None:
+                        out.append(record_of(m))
+                positions = consumer.position([TopicPartition(topic, p)
+                                               for p in range(PARTITIONS)])
+                if all(tp.offset >= ends[tp.partition] for tp in positions):
+                    return out
+            raise ChaosError(f"the read_committed read of {topic} stopped short of {ends}")
+        finally:
+            consumer.close()
+
     def _tail_loop(self) -> None:
         from confluent_kafka import Consumer, TopicPartition
 
@@ -514,7 +455,7 @@ class ChaosRun:
                     return
                 for m in consumer.consume(1000, 0.2):
                     if m.error() is None:
-                        p, o, _ = record = _record(m)
+                        p, o, _ = record = record_of(m)
                         out.append(record)
                         next_offset[p] = o + 1
         finally:
@@ -564,7 +505,7 @@ class ChaosRun:
         def consume(timeout_s: float) -> None:
             for m in consumer.consume(1000, timeout_s):
                 if m.error() is None:
-                    p, o, _ = record = _record(m)
+                    p, o, _ = record = record_of(m)
                     h.grouped.append(record)
                     next_offset[p] = max(next_offset[p], o + 1)
 
@@ -648,7 +589,7 @@ class ChaosRun:
                                      f"high watermarks {hw}")
                 for m in consumer.consume(1000, 0.5):
                     if m.error() is None:
-                        p, o, _ = record = _record(m)
+                        p, o, _ = record = record_of(m)
                         out.append(record)
                         next_offset[p] = o + 1
         finally:
@@ -790,118 +731,3 @@ class ChaosRun:
                 self.history.tracebacks[node.node_id] = text[max(0, at - 300):at + 3000]
 
 
-# -- the checks -------------------------------------------------------------------------
-
-
-def _examples(items: list[Any], n: int = 3) -> str:
-    shown = "; ".join(str(i) for i in items[:n])
-    return shown + (f"; … ({len(items)} in all)" if len(items) > n else "")
-
-
-def check_history(h: History) -> list[Check]:
-    checks = []
-    final_at = {(p, o): v for p, o, v in h.final}
-    final_where: dict[str, list[tuple[int, int]]] = defaultdict(list)
-    for p, o, v in h.final:
-        final_where[v].append((p, o))
-
-    # (a) every acknowledged record is in the log, where its acknowledgement said.
-    lost = [a for a in h.acked if a.value not in final_where]
-    moved = [a for a in h.acked if a.value in final_where
-             and (a.partition, a.offset) not in final_where[a.value]]
-    checks.append(Check(
-        "(a) every acknowledged record is in the log at its offset", not lost and not moved,
-        (f"{len(lost)} lost: " + _examples([(a.partition, a.offset, a.value, h.during(a.at))
-                                            for a in lost])
-         if lost else "") + (f" {len(moved)} at another offset: " + _examples(
-             [(a.value, (a.partition, a.offset), final_where[a.value]) for a in moved])
-             if moved else "") or f"{len(h.acked)} acknowledged, all there"))
-
-    # (b) no value at two offsets, in any read.
-    where: dict[str, set[tuple[int, int]]] = defaultdict(set)
-    for p, o, v in _observations(h):
-        where[v].add((p, o))
-    dups = sorted((v, sorted(s)) for v, s in where.items() if len(s) > 1)
-    checks.append(Check("(b) no value at two offsets (no duplicates)", not dups,
-                        f"{len(dups)} values: " + _examples(dups) if dups else
-                        f"{len(where)} distinct values"))
-
-    # (c) per producer and partition, acknowledged offsets grow with the sequence.
-    order_bad = []
-    series: dict[tuple[str, int], list[Acked]] = defaultdict(list)
-    for a in h.acked:
-        series[(a.producer, a.partition)].append(a)
-    for (producer, partition), acks in series.items():
-        acks.sort(key=lambda a: a.seq)
-        for x, y in itertools.pairwise(acks):
-            if y.offset <= x.offset:
-                order_bad.append((producer, partition, (x.seq, x.offset), (y.seq, y.offset)))
-    checks.append(Check("(c) each producer's order is kept within a partition", not order_bad,
-                        _examples(order_bad) if order_bad else
-                        f"{len(series)} producer-partition series"))
-
-    # (d) committed offsets never go back.
-    back: list[Any] = []
-    last: dict[int, int] = {}
-    for t, p, o in h.commits:
-        if p in last and o < last[p]:
-            back.append((p, last[p], o, round(t, 1)))
-        last[p] = max(o, last.get(p, o))
-    for p, o in h.final_committed.items():
-        if p in last and o < last[p]:
-            back.append((p, last[p], f"final committed {o}"))
-    short = {p: (h.final_committed.get(p), hw) for p, hw in h.final_hw.items()
-             if h.final_committed.get(p) != hw}
-    if short:
-        back.append(f"the drained group's final committed offsets are not the high "
-                    f"watermarks (partition: (committed, HW)) {short}; group events: "
-                    + _examples([(e, h.during(t)) for t, e in h.group_events][-6:], 6))
-    checks.append(Check("(d) the group's committed offsets never go back, and reach the end",
-                        not back,
-                        _examples(back) if back else
-                        f"{len(h.commits)} commits; at the end {_by_partition(h.final_committed)}"
-                        f" (high watermarks {_by_partition(h.final_hw)})"))
-
-    # (e) the high watermark never goes back.
-    hw_back = []
-    seen: dict[int, tuple[int, float]] = {}
-    for t, p, hw in sorted(h.hws):
-        if p in seen and hw < seen[p][0]:
-            hw_back.append((f"{TOPIC}-{p}", f"{seen[p][0]} then {hw}",
-                            f"{t - seen[p][1]:.1f} s later", h.during(t)))
-        if p not in seen or hw >= seen[p][0]:
-            seen[p] = (hw, t)
-    checks.append(Check("(e) the high watermark never goes back", not hw_back,
-                        _examples(hw_back) if hw_back else f"{len(h.hws)} samples"))
-
-    # (f) one value per offset across every read.
-    values: dict[tuple[int, int], set[str]] = defaultdict(set)
-    for p, o, v in _observations(h):
-        values[(p, o)].add(v)
-    split = sorted((po, sorted(vs), final_at.get(po)) for po, vs in values.items()
-                   if len(vs) > 1)
-    checks.append(Check("(f) each offset holds one value in every read", not split,
-                        f"{len(split)} offsets: " + _examples(split) if split else
-                        f"{len(values)} offsets"))
-
-    checks.append(Check("(g) no internal error (traceback) in a node's log", not h.tracebacks,
-                        "; ".join(f"node {n}: …{text[300:600]!r}…"
-                                  for n, text in h.tracebacks.items())))
-    return checks
-
-
-def _by_partition(offsets: dict[int, int]) -> str:
-    return ", ".join(f"{p}: {o}" for p, o in sorted(offsets.items())) or "none"
-
-
-def _record(m: Any) -> tuple[int, int, str]:
-    """A consumed message as (partition, offset, value)."""
-    return int(m.partition()), int(m.offset()), bytes(m.value() or b"").decode()
-
-
-def _observations(h: History) -> Iterable[tuple[int, int, str]]:
-    for a in h.acked:
-        yield a.partition, a.offset, a.value
-    yield from h.tailed
-    yield from h.grouped
-    yield from h.final

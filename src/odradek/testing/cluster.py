@@ -290,6 +290,31 @@ class LocalCluster:
                 node.proc.wait(10)
         return node.proc.returncode
 
+    def stop_all(self, *, clean: bool) -> None:
+        """Every node at once: SIGTERM (``clean``) or SIGKILL, and wait for them."""
+        procs = [n.proc for n in self.nodes.values()
+                 if n.proc is not None and n.proc.poll() is None]
+        for proc in procs:
+            proc.send_signal(signal.SIGTERM if clean else signal.SIGKILL)
+        for proc in procs:
+            try:
+                proc.wait(20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(10)
+
+    def wipe(self, node_id: int) -> None:
+        """Delete a stopped node's data directory and format it again with the
+        cluster's id, as an operator does for a replaced disk."""
+        import shutil
+
+        node = self.nodes[node_id]
+        assert not node.alive, "stop the node before wiping it"
+        shutil.rmtree(node.directory / "data", ignore_errors=True)
+        odradek = serve_command()[:-1]
+        subprocess.run([*odradek, "storage", "format", "-t", self.cluster_id, "-c",
+                        str(node.properties)], check=True, capture_output=True)
+
     def pause(self, node_id: int) -> None:
         proc = self.nodes[node_id].proc
         assert proc is not None
