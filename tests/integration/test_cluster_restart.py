@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicCollection, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from odradek.wire.messages.create_topics_request import CreatableTopic, CreateTopicsRequest
@@ -256,6 +256,69 @@ def test_transactional_offset_commits_whichever_brokers_coordinate(tmp_path: Pat
         values = sorted(int(m.value) for m in check)
         check.close()
         assert values == list(range(20))
+    except BaseException:
+        print(cluster.logs())
+        raise
+    finally:
+        cluster.stop()
+
+
+def test_a_topic_deleted_while_a_node_was_down_is_moved_aside_and_can_be_put_back(
+        tmp_path: Path) -> None:
+    """The one case where a restarted node moves a directory aside: its caught-up
+    metadata says the topic was deleted meanwhile. The log names the topic id
+    and the metadata offset that decided it; `odradek storage strays` lists the
+    directory and `odradek storage restore-stray` puts it back (the broker then
+    moves it aside again, since the topic is still deleted)."""
+    import subprocess
+
+    from tests.support.cluster import serve_command
+
+    cluster = LocalCluster(tmp_path, controllers=3, overrides=REPLICATED)
+    cluster.format()
+    cluster.start()
+    odradek = serve_command()[:-1]
+    try:
+        create(cluster, "gone", 1)
+        create(cluster, "kept", 1)
+        produce(cluster, "gone", 10, 1)
+        produce(cluster, "kept", 10, 1)
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+        topic_id = str(admin.describe_topics(
+            TopicCollection(["gone"]))["gone"].result(20).topic_id)
+        assert cluster.terminate(3) == 0
+        others = ",".join(n.address for n in cluster.brokers if n.node_id != 3)
+        admin_others = AdminClient({"bootstrap.servers": others})
+        admin_others.delete_topics(["gone"])["gone"].result(30)
+        cluster.start(3)
+        node3 = cluster.nodes[3]
+        line = wait_for("node 3 moving gone-0 aside", lambda: next(
+            (x for x in node3.log_path.read_text().splitlines() if "gone-0" in x
+             and "moved aside" in x), None), 60)
+        assert "the topic was deleted" in line and "metadata offset" in line
+        assert f"topic id {topic_id}" in line, line
+        assert "kept-0" not in node3.log_path.read_text().split("moved aside")[0][-200:]
+        assert [p.name.split(".")[0] for p in strays(cluster)] == ["gone-0"]
+        listed = subprocess.run([*odradek, "storage", "strays", "-c", str(node3.properties)],
+                                capture_output=True, text=True, timeout=60)
+        assert listed.returncode == 0 and "gone-0" in listed.stdout, listed
+        assert read_all(cluster.bootstrap, "kept", 1, 10)[0] == [str(i).encode()
+                                                                for i in range(10)]
+        assert cluster.terminate(3) == 0
+        (stray,) = strays(cluster)
+        done = subprocess.run([*odradek, "storage", "restore-stray", str(stray), "-c",
+                               str(node3.properties)], capture_output=True, text=True,
+                              timeout=60)
+        assert done.returncode == 0, done
+        assert (stray.parent / "gone-0").is_dir() and not stray.exists()
+        again = subprocess.run([*odradek, "storage", "restore-stray", str(stray), "-c",
+                                str(node3.properties)], capture_output=True, text=True,
+                               timeout=60)
+        assert again.returncode != 0 and len(again.stderr.strip().splitlines()) == 1
+        assert "Traceback" not in again.stderr
+        cluster.start(3)
+        wait_for("gone-0 moved aside again", lambda: len(strays(cluster)) == 1
+                 and not (stray.parent / "gone-0").exists(), 60)
     except BaseException:
         print(cluster.logs())
         raise

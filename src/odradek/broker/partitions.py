@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -38,6 +39,7 @@ from odradek.common.clock import Clock
 from odradek.common.ids import Ids
 from odradek.metadata.image import MetadataImage
 from odradek.replication.partition import Appended, Origin, PartitionState
+from odradek.storage.checkpoint import kafka_uuid_string
 from odradek.storage.config import LogConfig, LogManagerConfig, log_config_from_server
 from odradek.storage.errors import StorageError
 from odradek.storage.flush import FlushJob, IoJob
@@ -262,8 +264,8 @@ class PartitionManager:
                     log.warning(
                         "%s-%d on disk belongs to topic id %s, not to %s's %s (metadata "
                         "offset %d): moved aside to %s (nothing deleted; `odradek storage "
-                        "restore-stray` puts it back)", *key, existing.topic_id, topic.name,
-                        topic.topic_id, at_offset, where)
+                        "restore-stray` puts it back)", *key, _tid(existing.topic_id),
+                        topic.name, _tid(topic.topic_id), at_offset, where)
                 if part is None:
                     plog = self.logs.get_or_create_log(
                         topic.name, p.partition, config, topic_id=topic.topic_id
@@ -505,16 +507,22 @@ class PartitionManager:
             await asyncio.to_thread(writer.stop)
 
 
+def _tid(topic_id: uuid.UUID | None) -> str:
+    """A topic id as Kafka's tools print it (base64url)."""
+    return kafka_uuid_string(topic_id) if topic_id is not None else "unknown"
+
+
 def _stray_reason(image: MetadataImage, tp: tuple[str, int], plog: Log | None,
                   node_id: int) -> str:
     """Why the caught-up image does not want a log on disk, in words."""
-    topic_id = plog.topic_id if plog is not None else None
+    raw_id = plog.topic_id if plog is not None else None
+    topic_id = _tid(raw_id)
     topic = image.topics.get(tp[0])
     if topic is None:
-        if topic_id is not None and any(t.topic_id == topic_id for t in image.topics.values()):
+        if raw_id is not None and any(t.topic_id == raw_id for t in image.topics.values()):
             return f"(topic id {topic_id}) is under another name in the metadata"
         return (f"(topic id {topic_id}) has no topic in the metadata: the topic was deleted"
-                if topic_id is not None else "has no topic in the metadata")
+                if raw_id is not None else "has no topic in the metadata")
     if tp[1] not in topic.partitions:
         return f"(topic id {topic_id}) is not a partition of {tp[0]} in the metadata"
     return (f"(topic id {topic_id}) has no replica on node {node_id} in the metadata: "

@@ -13,6 +13,15 @@
 * ``info -c FILE`` prints each directory's ``meta.properties``, or why there is
   none; exit status 1 when a directory is not formatted or they disagree, as
   Kafka's tool.
+* ``strays -c FILE`` lists the partition directories a broker moved aside
+  (``<topic>-<partition>.<hex>-stray``: the caught-up metadata said their topic
+  was deleted or the partition reassigned away; nothing is ever deleted), with
+  their topic id, size and last change.
+* ``restore-stray -c FILE DIR`` puts one back under its partition's name, with
+  the broker stopped; ``--replace`` first moves aside the directory now under
+  that name. On its next start the broker adopts it if the metadata names its
+  topic id for that partition on this node, and moves it aside again (saying
+  why) if not.
 
 Unlike Kafka's tool, ``format`` writes no bootstrap metadata snapshot: the
 metadata log starts empty and the controller writes its first records.
@@ -33,6 +42,8 @@ from odradek.broker.meta_properties import (
     write_meta_properties,
 )
 from odradek.cli.common import CliError
+from odradek.storage.checkpoint import kafka_uuid_string, parse_partition_metadata
+from odradek.storage.names import STRAY_DIR_SUFFIX, parse_partition_dir_name
 
 METADATA_VERSION = "4.0-IV3"
 """The metadata.version Kafka 4.0 formats with; the one Odradek's records follow."""
@@ -59,6 +70,18 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     info = verbs.add_parser("info", help="print each directory's meta.properties")
     _add_config(info)
     info.set_defaults(run=run_info)
+    strays = verbs.add_parser("strays", help="list the partition directories moved aside")
+    _add_config(strays)
+    strays.set_defaults(run=run_strays)
+    restore = verbs.add_parser(
+        "restore-stray", help="put a moved-aside partition directory back (broker stopped)",
+        description="Rename DIR (<topic>-<partition>.<hex>-stray in a log directory) back to "
+                    "<topic>-<partition>. Run it with the broker stopped.")
+    restore.add_argument("dir", type=Path, help="the -stray directory (see `storage strays`)")
+    _add_config(restore)
+    restore.add_argument("--replace", action="store_true",
+                         help="move aside the directory now under the partition's name first")
+    restore.set_defaults(run=run_restore_stray)
 
 
 def _add_config(parser: argparse.ArgumentParser) -> None:
@@ -175,3 +198,73 @@ def run_info(args: argparse.Namespace) -> int:
         print("Mismatched cluster or node ids between the directories.")
         problems += 1
     return 1 if problems else 0
+
+
+def _stray_dirs(config: BrokerConfig) -> list[Path]:
+    out: list[Path] = []
+    for directory in config.log_dirs():
+        if directory.is_dir():
+            out.extend(p for p in sorted(directory.iterdir())
+                       if p.is_dir() and p.name.endswith(STRAY_DIR_SUFFIX))
+    return out
+
+
+def _stray_partition(path: Path) -> str | None:
+    """``<topic>-<partition>`` of a ``<topic>-<partition>.<32 hex>-stray`` name."""
+    name = path.name
+    if not name.endswith(STRAY_DIR_SUFFIX):
+        return None
+    base, dot, unique = name[:-len(STRAY_DIR_SUFFIX)].rpartition(".")
+    if not dot or len(unique) != 32 or parse_partition_dir_name(base) is None:
+        return None
+    return base
+
+
+def _topic_id(path: Path) -> str:
+    try:
+        return kafka_uuid_string(parse_partition_metadata(
+            (path / "partition.metadata").read_bytes()))
+    except (OSError, ValueError):
+        return "unknown"
+
+
+def run_strays(args: argparse.Namespace) -> int:
+    import datetime
+
+    found = _stray_dirs(_config(args))
+    if not found:
+        print("No partition directory was moved aside.")
+    for path in found:
+        files = [f for f in path.iterdir() if f.is_file()]
+        size = sum(f.stat().st_size for f in files)
+        when = datetime.datetime.fromtimestamp(path.stat().st_mtime).isoformat(timespec="seconds")
+        print(f"{path}  partition {_stray_partition(path) or '?'}  topic id {_topic_id(path)}  "
+              f"{size} bytes  moved {when}")
+    return 0
+
+
+def run_restore_stray(args: argparse.Namespace) -> int:
+    import uuid
+
+    config = _config(args)
+    path = args.dir.resolve()
+    partition = _stray_partition(path)
+    if partition is None or not path.is_dir():
+        raise CliError(f"{args.dir} is not a moved-aside partition directory "
+                       f"(<topic>-<partition>.<hex>-stray); `odradek storage strays -c "
+                       f"{args.config}` lists them")
+    if path.parent not in {d.resolve() for d in config.log_dirs()}:
+        raise CliError(f"{args.dir} is not in a log directory of {args.config} "
+                       f"({config.get('log.dirs')})")
+    target = path.parent / partition
+    if target.exists():
+        if not args.replace:
+            raise CliError(f"{target} exists; add --replace to move it aside first (it is "
+                           f"kept as a -stray directory)")
+        aside = path.parent / f"{partition}.{uuid.uuid4().hex}{STRAY_DIR_SUFFIX}"
+        target.rename(aside)
+        print(f"Moved {target} aside to {aside}.")
+    path.rename(target)
+    print(f"Restored {path} as {target} (topic id {_topic_id(target)}); the broker adopts it "
+          f"at its next start if the metadata names that topic for this partition.")
+    return 0
