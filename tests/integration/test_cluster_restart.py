@@ -47,8 +47,8 @@ def create(cluster: LocalCluster, topic: str, partitions: int, rf: int = 3) -> N
                         request_timeout=20)[topic].result(30)
 
 
-def produce(cluster: LocalCluster, topic: str, count: int, partitions: int) -> None:
-    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all",
+def produce(bootstrap: str, topic: str, count: int, partitions: int) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all",
                          "enable.idempotence": True, "linger.ms": 5})
     failed: list[object] = []
     for i in range(count):
@@ -116,7 +116,7 @@ def test_a_full_restart_keeps_every_record_offset_and_directory(tmp_path: Path,
     cluster.start()
     try:
         create(cluster, "keep", 3)
-        produce(cluster, "keep", RECORDS, 3)
+        produce(cluster.bootstrap, "keep", RECORDS, 3)
         offsets = consume_and_commit(cluster.bootstrap, "keep", "kg", 1000)
         assert sum(offsets.values()) == 1000
         for round_ in range(2):  # the second round restarts a restarted cluster
@@ -216,7 +216,7 @@ def test_transactional_offset_commits_whichever_brokers_coordinate(tmp_path: Pat
     try:
         create(cluster, "src", 1)
         create(cluster, "dst", 1)
-        produce(cluster, "src", 100, 1)
+        produce(cluster.bootstrap, "src", 100, 1)
         apart = 0
         for i in range(20):
             group, tid = f"g-{rng.getrandbits(32):08x}", f"t-{rng.getrandbits(32):08x}"
@@ -281,8 +281,8 @@ def test_a_topic_deleted_while_a_node_was_down_is_moved_aside_and_can_be_put_bac
     try:
         create(cluster, "gone", 1)
         create(cluster, "kept", 1)
-        produce(cluster, "gone", 10, 1)
-        produce(cluster, "kept", 10, 1)
+        produce(cluster.bootstrap, "gone", 10, 1)
+        produce(cluster.bootstrap, "kept", 10, 1)
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
         topic_id = str(admin.describe_topics(
             TopicCollection(["gone"]))["gone"].result(20).topic_id)
@@ -324,3 +324,83 @@ def test_a_topic_deleted_while_a_node_was_down_is_moved_aside_and_can_be_put_bac
         raise
     finally:
         cluster.stop()
+
+
+def test_dev_cluster_is_a_failover_playground(tmp_path: Path) -> None:
+    """`odradek dev cluster` with --override: `kill 2` on its console kills one
+    node, which is reported while the others keep serving acks=all records;
+    `start 2` brings it back; `quit` stops all; run again on the same
+    directory, it keeps its edited server.properties and every record."""
+    import socket
+    import subprocess
+    import sys
+    import threading
+
+    from tests.support.cluster import free_port
+
+    base = free_port()
+    while True:  # base..base+5 must be free
+        try:
+            for p in range(base, base + 6):
+                with socket.socket() as s:
+                    s.bind(("127.0.0.1", p))
+            break
+        except OSError:
+            base = free_port()
+    out: list[str] = []
+
+    def launch() -> subprocess.Popen[str]:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "odradek", "dev", "cluster", "--dir", str(tmp_path / "dev"),
+             "--base-port", str(base), "--override", "broker.session.timeout.ms=4000",
+             "--override", "broker.heartbeat.interval.ms=1000"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            text=True)
+
+        def pump() -> None:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                out.append(line.rstrip())
+        threading.Thread(target=pump, daemon=True).start()
+        return proc
+
+    def say(proc: subprocess.Popen[str], command: str) -> None:
+        assert proc.stdin is not None
+        proc.stdin.write(command + "\n")
+        proc.stdin.flush()
+
+    def said(text: str, timeout_s: float = 60) -> str:
+        return wait_for(f"{text!r} from dev cluster", lambda: next(
+            (x for x in out if text in x), None), timeout_s)
+
+    proc = launch()
+    try:
+        bootstrap = said("bootstrap: ").split(": ", 1)[1]
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        admin.create_topics([NewTopic("play", 3, 3)])["play"].result(30)
+        produce(bootstrap, "play", 300, 3)
+        say(proc, "kill 2")
+        said("node 2 killed by SIGKILL")
+        produce(bootstrap, "play", 300, 3)
+        assert proc.poll() is None
+        say(proc, "start 2")
+        said("node 2: pid", 10)
+        say(proc, "status")
+        said("node 3: running")
+        say(proc, "quit")
+        assert proc.wait(60) == 0
+        assert "cluster stopped" in out
+        props = tmp_path / "dev" / "node1" / "server.properties"
+        props.write_text(props.read_text() + "# edited by hand\n")
+        out.clear()
+        proc = launch()
+        said("bootstrap: ")
+        got = read_all(bootstrap, "play", 3, 600)
+        assert sum(map(len, got.values())) == 600
+        assert "# edited by hand" in props.read_text()
+        say(proc, "quit")
+        assert proc.wait(60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            proc.wait(60)

@@ -7,21 +7,31 @@ topics replicated 3 times with ``min.insync.replicas`` 2 when there are 3 nodes
 or more) under ``--dir``
 (default ``./odradek-dev-cluster``), formats the nodes with one new cluster id
 unless they are formatted already, starts one ``odradek serve FILE`` process
-per node, prints the bootstrap string once every node serves, and on Ctrl-C
-(or SIGTERM) stops them all. Node *i* listens on ``--base-port + 2(i-1)`` for
+per node, prints the bootstrap string, and on Ctrl-C (or SIGTERM, or
+``quit``) stops them all. Node *i* listens on ``--base-port + 2(i-1)`` for
 clients and the next port for the controller quorum. Each node's output goes
 to ``node-i.log`` in its directory. Running it again on the same directory
-restarts the same cluster with its data.
+restarts the same cluster with its data: the ``server.properties`` written on
+the first run are kept as they are (edit them freely), and ``--override
+KEY=VALUE`` settings are given to every node at each start, as ``odradek
+serve`` takes them.
+
+It is a failover playground: a node that exits is reported (with its status)
+and the others keep running; commands typed on its console act on one node:
+``kill N`` (``kill -9``), ``stop N`` (SIGTERM, a controlled shutdown),
+``start N``, ``restart N``, ``pause N`` / ``resume N`` (SIGSTOP / SIGCONT),
+``status`` and ``quit``.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import queue
 import signal
 import subprocess
 import sys
-import time
+import threading
 from pathlib import Path
 
 from odradek.cli.common import CliError
@@ -37,6 +47,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     cluster.add_argument("--base-port", type=int, default=19092,
                          help="first client port; node i uses BASE+2(i-1) and the next one "
                               "for the quorum (default 19092)")
+    cluster.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
+                         help="a setting for every node (repeatable), as `odradek serve` "
+                              "takes it")
     cluster.set_defaults(run=run)
     chaos = verbs.add_parser(
         "chaos", help="a Jepsen-like run: faults against a 3-node cluster under load, "
@@ -70,6 +83,9 @@ def write_configs(base: Path, nodes: int, base_port: int) -> list[Path]:
         node_dir = base / f"node{i}"
         node_dir.mkdir(parents=True, exist_ok=True)
         path = node_dir / "server.properties"
+        files.append(path)
+        if path.exists():
+            continue  # written on an earlier run: the operator's now
         path.write_text("\n".join([
             "# written by odradek dev cluster",
             "process.roles=broker,controller", f"node.id={i}",
@@ -85,7 +101,6 @@ def write_configs(base: Path, nodes: int, base_port: int) -> list[Path]:
             f"transaction.state.log.replication.factor={rf}",
             f"transaction.state.log.min.isr={min_isr}",
         ]) + "\n", encoding="utf-8")
-        files.append(path)
     return files
 
 
@@ -104,12 +119,127 @@ def _format(files: list[Path]) -> None:
             raise CliError(done.stderr.strip().removeprefix("odradek: "))
 
 
+COMMANDS = "kill N, stop N, start N, restart N, pause N, resume N, status, quit"
+
+
+class _Nodes:
+    """The node processes of a dev cluster, started and stopped one at a time."""
+
+    def __init__(self, files: list[Path], overrides: list[str]) -> None:
+        self.files = files
+        self.overrides = [a for o in overrides for a in ("--override", o)]
+        self.procs: dict[int, subprocess.Popen[bytes]] = {}
+        self.reported: set[int] = set()
+
+    def log(self, i: int) -> Path:
+        return self.files[i - 1].parent / f"node-{i}.log"
+
+    def start(self, i: int) -> None:
+        proc = self.procs.get(i)
+        if proc is not None and proc.poll() is None:
+            print(f"node {i} is running (pid {proc.pid})", flush=True)
+            return
+        with open(self.log(i), "ab") as log:
+            self.procs[i] = subprocess.Popen(
+                [*_odradek(), "serve", str(self.files[i - 1]), *self.overrides], stdout=log,
+                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        self.reported.discard(i)
+        print(f"node {i}: pid {self.procs[i].pid}, log {self.log(i)}", flush=True)
+
+    def signal(self, i: int, sig: int) -> subprocess.Popen[bytes] | None:
+        proc = self.procs.get(i)
+        if proc is None or proc.poll() is not None:
+            print(f"node {i} is not running", flush=True)
+            return None
+        proc.send_signal(sig)
+        return proc
+
+    def stop(self, i: int) -> None:
+        proc = self.signal(i, signal.SIGCONT)  # a paused node must see the SIGTERM
+        if proc is not None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+    def report_exits(self) -> None:
+        for i, proc in sorted(self.procs.items()):
+            code = proc.poll()
+            if code is not None and i not in self.reported:
+                self.reported.add(i)
+                how = (f"killed by {signal.Signals(-code).name}" if code < 0
+                       else f"exited with status {code}")
+                print(f"node {i} {how} (log {self.log(i)}); the others keep running; "
+                      f"`start {i}` starts it again", flush=True)
+
+    def status(self) -> None:
+        for i in range(1, len(self.files) + 1):
+            proc = self.procs.get(i)
+            state = ("running" if proc is not None and proc.poll() is None else "stopped")
+            pid = f", pid {proc.pid}" if proc is not None and proc.poll() is None else ""
+            print(f"node {i}: {state}{pid}", flush=True)
+
+    def stop_all(self) -> None:
+        running = [p for p in self.procs.values() if p.poll() is None]
+        for p in running:
+            p.send_signal(signal.SIGCONT)
+            p.send_signal(signal.SIGTERM)
+        for p in running:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                p.wait(30)
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+
+
+def _read_commands(lines: queue.Queue[str]) -> None:
+    for line in sys.stdin:
+        lines.put(line)
+
+
+def _command(nodes: _Nodes, line: str) -> bool:
+    """Run one console command; False for ``quit``."""
+    words = line.split()
+    if not words:
+        return True
+    verb, rest = words[0].lower(), words[1:]
+    if verb in ("quit", "exit"):
+        return False
+    if verb == "status":
+        nodes.status()
+        return True
+    if verb == "help" or len(rest) != 1 or not rest[0].isdigit() or not (
+            1 <= int(rest[0]) <= len(nodes.files)):
+        print(f"commands: {COMMANDS} (N: 1..{len(nodes.files)})", flush=True)
+        return True
+    i = int(rest[0])
+    if verb == "kill":
+        nodes.signal(i, signal.SIGKILL)
+    elif verb in ("stop", "restart"):
+        nodes.stop(i)
+        if verb == "restart":
+            nodes.start(i)
+    elif verb == "start":
+        nodes.start(i)
+    elif verb in ("pause", "resume"):
+        if nodes.signal(i, signal.SIGSTOP if verb == "pause" else signal.SIGCONT):
+            print(f"node {i} {verb}d", flush=True)
+    else:
+        print(f"unknown command {verb!r}; commands: {COMMANDS}", flush=True)
+    return True
+
+
 def run(args: argparse.Namespace) -> int:
     if not 1 <= args.nodes <= 9:
         raise CliError("--nodes must be between 1 and 9")
+    for item in args.override:
+        if "=" not in item:
+            raise CliError(f"--override {item!r}: expected KEY=VALUE")
     files = write_configs(args.dir, args.nodes, args.base_port)
     _format(files)
-    procs: list[subprocess.Popen[bytes]] = []
+    nodes = _Nodes(files, args.override)
     stop = False
 
     def on_signal(signum: int, frame: object) -> None:
@@ -117,38 +247,25 @@ def run(args: argparse.Namespace) -> int:
         stop = True
 
     signal.signal(signal.SIGTERM, on_signal)
+    lines: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=_read_commands, args=(lines,), daemon=True).start()
     try:
-        for i, f in enumerate(files, 1):
-            with open(f.parent / f"node-{i}.log", "ab") as log:
-                procs.append(subprocess.Popen([*_odradek(), "serve", str(f)], stdout=log,
-                                              stderr=subprocess.STDOUT,
-                                              stdin=subprocess.DEVNULL))
-            print(f"node {i}: pid {procs[-1].pid}, log {f.parent / f'node-{i}.log'}",
-                  flush=True)
+        for i in range(1, len(files) + 1):
+            nodes.start(i)
         bootstrap = ",".join(f"127.0.0.1:{args.base_port + 2 * i}" for i in range(args.nodes))
         print(f"bootstrap: {bootstrap}", flush=True)
-        print("Ctrl-C stops the cluster", flush=True)
+        print(f"Ctrl-C stops the cluster; commands: {COMMANDS}", flush=True)
         while not stop:
-            dead = [i for i, p in enumerate(procs, 1) if p.poll() is not None]
-            if dead:
-                raise CliError(f"node {dead[0]} exited (see its node-{dead[0]}.log)")
-            time.sleep(0.2)
+            nodes.report_exits()
+            with contextlib.suppress(queue.Empty):
+                if not _command(nodes, lines.get(timeout=0.2)):
+                    break
     except KeyboardInterrupt:
         pass
     finally:
-        for p in procs:
-            if p.poll() is None:
-                p.send_signal(signal.SIGTERM)
-        for p in procs:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                p.wait(30)
-            if p.poll() is None:
-                p.kill()
-                p.wait()
+        nodes.stop_all()
     print("cluster stopped", flush=True)
     return 0
-
-
 def run_chaos(args: argparse.Namespace) -> int:
     """Faults against a 3-node cluster under load; the report, and exit 1 if a
     check fails (a run that cannot go on is one line, also exit 1)."""
