@@ -379,3 +379,12 @@ def test_a_follower_catches_up_only_past_a_known_hw_and_its_own_recovered_log() 
     node2.take_outbox()
     node2.handle(FetchResponse(2, 1, 2, 2, 5, high_watermark=-1, diverging=(1, 2)), 1)
     assert node2.recovered_end == 2 and log.end_offset == 2
+
+
+def test_seed_75_a_follower_is_not_caught_up_while_its_log_lags_the_first_hw() -> None:
+    """Found by the simulation (seed 75 of test_three_voters, with the full
+    restarts): a follower whose log was behind took the high watermark of its
+    first fetch, capped at its own log end, as caught up (19, while 23 were
+    committed before every node restarted). caught_up now compares with the
+    leader's own first high watermark."""
+    RaftSim(75, 3, 0).run(chaos_ms=8_000)
