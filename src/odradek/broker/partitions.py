@@ -234,7 +234,7 @@ class PartitionManager:
         return self.partitions.get((topic, index))
 
     def reconcile(self, image: MetadataImage, *, remove: bool = True,
-                  at_offset: int = -1) -> None:
+                  at_offset: int = -1, may_lead: bool = True) -> None:
         """Open logs for new partitions, apply config changes, drop removed topics.
 
         With ``remove`` false (start-up), logs the image does not know are moved
@@ -247,6 +247,15 @@ class PartitionManager:
         quorum, :meth:`RaftNode.caught_up`), so a log the image does not name
         was really deleted or reassigned away; ``at_offset`` (the metadata
         offset the image was replayed to) goes into the warning that says so.
+
+        With ``may_lead`` false (a cluster node whose own registration is not in
+        the image yet: a restart within its session) a partition the image still
+        says this broker leads is taken as having no leader here: this process
+        leads nothing until the controller has registered it and named it
+        leader at a new epoch. Becoming leader at the old epoch would write that
+        epoch into its leader-epoch cache at whatever its log end now is (0
+        after a wiped disk), and the cache would then answer divergence checks
+        wrongly for good.
         """
         wanted: set[tuple[str, int]] = set()
         moved: list[Partition] = []
@@ -280,7 +289,8 @@ class PartitionManager:
                 part.state.min_isr = int(topic.configs.get("min.insync.replicas")
                                          or self.default_min_isr)
                 hw = part.state.high_watermark
-                if part.state.apply_metadata(p.leader, p.leader_epoch, p.partition_epoch,
+                leader = p.leader if may_lead or p.leader != self.node_id else -1
+                if part.state.apply_metadata(leader, p.leader_epoch, p.partition_epoch,
                                              p.replicas, p.isr, self.clock.now_ms()):
                     if not part.state.is_leader:
                         part.leadership_lost()

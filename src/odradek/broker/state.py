@@ -386,7 +386,7 @@ class BrokerState:
             self.image.replay(decode_record(value))
         self.apply_broker_configs()
         if self.metadata_ready:
-            self.partitions.reconcile(self.image)
+            self.partitions.reconcile(self.image, may_lead=self.registered)
             if not self.in_service.is_set() and self.registered:
                 self.in_service.set()
 
@@ -410,7 +410,8 @@ class BrokerState:
         ``-stray``, never deleted (as at a single node's start)."""
         self.metadata_ready = True
         offset = self.quorum.applied if self.quorum is not None else -1
-        self.partitions.reconcile(self.image, remove=False, at_offset=offset)
+        self.partitions.reconcile(self.image, remove=False, at_offset=offset,
+                                  may_lead=self.registered)
         if self.registered:
             self.in_service.set()
 
@@ -424,7 +425,7 @@ class BrokerState:
                 self.image.replay(decode_record(value))
         self.apply_broker_configs()
         if self.metadata_ready:
-            self.partitions.reconcile(self.image)
+            self.partitions.reconcile(self.image, may_lead=self.registered)
 
     def snapshot_payload(self) -> bytes:
         """The image as a metadata snapshot (its records, as batches)."""

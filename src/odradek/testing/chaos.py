@@ -175,12 +175,12 @@ class ChaosRun:
         self._spawn(self._group_loop, "chaos-group")
         self._wait("the consumer group's first commit (and __consumer_offsets)",
                    lambda: bool(self.history.commits), 60, 0.2)
-        self._spawn(self._txn_loop, "chaos-producer-txn")
+        self._spawn(self._ctp_loop, "chaos-ctp")
         self._wait("the first committed transaction (and __transaction_state)",
                    lambda: bool(self.history.txn_committed), 60, 0.2)
         self._wait_full_isr("every replica in sync before the first fault", 60)
-        self.log(f"chaos: {self.producers} producers, 2 consumers, 1 group, 1 transactional "
-                 f"producer running")
+        self.log(f"chaos: {self.producers} producers, 2 consumers, 1 group, 1 "
+                 f"consume-transform-produce loop running")
 
     def _spawn(self, target: Callable[[], None], name: str) -> None:
         thread = threading.Thread(target=target, name=name, daemon=True)
@@ -276,8 +276,8 @@ class ChaosRun:
         hw = self._wait("the final high watermarks", self._final_hw, 30, 0.5)
         h.final_hw = hw
         self._tail_until = dict(hw)
-        for name in ("chaos-tail", "chaos-group"):  # both drain up to the final HWs
-            next(t for t in self._threads if t.name == name).join(60)
+        for name in ("chaos-tail", "chaos-group", "chaos-ctp"):  # drain to the final HWs
+            next(t for t in self._threads if t.name == name).join(120)
         self._stop_reading.set()
         for t in self._threads:
             t.join(30)
@@ -360,57 +360,82 @@ class ChaosRun:
                     h.unresolved += producer.flush(5)
             incarnation += 1
 
-    def _txn_loop(self) -> None:
-        """One transactional producer: a record on each partition of ``TXN_TOPIC``
-        per transaction (``tx<incarnation>-<n>-<partition>``), every third one
-        aborted. commit/abort are retried while the error is retriable, as
-        librdkafka asks; a commit it must abort is aborted; a fatal error is
-        recorded and the producer replaced (a new transactional id instance)."""
-        from confluent_kafka import KafkaException, Producer
+    def _ctp_loop(self) -> None:
+        """Consume-transform-produce, exactly once: a member of group
+        ``chaos-ctp`` reads ``TOPIC`` (read_committed) and, per transaction,
+        writes each record it read to ``TXN_TOPIC`` (same partition, value
+        ``tx<incarnation>-<n>-<i>|<source value>``) and commits its position with
+        send_offsets_to_transaction; every third transaction is aborted and the
+        member goes back to its committed offsets. Calls are retried while their
+        error is retriable, as librdkafka asks; an error that asks for an abort
+        aborts; a fatal one is recorded and the producer replaced. Once the final
+        high watermarks are known it drains ``TOPIC`` up to them."""
+        from confluent_kafka import Consumer, KafkaException, Producer
 
         h = self.history
-        n = 0
-        incarnation = 0
-        while not self._stop_producing.is_set():
-            producer = Producer(self._conf(**{
-                "transactional.id": "chaos-txn", "transaction.timeout.ms": 60000,
-                "message.timeout.ms": 60000}))
-            open_txn = -1
-            try:
-                producer.init_transactions(120)
-                while not self._stop_producing.is_set():
-                    producer.begin_transaction()
-                    open_txn = n
-                    for p in range(PARTITIONS):
-                        producer.produce(TXN_TOPIC, f"tx{incarnation}-{n}-{p}".encode(),
-                                         partition=p)
-                    commit = n % 3 != 2
-                    while True:
-                        try:
-                            (producer.commit_transaction if commit
-                             else producer.abort_transaction)(120)
-                            break
-                        except KafkaException as exc:
-                            err = exc.args[0]
-                            if err.fatal():
-                                raise
-                            if commit and err.txn_requires_abort():
-                                commit = False
-                            elif not err.retriable():
-                                raise
-                    (h.txn_committed if commit else h.txn_aborted).append(n)
-                    open_txn = -1
-                    n += 1
-                    self._stop_producing.wait(0.05)
-            except KafkaException as exc:
-                h.txn_fatal.append((time.monotonic(), str(exc.args[0])))
-                if open_txn >= 0:
-                    h.txn_undecided.append(open_txn)
-                    n += 1
-                incarnation += 1
-            finally:
-                with contextlib.suppress(Exception):
-                    producer.flush(5)
+        consumer = Consumer(self._conf(**{
+            "group.id": "chaos-ctp", "enable.auto.commit": False,
+            "isolation.level": "read_committed", "auto.offset.reset": "earliest",
+            "session.timeout.ms": 6000, "heartbeat.interval.ms": 1000,
+            "fetch.wait.max.ms": 100}))
+        consumer.subscribe([TOPIC])
+        n = incarnation = 0
+        try:
+            while not self._stop_reading.is_set():
+                producer = Producer(self._conf(**{
+                    "transactional.id": "chaos-ctp", "transaction.timeout.ms": 60000,
+                    "message.timeout.ms": 60000}))
+                open_txn = -1
+                try:
+                    producer.init_transactions(120)
+                    while not self._stop_reading.is_set():
+                        msgs = [m for m in consumer.consume(1000, 0.3) if m.error() is None]
+                        if not msgs:
+                            if self._ctp_drained(consumer):
+                                return
+                            continue
+                        producer.begin_transaction()
+                        open_txn = n
+                        for i, m in enumerate(msgs):
+                            value = f"tx{incarnation}-{n}-{i}|{bytes(m.value() or b'').decode()}"
+                            producer.produce(TXN_TOPIC, value.encode(),
+                                             partition=int(m.partition() or 0))
+                        positions = [tp for tp in consumer.position(consumer.assignment())
+                                     if tp.offset >= 0]
+                        commit = n % 3 != 2 and _send_offsets(producer, consumer, positions)
+                        commit = _end_transaction(producer, commit)
+                        (h.txn_committed if commit else h.txn_aborted).append(n)
+                        h.txn_sizes[n] = len(msgs)
+                        open_txn = -1
+                        if not commit:
+                            _rewind(consumer)
+                        n += 1
+                except KafkaException as exc:
+                    h.txn_fatal.append((time.monotonic(), str(exc.args[0])))
+                    if open_txn >= 0:
+                        h.txn_undecided.append(open_txn)
+                        n += 1
+                    incarnation += 1
+                    with contextlib.suppress(KafkaException):
+                        _rewind(consumer)
+                finally:
+                    with contextlib.suppress(Exception):
+                        producer.flush(5)
+        finally:
+            consumer.close()
+
+    def _ctp_drained(self, consumer: Any) -> bool:
+        """Has the consume-transform-produce group committed up to the final HWs?"""
+        from confluent_kafka import KafkaException, TopicPartition
+
+        until = self._tail_until
+        if until is None:
+            return False
+        try:
+            got = consumer.committed([TopicPartition(TOPIC, p) for p in until], timeout=5)
+        except KafkaException:
+            return False
+        return all(tp.offset >= until[tp.partition] for tp in got)
 
     def _read_committed(self, topic: str) -> list[tuple[int, int, str]]:
         """Everything a read_committed consumer reads of ``topic`` up to its end."""
@@ -731,3 +756,50 @@ class ChaosRun:
                 self.history.tracebacks[node.node_id] = text[max(0, at - 300):at + 3000]
 
 
+def _retrying(call: Callable[[], bool]) -> bool:
+    """``call()`` again while it fails with a retriable error; False when the
+    error asks for the transaction to be aborted."""
+    from confluent_kafka import KafkaException
+
+    while True:
+        try:
+            return call()
+        except KafkaException as exc:
+            err = exc.args[0]
+            if err.fatal():
+                raise
+            if err.txn_requires_abort():
+                return False
+            if not err.retriable():
+                raise
+
+
+def _send_offsets(producer: Any, consumer: Any, positions: list[Any]) -> bool:
+    """send_offsets_to_transaction, retried; False if the transaction must abort."""
+    def call() -> bool:
+        producer.send_offsets_to_transaction(positions, consumer.consumer_group_metadata(), 60)
+        return True
+    return _retrying(call)
+
+
+def _end_transaction(producer: Any, commit: bool) -> bool:
+    """Commit (or abort) the open transaction; True if it was committed."""
+    def end(committing: bool) -> bool:
+        (producer.commit_transaction if committing else producer.abort_transaction)(120)
+        return True
+    if commit and _retrying(lambda: end(True)):
+        return True
+    _retrying(lambda: end(False))
+    return False
+
+
+def _rewind(consumer: Any) -> None:
+    """Back to the group's committed offsets (after an abort)."""
+    from confluent_kafka import OFFSET_BEGINNING, TopicPartition
+
+    assignment = consumer.assignment()
+    if not assignment:
+        return
+    for tp in consumer.committed(assignment, timeout=30):
+        consumer.seek(TopicPartition(tp.topic, tp.partition,
+                                     tp.offset if tp.offset >= 0 else OFFSET_BEGINNING))

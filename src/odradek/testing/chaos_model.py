@@ -58,8 +58,6 @@ TXN_TOPIC = "chaos-txn"
 PARTITIONS = 3
 NODES = 3
 SESSION_TIMEOUT_MS = 3000
-TXN_RECORDS = 3
-"""Records per transaction (one per partition of ``TXN_TOPIC``)."""
 
 
 # -- the schedule ---------------------------------------------------------------------
@@ -166,6 +164,8 @@ class History:
     """Fatal errors of the transactional producer (it is replaced: a new id epoch)."""
     txn_undecided: list[int] = field(default_factory=list)
     """Transactions whose end a fatal error left unknown: whole or absent."""
+    txn_sizes: dict[int, int] = field(default_factory=dict)
+    """Records written in each transaction."""
     txn_read: list[tuple[int, int, str]] = field(default_factory=list)
     """``TXN_TOPIC`` read back with read_committed at the end."""
     strays: list[str] = field(default_factory=list)
@@ -218,9 +218,9 @@ class ChaosReport:
             f"{sum(e.startswith('commit failed') for _, e in h.group_events)} failed commits; "
             f"group commits acknowledged: {len(h.commits)}; "
             f"high watermarks sampled: {len(h.hws)}",
-            f"transactions: {len(h.txn_committed)} committed, {len(h.txn_aborted)} aborted, "
-            f"{len(h.txn_fatal)} fatal errors; {len(h.txn_read)} records read back "
-            f"(read_committed)",
+            f"consume-transform-produce: {len(h.txn_committed)} transactions committed, "
+            f"{len(h.txn_aborted)} aborted, {len(h.txn_fatal)} fatal errors; "
+            f"{len(h.txn_read)} records read back (read_committed)",
             "availability: longest time a partition had no acknowledgement, from the "
             "fault to its recovery (full ISRs, every partition acknowledging again):",
         ]
@@ -352,9 +352,9 @@ def check_history(h: History) -> list[Check]:
     # (i) read_committed sees every committed transaction whole, nothing aborted.
     txns: dict[int, set[str]] = defaultdict(set)
     for _, _, v in h.txn_read:
-        txns[int(v.split("-")[1])].add(v)
+        txns[int(v.split("|", 1)[0].split("-")[1])].add(v)
     partial = sorted(n for n in [*h.txn_committed, *(u for u in h.txn_undecided if u in txns)]
-                     if len(txns.get(n, ())) != TXN_RECORDS)
+                     if len(txns.get(n, ())) != h.txn_sizes.get(n))
     leaked = sorted(set(txns) & set(h.txn_aborted))
     unknown = sorted(set(txns) - set(h.txn_committed) - set(h.txn_aborted)
                      - set(h.txn_undecided))
@@ -369,6 +369,20 @@ def check_history(h: History) -> list[Check]:
         or f"{len(h.txn_committed)} committed, {len(h.txn_aborted)} aborted"))
     checks.append(Check("(j) no fatal error of the transactional producer", not h.txn_fatal,
                         _examples([(h.during(t), m) for t, m in h.txn_fatal])))
+
+    # (k) consume-transform-produce: every input record in the output once.
+    sources = Counter(v.split("|", 1)[1] for _, _, v in h.txn_read)
+    inputs = {v for _, _, v in h.final}
+    missing = sorted(inputs - set(sources))
+    twice = sorted(v for v, c in sources.items() if c > 1)
+    foreign = sorted(set(sources) - inputs)
+    checks.append(Check(
+        "(k) consume-transform-produce: each input record in the output exactly once",
+        not missing and not twice and not foreign,
+        (f"{len(missing)} missing: {_examples(missing)} " if missing else "")
+        + (f"{len(twice)} twice: {_examples(twice)} " if twice else "")
+        + (f"{len(foreign)} not in the input: {_examples(foreign)}" if foreign else "")
+        or f"{len(inputs)} input records, each once"))
     return checks
 
 
