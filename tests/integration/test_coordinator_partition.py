@@ -198,3 +198,55 @@ def test_an_isolated_coordinator_never_shows_uncommitted_state(tmp_path: Path) -
     finally:
         stop.set()
         cluster.stop()
+
+
+def test_a_commit_that_cannot_commit_is_answered_after_the_commit_timeout(
+        tmp_path: Path) -> None:
+    """Both followers of the group's ``__consumer_offsets`` partition stopped
+    (SIGSTOP): the ISR falls below ``min.insync.replicas`` and the high
+    watermark cannot pass the commit. It is answered with a retriable error
+    after ``offsets.commit.timeout.ms`` (Kafka's behaviour), not held forever
+    (a chaos run had a group's commit unanswered for minutes); once the
+    followers are back, the same commit succeeds."""
+    from odradek.wire.messages import offset_commit_request as oc
+
+    cluster = LocalCluster(tmp_path, controllers=3, overrides={
+        **OVERRIDES, "offsets.topic.num.partitions": "1", "offsets.commit.timeout.ms": "3000"})
+    cluster.format()
+    cluster.start()
+    paused: list[int] = []
+    try:
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+        admin.create_topics([NewTopic("src", 1, 3)])["src"].result(30)
+        leader = coordinator_of(cluster, "g", 0)  # creates __consumer_offsets
+        request = oc.OffsetCommitRequest(group_id="g", topics=[oc.OffsetCommitRequestTopic(
+            "src", [oc.OffsetCommitRequestPartition(0, 42)])])
+
+        def commit() -> tuple[int, float]:
+            raw = RawClient(cluster.nodes[leader].address, timeout_s=60)
+            try:
+                started = time.monotonic()
+                resp = raw.request(request, 8)
+                return resp.topics[0].partitions[0].error_code, time.monotonic() - started
+            finally:
+                raw.close()
+
+        wait_for("a first commit", lambda: commit()[0] == 0, 60, 0.5)
+        for n in cluster.nodes:
+            if n != leader:
+                cluster.pause(n)
+                paused.append(n)
+        code, took = commit()
+        assert code == 15, code  # COORDINATOR_NOT_AVAILABLE: retriable
+        assert 2.5 < took < 10, took
+        for n in paused:
+            cluster.resume(n)
+        paused.clear()
+        wait_for("the commit once the followers are back", lambda: commit()[0] == 0, 60, 0.5)
+    except BaseException:
+        print(cluster.logs())
+        raise
+    finally:
+        for n in paused:
+            cluster.resume(n)
+        cluster.stop()

@@ -253,11 +253,24 @@ class CoordinatorRuntime:
             except (TimeoutError, PartitionGoneError):
                 return False
 
-    async def committed(self, pending: Sequence[Pending]) -> None:
+    async def committed(self, pending: Sequence[Pending], timeout_s: float | None = None,
+                        ) -> None:
         """Wait until every pending append is fsynced where due and at or below the
-        HW. Raises CoordinatorWriteError if an fsync fails or a partition goes."""
-        for p in pending:
-            try:
+        HW. Raises CoordinatorWriteError if an fsync fails, a partition goes, or
+        ``timeout_s`` passes first (Kafka's ``offsets.commit.timeout.ms``: an ISR
+        below ``min.insync.replicas`` holds the HW, and the request is answered
+        with a retriable error rather than never)."""
+        async def wait() -> None:
+            for p in pending:
                 await self.partitions.complete(p.partition, p.result, acks=-1)
-            except (OSError, StorageError, PartitionGoneError) as exc:
-                raise CoordinatorWriteError(str(exc)) from exc
+
+        try:
+            if timeout_s is None:
+                await wait()
+            else:
+                await asyncio.wait_for(wait(), timeout_s)
+        except TimeoutError:
+            raise CoordinatorWriteError(
+                f"{self.topic}: not committed within {timeout_s:g} s") from None
+        except (OSError, StorageError, PartitionGoneError) as exc:
+            raise CoordinatorWriteError(str(exc)) from exc

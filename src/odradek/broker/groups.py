@@ -89,6 +89,9 @@ class GroupRuntime:
         self._tasks: set[asyncio.Task[None]] = set()
         self._expiry_task: asyncio.Task[None] | None = None
         self._started = False
+        self.commit_timeout_s = config.get_int("offsets.commit.timeout.ms") / 1000
+        """How long a write waits for its commit before its requests get a
+        retriable error (``offsets.commit.timeout.ms``, Kafka's 5 s)."""
         self._uncommitted: dict[int, list[tuple[int, dict[str, dict[Any, Any]]]]] = {}
         """Per partition: (end offset, {group: its offsets before the write}) of
         each write that changed committed offsets and may not be committed yet,
@@ -247,7 +250,7 @@ class GroupRuntime:
             pending: list[Pending] = []
             try:
                 pending = self._write(fx.records)
-                await self.runtime.committed(pending)
+                await self.runtime.committed(pending, self.commit_timeout_s)
             except CoordinatorWriteError as exc:
                 # A leadership that moved is routine in a cluster (the client finds
                 # the new coordinator); anything else is an error.
@@ -379,7 +382,7 @@ class GroupRuntime:
                 index, [crecords.encode(r) for r in records], now,
                 producer_id=producer_id, producer_epoch=producer_epoch, transactional=True)
             self.coordinator.replay_txn(producer_id, records)
-            await self.runtime.committed([pending])
+            await self.runtime.committed([pending], self.commit_timeout_s)
         return errors
 
     def txn_marker(self, index: int, producer_id: int, commit: bool, end: int) -> None:

@@ -122,6 +122,10 @@ class TxnRuntime:
         """Cluster mode: where markers for partitions led elsewhere are sent."""
         self.owned: set[int] = set()
         """``__transaction_state`` partitions loaded here (led by this broker)."""
+        self.write_timeout_s = config.get_int("request.timeout.ms") / 1000
+        """How long a write to ``__transaction_state`` waits for its commit before
+        the request gets a retriable error (Kafka's coordinator uses the broker's
+        ``request.timeout.ms``)."""
         self.reloading: set[int] = set()
         """Partitions whose state is dropped after a failed write, to be loaded
         again once their log is committed (their ids answer
@@ -240,7 +244,7 @@ class TxnRuntime:
                 pending = self.runtime.append(
                     index, [trecords.encode(decision.record)], self.clock.now_ms())
                 self.coordinator.replay(decision.record)
-                await self.runtime.committed([pending])
+                await self.runtime.committed([pending], self.write_timeout_s)
             except CoordinatorWriteError as exc:
                 (log.info if "moved" in str(exc) else log.error)(
                     "transaction coordinator write failed: %s", exc)
