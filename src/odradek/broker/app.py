@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from odradek.broker.aio import cancel_and_wait
 from odradek.broker.config import BrokerConfig
+from odradek.broker.dirlock import DirLock, lock_dirs
 from odradek.broker.groups import GroupRuntime
 from odradek.broker.journal import LogJournal
 from odradek.broker.meta_properties import DataDirError
@@ -50,6 +51,7 @@ class BrokerApp:
         self.server: KafkaServer | None = None
         self._registering: asyncio.Task[None] | None = None
         self._background: list[asyncio.Task[None]] = []
+        self._locks: list[DirLock] = []
 
     async def start(self) -> None:
         try:
@@ -59,6 +61,9 @@ class BrokerApp:
             raise
 
     async def _start(self) -> None:
+        # Before anything in the data directories is read or written: one broker
+        # per directory (broker/dirlock.py).
+        self._locks = lock_dirs(self.config.data_dirs())
         fs = OsFileSystem()
         cluster = self.config.is_cluster
         self.partitions = PartitionManager(
@@ -237,6 +242,9 @@ class BrokerApp:
         if self.partitions is not None:
             await self.partitions.close()
             self.partitions = None
+        for lock in self._locks:
+            lock.release()
+        self._locks = []
 
     async def _controlled_shutdown(self, timeout_s: float = 5.0) -> None:
         """The controller fences this broker before it goes (a last heartbeat

@@ -33,6 +33,7 @@ import argparse
 from pathlib import Path
 
 from odradek.broker.config import BrokerConfig, ConfigError, parse_overrides, read_properties
+from odradek.broker.dirlock import lock_dir, lock_dirs
 from odradek.broker.meta_properties import (
     META_PROPERTIES,
     DataDirError,
@@ -128,12 +129,15 @@ def run_format(args: argparse.Namespace) -> int:
     todo = [d for d in directories(config) if d not in formatted]
     if not todo:
         print("All of the log directories are already formatted.")
+    locks = lock_dirs(todo)  # a directory a broker runs on is not formatted under it
     for directory in todo:
         print(f"Formatting {directory} with metadata.version {METADATA_VERSION}.", flush=True)
         try:
             write_meta_properties(directory, cluster_id, node_id)
         except OSError as exc:
             raise CliError(f"cannot format {directory}: {exc.strerror or exc}") from exc
+    for lock in locks:
+        lock.release()
     if args.standalone:
         print(f"Node {node_id} alone forms the controller quorum (a single voter).")
     return 0
@@ -244,8 +248,6 @@ def run_strays(args: argparse.Namespace) -> int:
 
 
 def run_restore_stray(args: argparse.Namespace) -> int:
-    import uuid
-
     config = _config(args)
     path = args.dir.resolve()
     partition = _stray_partition(path)
@@ -256,9 +258,20 @@ def run_restore_stray(args: argparse.Namespace) -> int:
     if path.parent not in {d.resolve() for d in config.log_dirs()}:
         raise CliError(f"{args.dir} is not in a log directory of {args.config} "
                        f"({config.get('log.dirs')})")
+    lock = lock_dir(path.parent)  # the broker must be stopped
+    try:
+        _restore(path, partition, args.replace)
+    finally:
+        lock.release()
+    return 0
+
+
+def _restore(path: Path, partition: str, replace: bool) -> None:
+    import uuid
+
     target = path.parent / partition
     if target.exists():
-        if not args.replace:
+        if not replace:
             raise CliError(f"{target} exists; add --replace to move it aside first (it is "
                            f"kept as a -stray directory)")
         aside = path.parent / f"{partition}.{uuid.uuid4().hex}{STRAY_DIR_SUFFIX}"
@@ -267,4 +280,3 @@ def run_restore_stray(args: argparse.Namespace) -> int:
     path.rename(target)
     print(f"Restored {path} as {target} (topic id {_topic_id(target)}); the broker adopts it "
           f"at its next start if the metadata names that topic for this partition.")
-    return 0
