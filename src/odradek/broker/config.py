@@ -72,6 +72,7 @@ DEFAULTS: dict[str, str] = {
     "offsets.topic.replication.factor": "1",
     "offsets.topic.segment.bytes": "104857600",
     "offsets.commit.timeout.ms": "5000",
+    "odradek.allow.internal.topic.changes": "false",
     "request.timeout.ms": "30000",
     "group.initial.rebalance.delay.ms": "3000",
     "group.min.session.timeout.ms": "6000",

@@ -42,6 +42,13 @@ from odradek.wire.internal.remove_topic_record import RemoveTopicRecord
 from odradek.wire.internal.topic_record import TopicRecord
 from odradek.wire.internal.unfence_broker_record import UnfenceBrokerRecord
 
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+"""Topics whose loss loses every group's offsets or every transaction's state."""
+ALLOW_INTERNAL_CHANGES = "odradek.allow.internal.topic.changes"
+"""A broker setting (default false) that lets clients delete internal topics,
+change their partition count or configs that would drop their data: for a
+recovery only."""
+_INTERNAL_RETENTION_FLOOR_MS = 7 * 24 * 3_600_000
 MAX_TOPIC_NAME = 249
 MAX_PARTITIONS = 100_000
 _LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
@@ -197,13 +204,22 @@ def _partition_records(image: MetadataImage, tid: uuid.UUID, ids: range, rf: int
     return out
 
 
-def create_partitions(image: MetadataImage, name: str, count: int, *, node_id: int) -> Outcome:
+def create_partitions(image: MetadataImage, name: str, count: int, *, node_id: int,
+                      protect_internal: bool = True) -> Outcome:
     """Records for the partitions that take a topic to ``count``, with the
     topic's replication factor (INVALID_REPLICATION_FACTOR if fewer brokers are
-    live), placed as :func:`create_topic` places them."""
+    live), placed as :func:`create_topic` places them. An internal topic's
+    count is not changed (INVALID_PARTITIONS: its keys would map to other
+    partitions) unless ``protect_internal`` is false."""
     topic = image.topics.get(name)
     if topic is None:
         return Outcome.fail(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' does not exist.")
+    if protect_internal and name in INTERNAL_TOPICS:
+        return Outcome.fail(
+            ErrorCode.INVALID_PARTITIONS,
+            f"{name} is an internal topic: with more partitions its groups and transactional "
+            f"ids would map to other partitions and lose {_what_is_lost(name)}. A broker "
+            f"started with {ALLOW_INTERNAL_CHANGES}=true allows it, for a recovery.")
     current = len(topic.partitions)
     if count < current:
         return Outcome.fail(
@@ -226,26 +242,58 @@ def create_partitions(image: MetadataImage, name: str, count: int, *, node_id: i
                                               node_id))
 
 
-def delete_topic(image: MetadataImage, name: str) -> Outcome:
+def _what_is_lost(name: str) -> str:
+    return ("every consumer group's committed offsets" if name == "__consumer_offsets"
+            else "the state of every transaction")
+
+
+def delete_topic(image: MetadataImage, name: str, *, protect_internal: bool = True) -> Outcome:
+    """RemoveTopicRecord; an internal topic is refused (TOPIC_DELETION_DISABLED)
+    unless ``protect_internal`` is false (:data:`ALLOW_INTERNAL_CHANGES`)."""
     topic = image.topics.get(name)
     if topic is None:
         return Outcome.fail(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' does not exist.")
+    if protect_internal and name in INTERNAL_TOPICS:
+        return Outcome.fail(
+            ErrorCode.TOPIC_DELETION_DISABLED,
+            f"{name} is an internal topic: deleting it would lose {_what_is_lost(name)}. "
+            f"A broker started with {ALLOW_INTERNAL_CHANGES}=true allows it, for a recovery.")
     return Outcome(records=[RemoveTopicRecord(topic_id=topic.topic_id)])
 
 
 def alter_topic_configs(
-    image: MetadataImage, name: str, changes: Mapping[str, str | None]
+    image: MetadataImage, name: str, changes: Mapping[str, str | None], *,
+    protect_internal: bool = True,
 ) -> Outcome:
-    """``changes`` maps a config to its new value, or None to remove the override."""
+    """``changes`` maps a config to its new value, or None to remove the override.
+    On an internal topic a change that would let its data be deleted is refused
+    (INVALID_CONFIG) unless ``protect_internal`` is false."""
     if name not in image.topics:
         return Outcome.fail(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' does not exist.")
     for key, value in changes.items():
         problem = validate_topic_config(key, value)
+        if not problem and protect_internal and name in INTERNAL_TOPICS:
+            problem = _internal_config_problem(name, key, value)
         if problem:
             return Outcome.fail(ErrorCode.INVALID_CONFIG, problem)
     return Outcome(
         records=[ConfigRecord(TOPIC_RESOURCE, name, k, v) for k, v in sorted(changes.items())]
     )
+
+
+def _internal_config_problem(name: str, key: str, value: str | None) -> str | None:
+    """Why an internal topic may not take ``key=value`` (None: remove the override)."""
+    loses = (f"{name} is an internal topic: this would let its records be deleted and lose "
+             f"{_what_is_lost(name)}. A broker started with {ALLOW_INTERNAL_CHANGES}=true "
+             f"allows it, for a recovery.")
+    if key == "cleanup.policy":
+        policies = {p.strip() for p in (value or "").split(",")}
+        return None if policies == {"compact"} else f"cleanup.policy={value}: {loses}"
+    if key in ("retention.ms", "retention.bytes") and value is not None:
+        return None if int(value) < 0 or (
+            key == "retention.ms" and int(value) >= _INTERNAL_RETENTION_FLOOR_MS) else (
+            f"{key}={value}: {loses}")
+    return None
 
 
 def register_broker(

@@ -13,6 +13,7 @@ from __future__ import annotations
 from functools import partial
 
 from odradek.broker.context import RequestContext
+from odradek.broker.handlers.topics import protect_internal
 from odradek.broker.registry import handler
 from odradek.metadata import controller
 from odradek.wire.errors import ErrorCode
@@ -49,7 +50,8 @@ async def handle(ctx: RequestContext, request: DeleteTopicsRequest) -> DeleteTop
             results.append(result)
             continue
         topic = state.image.topics.get(name)
-        outcome = await state.write(partial(controller.delete_topic, name=name))
+        outcome = await state.write(partial(controller.delete_topic, name=name,
+                                            protect_internal=protect_internal(state)))
         if outcome.error:
             result.error_code = outcome.error
             if v >= 5:

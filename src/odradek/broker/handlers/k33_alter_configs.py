@@ -17,6 +17,7 @@ from functools import partial
 from odradek.broker.context import RequestContext
 from odradek.broker.handlers.configs import BROKER_RESOURCE, TOPIC_RESOURCE
 from odradek.broker.handlers.k44_incremental_alter_configs import accepts_broker_resource
+from odradek.broker.handlers.topics import protect_internal
 from odradek.broker.registry import handler
 from odradek.broker.state import BrokerState
 from odradek.metadata import controller
@@ -33,14 +34,16 @@ from odradek.wire.messages.alter_configs_response import (
 )
 
 
-def _replace_topic(image: MetadataImage, res: AlterConfigsResource) -> controller.Outcome:
+def _replace_topic(image: MetadataImage, res: AlterConfigsResource,
+                   protect: bool = True) -> controller.Outcome:
     """AlterConfigs replaces a topic's whole set: every override not named goes."""
     topic = image.topics.get(res.resource_name)
     new: dict[str, str | None] = {c.name: c.value for c in res.configs}
     if topic is not None:
         for name in topic.configs:
             new.setdefault(name, None)
-    return controller.alter_topic_configs(image, res.resource_name, new)
+    return controller.alter_topic_configs(image, res.resource_name, new,
+                                          protect_internal=protect)
 
 
 def _replace_broker(image: MetadataImage, res: AlterConfigsResource) -> controller.Outcome:
@@ -66,7 +69,7 @@ async def _alter(
             return ErrorCode.INVALID_REQUEST, problem
         decide = partial(_replace_broker, res=res)
     elif res.resource_type == TOPIC_RESOURCE:
-        decide = partial(_replace_topic, res=res)
+        decide = partial(_replace_topic, res=res, protect=protect_internal(state))
     else:
         return ErrorCode.INVALID_REQUEST, f"Unknown resource type {res.resource_type}"
     outcome = await state.write(decide, apply=not validate_only)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from functools import partial
 
 from odradek.broker.context import RequestContext
+from odradek.broker.handlers.topics import protect_internal
 from odradek.broker.registry import handler
 from odradek.metadata import controller
 from odradek.wire.messages.create_partitions_request import CreatePartitionsRequest
@@ -29,7 +30,8 @@ async def handle(
     for topic in request.topics:
         outcome = await state.write(partial(
             controller.create_partitions, name=topic.name, count=topic.count,
-            node_id=state.node_id), apply=not request.validate_only)
+            node_id=state.node_id, protect_internal=protect_internal(state)),
+            apply=not request.validate_only)
         results.append(CreatePartitionsTopicResult(
             name=topic.name, error_code=outcome.error, error_message=outcome.message,
         ))

@@ -27,6 +27,7 @@ from odradek.broker.handlers.configs import (
     TOPIC_RESOURCE,
     broker_resource_error,
 )
+from odradek.broker.handlers.topics import protect_internal
 from odradek.broker.registry import handler
 from odradek.broker.state import BrokerState
 from odradek.metadata import controller
@@ -127,7 +128,8 @@ async def _alter(
     if isinstance(changes, str):
         return ErrorCode.INVALID_CONFIG, changes
     outcome = await state.write(
-        partial(controller.alter_topic_configs, name=res.resource_name, changes=changes),
+        partial(controller.alter_topic_configs, name=res.resource_name, changes=changes,
+                protect_internal=protect_internal(state)),
         apply=not validate_only)
     return outcome.error, outcome.message
 

@@ -4,8 +4,15 @@ from __future__ import annotations
 
 from odradek.broker.state import BrokerState, NotControllerError
 from odradek.metadata import controller
+from odradek.metadata.controller import ALLOW_INTERNAL_CHANGES, INTERNAL_TOPICS
 
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+__all__ = ["INTERNAL_TOPICS", "auto_create", "protect_internal"]
+
+
+def protect_internal(state: BrokerState) -> bool:
+    """Are internal topics protected from deletion and data-dropping changes
+    (unless the broker runs with ``odradek.allow.internal.topic.changes``)?"""
+    return not state.config.get_bool(ALLOW_INTERNAL_CHANGES)
 
 
 async def auto_create(state: BrokerState, name: str) -> bool:
