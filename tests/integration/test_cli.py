@@ -102,6 +102,19 @@ def test_produce_then_consume_with_keys_headers_and_compression(broker: Broker) 
     assert placed == {r["key"]: r["partition"] for r in records[:10]}
 
 
+def test_produce_acks_0_returns_once_the_bytes_are_sent(broker: Broker) -> None:
+    """The broker (correctly) answers no acks=0 Produce; the CLI used to wait for
+    that answer forever."""
+    started = time.monotonic()
+    proc = odradek(broker, "produce", "cli-acks0", "--acks", "0",
+                   stdin="\n".join(f"r{i}" for i in range(100)) + "\n")
+    assert time.monotonic() - started < 15
+    assert "Produced 100 records" in proc.stderr
+    out = odradek(broker, "consume", "cli-acks0", "--from-beginning", "--max-messages", "100",
+                  "--timeout-ms", "10000").stdout.splitlines()
+    assert out == [f"r{i}" for i in range(100)]
+
+
 def test_consume_formats_offsets_and_timeout(broker: Broker) -> None:
     odradek(broker, "topics", "create", "cli-fmt")
     odradek(broker, "produce", "cli-fmt", "--key-separator", "=", stdin="a=1\nb=2\nc=3\n")

@@ -139,13 +139,17 @@ class KafkaClient:
         self, topic: str, partition: int, leader: int, batch: bytes, acks: int = -1,
         timeout_ms: int = 30000,
     ) -> int:
-        """Append one record batch; the base offset assigned (-1 with acks=0)."""
+        """Append one record batch; the base offset assigned (-1 with acks=0, which
+        the broker does not answer: it returns once the bytes are sent)."""
         conn = await self.node(leader)
         request = ProduceRequest(acks=acks, timeout_ms=timeout_ms, topic_data=[
             TopicProduceData(name=topic, partition_data=[
                 PartitionProduceData(index=partition, records=batch)
             ])
         ])
+        if acks == 0:
+            await conn.send_only(request, MAX_VERSIONS["produce"], 3)
+            return -1
         resp = await conn.request(request, MAX_VERSIONS["produce"], 3)
         p = resp.responses[0].partition_responses[0]
         check(p.error_code, getattr(p, "error_message", None))

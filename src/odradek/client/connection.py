@@ -101,6 +101,16 @@ class Connection:
         """Send ``body`` at the best common version and wait for its answer."""
         return await self._send(body, self.version_for(body.API_KEY, max_version, min_version))
 
+    async def send_only(self, body: Message, max_version: int, min_version: int = 0) -> None:
+        """Send a request that gets no answer (Produce with acks=0) and return once
+        its bytes are handed to the socket."""
+        version = self.version_for(body.API_KEY, max_version, min_version)
+        async with self._lock:
+            if self._reading is None or self._reading.done():
+                raise ClientError(f"connection to {self.address} is closed")
+            self._writer.write(self._conn.send(body, version, expect_response=False))
+        await self._writer.drain()
+
     async def _send(self, body: Message, version: int) -> Any:
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         async with self._lock:  # frames go out in the order answers are expected
