@@ -97,3 +97,27 @@ def test_a_served_broker_loads_each_api_on_its_first_request() -> None:
             consumer.close()
         assert broker.stop() == 0
         assert "Traceback" not in broker.stderr_text()
+
+
+def test_a_misspelt_key_is_logged_with_its_suggestion_and_the_broker_says_what_it_is(
+        tmp_path: Path) -> None:
+    """Typos used to start the broker without a word (issue 32). Now each
+    unknown key is logged once with the known key it is closest to, Kafka's
+    settings Odradek does not use are listed as such, and the broker names its
+    node, roles, cluster id, data directories, listeners and configuration."""
+    props = tmp_path / "server.properties"
+    props.write_text("num.partitons=3\nlog.retention.hour=1\nnum.network.threads=3\n")
+    broker = ServerProcess(tmp_path / "data", properties=props, log_level="INFO",
+                           stderr_to_file=True).start()
+    try:
+        broker.stop()
+        text = broker.stderr_text()
+    finally:
+        broker.stop()
+    assert "unknown config 'num.partitons'" in text and "did you mean 'num.partitions'?" in text
+    assert "did you mean 'log.retention.hours'?" in text
+    assert text.count("num.partitons") == 1
+    assert "Kafka settings accepted and not used here: num.network.threads" in text
+    assert "node 1, roles broker,controller" in text and "cluster id " in text
+    assert f"data in {(tmp_path / 'data').resolve()}" in text
+    assert f"configuration: {props}" in text

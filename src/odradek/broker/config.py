@@ -207,6 +207,31 @@ class Listener:
 
 # NAME://HOST:PORT, an IPv6 host in brackets; the name may hold "_" (SASL_SSL),
 # which a URL scheme may not, so this is no job for urlsplit.
+_READ_ELSEWHERE = frozenset({"log.dir"})
+"""Keys read by a part of the broker that has no default here."""
+
+KAFKA_IGNORED = frozenset({
+    # Kafka's sample server.properties and common operator settings that tune
+    # what Odradek does not have (thread pools, socket buffers, ZooKeeper, JMX).
+    "num.network.threads", "num.io.threads", "socket.send.buffer.bytes",
+    "socket.receive.buffer.bytes", "num.recovery.threads.per.data.dir",
+    "background.threads", "queued.max.requests.bytes", "log.flush.scheduler.interval.ms",
+    "log.flush.offset.checkpoint.interval.ms", "log.flush.start.offset.checkpoint.interval.ms",
+    "zookeeper.connect", "zookeeper.connection.timeout.ms", "zookeeper.session.timeout.ms",
+    "inter.broker.protocol.version", "log.message.format.version", "metric.reporters",
+    "metrics.num.samples", "metrics.sample.window.ms", "metrics.recording.level",
+    "replica.socket.timeout.ms", "replica.socket.receive.buffer.bytes",
+    "controller.socket.timeout.ms", "log.cleaner.io.buffer.size",
+    "log.cleaner.io.buffer.load.factor", "log.cleaner.dedupe.buffer.load.factor",
+    "confluent.support.metrics.enable", "confluent.metrics.reporter.bootstrap.servers",
+    "share.coordinator.state.topic.replication.factor",
+    "share.coordinator.state.topic.min.isr", "group.coordinator.rebalance.protocols",
+    "offsets.load.buffer.size", "compression.gzip.level", "compression.lz4.level",
+    "compression.zstd.level", "num.replica.alter.log.dirs.threads.max",
+})
+"""Kafka broker settings Odradek accepts without a word of warning (listed at
+start-up as ignored): a Kafka ``server.properties`` starts Odradek unchanged."""
+
 _LISTENER = re.compile(r"([A-Za-z0-9_.-]+)://(\[[0-9A-Fa-f:.%]*\]|[^:/\[\]]*):([0-9]*)")
 
 
@@ -303,6 +328,28 @@ class BrokerConfig:
         if raw not in ("true", "false"):
             raise ConfigError(f"{key}: expected true or false, got {raw!r}")
         return raw == "true"
+
+    def unknown_keys(self) -> list[tuple[str, str | None]]:
+        """The keys given (file or overrides) that no part of Odradek reads and
+        that are not one of Kafka's own it accepts and ignores, each with the
+        closest known key when one is close (a typo), else None."""
+        import difflib
+
+        from odradek.metadata.broker_configs import BROKER_CONFIGS
+
+        known = (set(DEFAULTS) | _INT_KEYS | _BOOL_KEYS | _NULLABLE_INT_KEYS
+                 | set(BROKER_CONFIGS) | _READ_ELSEWHERE)
+        out = []
+        for key in sorted(self.explicit):
+            if key in known or key in KAFKA_IGNORED:
+                continue
+            close = difflib.get_close_matches(key, sorted(known), 1, 0.75)
+            out.append((key, close[0] if close else None))
+        return out
+
+    def ignored_kafka_keys(self) -> list[str]:
+        """Kafka settings given that Odradek accepts and does not use."""
+        return sorted(k for k in self.explicit if k in KAFKA_IGNORED)
 
     def validate(self) -> None:
         for key in _INT_KEYS:

@@ -48,6 +48,9 @@ def _holder(path: Path) -> str:
 
 def lock_dir(directory: Path) -> DirLock:
     """Take ``directory``'s lock, or raise DataDirError naming it and its holder."""
+    if directory.exists() and not directory.is_dir():
+        raise DataDirError(f"{directory} is a file, not a directory: log.dirs and "
+                           f"metadata.log.dir name directories")
     try:
         directory.mkdir(parents=True, exist_ok=True)
         path = directory / LOCK_FILE

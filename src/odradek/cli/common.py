@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import os
 
-DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
+BOOTSTRAP_ENV = "ODRADEK_BOOTSTRAP_SERVER"
+"""The environment variable naming the default broker address of every command."""
+DEFAULT_BOOTSTRAP = os.environ.get(BOOTSTRAP_ENV) or "127.0.0.1:9092"
 
 
 class CliError(Exception):
@@ -14,6 +17,7 @@ class CliError(Exception):
 def add_bootstrap(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--bootstrap-server", default=DEFAULT_BOOTSTRAP, metavar="HOST:PORT",
-        help=f"a broker to connect to (default {DEFAULT_BOOTSTRAP})",
+        help=f"a broker to connect to (default: ${BOOTSTRAP_ENV}, else 127.0.0.1:9092; "
+             f"now {DEFAULT_BOOTSTRAP})",
     )
     parser.add_argument("--json", action="store_true", help="print JSON instead of tables")

@@ -27,6 +27,7 @@ SUBCOMMANDS = (
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The parser with every subcommand, or only ``command`` when it names one."""
     parser = argparse.ArgumentParser(prog="odradek", description="Kafka-compatible commit log")
+    parser.add_argument("--version", action="version", version=f"odradek {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
     # a subcommand's name is its module's with "-" for "_" (dump-log: dump_log)
     module_name = command.replace("-", "_") if command and "_" not in command else None
@@ -40,6 +41,15 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
             continue  # not written yet
         module.register(sub)
     return parser
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("odradek")
+    except PackageNotFoundError:  # run from a source tree that is not installed
+        return "(not installed)"
 
 
 def main(argv: list[str] | None = None) -> int:

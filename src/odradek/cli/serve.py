@@ -24,13 +24,47 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "--log-dirs", metavar="DIR[,DIR...]",
         help="log.dirs: the data directories, comma separated; each partition lives in one "
              "(new ones go to the directory with the fewest partitions)")
-    serve.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
+    serve.add_argument("--log-level", default="INFO", type=str.upper, choices=LEVELS,
+                       help="logging level (default INFO)")
     serve.add_argument(
         "--accept-missing-metadata", action="store_true",
         help="start although the metadata journal is lost: partition directories are moved "
              "aside as -stray (nothing is deleted) and the broker begins with no topics",
     )
     serve.set_defaults(run=run)
+
+
+LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
+def _report_config(config: BrokerConfig, source: Path | None) -> None:
+    """Log each unknown key once (with the key it may be a typo of) and Kafka's
+    settings that are accepted but not used."""
+    log = logging.getLogger("odradek.broker")
+    for key, close in config.unknown_keys():
+        hint = f"; did you mean {close!r}?" if close else ""
+        log.warning("unknown config %r (in %s) is ignored%s", key,
+                    source or "--override", hint)
+    ignored = config.ignored_kafka_keys()
+    if ignored:
+        log.info("Kafka settings accepted and not used here: %s", ", ".join(ignored))
+
+
+def _describe(app: object, config: BrokerConfig, source: Path | None) -> None:
+    """What this broker is, a line each: node and roles, cluster id, data
+    directories, listeners, configuration."""
+    log = logging.getLogger("odradek.broker")
+    state = getattr(app, "state", None)
+    roles = ",".join(sorted(config.process_roles())) if config.is_cluster else (
+        "broker,controller (single node)")
+    log.info("node %d, roles %s", config.node_id, roles)
+    if state is not None:
+        log.info("cluster id %s", state.cluster_id)
+    dirs = ", ".join(str(d.resolve()) for d in config.log_dirs())
+    log.info("data in %s (metadata in %s)", dirs, config.metadata_dir.resolve())
+    log.info("listeners %s", config.get("listeners"))
+    log.info("configuration: %s", f"{source} and --override" if source else
+             "defaults and --override")
 
 
 def keep_heap_mapped() -> None:
@@ -87,8 +121,9 @@ def run(args: argparse.Namespace) -> int:
         overrides[ACCEPT_MISSING_METADATA] = "true"
     config = BrokerConfig.from_sources(file_props, overrides)
     logging.basicConfig(
-        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+        level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    _report_config(config, args.properties)
     keep_heap_mapped()
     try:
         import uvloop
@@ -112,6 +147,7 @@ def run(args: argparse.Namespace) -> int:
                     f"listener address already in use ({config.get('listeners')})"
                 ) from exc
             raise CliError(f"cannot listen on {config.get('listeners')}: {exc.strerror}") from exc
+        _describe(app, config, args.properties)
         print(f"odradek: serving on {app.bootstrap_servers}", flush=True)
         try:
             await stop.wait()

@@ -12,12 +12,16 @@ from odradek.client.connection import ClientError, KafkaError
 
 T = TypeVar("T")
 
+CONNECT_TIMEOUT_S = 4.0
+"""How long a command waits for its bootstrap broker to connect and answer
+ApiVersions before it says the address is not a Kafka broker."""
+
 
 def with_client(bootstrap: str, work: Callable[[KafkaClient], Awaitable[T]]) -> T:
     """Connect, run ``work``, close; client and Kafka errors become CliError."""
 
     async def main() -> T:
-        client = await KafkaClient.connect(bootstrap)
+        client = await KafkaClient.connect(bootstrap, timeout_s=CONNECT_TIMEOUT_S)
         try:
             return await work(client)
         finally:

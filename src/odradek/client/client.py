@@ -82,11 +82,12 @@ class KafkaClient:
         self._connections: dict[str, Connection] = {bootstrap.address: bootstrap}
 
     @classmethod
-    async def connect(cls, bootstrap_servers: str, client_id: str = "odradek-cli") -> KafkaClient:
+    async def connect(cls, bootstrap_servers: str, client_id: str = "odradek-cli",
+                      timeout_s: float = 10.0) -> KafkaClient:
         errors = []
         for address in [a.strip() for a in bootstrap_servers.split(",") if a.strip()]:
             try:
-                return cls(await Connection.open(address, client_id), client_id)
+                return cls(await Connection.open(address, client_id, timeout_s), client_id)
             except ClientError as exc:
                 errors.append(str(exc))
         raise ClientError("; ".join(errors) or "no bootstrap server given")

@@ -73,7 +73,14 @@ class Connection:
             raise ClientError(f"cannot reach broker at {address}: {_reason(exc)}") from exc
         conn = cls(reader, writer, address, client_id)
         conn._reading = asyncio.get_running_loop().create_task(conn._read_loop())
-        await asyncio.wait_for(conn._negotiate(), timeout_s)
+        try:
+            await asyncio.wait_for(conn._negotiate(), timeout_s)
+        except (TimeoutError, ClientError) as exc:
+            await conn.close()
+            why = ("no answer to ApiVersions within " f"{timeout_s:g} s"
+                   if isinstance(exc, TimeoutError) else str(exc))
+            raise ClientError(f"{address} does not answer as a Kafka broker ({why}): check "
+                              f"the address and that it is a Kafka listener") from exc
         return conn
 
     async def _negotiate(self) -> None:
