@@ -102,6 +102,13 @@ def test_produce_then_consume_with_keys_headers_and_compression(broker: Broker) 
     assert placed == {r["key"]: r["partition"] for r in records[:10]}
 
 
+def test_a_refused_produce_creates_no_topic(broker: Broker) -> None:
+    line = fails(broker, "produce", "cli-absent", "--partition", "7", stdin_text="x\n")
+    assert "does not exist" in line and "--partitions 8" in line
+    topics = json.loads(odradek(broker, "topics", "list", "--json").stdout)
+    assert "cli-absent" not in topics
+
+
 def test_produce_acks_0_returns_once_the_bytes_are_sent(broker: Broker) -> None:
     """The broker (correctly) answers no acks=0 Produce; the CLI used to wait for
     that answer forever."""

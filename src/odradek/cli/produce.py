@@ -120,8 +120,14 @@ async def _produce(
     client: KafkaClient, args: argparse.Namespace, lines: Iterator[tuple[bytes | None, bytes]],
     headers: tuple[tuple[str, bytes | None], ...], progress: _Progress, stream: BinaryIO,
 ) -> dict[int, int]:
-    resp = await client.metadata([args.topic], allow_create=True)
+    # With --partition the topic must exist already: creating it, then failing
+    # because it has too few partitions, would leave a topic nobody asked for.
+    resp = await client.metadata([args.topic], allow_create=args.partition is None)
     (topic,) = resp.topics
+    if topic.error_code == 3 and args.partition is not None:  # UNKNOWN_TOPIC_OR_PARTITION
+        raise CliError(f"topic {args.topic!r} does not exist: create it first (odradek topics "
+                       f"create {args.topic} --partitions {args.partition + 1}), or leave out "
+                       f"--partition to have it created with the broker's defaults")
     check(topic.error_code, f"topic {args.topic!r}")
     leaders = {p.partition_index: p.leader_id for p in topic.partitions}
     if args.partition is not None and args.partition not in leaders:
