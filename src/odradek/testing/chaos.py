@@ -60,6 +60,7 @@ from odradek.testing.chaos_model import (
     Injected,
     check_history,
     record_of,
+    save_history,
     schedule,
 )
 from odradek.testing.cluster import LocalCluster, wait_for
@@ -143,6 +144,7 @@ class ChaosRun:
             cluster.stop()
         self._scan_logs()
         self.history.strays = sorted(str(p) for p in self.directory.rglob("*-stray"))
+        save_history(self.history, self.directory / "history.pickle")
         checks = check_history(self.history)
         return ChaosReport(self.seed, self.history, checks, time.monotonic() - t0,
                            self.directory)
@@ -325,8 +327,10 @@ class ChaosRun:
                     h.produce_errors[err.name()] += 1
                     return
                 value = msg.value().decode()
+                offset = msg.offset()
                 h.acked.append(Acked(name, int(value.rsplit("-", 1)[1]), msg.partition(),
-                                     msg.offset(), value, time.monotonic()))
+                                     -1 if offset is None else int(offset), value,
+                                     time.monotonic()))
 
             due = time.monotonic()
             try:

@@ -19,12 +19,16 @@ with the answer Kafka's coordinator gives on its transactions-v1 path:
 
 from __future__ import annotations
 
+import logging
+
 from odradek.broker.context import RequestContext
 from odradek.broker.handlers.txn_common import fenced_as, txn_runtime
 from odradek.broker.registry import handler
 from odradek.wire.errors import ErrorCode
 from odradek.wire.messages.end_txn_request import EndTxnRequest
 from odradek.wire.messages.end_txn_response import EndTxnResponse
+
+log = logging.getLogger("odradek.transactions")
 
 
 @handler(26, (0, 5))
@@ -39,4 +43,9 @@ async def handle(ctx: RequestContext, request: EndTxnRequest) -> EndTxnResponse:
         tid, request.producer_id, request.producer_epoch, request.committed,
         runtime.clock.now_ms())
     code = fenced_as(await runtime.run(tid, decision), ctx.api_version, 2)
+    if code == ErrorCode.INVALID_TXN_STATE:
+        meta = runtime.coordinator.transactions.get(tid)
+        log.info("EndTxn(%s) of %r (producer %d epoch %d) refused: the transaction is %s",
+                 "commit" if request.committed else "abort", tid, request.producer_id,
+                 request.producer_epoch, meta.state.kafka_name if meta else "unknown")
     return EndTxnResponse(error_code=code, producer_id=-1, producer_epoch=-1)
