@@ -150,8 +150,17 @@ class Connection:
 
     async def close(self) -> None:
         self._writer.close()
-        with contextlib.suppress(OSError):
+        try:
             await self._writer.wait_closed()
+        except OSError:
+            pass
+        except asyncio.CancelledError:
+            # The stream's close waiter is cancelled when the transport goes
+            # down under it (a peer that stopped first): that is a closed
+            # connection, not a cancellation of this task, unless it is one.
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                raise
         if self._reading is not None:
             self._reading.cancel()
             with contextlib.suppress(asyncio.CancelledError):

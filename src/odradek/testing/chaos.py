@@ -279,7 +279,10 @@ class ChaosRun:
         h.final_hw = hw
         self._tail_until = dict(hw)
         for name in ("chaos-tail", "chaos-group", "chaos-ctp"):  # drain to the final HWs
-            next(t for t in self._threads if t.name == name).join(120)
+            thread = next(t for t in self._threads if t.name == name)
+            thread.join(120)
+            if thread.is_alive():
+                self._log_stuck(thread)
         self._stop_reading.set()
         for t in self._threads:
             t.join(30)
@@ -288,6 +291,15 @@ class ChaosRun:
         self.log(f"chaos: {len(h.acked)} acknowledged, {len(h.final)} read back; "
                  f"{len(h.txn_committed)} transactions committed, {len(h.txn_read)} "
                  f"transactional records read back")
+
+    def _log_stuck(self, thread: threading.Thread) -> None:
+        """A client thread that did not drain in time: say where it is."""
+        import sys
+        import traceback
+
+        frame = sys._current_frames().get(thread.ident or -1)
+        where = "".join(traceback.format_stack(frame)[-4:]) if frame else "(gone)"
+        self.log(f"chaos: {thread.name} did not drain in 120 s; it is at:\n{where}")
 
     # -- clients ----------------------------------------------------------------------
 
@@ -415,7 +427,11 @@ class ChaosRun:
                             _rewind(consumer)
                         n += 1
                 except KafkaException as exc:
-                    h.txn_fatal.append((time.monotonic(), str(exc.args[0])))
+                    err = exc.args[0]
+                    if err.fatal():
+                        h.txn_fatal.append((time.monotonic(), str(err)))
+                    else:  # an error librdkafka does not ask to retry or abort for
+                        h.client_errors[f"ctp {err.name()}"] += 1
                     if open_txn >= 0:
                         h.txn_undecided.append(open_txn)
                         n += 1
@@ -798,12 +814,22 @@ def _end_transaction(producer: Any, commit: bool) -> bool:
 
 
 def _rewind(consumer: Any) -> None:
-    """Back to the group's committed offsets (after an abort)."""
-    from confluent_kafka import OFFSET_BEGINNING, TopicPartition
+    """Back to the group's committed offsets (after an abort); asking for them is
+    retried while the coordinator moves (NOT_COORDINATOR and the like)."""
+    from confluent_kafka import OFFSET_BEGINNING, KafkaException, TopicPartition
 
-    assignment = consumer.assignment()
-    if not assignment:
-        return
-    for tp in consumer.committed(assignment, timeout=30):
+    deadline = time.monotonic() + 120
+    while True:
+        assignment = consumer.assignment()
+        if not assignment:
+            return
+        try:
+            committed = consumer.committed(assignment, timeout=30)
+            break
+        except KafkaException as exc:
+            if exc.args[0].fatal() or time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+    for tp in committed:
         consumer.seek(TopicPartition(tp.topic, tp.partition,
                                      tp.offset if tp.offset >= 0 else OFFSET_BEGINNING))
