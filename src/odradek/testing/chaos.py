@@ -38,7 +38,7 @@ import itertools
 import tempfile
 import threading
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -404,6 +404,12 @@ class ChaosRun:
                 open_txn = -1
                 try:
                     producer.init_transactions(120)
+                    if incarnation:
+                        # Only now: init_transactions returns once the previous
+                        # instance's last transaction is complete, so the group's
+                        # committed offsets include it (else its input would be
+                        # transformed twice).
+                        _rewind(consumer)
                     while not self._stop_reading.is_set():
                         msgs = [m for m in consumer.consume(1000, 0.3) if m.error() is None]
                         if not msgs:
@@ -418,8 +424,15 @@ class ChaosRun:
                                              partition=int(m.partition() or 0))
                         positions = [tp for tp in consumer.position(consumer.assignment())
                                      if tp.offset >= 0]
-                        commit = n % 3 != 2 and _send_offsets(producer, consumer, positions)
-                        commit = _end_transaction(producer, commit)
+                        commit = n % 3 != 2 and _send_offsets(producer, consumer, positions,
+                                                              h.client_errors)
+                        if not commit:
+                            # Delivered first, so the transaction is registered with
+                            # its coordinator before it is aborted (an abort racing
+                            # its own AddPartitionsToTxn may meet the previous
+                            # transaction still being completed).
+                            producer.flush(30)
+                        commit = _end_transaction(producer, commit, h.client_errors)
                         (h.txn_committed if commit else h.txn_aborted).append(n)
                         h.txn_sizes[n] = len(msgs)
                         open_txn = -1
@@ -436,8 +449,6 @@ class ChaosRun:
                         h.txn_undecided.append(open_txn)
                         n += 1
                     incarnation += 1
-                    with contextlib.suppress(KafkaException):
-                        _rewind(consumer)
                 finally:
                     with contextlib.suppress(Exception):
                         producer.flush(5)
@@ -776,9 +787,10 @@ class ChaosRun:
                 self.history.tracebacks[node.node_id] = text[max(0, at - 300):at + 3000]
 
 
-def _retrying(call: Callable[[], bool]) -> bool:
+def _retrying(call: Callable[[], bool], what: str, seen: Counter[str]) -> bool:
     """``call()`` again while it fails with a retriable error; False when the
-    error asks for the transaction to be aborted."""
+    error asks for the transaction to be aborted. Each error is counted in
+    ``seen`` as ``<what> <error>``."""
     from confluent_kafka import KafkaException
 
     while True:
@@ -786,6 +798,7 @@ def _retrying(call: Callable[[], bool]) -> bool:
             return call()
         except KafkaException as exc:
             err = exc.args[0]
+            seen[f"{what} {err.name()}" + (" (abort)" if err.txn_requires_abort() else "")] += 1
             if err.fatal():
                 raise
             if err.txn_requires_abort():
@@ -794,22 +807,23 @@ def _retrying(call: Callable[[], bool]) -> bool:
                 raise
 
 
-def _send_offsets(producer: Any, consumer: Any, positions: list[Any]) -> bool:
+def _send_offsets(producer: Any, consumer: Any, positions: list[Any],
+                  seen: Counter[str]) -> bool:
     """send_offsets_to_transaction, retried; False if the transaction must abort."""
     def call() -> bool:
         producer.send_offsets_to_transaction(positions, consumer.consumer_group_metadata(), 60)
         return True
-    return _retrying(call)
+    return _retrying(call, "ctp send_offsets", seen)
 
 
-def _end_transaction(producer: Any, commit: bool) -> bool:
+def _end_transaction(producer: Any, commit: bool, seen: Counter[str]) -> bool:
     """Commit (or abort) the open transaction; True if it was committed."""
     def end(committing: bool) -> bool:
         (producer.commit_transaction if committing else producer.abort_transaction)(120)
         return True
-    if commit and _retrying(lambda: end(True)):
+    if commit and _retrying(lambda: end(True), "ctp commit", seen):
         return True
-    _retrying(lambda: end(False))
+    _retrying(lambda: end(False), "ctp abort", seen)
     return False
 
 

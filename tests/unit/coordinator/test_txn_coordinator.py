@@ -83,7 +83,8 @@ def test_end_txn_answers_retries_and_wrong_decisions_as_kafka_does() -> None:
     commit = w.run(w.c.end_transaction("t", 100, 0, True, NOW))
     assert commit.error == E.NONE and w.state() is TxnState.PREPARE_COMMIT
     assert w.c.end_transaction("t", 100, 0, True, NOW).error == E.CONCURRENT_TRANSACTIONS
-    assert w.c.end_transaction("t", 100, 0, False, NOW).error == E.INVALID_TXN_STATE
+    # Markers in flight (Kafka's pending transition): the opposite end waits too.
+    assert w.c.end_transaction("t", 100, 0, False, NOW).error == E.CONCURRENT_TRANSACTIONS
     w.finish(commit)
     assert w.state() is TxnState.COMPLETE_COMMIT
     assert w.c.end_transaction("t", 100, 0, True, NOW).error == E.NONE  # a retry

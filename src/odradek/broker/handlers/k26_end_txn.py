@@ -3,7 +3,9 @@
 Behaviour: the answer comes once PrepareCommit/PrepareAbort is in
 ``__transaction_state`` (at or below its HW); the markers follow, and until
 they are all written the transactional id answers CONCURRENT_TRANSACTIONS.
-A retry of a finished EndTxn succeeds; the opposite decision, or EndTxn with
+While the markers are written any EndTxn answers CONCURRENT_TRANSACTIONS
+(Kafka's pending transition). A retry of a finished EndTxn succeeds; the
+opposite decision once the transaction is complete, or EndTxn with
 no transaction, is INVALID_TXN_STATE; an unknown id or another producer id
 INVALID_PRODUCER_ID_MAPPING; an old epoch PRODUCER_FENCED.
 

@@ -245,10 +245,13 @@ class TransactionCoordinator:
                               meta.last_producer_epoch)
             return Decision(record=nxt.record(), markers=self._job(nxt))
         done = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
-        deciding = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
         if state is done:
             return Decision()  # a retry of a finished EndTxn
-        if state is deciding:
+        if state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
+            # Markers in flight: whichever end is asked, it is answered once the
+            # transaction is complete (Kafka's pending transition): the same end
+            # then succeeds, and the client does not lose its producer to a
+            # race between its next transaction and this one's markers.
             return Decision(E.CONCURRENT_TRANSACTIONS)
         return Decision(E.INVALID_TXN_STATE)
 
