@@ -288,6 +288,7 @@ class ChaosRun:
             t.join(30)
         h.final = self._read_all(hw)
         h.txn_read = self._read_committed(TXN_TOPIC)
+        h.ctp_committed = self._committed_of("chaos-ctp")
         self.log(f"chaos: {len(h.acked)} acknowledged, {len(h.final)} read back; "
                  f"{len(h.txn_committed)} transactions committed, {len(h.txn_read)} "
                  f"transactional records read back")
@@ -398,8 +399,11 @@ class ChaosRun:
         n = incarnation = 0
         try:
             while not self._stop_reading.is_set():
+                # A transaction may span several faults (a whole-cluster restart
+                # takes ~10 s each): 5 minutes, so the coordinator's timeout abort
+                # (which fences the producer, as Kafka's does) is not what is tested.
                 producer = Producer(self._conf(**{
-                    "transactional.id": "chaos-ctp", "transaction.timeout.ms": 60000,
+                    "transactional.id": "chaos-ctp", "transaction.timeout.ms": 300000,
                     "message.timeout.ms": 60000}))
                 open_txn = -1
                 try:
@@ -452,6 +456,25 @@ class ChaosRun:
                 finally:
                     with contextlib.suppress(Exception):
                         producer.flush(5)
+        finally:
+            consumer.close()
+
+    def _committed_of(self, group: str) -> dict[int, int]:
+        """A group's committed offsets of ``TOPIC`` (asked again while the
+        coordinator is not ready)."""
+        from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+        consumer = Consumer(self._conf(**{"group.id": group,
+                                          "isolation.level": "read_committed"}))
+        try:
+            def ask() -> dict[int, int] | None:
+                try:
+                    got = consumer.committed([TopicPartition(TOPIC, p)
+                                              for p in range(PARTITIONS)], timeout=10)
+                except KafkaException:
+                    return None
+                return {tp.partition: max(tp.offset, 0) for tp in got}
+            return dict(self._wait(f"{group}'s committed offsets", ask, 60, 0.5))
         finally:
             consumer.close()
 

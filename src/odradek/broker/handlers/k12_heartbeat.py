@@ -11,6 +11,7 @@ Version notes: v1 throttle time; v3 group instance id; v4 flexible.
 from __future__ import annotations
 
 from odradek.broker.context import RequestContext
+from odradek.broker.groups import CoordinatorWriteError
 from odradek.broker.handlers.group_common import cluster_topics, group_runtime
 from odradek.broker.registry import handler
 from odradek.wire.errors import ErrorCode
@@ -25,9 +26,12 @@ async def handle(ctx: RequestContext, req: HeartbeatRequest) -> HeartbeatRespons
         return HeartbeatResponse(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE)
     instance = req.group_instance_id if ctx.api_version >= 3 else None
     now = runtime.clock.now_ms()
-    resp: HeartbeatResponse = await runtime.call(
-        lambda t: runtime.coordinator.heartbeat(
-            t, now, req.group_id, req.member_id, instance, req.generation_id,
-            lambda: cluster_topics(ctx))
-    )
+    try:
+        resp: HeartbeatResponse = await runtime.call(
+            lambda t: runtime.coordinator.heartbeat(
+                t, now, req.group_id, req.member_id, instance, req.generation_id,
+                lambda: cluster_topics(ctx))
+        )
+    except CoordinatorWriteError:  # a write failed, or the coordinator is stopping
+        return HeartbeatResponse(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE)
     return resp

@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 
 from odradek.broker.context import RequestContext
+from odradek.broker.groups import CoordinatorWriteError
 from odradek.broker.handlers.group_common import group_runtime
 from odradek.broker.registry import handler
 from odradek.coordinator.membership import Leaving
@@ -40,9 +41,12 @@ async def handle(ctx: RequestContext, req: LeaveGroupRequest) -> LeaveGroupRespo
         else [Leaving(m.member_id, m.group_instance_id) for m in req.members]
     )
     now = runtime.clock.now_ms()
-    resp: LeaveGroupResponse = await runtime.call(
-        lambda t: runtime.coordinator.leave(t, now, req.group_id, leaving)
-    )
+    try:
+        resp: LeaveGroupResponse = await runtime.call(
+            lambda t: runtime.coordinator.leave(t, now, req.group_id, leaving)
+        )
+    except CoordinatorWriteError:  # a write failed, or the coordinator is stopping
+        return LeaveGroupResponse(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE)
     if legacy:
         if not resp.error_code and resp.members:
             resp.error_code = resp.members[0].error_code
