@@ -214,16 +214,24 @@ class CoordinatorRuntime:
         self.written_end[index] = max(self.written_end.get(index, 0), result.last_offset + 1)
         return Pending(part, result)
 
+    def _written(self, index: int) -> int:
+        """Where this coordinator's appends to ``index`` end, as far as the log
+        still holds them: a log truncated since (leadership moved and came back)
+        no longer has what was appended past its end, and nothing waits for it."""
+        part = self.partitions.get(self.topic, index)
+        end = self.written_end.get(index, 0)
+        return min(end, part.state.log_end_offset) if part is not None else end
+
     def is_settled(self, index: int) -> bool:
         """Is every record this coordinator appended to ``index`` committed?"""
         part = self.partitions.get(self.topic, index)
-        return part is not None and part.state.high_watermark >= self.written_end.get(index, 0)
+        return part is not None and part.state.high_watermark >= self._written(index)
 
     async def settled(self, index: int, timeout_s: float) -> bool:
         """Wait until the partition's high watermark passes every record this
         coordinator appended to it (True), or until ``timeout_s`` pass or this
         broker stops leading it (False)."""
-        return await self._hw_reaches(index, lambda: self.written_end.get(index, 0), timeout_s)
+        return await self._hw_reaches(index, lambda: self._written(index), timeout_s)
 
     async def log_committed(self, index: int, timeout_s: float) -> bool:
         """Wait until the partition's high watermark reaches its log end: what the

@@ -12,6 +12,8 @@ lets TxnOffsetCommit v5 add the partition; Odradek keeps its clients on v1.)
 
 from __future__ import annotations
 
+import logging
+
 from odradek.broker.context import RequestContext
 from odradek.broker.handlers.group_common import group_runtime
 from odradek.broker.handlers.txn_common import fenced_as, txn_runtime
@@ -20,6 +22,8 @@ from odradek.coordinator.records import OFFSETS_TOPIC
 from odradek.wire.errors import ErrorCode
 from odradek.wire.messages.add_offsets_to_txn_request import AddOffsetsToTxnRequest
 from odradek.wire.messages.add_offsets_to_txn_response import AddOffsetsToTxnResponse
+
+log = logging.getLogger("odradek.transactions")
 
 
 @handler(25, (0, 4))
@@ -33,8 +37,13 @@ async def handle(ctx: RequestContext, request: AddOffsetsToTxnRequest) -> AddOff
     partition = (OFFSETS_TOPIC, groups.coordinator.partition_of(request.group_id))
     tid = request.transactional_id
     if err := runtime.coordinator_error(tid):
-        return AddOffsetsToTxnResponse(error_code=err)
-    decision = runtime.coordinator.add_partitions(
-        tid, request.producer_id, request.producer_epoch, [partition], runtime.clock.now_ms())
-    code = fenced_as(await runtime.run(tid, decision), ctx.api_version, 2)
+        code = int(err)
+    else:
+        decision = runtime.coordinator.add_partitions(
+            tid, request.producer_id, request.producer_epoch, [partition],
+            runtime.clock.now_ms())
+        code = fenced_as(await runtime.run(tid, decision), ctx.api_version, 2)
+    if code:
+        log.info("AddOffsetsToTxn of %r (group %r) refused: %s", tid, request.group_id,
+                 ErrorCode(code).name)
     return AddOffsetsToTxnResponse(error_code=code)

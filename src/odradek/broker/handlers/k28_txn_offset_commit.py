@@ -25,6 +25,8 @@ its clients add it with AddOffsetsToTxn, and v5 is verified as v4.
 
 from __future__ import annotations
 
+import logging
+
 from odradek.broker.context import RequestContext
 from odradek.broker.coordinator_runtime import CoordinatorWriteError
 from odradek.broker.handlers.group_common import group_runtime
@@ -39,6 +41,8 @@ from odradek.wire.messages.txn_offset_commit_response import (
     TxnOffsetCommitResponsePartition,
     TxnOffsetCommitResponseTopic,
 )
+
+log = logging.getLogger("odradek.transactions")
 
 
 def _answer(errors: dict[tuple[str, int], int]) -> TxnOffsetCommitResponse:
@@ -65,6 +69,8 @@ async def handle(ctx: RequestContext, request: TxnOffsetCommitRequest) -> TxnOff
     if code == ErrorCode.INVALID_TXN_STATE and ctx.api_version >= 4:
         code = ErrorCode.TRANSACTION_ABORTABLE
     if code:
+        log.info("TxnOffsetCommit of group %r for %r refused: %s", request.group_id,
+                 request.transactional_id, ErrorCode(code).name)
         return _answer(dict.fromkeys(wanted, code))
     v3 = ctx.api_version >= 3
     req = CommitRequest(
