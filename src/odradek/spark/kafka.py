@@ -519,7 +519,12 @@ def write_transactional(options: SinkOptions, batches: Iterable[pa.RecordBatch],
     if first is None:
         return TxnWrite(0, False)
     ensure_book_partitions(options, task.book_topic, task.partition + 1)
+    # metadata.recovery.strategy=none unless the options say otherwise: with
+    # librdkafka's re-bootstrap, a cluster whose every node was down at once can
+    # leave send_offsets_to_transaction hanging past its timeout (librdkafka
+    # issue #5511: the group coordinator cached on a decommissioned broker).
     config: dict[str, Any] = {"linger.ms": 5, "queue.buffering.max.messages": 1_000_000,
+                              "metadata.recovery.strategy": "none",
                               **options.config(), "transactional.id": task.transactional_id}
     producer: Any = Producer(config)
     producer.init_transactions(_TXN_TIMEOUT_S)
