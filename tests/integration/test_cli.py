@@ -138,6 +138,42 @@ def test_consume_formats_offsets_and_timeout(broker: Broker) -> None:
                                                   "--key-separator", "=", stdin_text="a=1\nb\n")
 
 
+def test_consume_isolation_level(broker: Broker) -> None:
+    """read_committed prints committed transactions' records only and stops at
+    the last stable offset (an open transaction); read_uncommitted prints them
+    all and says aborted records were among them."""
+    odradek(broker, "topics", "create", "cli-iso")
+    conf = {"bootstrap.servers": broker.bootstrap_servers}
+    txn = Producer({**conf, "transactional.id": "cli-iso"})
+    txn.init_transactions(10)
+    for values, commit in ((["c1", "c2"], True), (["a1"], False), (["c3"], True), (["o1"], None)):
+        txn.begin_transaction()
+        for v in values:
+            txn.produce("cli-iso", v.encode())
+        txn.flush(10)
+        if commit is True:
+            txn.commit_transaction(10)
+        elif commit is False:
+            txn.abort_transaction(10)
+    plain = Producer(conf)
+    plain.produce("cli-iso", b"n1")
+    plain.flush(10)
+    plain.close()
+    read = odradek(broker, "consume", "cli-iso", "--from-beginning", "--timeout-ms", "1000",
+                   "--isolation-level", "read_committed")
+    assert read.stdout.splitlines() == ["c1", "c2", "c3"]  # o1 open: n1 is past the LSO
+    assert "aborted" not in read.stderr
+    read = odradek(broker, "consume", "cli-iso", "--from-beginning", "--timeout-ms", "1000")
+    assert read.stdout.splitlines() == ["c1", "c2", "a1", "c3", "o1", "n1"]
+    assert "include aborted transactions" in read.stderr
+    txn.commit_transaction(10)
+    txn.close()
+    read = odradek(broker, "consume", "cli-iso", "--from-beginning", "--timeout-ms", "1000",
+                   "--isolation-level", "read_committed")
+    assert read.stdout.splitlines() == ["c1", "c2", "c3", "o1", "n1"]
+    assert "invalid choice" in fails(broker, "consume", "cli-iso", "--isolation-level", "dirty")
+
+
 def test_produce_from_a_file_with_progress(broker: Broker, tmp_path) -> None:  # type: ignore[no-untyped-def]
     path = tmp_path / "lines.txt"
     path.write_text("".join(f"line {i}\n" for i in range(2000)))

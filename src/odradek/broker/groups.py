@@ -36,6 +36,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from odradek.broker.aio import cancel_and_wait
@@ -69,6 +70,19 @@ OFFSETS_TOPIC_CONFIGS = {
 __all__ = ["CoordinatorWriteError", "GroupRuntime", "Metadata"]
 
 
+@dataclass
+class _InFlight:
+    """A write to an offsets partition that may not be committed yet."""
+
+    end: int
+    """The partition's log end after it: committed once the HW reaches it."""
+    before: dict[str, dict[Any, Any]]
+    """{group: its offsets before the write}, for the groups it changed."""
+    unstable: dict[str, set[tuple[str, int]]]
+    """{group: partitions} a transaction's offsets were pending on before the
+    write (its marker)."""
+
+
 class GroupRuntime:
     def __init__(
         self, metadata: Metadata, partitions: PartitionManager, config: BrokerConfig,
@@ -92,10 +106,9 @@ class GroupRuntime:
         self.commit_timeout_s = config.get_int("offsets.commit.timeout.ms") / 1000
         """How long a write waits for its commit before its requests get a
         retriable error (``offsets.commit.timeout.ms``, Kafka's 5 s)."""
-        self._uncommitted: dict[int, list[tuple[int, dict[str, dict[Any, Any]]]]] = {}
-        """Per partition: (end offset, {group: its offsets before the write}) of
-        each write that changed committed offsets and may not be committed yet,
-        oldest first."""
+        self._uncommitted: dict[int, list[_InFlight]] = {}
+        """Per partition: each write that changed committed offsets and may not
+        be committed yet, oldest first."""
 
     # -- start-up and the offsets topic ---------------------------------------------------
 
@@ -289,16 +302,19 @@ class GroupRuntime:
 
     # -- what is committed ------------------------------------------------------------
 
-    def _note_offsets(self, index: int, end: int, groups: set[str]) -> None:
+    def _note_offsets(self, index: int, end: int, groups: set[str],
+                      unstable: dict[str, set[tuple[str, int]]] | None = None) -> None:
         """Before a write that ends at ``end`` changes the offsets of ``groups``:
-        keep their offsets as they are, for readers, until the write commits."""
-        if not groups:
+        keep their offsets as they are, for readers, until the write commits;
+        ``unstable``: the partitions a transaction's offsets were pending on
+        before the write (its marker), still pending for readers until then."""
+        if not groups and not unstable:
             return
         self._prune(index)
         store = self.coordinator.store
         before = {g: dict(group.offsets) if (group := store.groups.get(g)) else {}
                   for g in groups}
-        self._uncommitted.setdefault(index, []).append((end, before))
+        self._uncommitted.setdefault(index, []).append(_InFlight(end, before, unstable or {}))
 
     def _prune(self, index: int) -> None:
         writes = self._uncommitted.get(index)
@@ -306,7 +322,7 @@ class GroupRuntime:
             return
         part = self.runtime.partitions.get(OFFSETS_TOPIC, index)
         hw = part.state.high_watermark if part is not None else 0
-        while writes and writes[0][0] <= hw:
+        while writes and writes[0].end <= hw:
             writes.pop(0)
         if not writes:
             del self._uncommitted[index]
@@ -317,10 +333,21 @@ class GroupRuntime:
         committed (the coordinator's own are then the answer)."""
         index = self.coordinator.partition_of(group_id)
         self._prune(index)
-        for _, before in self._uncommitted.get(index, ()):
-            if group_id in before:
-                return before[group_id]
+        for write in self._uncommitted.get(index, ()):
+            if group_id in write.before:
+                return write.before[group_id]
         return None
+
+    def unstable_offsets(self, group_id: str) -> set[tuple[str, int]]:
+        """The partitions whose offsets a transaction committed and whose marker
+        is written but not committed: pending still, for a RequireStable fetch
+        (as at the partition's high watermark; the store has applied the marker)."""
+        index = self.coordinator.partition_of(group_id)
+        self._prune(index)
+        out: set[tuple[str, int]] = set()
+        for write in self._uncommitted.get(index, ()):
+            out |= write.unstable.get(group_id, set())
+        return out
 
     async def settled(self, group_ids: Iterable[str] | None, timeout_s: float = 5.0,
                       ) -> set[str]:
@@ -390,9 +417,11 @@ class GroupRuntime:
         ``__consumer_offsets-index`` (ending at ``end``): its pending offsets
         apply or go."""
         self.runtime.written_end[index] = max(self.runtime.written_end.get(index, 0), end)
-        if commit:
-            pending = self.coordinator.store.pending_txn.get(producer_id, {})
-            self._note_offsets(index, end, {group for group, _, _ in pending})
+        pending = self.coordinator.store.pending_txn.get(producer_id, {})
+        unstable: dict[str, set[tuple[str, int]]] = {}
+        for group, topic, partition in pending:
+            unstable.setdefault(group, set()).add((topic, partition))
+        self._note_offsets(index, end, set(unstable) if commit else set(), unstable)
         self.coordinator.replay_marker(producer_id, commit)
 
     # -- the timer ----------------------------------------------------------------------

@@ -10,6 +10,12 @@ are committed to the group when it stops (a standalone commit, generation -1:
 the command reads all partitions itself and does not join the group's
 rebalances, so it is for inspecting and moving a group, not for sharing work).
 
+``--isolation-level read_committed`` prints only committed transactions'
+records (and reads up to the last stable offset), as a Kafka consumer with
+``isolation.level=read_committed`` does; the default, ``read_uncommitted``
+(Kafka's console consumer's too), prints aborted transactions' records as
+well, and says so at the end when it passed an abort marker.
+
 Formats: ``value`` (one line per record), ``key-value`` (key, tab, value) and
 ``json`` (one object per line with topic, partition, offset, timestamp, key,
 value and headers). Bytes that are not UTF-8 are printed with backslash
@@ -25,7 +31,14 @@ import time
 
 from odradek.cli.common import CliError, add_bootstrap
 from odradek.cli.session import with_client
-from odradek.client.client import EARLIEST, LATEST, KafkaClient
+from odradek.client.client import (
+    EARLIEST,
+    LATEST,
+    READ_COMMITTED,
+    READ_UNCOMMITTED,
+    FetchSeen,
+    KafkaClient,
+)
 from odradek.client.groups import commit_offsets, fetch_committed
 from odradek.wire.records import Record
 
@@ -40,6 +53,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--max-messages", type=int)
     p.add_argument("--timeout-ms", type=int, help="stop after this long with nothing new")
     p.add_argument("--format", choices=("value", "key-value", "json"), default="value")
+    p.add_argument("--isolation-level", choices=("read_uncommitted", "read_committed"),
+                   default="read_uncommitted",
+                   help="read_committed leaves out aborted transactions' records and reads "
+                        "up to the last stable offset (default: read_uncommitted)")
     add_bootstrap(p)
     p.set_defaults(run=run)
 
@@ -96,13 +113,17 @@ async def _consume(client: KafkaClient, args: argparse.Namespace) -> int:
     positions = await _start(client, args, leaders)
     printed = 0
     last_new = time.monotonic()
+    committed_only = args.isolation_level == "read_committed"
+    seen = FetchSeen()
     out = sys.stdout
     try:
         while args.max_messages is None or printed < args.max_messages:
             got_any = False
             for leader in sorted(set(leaders[p] for p in positions)):
                 mine = {p: o for p, o in positions.items() if leaders[p] == leader}
-                records, _ = await client.fetch(args.topic, leader, mine, max_wait_ms=200)
+                records, _ = await client.fetch(
+                    args.topic, leader, mine, max_wait_ms=200, seen=seen,
+                    isolation_level=READ_COMMITTED if committed_only else READ_UNCOMMITTED)
                 for partition, recs in sorted(records.items()):
                     for r in recs:
                         if args.max_messages is not None and printed >= args.max_messages:
@@ -125,5 +146,9 @@ async def _consume(client: KafkaClient, args: argparse.Namespace) -> int:
         print(f"Processed {printed} messages (timed out).", file=sys.stderr)
     else:
         print(f"Processed {printed} messages.", file=sys.stderr)
+    if seen.abort_markers and not committed_only:
+        print(f"The records read include aborted transactions ({seen.abort_markers} abort "
+              f"markers passed); --isolation-level read_committed leaves them out.",
+              file=sys.stderr)
     return 0
 

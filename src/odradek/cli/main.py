@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+from typing import NoReturn
 
 from odradek.broker.config import ConfigError
 from odradek.cli.common import CliError
@@ -24,9 +25,17 @@ SUBCOMMANDS = (
 )
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """argparse with its errors on one line (which names ``--help`` for the
+    usage) instead of the usage followed by the error; exit 2 as argparse."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The parser with every subcommand, or only ``command`` when it names one."""
-    parser = argparse.ArgumentParser(prog="odradek", description="Kafka-compatible commit log")
+    parser = OneLineParser(prog="odradek", description="Kafka-compatible commit log")
     parser.add_argument("--version", action="version", version=f"odradek {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
     # a subcommand's name is its module's with "-" for "_" (dump-log: dump_log)

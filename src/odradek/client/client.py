@@ -14,6 +14,7 @@ Java, librdkafka (``murmur2_random``) and kafka-python put them.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from odradek.client.connection import ClientError, Connection, KafkaError, check
@@ -33,10 +34,12 @@ from odradek.wire.messages.produce_request import (
     TopicProduceData,
 )
 from odradek.wire.primitives import DecodeError
-from odradek.wire.records import Record, decode_batch
+from odradek.wire.records import CONTROL_ABORT, Record, control_record_type, decode_batch
 
 EARLIEST = -2
 LATEST = -1
+READ_UNCOMMITTED = 0
+READ_COMMITTED = 1
 
 # The newest version of each API this client is tested with.
 MAX_VERSIONS = {
@@ -176,14 +179,18 @@ class KafkaClient:
 
     async def fetch(
         self, topic: str, leader: int, offsets: dict[int, int], max_wait_ms: int = 500,
-        partition_max_bytes: int = 1 << 20,
+        partition_max_bytes: int = 1 << 20, isolation_level: int = READ_UNCOMMITTED,
+        seen: FetchSeen | None = None,
     ) -> tuple[dict[int, list[Record]], dict[int, int]]:
         """Records from ``offsets`` on (partition -> offset), and each partition's
-        high watermark. Whole batches come back; records before the asked
-        offset are dropped here, control records are skipped."""
+        high watermark (with READ_COMMITTED: the last stable offset, and the
+        records of aborted transactions left out, as Kafka's consumer does).
+        Whole batches come back; records before the asked offset are dropped
+        here, control records are skipped (and counted in ``seen``)."""
         conn = await self.node(leader)
         resp = await conn.request(FetchRequest(
             max_wait_ms=max_wait_ms, min_bytes=1, max_bytes=64 << 20,
+            isolation_level=isolation_level,
             topics=[FetchTopic(topic=topic, partitions=[
                 FetchPartition(partition=p, fetch_offset=o, partition_max_bytes=partition_max_bytes)
                 for p, o in offsets.items()
@@ -194,10 +201,15 @@ class KafkaClient:
         for t in resp.responses:
             for p in t.partitions:
                 check(p.error_code, f"{topic}-{p.partition_index}")
-                watermarks[p.partition_index] = p.high_watermark
-                records[p.partition_index] = list(
-                    _records_from(bytes(p.records or b""), offsets[p.partition_index])
-                )
+                watermarks[p.partition_index] = (
+                    p.last_stable_offset if isolation_level == READ_COMMITTED
+                    and p.last_stable_offset >= 0 else p.high_watermark)
+                aborted = sorted((a.first_offset, a.producer_id)
+                                 for a in p.aborted_transactions or ())
+                records[p.partition_index] = list(_records_from(
+                    bytes(p.records or b""), offsets[p.partition_index],
+                    aborted if isolation_level == READ_COMMITTED else None,
+                    seen if seen is not None else FetchSeen()))
         return records, watermarks
 
     # -- groups -------------------------------------------------------------------------
@@ -223,8 +235,25 @@ class KafkaClient:
         return await self.node(node_id)
 
 
-def _records_from(data: bytes, first_offset: int) -> Iterable[Record]:
+@dataclass
+class FetchSeen:
+    """What a fetch passed over: abort markers (a read_uncommitted reader has
+    printed those transactions' records) and records it left out as aborted."""
+
+    abort_markers: int = 0
+    aborted_skipped: int = 0
+
+
+def _records_from(data: bytes, first_offset: int,
+                  aborted: list[tuple[int, int]] | None, seen: FetchSeen) -> Iterable[Record]:
+    """The records of the batches in ``data`` from ``first_offset`` on. With
+    ``aborted`` (read_committed: the response's aborted transactions as sorted
+    (first offset, producer id)), a transactional batch of a producer whose
+    aborted transaction began at or before it is left out, up to that
+    producer's abort marker: Kafka's consumer rule."""
     pos = 0
+    pending = list(reversed(aborted or ()))
+    open_aborts: set[int] = set()
     while pos + 12 <= len(data):
         size = 12 + int.from_bytes(data[pos + 8:pos + 12], "big", signed=True)
         if size < 12 or pos + size > len(data):
@@ -234,7 +263,15 @@ def _records_from(data: bytes, first_offset: int) -> Iterable[Record]:
         except DecodeError as exc:
             raise KafkaError(ErrorCode.CORRUPT_MESSAGE, str(exc)) from exc
         pos += header.size
+        while pending and pending[-1][0] <= header.last_offset:
+            open_aborts.add(pending.pop()[1])
         if header.is_control:
+            if records and control_record_type(records[0]) == CONTROL_ABORT:
+                seen.abort_markers += 1
+                open_aborts.discard(header.producer_id)
+            continue
+        if header.is_transactional and header.producer_id in open_aborts:
+            seen.aborted_skipped += len(records)
             continue
         for r in records:
             if r.offset >= first_offset:

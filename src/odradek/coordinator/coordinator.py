@@ -35,7 +35,7 @@ in :mod:`.offsets` and importable from here.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any, Protocol
 
 from odradek.coordinator.admin import GroupAdmin
@@ -209,18 +209,20 @@ class GroupCoordinator:
         self, group_id: str, wanted: Iterable[tuple[str, int]] | None,
         require_stable: bool = False, member: tuple[str | None, int] | None = None,
         view: Mapping[tuple[str, int], Any] | None = None,
+        unstable: Collection[tuple[str, int]] = (),
     ) -> tuple[ErrorCode, list[FetchedOffset]]:
         """Committed offsets of ``wanted`` partitions (None: every committed one).
         ``member``: (member id, member epoch) of OffsetFetch v9, checked first.
         ``view``: the group's offsets to answer from instead of its current ones
-        (the shell's committed view while a write is in flight)."""
+        (the shell's committed view while a write is in flight); ``unstable``:
+        partitions still pending in that view (a transaction's marker in flight)."""
         if member is not None:
             code = self.store.coordinator_error(group_id)
             if not code:
                 code = self.consumer.validate_fetch(self.store.groups.get(group_id), *member)
             if code:
                 return code, []
-        return self.offsets.fetch_offsets(group_id, wanted, require_stable, view)
+        return self.offsets.fetch_offsets(group_id, wanted, require_stable, view, unstable)
 
     def txn_commit_offsets(
         self, now_ms: int, req: CommitRequest, exists: PartitionExists

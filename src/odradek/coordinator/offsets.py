@@ -20,7 +20,7 @@ the group's members subscribe to.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -152,10 +152,12 @@ class Offsets:
     def fetch_offsets(
         self, group_id: str, wanted: Iterable[tuple[str, int]] | None,
         require_stable: bool = False, view: Mapping[tuple[str, int], Any] | None = None,
+        unstable: Collection[tuple[str, int]] = (),
     ) -> tuple[ErrorCode, list[FetchedOffset]]:
         """Committed offsets of ``wanted`` partitions (None: every committed one),
         from ``view`` when given. With ``require_stable`` a partition an open
-        transaction committed to answers UNSTABLE_OFFSET_COMMIT (the client
+        transaction committed to, or one in ``unstable`` (its transaction's
+        marker not committed yet), answers UNSTABLE_OFFSET_COMMIT (the client
         retries)."""
         code = self.store.coordinator_error(group_id)
         if code:
@@ -166,7 +168,8 @@ class Offsets:
         out = []
         for topic, partition in keys:
             v = offsets.get((topic, partition))
-            if require_stable and self.store.has_pending(group_id, topic, partition):
+            if require_stable and (self.store.has_pending(group_id, topic, partition)
+                                   or (topic, partition) in unstable):
                 out.append(FetchedOffset(topic, partition, -1, -1, "",
                                          ErrorCode.UNSTABLE_OFFSET_COMMIT))
                 continue

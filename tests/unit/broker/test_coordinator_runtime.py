@@ -171,3 +171,57 @@ def test_an_acks_all_wait_begun_after_the_leadership_moved_is_not_answered_ok() 
             raise AssertionError("answered OK across a leadership change")
 
     asyncio.run(scenario())
+
+
+def test_a_stable_offset_fetch_waits_for_the_commit_marker_to_commit() -> None:
+    """Between a transaction's COMMIT marker being appended to
+    ``__consumer_offsets`` and its commit, the committed state (the offsets from
+    before the marker) still holds the transaction's offsets as pending: an
+    OffsetFetch with RequireStable answers UNSTABLE_OFFSET_COMMIT, not the older
+    offsets. The chaos harness's consume-transform-produce loop, rewinding
+    after an abort, was given the older offsets and transformed 28 records twice."""
+    async def scenario() -> None:
+        runtime, partitions = await make_runtime()
+        part = partitions.get(OFFSETS_TOPIC, 0)
+        assert part is not None
+        part.state.become_leader(1, replicas=[1, 2], isr=[1, 2])  # HW waits for 2
+        coordinator = runtime.coordinator
+
+        def fetch(stable: bool) -> tuple[int, int]:
+            code, (got,) = coordinator.fetch_offsets(
+                "g", [("t", 0)], stable, None, runtime.committed_offsets("g"),
+                runtime.unstable_offsets("g") if stable else ())
+            assert code == ErrorCode.NONE
+            return got.offset, got.error
+
+        async def follower_catches_up() -> None:
+            partitions.follower_fetched(part, 2, part.log.log_end_offset)
+            for _ in range(5):
+                await asyncio.sleep(0)
+
+        call = asyncio.ensure_future(runtime.call(lambda token: coordinator.commit_offsets(
+            token, 0, commit_request(5), lambda topic, p: True)))
+        await asyncio.sleep(0)
+        await follower_catches_up()
+        assert await asyncio.wait_for(call, 5) == {("t", 0): ErrorCode.NONE}
+        txn = asyncio.ensure_future(runtime.txn_commit(
+            commit_request(42), 9, 0, lambda topic, p: True))
+        await asyncio.sleep(0)
+        await follower_catches_up()
+        assert await asyncio.wait_for(txn, 5) == {("t", 0): ErrorCode.NONE}
+        assert fetch(True) == (-1, ErrorCode.UNSTABLE_OFFSET_COMMIT)  # the txn is open
+        assert fetch(False) == (5, ErrorCode.NONE)
+        marker = build_batch([Record(0, 0, b"\x00\x00\x00\x01", b"\x00\x00\x00\x00\x00\x01")],
+                             control=True, transactional=True, producer_id=9, producer_epoch=0)
+        appended = partitions.append_now(part, memoryview(marker), Origin.COORDINATOR, acks=-1)
+        runtime.txn_marker(0, 9, True, appended.last_offset + 1)
+        assert part.state.high_watermark <= appended.last_offset  # the marker is in flight
+        assert fetch(True) == (-1, ErrorCode.UNSTABLE_OFFSET_COMMIT)  # not 5
+        assert fetch(False) == (5, ErrorCode.NONE)  # the committed state
+        await follower_catches_up()
+        assert part.state.high_watermark == appended.last_offset + 1
+        assert fetch(True) == (42, ErrorCode.NONE)
+        assert fetch(False) == (42, ErrorCode.NONE)
+        await runtime.close()
+
+    asyncio.run(scenario())

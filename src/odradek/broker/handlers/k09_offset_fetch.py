@@ -8,7 +8,11 @@ COORDINATOR_LOAD_IN_PROGRESS. Only committed offsets are answered: while a
 commit of the group is in flight (appended, not yet at the partition's high
 watermark) the offsets from before it are. With ``require_stable`` (librdkafka sets it) a
 partition whose offset an open transaction committed answers
-UNSTABLE_OFFSET_COMMIT, and the client asks again.
+UNSTABLE_OFFSET_COMMIT, and the client asks again; so does one whose
+transaction's marker is written but not committed (the offsets from before
+it would otherwise be answered: a consume-transform-produce loop rewinding
+after an abort went back past its last committed transaction and
+transformed its input twice).
 
 Version notes: v1 from ``__consumer_offsets``; v2 null topics = all, and a
 top-level error; v3 throttle time; v5 leader epochs; v6 flexible; v7
@@ -48,7 +52,8 @@ async def _fetch(
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, []
     # What a write still in flight changed is not shown (docs in broker/groups.py).
     return runtime.coordinator.fetch_offsets(group_id, wanted, stable, member,
-                                             runtime.committed_offsets(group_id))
+                                             runtime.committed_offsets(group_id),
+                                             runtime.unstable_offsets(group_id) if stable else ())
 
 
 def _by_topic(offsets: Iterable[FetchedOffset]) -> dict[str, list[FetchedOffset]]:
