@@ -188,6 +188,40 @@ def test_produce_from_a_file_with_progress(broker: Broker, tmp_path) -> None:  #
                                      "--file", str(path))
 
 
+def test_a_failed_produce_says_how_far_it_got(broker: Broker, tmp_path: Path) -> None:
+    """5,000 lines, one line larger than the topic takes, 5,000 more: the run
+    stops at that line with the 5,000 before it acknowledged and says so."""
+    odradek(broker, "topics", "create", "cli-half")
+    path = tmp_path / "half-bad.txt"
+    with path.open("w") as f:
+        f.writelines(f"a{i}\n" for i in range(5000))
+        f.write("x" * 1_100_000 + "\n")
+        f.writelines(f"b{i}\n" for i in range(5000))
+    line = fails(broker, "produce", "cli-half", "--file", str(path))
+    assert "line 5001" in line and "too large" in line and "max.message.bytes" in line, line
+    assert "5000 records were acknowledged" in line and "resume from line 5001" in line, line
+    got = odradek(broker, "consume", "cli-half", "--from-beginning", "--timeout-ms",
+                  "1000").stdout.splitlines()
+    assert got == [f"a{i}" for i in range(5000)]
+    # A refusal by the broker (acks=all with too few in-sync replicas) is reported the same way.
+    odradek(broker, "topics", "create", "cli-isr", "--config", "min.insync.replicas=2")
+    line = fails(broker, "produce", "cli-isr", stdin_text="one\ntwo\n")
+    assert "NOT_ENOUGH_REPLICAS" in line and "0 records were acknowledged" in line, line
+    assert "resume from line 1" in line
+
+
+def test_produce_sizes_its_batches_to_the_topic(broker: Broker) -> None:
+    """A topic with a small max.message.bytes takes the CLI's records in
+    batches that fit it (the default 1,000-record batch would be refused)."""
+    odradek(broker, "topics", "create", "cli-small", "--config", "max.message.bytes=2000")
+    values = [f"{i:04d}" + "v" * 96 for i in range(300)]
+    done = odradek(broker, "produce", "cli-small", stdin="\n".join(values) + "\n")
+    assert "Produced 300 records" in done.stderr
+    got = odradek(broker, "consume", "cli-small", "--from-beginning", "--max-messages",
+                  "300").stdout.splitlines()
+    assert got == values
+
+
 def test_groups_describe_lag_reset_and_delete(broker: Broker) -> None:
     odradek(broker, "topics", "create", "cli-g", "--partitions", "2")
     odradek(broker, "produce", "cli-g", "--partition", "0", stdin="a\nb\nc\nd\n")

@@ -5,10 +5,13 @@ of the value. With ``--key-separator SEP`` each line is ``KEY<SEP>VALUE``
 (split at the first SEP; a line without it is refused). Records go to
 ``--partition``, else to the key's partition by Kafka's murmur2 partitioner,
 else round-robin a batch at a time. Records are sent in batches of up to
-``--batch-records`` records / about 1 MiB, compressed with ``--compression``;
-each batch waits for its acknowledgement (``--acks``, default all) before the
-next goes, so a failure stops the run with nothing unacknowledged reported as
-written. A file shows a progress bar on a terminal.
+``--batch-records`` records / about 1 MiB (less when the topic's
+``max.message.bytes`` or ``segment.bytes`` is smaller: a batch must fit both),
+compressed with ``--compression``; each batch waits for its acknowledgement
+(``--acks``, default all) before the next goes. A failure stops the run and
+says how many records were acknowledged and the first input line that was not
+(the line to resume from); a line too large for the topic is named before
+anything after it is sent. A file shows a progress bar on a terminal.
 """
 
 from __future__ import annotations
@@ -25,12 +28,20 @@ from odradek.cli.common import CliError, add_bootstrap
 from odradek.cli.output import emit_json
 from odradek.cli.session import with_client
 from odradek.client.client import KafkaClient, partition_for_key
-from odradek.client.connection import check
+from odradek.client.connection import ClientError, KafkaError, check
 from odradek.wire.compression import CODEC_NAMES
+from odradek.wire.messages.describe_configs_request import (
+    DescribeConfigsRequest,
+    DescribeConfigsResource,
+)
 from odradek.wire.records import Record, build_batch
 
 CODECS = {name: codec for codec, name in CODEC_NAMES.items()}
 BATCH_BYTES = 1 << 20
+BATCH_OVERHEAD = 61
+"""A v2 record batch's header; each record adds at most 21 bytes of framing."""
+RECORD_OVERHEAD = 21
+TOPIC_RESOURCE = 2
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -60,16 +71,20 @@ def _headers(items: list[str]) -> tuple[tuple[str, bytes | None], ...]:
     return tuple(out)
 
 
-def _lines(stream: BinaryIO, separator: bytes | None) -> Iterator[tuple[bytes | None, bytes]]:
+Line = tuple[int, bytes | None, bytes]
+"""(line number from 1, key, value)"""
+
+
+def _lines(stream: BinaryIO, separator: bytes | None) -> Iterator[Line]:
     for number, line in enumerate(stream, 1):
         line = line.rstrip(b"\r\n") if line.endswith(b"\n") else line
         if separator is None:
-            yield None, line
+            yield number, None, line
             continue
         key, sep, value = line.partition(separator)
         if not sep:
             raise CliError(f"line {number} has no key separator {separator.decode()!r}")
-        yield key, value
+        yield number, key, value
 
 
 class _Progress:
@@ -116,8 +131,31 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+async def _batch_limit(client: KafkaClient, topic: str) -> tuple[int, str]:
+    """The largest batch the topic takes: (bytes, why), from its
+    ``max.message.bytes`` and ``segment.bytes`` (1 MiB when they cannot be read)."""
+    try:
+        resp = await client.request(DescribeConfigsRequest(resources=[DescribeConfigsResource(
+            resource_type=TOPIC_RESOURCE, resource_name=topic,
+            configuration_keys=["max.message.bytes", "segment.bytes"])]), 4, 1)
+        (r,) = resp.results
+        check(r.error_code, r.error_message)
+        sizes = {c.name: int(c.value) for c in r.configs if c.value and c.value.isdigit()}
+    except (KafkaError, ClientError, ValueError):
+        return BATCH_BYTES, "the default batch size"
+    limit, why = BATCH_BYTES, "the default batch size"
+    for name in ("max.message.bytes", "segment.bytes"):
+        if name in sizes and sizes[name] < limit:
+            limit, why = sizes[name], f"its {name} {sizes[name]}"
+    return limit, why
+
+
+class ProduceStopped(CliError):
+    """A run that stopped part-way: how far it got, in one line."""
+
+
 async def _produce(
-    client: KafkaClient, args: argparse.Namespace, lines: Iterator[tuple[bytes | None, bytes]],
+    client: KafkaClient, args: argparse.Namespace, lines: Iterator[Line],
     headers: tuple[tuple[str, bytes | None], ...], progress: _Progress, stream: BinaryIO,
 ) -> dict[int, int]:
     # With --partition the topic must exist already: creating it, then failing
@@ -132,11 +170,22 @@ async def _produce(
     leaders = {p.partition_index: p.leader_id for p in topic.partitions}
     if args.partition is not None and args.partition not in leaders:
         raise CliError(f"topic {args.topic!r} has no partition {args.partition}")
+    limit, why = await _batch_limit(client, args.topic)
+    header_bytes = sum(len(k) + len(v or b"") + 10 for k, v in headers)
     count = len(leaders)
     round_robin = itertools.cycle(sorted(leaders))
     written: dict[int, int] = {}
-    pending: dict[int, list[Record]] = {}
+    acked_lines: list[int] = []  # the last line number of each acknowledged batch
+    pending: dict[int, list[tuple[int, Record]]] = {}
     pending_bytes: dict[int, int] = {}
+
+    def stopped(first: int, what: str) -> ProduceStopped:
+        done = sum(written.values())
+        later = sum(1 for n in acked_lines if n > first)
+        return ProduceStopped(
+            f"{what}; {done} records were acknowledged, the first line not written is line "
+            f"{first}" + (" (some later lines, keyed to other partitions, were written)"
+                           if later else f": resume from line {first}"))
 
     async def send(partition: int) -> None:
         records = pending.pop(partition, [])
@@ -145,24 +194,39 @@ async def _produce(
             return
         now = int(time.time() * 1000)
         batch = build_batch([
-            Record(i, now, r.key, r.value, headers) for i, r in enumerate(records)
+            Record(i, now, r.key, r.value, headers) for i, (_, r) in enumerate(records)
         ], compression=CODECS[args.compression])
-        await client.produce(args.topic, partition, leaders[partition], batch, acks=args.acks)
+        try:
+            await client.produce(args.topic, partition, leaders[partition], batch, acks=args.acks)
+        except (KafkaError, ClientError, OSError, TimeoutError) as exc:
+            unsent = [n for n, _ in records] + [n for rs in pending.values() for n, _ in rs]
+            raise stopped(min(unsent), f"producing to {args.topic}-{partition} failed: "
+                                       f"{exc or type(exc).__name__}") from None
         written[partition] = written.get(partition, 0) + len(records)
+        acked_lines.append(records[-1][0])
         if args.file:
             progress.show(stream.tell())
 
     sticky = next(round_robin)
-    for key, value in lines:
+    for number, key, value in lines:
         if args.partition is not None:
             partition = args.partition
         elif key is not None:
             partition = partition_for_key(key, count)
         else:
             partition = sticky
-        pending.setdefault(partition, []).append(Record(0, 0, key, value))
-        size = pending_bytes[partition] = pending_bytes.get(partition, 0) + len(value) + 16
-        if len(pending[partition]) >= args.batch_records or size >= BATCH_BYTES:
+        size = len(key or b"") + len(value) + RECORD_OVERHEAD + header_bytes
+        if size + BATCH_OVERHEAD > limit:
+            for p in list(pending):
+                await send(p)
+            raise stopped(number, f"line {number} ({len(value)} bytes) is too large for topic "
+                                  f"{args.topic!r} ({why}; raise it with odradek topics alter "
+                                  f"{args.topic} --config max.message.bytes=...)")
+        if pending_bytes.get(partition, BATCH_OVERHEAD) + size > limit:
+            await send(partition)
+        pending.setdefault(partition, []).append((number, Record(0, 0, key, value)))
+        pending_bytes[partition] = pending_bytes.get(partition, BATCH_OVERHEAD) + size
+        if len(pending[partition]) >= args.batch_records:
             await send(partition)
             if partition == sticky:
                 sticky = next(round_robin)
