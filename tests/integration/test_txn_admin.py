@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -329,9 +330,13 @@ def test_cli_abort_of_hanging_transaction(broker: Broker, raw: RawClient) -> Non
         assert desc["state"] == "Ongoing" and desc["producer_id"] == pid
         assert desc["coordinator"] == row["coordinator"]
         assert desc["producer_epoch"] == 0 and desc["timeout_ms"] == LONG_TIMEOUT_MS
-        assert desc["partitions"] == [{"topic": topic, "partition": 0}]
+        assert desc["partitions"] == [{"topic": topic, "partition": 0, "start_offset": start}]
         assert desc["duration_ms"] >= 0
-        assert "Ongoing" in odradek(broker, "transactions", "describe", "txa-h").stdout
+        text = odradek(broker, "transactions", "describe", "txa-h").stdout
+        assert "Ongoing" in text and f"{topic}-0@{start}" in text and "--start-offset" in text
+        # held by its coordinator: not hanging, however old
+        assert json.loads(odradek(broker, "transactions", "find-hanging", "--topic", topic,
+                                  "--max-transaction-timeout", "0", "--json").stdout) == []
 
         (described,) = json.loads(odradek(broker, "topics", "describe", topic, "--producers",
                                           "--json").stdout)
@@ -375,6 +380,48 @@ def test_cli_abort_by_start_offset(broker: Broker, raw: RawClient) -> None:
         assert _lso(raw, topic, 1) == start + 2
     finally:
         del hanging
+
+
+def test_find_hanging_lists_what_no_coordinator_holds(tmp_path: Path) -> None:
+    """A real hanging transaction: its coordinator's state is lost (an operator
+    deletes ``__transaction_state``, which only the recovery setting allows,
+    and restarts the broker) while the transaction is open. find-hanging lists
+    it with its start offset, abort --start-offset closes it, and the last
+    stable offset moves on."""
+    settings = {"num_partitions": "1", "odradek.allow.internal.topic.changes": "true"}
+    with Broker(data_dir=str(tmp_path), **settings) as b:
+        admin = AdminClient({"bootstrap.servers": b.bootstrap_servers})
+        admin.create_topics([NewTopic("txh", 1, 1)])["txh"].result(30)
+        hanging = _hang(b, "txh-lost", "txh", [b"x1", b"x2"])
+        raw = RawClient(b.bootstrap_servers)
+        pid = _describe(raw, "txh-lost").producer_id
+        raw.close()
+        assert json.loads(odradek(b, "transactions", "find-hanging", "--max-transaction-"
+                                  "timeout", "0", "--json").stdout) == []
+        odradek(b, "topics", "delete", "__transaction_state")
+    with Broker(data_dir=str(tmp_path), **settings) as b:
+        raw = RawClient(b.bootstrap_servers)
+        try:
+            (row,) = json.loads(odradek(b, "transactions", "find-hanging",
+                                        "--max-transaction-timeout", "0", "--json").stdout)
+            assert row["topic"] == "txh" and row["partition"] == 0
+            assert row["producer_id"] == pid and row["start_offset"] == 0
+            # older than the default 15 minutes only: not listed without the bound
+            assert json.loads(odradek(b, "transactions", "find-hanging", "--json").stdout) == []
+            table = odradek(b, "transactions", "find-hanging", "--topic", "txh",
+                            "--max-transaction-timeout", "0").stdout
+            assert "START-OFFSET" in table and "--start-offset" in table
+            assert _lso(raw, "txh", 0) == 0
+            odradek(b, "transactions", "abort", "--topic", "txh", "--partition", "0",
+                    "--start-offset", str(row["start_offset"]))
+            assert _lso(raw, "txh", 0) == 3  # past the two records and the marker
+            assert json.loads(odradek(b, "transactions", "find-hanging",
+                                      "--max-transaction-timeout", "0", "--json").stdout) == []
+            assert "must not be negative" in fails(b, "transactions", "find-hanging",
+                                                   "--max-transaction-timeout", "-1")
+        finally:
+            raw.close()
+    del hanging  # (it spoke to the first broker; gone before it could end anything)
 
 
 def test_cli_errors(broker: Broker) -> None:

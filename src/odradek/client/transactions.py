@@ -6,15 +6,20 @@
   coordinator (FindCoordinator key type 1);
 * :func:`describe_producers`: DescribeProducers to each partition's leader;
 * :func:`abort_transaction`: WriteTxnMarkers with an ABORT marker to the
-  partition's leader (KIP-664: closing a hanging transaction by hand).
+  partition's leader (KIP-664: closing a hanging transaction by hand);
+* :func:`find_hanging`: open transactions of partitions (DescribeProducers)
+  older than a bound whose coordinator does not hold them, as
+  ``kafka-transactions.sh find-hanging`` finds them.
 """
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 
 from odradek.client.client import KafkaClient
-from odradek.client.connection import ClientError, check
+from odradek.client.connection import ClientError, KafkaError, check
+from odradek.wire.errors import ErrorCode
 from odradek.wire.messages.describe_producers_request import (
     DescribeProducersRequest,
     TopicRequest,
@@ -26,6 +31,9 @@ from odradek.wire.messages.write_txn_markers_request import (
     WritableTxnMarkerTopic,
     WriteTxnMarkersRequest,
 )
+
+RETRIES, RETRY_BACKOFF_S = 50, 0.2
+"""A coordinator still loading is asked again for up to 10 s."""
 
 # The newest version of each API this client is tested with.
 MAX_VERSIONS = {
@@ -78,8 +86,12 @@ async def list_transactions(
         request = ListTransactionsRequest(
             state_filters=list(states or []), producer_id_filters=list(producer_ids or []),
             duration_filter=-1 if duration_ms is None else duration_ms)
-        answer = await conn.request(request, MAX_VERSIONS["list_transactions"],
-                                    0 if duration_ms is None else 1)
+        for _ in range(RETRIES):  # a coordinator loading its partitions, as Kafka's admin
+            answer = await conn.request(request, MAX_VERSIONS["list_transactions"],
+                                        0 if duration_ms is None else 1)
+            if answer.error_code != ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
+                break
+            await asyncio.sleep(RETRY_BACKOFF_S)
         check(answer.error_code, f"listing transactions of broker {broker.node_id}")
         unknown += [s for s in answer.unknown_state_filters if s not in unknown]
         listings += [TransactionListing(t.transactional_id, t.producer_id, t.transaction_state,
@@ -149,3 +161,51 @@ async def abort_transaction(
         for t in marker.topics:
             for p in t.partitions:
                 check(p.error_code, f"abort marker for {t.name}-{p.partition_index}")
+
+
+@dataclass(frozen=True, slots=True)
+class OpenTransaction:
+    """An open transaction of one partition (from its leader's DescribeProducers)."""
+
+    topic: str
+    partition: int
+    producer: ActiveProducer
+
+
+async def find_hanging(
+    client: KafkaClient, leaders: dict[str, dict[int, int]], older_than_ms: int, now_ms: int,
+) -> list[OpenTransaction]:
+    """The hanging transactions of ``leaders`` (topic -> partition -> leader): a
+    partition's open transaction (its producer's current transaction start
+    offset is set) whose last write is older than ``older_than_ms`` and which
+    its producer's transaction coordinator does not hold: no transactional id
+    has the producer id, or the one that has it is at another epoch, not in an
+    open state, or does not name this partition. Such a transaction holds the
+    partition's last stable offset back until an ABORT marker is written
+    (:func:`abort_transaction`)."""
+    candidates = []
+    for topic, parts in sorted(leaders.items()):
+        described = await describe_producers(client, topic, parts)
+        for partition, producers in sorted(described.items()):
+            candidates += [OpenTransaction(topic, partition, pr) for pr in producers
+                           if pr.current_txn_start_offset >= 0
+                           and now_ms - pr.last_timestamp >= older_than_ms]
+    if not candidates:
+        return []
+    listed, _ = await list_transactions(
+        client, producer_ids=sorted({c.producer.producer_id for c in candidates}))
+    holders = {}
+    for t in listed:
+        try:
+            holders[t.producer_id] = await describe_transaction(client, t.transactional_id)
+        except KafkaError:
+            continue  # gone between the two requests: nothing holds the producer
+    hanging = []
+    for c in candidates:
+        d = holders.get(c.producer.producer_id)
+        held = (d is not None and d.producer_epoch == c.producer.producer_epoch
+                and d.state in ("Ongoing", "PrepareCommit", "PrepareAbort")
+                and (c.topic, c.partition) in d.partitions)
+        if not held:
+            hanging.append(c)
+    return hanging
