@@ -5,6 +5,7 @@ non-zero exit, no traceback)."""
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 import time
@@ -220,6 +221,60 @@ def test_produce_sizes_its_batches_to_the_topic(broker: Broker) -> None:
     got = odradek(broker, "consume", "cli-small", "--from-beginning", "--max-messages",
                   "300").stdout.splitlines()
     assert got == values
+
+
+def test_two_group_members_split_a_topic_and_commit_on_sigterm(broker: Broker) -> None:
+    """Two ``consume --group`` processes share a 2-partition topic (one
+    partition each, from the coordinator's assignment), and SIGTERM makes each
+    commit what it printed: the group's committed offsets are where the two
+    stopped, and the records they printed are every record once."""
+    odradek(broker, "topics", "create", "cli-share", "--partitions", "2")
+    conf = {"bootstrap.servers": broker.bootstrap_servers}
+    p = Producer(conf)
+    for i in range(200):
+        p.produce("cli-share", f"r{i}".encode(), partition=i % 2)
+    p.flush(10)
+    cmd = [sys.executable, "-m", "odradek", "consume", "cli-share", "--group", "cli-share-g",
+           "--from-beginning", "--format", "json", "--bootstrap-server",
+           broker.bootstrap_servers]
+    procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(2)]
+    try:
+        def owners() -> dict[int, str | None]:
+            got = json.loads(odradek(broker, "groups", "describe", "cli-share-g",
+                                     "--json", ok=False).stdout or "{}")
+            return {r["partition"]: r["consumer_id"] for r in got.get("partitions", [])}
+        deadline = time.monotonic() + 30
+        while True:  # both members in, each with one partition of its own
+            own = owners()
+            if len(own) == 2 and None not in own.values() and len(set(own.values())) == 2:
+                break
+            assert time.monotonic() < deadline, own
+            time.sleep(0.3)
+        for i in range(200, 260):  # more records while both are members
+            p.produce("cli-share", f"r{i}".encode(), partition=i % 2)
+        p.flush(10)
+        time.sleep(1.0)  # (only so that there is something left to print; not asserted on)
+    finally:
+        for proc in procs:
+            proc.send_signal(signal.SIGTERM)
+        outs = [proc.communicate(timeout=30) for proc in procs]
+        p.close()
+    printed: list[tuple[int, int]] = []
+    late: list[set[int]] = []  # the partitions of the records written once both were in
+    for (stdout, stderr), proc in zip(outs, procs, strict=True):
+        assert proc.returncode == 0, stderr
+        assert "Traceback" not in stderr and "Processed" in stderr
+        rows = [json.loads(line) for line in stdout.splitlines()]
+        printed += [(r["partition"], r["offset"]) for r in rows]
+        late.append({r["partition"] for r in rows if r["offset"] >= 100})
+    assert sorted(late, key=sorted) == [{0}, {1}]  # one partition each
+    assert len(printed) == len(set(printed))
+    assert sorted(printed) == sorted((i % 2, i // 2) for i in range(260))
+    lag = json.loads(odradek(broker, "groups", "describe", "cli-share-g", "--json").stdout)
+    committed = {row["partition"]: row["current_offset"] for row in lag["partitions"]}
+    assert committed == {0: 130, 1: 130}
+    assert lag["members"] == 0  # both left the group
 
 
 def test_groups_describe_lag_reset_and_delete(broker: Broker) -> None:

@@ -5,10 +5,17 @@ Where reading starts, per partition: ``--partition P --offset O`` (a number,
 offset; else (and for partitions the group never committed) the log start
 with ``--from-beginning``, the log end without. It stops after
 ``--max-messages`` records, or after ``--timeout-ms`` with nothing new, else
-runs until Ctrl-C. With ``--group`` the offsets after the last printed record
-are committed to the group when it stops (a standalone commit, generation -1:
-the command reads all partitions itself and does not join the group's
-rebalances, so it is for inspecting and moving a group, not for sharing work).
+runs until Ctrl-C or SIGTERM.
+
+With ``--group`` the command is a member of the group (the KIP-848 consumer
+protocol, :mod:`odradek.client.member`): the coordinator assigns it a share
+of the topic's partitions and rebalances them as other members come and go;
+it starts each partition at the group's committed offset and commits what it
+has printed at every heartbeat, when it gives a partition up, and when it
+stops (Ctrl-C and SIGTERM included), then leaves the group. With ``--group``
+and ``--partition`` it is not a member: it reads that partition and commits
+to the group on the way out (a standalone commit, generation -1), to inspect
+or move a group that has no members.
 
 ``--isolation-level read_committed`` prints only committed transactions'
 records (and reads up to the last stable offset), as a Kafka consumer with
@@ -25,7 +32,10 @@ escapes.
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
 import json
+import signal
 import sys
 import time
 
@@ -39,7 +49,9 @@ from odradek.client.client import (
     FetchSeen,
     KafkaClient,
 )
+from odradek.client.connection import check
 from odradek.client.groups import commit_offsets, fetch_committed
+from odradek.client.member import GroupMember
 from odradek.wire.records import Record
 
 
@@ -84,6 +96,8 @@ def run(args: argparse.Namespace) -> int:
         raise CliError("--offset needs --partition")
     if args.json:
         args.format = "json"
+    if args.group and args.partition is None:
+        return with_client(args.bootstrap_server, lambda c: _as_member(c, args))
     return with_client(args.bootstrap_server, lambda c: _consume(c, args))
 
 
@@ -152,3 +166,102 @@ async def _consume(client: KafkaClient, args: argparse.Namespace) -> int:
               file=sys.stderr)
     return 0
 
+
+
+class _Printer:
+    """Prints records, counts them, and says when the run should stop."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.printed = 0
+        self.last_new = time.monotonic()
+        self.seen = FetchSeen()
+        self.isolation = (READ_COMMITTED if args.isolation_level == "read_committed"
+                          else READ_UNCOMMITTED)
+
+    def full(self) -> bool:
+        return self.args.max_messages is not None and self.printed >= self.args.max_messages
+
+    def idle(self) -> bool:
+        return self.args.timeout_ms is not None and (
+            time.monotonic() - self.last_new) * 1000 >= self.args.timeout_ms
+
+    def print(self, partition: int, records: list[Record], positions: dict[int, int]) -> None:
+        for r in records:
+            if self.full():
+                return
+            sys.stdout.write(render(self.args.topic, partition, r, self.args.format) + "\n")
+            positions[partition] = r.offset + 1
+            self.printed += 1
+            self.last_new = time.monotonic()
+
+    def summary(self) -> None:
+        timed_out = self.args.max_messages is not None and not self.full()
+        print(f"Processed {self.printed} messages" + (" (timed out)." if timed_out else "."),
+              file=sys.stderr)
+        if self.seen.abort_markers and self.isolation == READ_UNCOMMITTED:
+            print(f"The records read include aborted transactions ({self.seen.abort_markers} "
+                  f"abort markers passed); --isolation-level read_committed leaves them out.",
+                  file=sys.stderr)
+
+
+async def _as_member(client: KafkaClient, args: argparse.Namespace) -> int:
+    """``consume --group``: a member of the group, printing what it is assigned."""
+    resp = await client.metadata([args.topic])
+    (topic,) = resp.topics
+    check(topic.error_code, f"topic {args.topic!r}")
+    leaders = {p.partition_index: p.leader_id for p in topic.partitions}
+    member = GroupMember(client, args.group, args.topic, topic.topic_id)
+    out = _Printer(args)
+    positions: dict[int, int] = {}
+    committed: dict[int, int] = {}
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    next_beat = 0.0
+    try:
+        while not stop.is_set() and not out.full():
+            if time.monotonic() >= next_beat:
+                beat = await member.heartbeat()
+                next_beat = time.monotonic() + beat.interval_ms / 1000
+                if beat.fenced:
+                    positions.clear()  # another member may own them now: no commit
+                if beat.assigned is not None:
+                    lost = set(positions) - beat.assigned
+                    await member.commit({p: positions[p] for p in lost
+                                         if positions[p] != committed.get(p)})
+                    for p in lost:
+                        del positions[p]
+                    new = beat.assigned - set(positions)
+                    if new:
+                        positions.update(await _start(client, args, {
+                            p: leaders[p] for p in new if p in leaders}))
+                    if lost or new or member.owned != set(positions):
+                        member.owned = set(positions)
+                        next_beat = 0.0  # say at once what it owns now
+                else:
+                    await member.commit({p: o for p, o in positions.items()
+                                         if o != committed.get(p)})
+                    committed.update(positions)
+            if not positions:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), 0.1)
+            for leader in sorted({leaders[p] for p in positions}):
+                mine = {p: o for p, o in positions.items() if leaders[p] == leader}
+                records, _ = await client.fetch(args.topic, leader, mine, max_wait_ms=200,
+                                                isolation_level=out.isolation, seen=out.seen)
+                for partition, recs in sorted(records.items()):
+                    out.print(partition, recs, positions)
+            sys.stdout.flush()
+            if out.idle():
+                break
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+        try:
+            await member.commit({p: o for p, o in positions.items() if o != committed.get(p)})
+        finally:
+            await member.leave()
+    out.summary()
+    return 0
