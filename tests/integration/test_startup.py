@@ -121,3 +121,27 @@ def test_a_misspelt_key_is_logged_with_its_suggestion_and_the_broker_says_what_i
     assert "node 1, roles broker,controller" in text and "cluster id " in text
     assert f"data in {(tmp_path / 'data').resolve()}" in text
     assert f"configuration: {props}" in text
+
+
+def test_the_sample_config_starts_a_broker_with_no_unknown_key(tmp_path: Path) -> None:
+    """``config/server.properties``, the file the README starts the broker with,
+    holds only keys Odradek reads, and a broker started with it serves."""
+    sample = Path(__file__).resolve().parents[2] / "config" / "server.properties"
+    broker = ServerProcess(tmp_path / "data", properties=sample, log_level="INFO",
+                           stderr_to_file=True).start()
+    try:
+        conf = {"bootstrap.servers": broker.bootstrap}
+        producer = Producer(conf)
+        producer.produce("sample", b"v")
+        assert producer.flush(10) == 0
+        producer.close()
+        consumer = Consumer({**conf, "group.id": "sample"})
+        consumer.assign([TopicPartition("sample", 0, 0)])
+        msg = consumer.poll(10)
+        assert msg is not None and msg.value() == b"v"
+        consumer.close()
+    finally:
+        broker.stop()
+    text = broker.stderr_text()
+    assert "unknown config" not in text and "accepted and not used" not in text, text
+    assert f"configuration: {sample}" in text
