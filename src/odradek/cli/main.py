@@ -20,7 +20,8 @@ from odradek.broker.config import ConfigError
 from odradek.cli.common import CliError
 
 SUBCOMMANDS = (
-    "serve", "topics", "produce", "consume", "groups", "transactions", "quotas", "cluster",
+    "serve", "topics", "produce", "consume", "groups", "transactions", "quotas", "configs",
+    "cluster",
     "dump_log", "storage", "dev", "metadata", "leaders",
 )
 

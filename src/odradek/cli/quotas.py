@@ -38,7 +38,7 @@ from odradek.wire.messages.describe_client_quotas_request import (
     DescribeClientQuotasRequest,
 )
 
-_TYPES = (("user", "user"), ("client_id", "client-id"), ("ip", "ip"))
+QUOTA_TYPES = (("user", "user"), ("client_id", "client-id"), ("ip", "ip"))
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -48,7 +48,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     alter = verbs.add_parser("alter", help="set or delete quotas of one entity")
     for parser in (describe, alter):
         add_bootstrap(parser)
-        for attr, name in _TYPES:
+        for attr, name in QUOTA_TYPES:
             group = parser.add_mutually_exclusive_group()
             group.add_argument(f"--{name}", dest=attr, metavar="NAME")
             group.add_argument(f"--{name.split('-')[0]}-default", dest=f"{attr}_default",
@@ -57,13 +57,14 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                        help="quotas to set, e.g. producer_byte_rate=1048576")
     alter.add_argument("--delete-config", default="", metavar="K,...",
                        help="quotas to remove")
-    describe.set_defaults(run=lambda a: with_client(a.bootstrap_server, lambda c: _describe(c, a)))
-    alter.set_defaults(run=lambda a: with_client(a.bootstrap_server, lambda c: _alter(c, a)))
+    describe.set_defaults(
+        run=lambda a: with_client(a.bootstrap_server, lambda c: describe_quotas(c, a)))
+    alter.set_defaults(run=lambda a: with_client(a.bootstrap_server, lambda c: alter_quotas(c, a)))
 
 
-def _entity(args: argparse.Namespace) -> list[tuple[str, str | None]]:
+def entity(args: argparse.Namespace) -> list[tuple[str, str | None]]:
     out: list[tuple[str, str | None]] = []
-    for attr, name in _TYPES:
+    for attr, name in QUOTA_TYPES:
         if getattr(args, f"{attr}_default"):
             out.append((name, None))
         elif getattr(args, attr) is not None:
@@ -97,29 +98,29 @@ def _ops(args: argparse.Namespace) -> list[OpData]:
     return ops
 
 
-async def _alter(client: KafkaClient, args: argparse.Namespace) -> int:
-    entity = _entity(args)
-    if not entity:
+async def alter_quotas(client: KafkaClient, args: argparse.Namespace) -> int:
+    chosen = entity(args)
+    if not chosen:
         raise CliError("name an entity: --user/--user-default, --client-id/--client-default "
                        "or --ip/--ip-default")
     ops = _ops(args)
     resp = await client.request(AlterClientQuotasRequest(entries=[EntryData(
-        entity=[EntityData(entity_type=t, entity_name=n) for t, n in entity], ops=ops)]), 1)
+        entity=[EntityData(entity_type=t, entity_name=n) for t, n in chosen], ops=ops)]), 1)
     for entry in resp.entries:
         check(entry.error_code, entry.error_message)
     if args.json:
-        emit_json({"entity": dict(entity), "altered": [o.key for o in ops]})
+        emit_json({"entity": dict(chosen), "altered": [o.key for o in ops]})
     else:
-        print(f"Altered quotas of {_show(entity)}")
+        print(f"Altered quotas of {_show(chosen)}")
     return 0
 
 
-async def _describe(client: KafkaClient, args: argparse.Namespace) -> int:
-    entity = _entity(args)
+async def describe_quotas(client: KafkaClient, args: argparse.Namespace) -> int:
+    chosen = entity(args)
     components = [ComponentData(entity_type=t, match_type=1 if n is None else 0, match=n)
-                  for t, n in entity]
+                  for t, n in chosen]
     resp = await client.request(
-        DescribeClientQuotasRequest(components=components, strict=bool(entity)), 1)
+        DescribeClientQuotasRequest(components=components, strict=bool(chosen)), 1)
     check(resp.error_code, resp.error_message)
     rows = []
     for e in resp.entries or []:
