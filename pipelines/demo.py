@@ -34,10 +34,10 @@ import website_activity
 
 def start_broker(data_dir: str) -> tuple[subprocess.Popen[str], str]:
     proc = subprocess.Popen(
-        ["odradek", "serve", "--log-level", "WARNING", "--override",
+        [sys.executable, "-m", "odradek", "serve", "--log-level", "WARNING", "--override",
          "listeners=PLAINTEXT://127.0.0.1:0", "--override", f"log.dirs={data_dir}",
          "--override", "num.partitions=4"],
-        stdout=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE, text=True, start_new_session=True,
     )
     assert proc.stdout is not None
     line = proc.stdout.readline()
@@ -80,6 +80,38 @@ def show_results(bootstrap: str, topic: str, stop: threading.Event) -> None:
     consumer.close()
 
 
+def run_spark(args: argparse.Namespace) -> int:
+    """The Spark side (``--spark-child``): build the pipeline, run until SIGTERM,
+    then stop each query between two micro-batches (stopping one mid-batch
+    kills its tasks, and Spark prints their TaskKilledException) and Spark."""
+    import signal
+
+    from pyspark.sql import SparkSession
+
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    module = website_activity if args.pipeline == "website" else log_aggregation
+    extra = (["--output-dir", os.path.join(args.work, "parquet")]
+             if args.pipeline == "website" else [])
+    pipeline_args = module.parser().parse_args([
+        "--bootstrap", args.bootstrap, "--checkpoint", os.path.join(args.work, "checkpoint"),
+        "--trigger-seconds", "2", "--watermark", "20 seconds", *extra,
+    ])
+    spark = (SparkSession.builder.master("local[*]").appName(f"demo-{args.pipeline}")
+             .config("spark.sql.shuffle.partitions", "2")
+             .config("spark.ui.showConsoleProgress", "false").getOrCreate())
+    spark.sparkContext.setLogLevel("OFF")
+    queries = module.build(spark, pipeline_args)
+    stop.wait()
+    for q in queries:
+        deadline = time.monotonic() + 10
+        while q.isActive and q.status.get("isTriggerActive") and time.monotonic() < deadline:
+            time.sleep(0.05)
+        q.stop()
+    spark.stop()
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("pipeline", choices=["website", "logs"])
@@ -87,8 +119,22 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seconds", type=float, default=120)
     p.add_argument("--rate", type=float, default=300, help="events per second")
     p.add_argument("--speedup", type=float, default=12, help="event time per wall time")
+    p.add_argument("--spark-child", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--work", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    if args.spark_child:
+        return run_spark(args)
+    # Ctrl-C reaches every process of the terminal's foreground group: Spark's
+    # Python workers would die with tracebacks and the broker would stop under
+    # its clients. So the broker and Spark run in sessions of their own, and
+    # Ctrl-C (like --seconds) makes this process stop them in order: Spark's
+    # queries between two batches, then the generator and viewer, then the broker.
+    import signal
+
+    stop = threading.Event()
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
     work = tempfile.TemporaryDirectory(prefix="odradek-demo-")
     broker = None
     if args.bootstrap:
@@ -96,51 +142,42 @@ def main(argv: list[str] | None = None) -> int:
     else:
         broker, bootstrap = start_broker(os.path.join(work.name, "data"))
         print(f"demo: broker on {bootstrap}", flush=True)
-    stop = threading.Event()
-    threads: list[threading.Thread] = []
-    queries = []
+    kind, output = (("pageviews", "pageviews-per-minute") if args.pipeline == "website"
+                    else ("logs", "alerts"))
+    threads = [
+        threading.Thread(target=produce_forever, daemon=True, args=(
+            kind, bootstrap, kind, args.rate, args.speedup, stop)),
+        threading.Thread(target=show_results, daemon=True, args=(bootstrap, output, stop)),
+    ]
     spark = None
     try:
-        if args.pipeline == "website":
-            module, kind, output = website_activity, "pageviews", "pageviews-per-minute"
-            extra = ["--output-dir", os.path.join(work.name, "parquet")]
-        else:
-            module, kind, output = log_aggregation, "logs", "alerts"  # type: ignore[assignment]
-            extra = []
-        pipeline_args = module.parser().parse_args([
-            "--bootstrap", bootstrap, "--checkpoint", os.path.join(work.name, "checkpoint"),
-            "--trigger-seconds", "2", "--watermark", "20 seconds", *extra,
-        ])
-        threads.append(threading.Thread(target=produce_forever, daemon=True, args=(
-            kind, bootstrap, kind, args.rate, args.speedup, stop)))
-        threads.append(threading.Thread(target=show_results, daemon=True,
-                                        args=(bootstrap, output, stop)))
         for t in threads:
             t.start()
         print(f"demo: generating {kind} at {args.rate:g}/s, event time x{args.speedup:g}; "
               "starting Spark (first results in about 30 s)", flush=True)
-        from pyspark.sql import SparkSession
-
-        spark = (SparkSession.builder.master("local[*]").appName(f"demo-{args.pipeline}")
-                 .config("spark.sql.shuffle.partitions", "2")
-                 .config("spark.ui.showConsoleProgress", "false").getOrCreate())
-        spark.sparkContext.setLogLevel("ERROR")
-        queries = module.build(spark, pipeline_args)
-        stop.wait(args.seconds)
-    except KeyboardInterrupt:
-        pass
+        spark = subprocess.Popen(
+            [sys.executable, __file__, args.pipeline, "--spark-child", "--bootstrap", bootstrap,
+             "--work", work.name], start_new_session=True)
+        deadline = time.monotonic() + args.seconds
+        while not stop.is_set() and time.monotonic() < deadline and spark.poll() is None:
+            stop.wait(0.2)
     finally:
+        print("demo: stopping", flush=True)
         stop.set()
-        for q in queries:
-            q.stop()
-        if spark is not None:
-            spark.stop()
+        if spark is not None and spark.poll() is None:
+            spark.terminate()
+            try:
+                spark.wait(60)
+            except subprocess.TimeoutExpired:
+                spark.kill()
+                spark.wait()
         for t in threads:
             t.join(15)
         if broker is not None:
             broker.terminate()
             broker.wait(30)
         work.cleanup()
+    print("demo: stopped", flush=True)
     return 0
 
 
