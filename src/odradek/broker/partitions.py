@@ -132,11 +132,20 @@ class Partition:
         self.hw_waiters = []
 
     def abandon(self) -> None:
-        """The partition goes (deleted, or the broker stops): release every waiter."""
+        """The partition goes (deleted): release every waiter."""
         self.notify()
         for _, fut in self.hw_waiters:
             if not fut.done():
                 fut.set_exception(PartitionGoneError(f"{self.topic}-{self.index} is gone"))
+        self.hw_waiters = []
+
+    def stopping(self) -> None:
+        """The broker stops: every wait for the HW ends with :class:`BrokerStopping`
+        (a produce is then not answered: see the class), and long polls return."""
+        self.notify()
+        for _, fut in self.hw_waiters:
+            if not fut.done():
+                fut.set_exception(BrokerStopping(f"{self.topic}-{self.index}: the broker stops"))
         self.hw_waiters = []
 
 
@@ -147,6 +156,18 @@ class PartitionGoneError(Exception):
 class NotLeaderError(PartitionGoneError):
     """A produce or coordinator write waited for the HW of a partition whose
     leadership moved to another broker (NOT_LEADER_OR_FOLLOWER)."""
+
+
+class BrokerStopping(NotLeaderError):
+    """A produce or coordinator write waited for the HW when the broker began to
+    stop. Its records may be in the log and on followers: the produce is not
+    answered, its connection closes, as Kafka's do when a broker shuts down.
+    An error answer would say more than is known: librdkafka takes
+    NOT_LEADER_OR_FOLLOWER and UNKNOWN_TOPIC_OR_PARTITION as "not persisted",
+    and an idempotent producer that bumps its epoch meanwhile sends such records
+    again under new sequence numbers (a duplicate the chaos harness found after
+    a clean restart of the whole cluster); a closed connection is "possibly
+    persisted", retried with the same sequence, which the next leader knows."""
 
 
 def first_record_at_or_after(batch: bytes, target_timestamp: int) -> tuple[int, int] | None:
@@ -510,7 +531,7 @@ class PartitionManager:
         for fut in list(self._flushing.values()):
             await asyncio.shield(fut)
         for part in self.partitions.values():
-            part.abandon()
+            part.stopping()
         await asyncio.to_thread(self.logs.close)
         if self._writer is not None:
             writer, self._writer = self._writer, None

@@ -519,12 +519,12 @@ class KafkaServer:
         cluster = self.state.quorum is not None
         for part in self.state.partitions.partitions.values():
             if cluster:
-                # A produce or coordinator write waiting for its followers is not
-                # acknowledged but answered NOT_LEADER_OR_FOLLOWER now (the client
-                # retries at the next leader): when the whole cluster stops, the
-                # followers it waits for are stopping too, and the drain would
-                # wait its whole timeout for them.
-                part.leadership_lost()
+                # A produce waiting for its followers is not acknowledged and not
+                # answered: its connection closes (BrokerStopping says why) and
+                # the client retries at the next leader. When the whole cluster
+                # stops, the followers it waits for are stopping too, and the
+                # drain would wait its whole timeout for them.
+                part.stopping()
             else:
                 part.notify()
         if self.state.groups is not None:

@@ -51,7 +51,12 @@ from typing import Any
 
 from odradek.broker.context import RequestContext
 from odradek.broker.handlers.topics import INTERNAL_TOPICS
-from odradek.broker.partitions import NotLeaderError, Partition, PartitionGoneError
+from odradek.broker.partitions import (
+    BrokerStopping,
+    NotLeaderError,
+    Partition,
+    PartitionGoneError,
+)
 from odradek.broker.registry import CloseConnection, Deferred, handler
 from odradek.replication.partition import Appended, Origin
 from odradek.storage.errors import StorageError
@@ -145,6 +150,8 @@ async def _complete(ctx: RequestContext, part: Partition, resp: PartitionProduce
         code: int | None = ErrorCode.REQUEST_TIMED_OUT
     except StorageError as exc:  # the write failed (a full disk, an IO error)
         code = exc.error_code
+    except BrokerStopping as exc:  # not answered: the records may be persisted
+        raise CloseConnection(str(exc)) from None
     except NotLeaderError:
         code = ErrorCode.NOT_LEADER_OR_FOLLOWER
     except PartitionGoneError:
