@@ -123,49 +123,34 @@ async def _start(client: KafkaClient, args: argparse.Namespace,
 
 
 async def _consume(client: KafkaClient, args: argparse.Namespace) -> int:
+    """Not a member: read the partitions (all, or ``--partition``) from where
+    :func:`_start` says; with ``--group``, commit standalone on the way out."""
     leaders = await client.partitions(args.topic)
     positions = await _start(client, args, leaders)
-    printed = 0
-    last_new = time.monotonic()
-    committed_only = args.isolation_level == "read_committed"
-    seen = FetchSeen()
-    out = sys.stdout
+    out = _Printer(args)
     try:
-        while args.max_messages is None or printed < args.max_messages:
-            got_any = False
-            for leader in sorted(set(leaders[p] for p in positions)):
-                mine = {p: o for p, o in positions.items() if leaders[p] == leader}
-                records, _ = await client.fetch(
-                    args.topic, leader, mine, max_wait_ms=200, seen=seen,
-                    isolation_level=READ_COMMITTED if committed_only else READ_UNCOMMITTED)
-                for partition, recs in sorted(records.items()):
-                    for r in recs:
-                        if args.max_messages is not None and printed >= args.max_messages:
-                            break
-                        out.write(render(args.topic, partition, r, args.format) + "\n")
-                        positions[partition] = r.offset + 1
-                        printed += 1
-                        got_any = True
-            out.flush()
-            if got_any:
-                last_new = time.monotonic()
-            elif args.timeout_ms is not None and (
-                time.monotonic() - last_new
-            ) * 1000 >= args.timeout_ms:
+        while not out.full():
+            await _fetch_round(client, args, leaders, positions, out)
+            if out.idle():
                 break
     finally:
         if args.group:
             await commit_offsets(client, args.group, args.topic, positions)
-    if args.max_messages is not None and printed < args.max_messages:
-        print(f"Processed {printed} messages (timed out).", file=sys.stderr)
-    else:
-        print(f"Processed {printed} messages.", file=sys.stderr)
-    if seen.abort_markers and not committed_only:
-        print(f"The records read include aborted transactions ({seen.abort_markers} abort "
-              f"markers passed); --isolation-level read_committed leaves them out.",
-              file=sys.stderr)
+    out.summary()
     return 0
 
+
+async def _fetch_round(client: KafkaClient, args: argparse.Namespace, leaders: dict[int, int],
+                       positions: dict[int, int], out: _Printer) -> None:
+    """One fetch from each leader of the partitions at ``positions``; prints
+    what comes back and moves the positions past it."""
+    for leader in sorted({leaders[p] for p in positions}):
+        mine = {p: o for p, o in positions.items() if leaders[p] == leader}
+        records, _ = await client.fetch(args.topic, leader, mine, max_wait_ms=200,
+                                        isolation_level=out.isolation, seen=out.seen)
+        for partition, recs in sorted(records.items()):
+            out.print(partition, recs, positions)
+    sys.stdout.flush()
 
 
 class _Printer:
@@ -247,13 +232,7 @@ async def _as_member(client: KafkaClient, args: argparse.Namespace) -> int:
             if not positions:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), 0.1)
-            for leader in sorted({leaders[p] for p in positions}):
-                mine = {p: o for p, o in positions.items() if leaders[p] == leader}
-                records, _ = await client.fetch(args.topic, leader, mine, max_wait_ms=200,
-                                                isolation_level=out.isolation, seen=out.seen)
-                for partition, recs in sorted(records.items()):
-                    out.print(partition, recs, positions)
-            sys.stdout.flush()
+            await _fetch_round(client, args, leaders, positions, out)
             if out.idle():
                 break
     finally:
