@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 
+import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -92,7 +94,7 @@ def _retries_through_proxy(broker: Broker, proxy: Proxy) -> None:
 
 
 def test_duplicate_batch_is_acked_with_original_offset_and_gaps_are_refused(
-    broker: Broker,
+    broker: Broker, caplog: pytest.LogCaptureFixture,
 ) -> None:
     admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
     admin.create_topics([NewTopic("seq", 1, 1)])["seq"].result(10)
@@ -114,7 +116,11 @@ def test_duplicate_batch_is_acked_with_original_offset_and_gaps_are_refused(
         assert send(0, 3) == (0, 0)
         assert send(3, 2) == (0, 3)
         assert send(0, 3) == (0, 0)  # duplicate: original offsets, not appended
-        assert send(9, 1)[0] == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+        with caplog.at_level(logging.INFO, logger="odradek.broker"):
+            assert send(9, 1)[0] == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+        # logged, with what was expected and the leader epoch, for tracing duplicates
+        assert any("seq-0: Out of order sequence 9" in r.getMessage() and "expected 5" in
+                   r.getMessage() and "leader epoch" in r.getMessage() for r in caplog.records)
         bumped = client.request(InitProducerIdRequest(
             transactional_id=None, transaction_timeout_ms=60000,
             producer_id=pid, producer_epoch=epoch), 4)

@@ -125,6 +125,12 @@ def _append(
     )
     if result.error_code:
         resp.base_offset = -1
+        if result.error_code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER:
+            # Rare, and what makes an idempotent client bump its epoch (librdkafka
+            # then sends its unacknowledged records again as new ones): logged
+            # with the leader epoch so that a duplicate can be traced to it.
+            log.info("%s-%d: %s (leader epoch %d, client %s)", part.topic, part.index,
+                     result.error_message, part.state.leader_epoch, ctx.client_id)
     return resp, result
 
 
