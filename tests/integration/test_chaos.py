@@ -79,6 +79,7 @@ def test_the_cli_refuses_bad_arguments_in_one_line(tmp_path: Path) -> None:
     (tmp_path / "busy" / "x").write_text("x")
     for args, message in ((["--faults", "kill,flood"], "unknown fault 'flood'"),
                           (["--rounds", "0"], "--rounds must be at least 1"),
+                          (["--max-in-flight", "6"], "--max-in-flight must be between"),
                           (["--dir", str(tmp_path / "busy")], "not an empty directory")):
         done = subprocess.run([sys.executable, "-m", "odradek", "dev", "chaos", *args],
                               capture_output=True, text=True, timeout=60)
@@ -104,7 +105,13 @@ def test_restarts_lose_nothing(tmp_path: Path) -> None:
     record visible; the report gives each fault's time to recovery.
     (``odradek dev chaos --faults restart,restart9,rolling,ctlbroker,wipe
     --rounds 20`` is the full matrix.)"""
+    # One request in flight per connection: librdkafka's epoch bump on an
+    # OUT_OF_ORDER answer to a pipelined request (which renumbers records that
+    # may be written already: the restart matrix found 2 duplicates in 100
+    # faults, docs/durability.md) is a client race this test must not fail on
+    # at random; the broker's own part, deduplicating retries, is what it checks.
     history, _ = run_chaos(tmp_path / "cluster", "--seed", str(SEED), "--rounds", "1",
-                           "--faults", ",".join(RESTART_KINDS), deadline_s=360)
+                           "--faults", ",".join(RESTART_KINDS), "--max-in-flight", "1",
+                           deadline_s=360)
     assert sorted(f.fault.kind for f in history.faults) == sorted(RESTART_KINDS)
     assert history.txn_committed and len(history.acked) > 1000

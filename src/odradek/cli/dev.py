@@ -65,6 +65,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     chaos.add_argument("--dir", type=Path, default=None,
                        help="an empty or new directory for the nodes' data and logs "
                             "(default: a new temporary directory, kept)")
+    chaos.add_argument("--max-in-flight", type=int, default=5, metavar="N",
+                       help="the producers' max.in.flight.requests.per.connection (default 5, "
+                            "librdkafka's; 1 keeps librdkafka from bumping its epoch on a "
+                            "pipelined request's OUT_OF_ORDER answer)")
     chaos.set_defaults(run=run_chaos)
 
 
@@ -280,12 +284,15 @@ def run_chaos(args: argparse.Namespace) -> int:
                        if unknown else "--faults: name at least one fault")
     if args.rounds < 1:
         raise CliError("--rounds must be at least 1")
+    if not 1 <= args.max_in_flight <= 5:
+        raise CliError("--max-in-flight must be between 1 and 5 (idempotence allows 5)")
     if args.dir is not None and args.dir.exists() and (
             not args.dir.is_dir() or any(args.dir.iterdir())):
         raise CliError(f"--dir {args.dir}: not an empty directory")
     seed = args.seed if args.seed is not None else random.randrange(1 << 32)
     print(f"seed {seed}", flush=True)
-    chaos = ChaosRun(seed, args.rounds, faults, directory=args.dir)
+    chaos = ChaosRun(seed, args.rounds, faults, directory=args.dir,
+                     max_in_flight=args.max_in_flight)
     try:
         report = chaos.run()
     except ChaosError as exc:

@@ -98,7 +98,7 @@ class ChaosRun:
 
     def __init__(self, seed: int, rounds: int = 5, faults: Iterable[str] = KINDS,
                  directory: Path | None = None, producers: int = 2, rate: float = 60.0,
-                 log: Callable[[str], None] | None = None) -> None:
+                 log: Callable[[str], None] | None = None, max_in_flight: int = 5) -> None:
         faults = list(faults)
         unknown = [f for f in faults if f not in ALL_KINDS]
         if unknown:
@@ -109,6 +109,13 @@ class ChaosRun:
         self.producers = producers
         self.rate = rate
         """Records per second of each producer."""
+        self.max_in_flight = max_in_flight
+        """The idempotent producers' ``max.in.flight.requests.per.connection``
+        (librdkafka's default 5). With 1 a request is always head-of-line, so
+        librdkafka never bumps its epoch on an OUT_OF_ORDER answer to a
+        pipelined request, which renumbers unacknowledged records that may be
+        written already (docs/durability.md, "Idempotence across full-cluster
+        restarts")."""
         self.log = log or (lambda line: print(line, flush=True))
         self.history = History()
         self.cluster: LocalCluster | None = None
@@ -334,6 +341,7 @@ class ChaosRun:
 
             producer = Producer(self._conf(**{
                 "acks": "all", "enable.idempotence": True, "linger.ms": 5,
+                "max.in.flight.requests.per.connection": self.max_in_flight,
                 "request.timeout.ms": 5000, "message.timeout.ms": 120000,
                 "retry.backoff.ms": 100, "error_cb": on_error}))
             seq = 0
