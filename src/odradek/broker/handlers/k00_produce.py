@@ -73,6 +73,9 @@ from odradek.wire.messages.produce_response import (
 
 log = logging.getLogger("odradek.broker")
 
+IN_SERVICE_WAIT_S = 5.0
+"""How long a produce to a node that is not yet in service waits for it."""
+
 
 def error_response(request: ProduceRequest, code: int) -> ProduceResponse:
     return ProduceResponse(responses=[
@@ -202,6 +205,15 @@ async def handle(ctx: RequestContext, request: ProduceRequest
     waits: list[Coroutine[Any, Any, None]] = []
     writing = False
     timeout_s = max(request.timeout_ms, 0) / 1000
+    if not state.in_service.is_set():
+        # A cluster node that has just started leads nothing until it is
+        # registered, while the other nodes' metadata may already name it the
+        # leader. A produce then waits for that (as this node's Metadata
+        # answers do) instead of being refused: a refused request followed by
+        # the same producer's next one, taken once this node leads, answers
+        # that one OUT_OF_ORDER_SEQUENCE_NUMBER, and librdkafka then bumps its
+        # epoch and sends its unacknowledged records again as new ones.
+        await state.wait_in_service(min(IN_SERVICE_WAIT_S, timeout_s))
     for topic in request.topic_data:
         parts = []
         for pdata in topic.partition_data:
