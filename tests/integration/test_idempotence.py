@@ -160,3 +160,52 @@ def test_a_retried_batch_with_a_bad_crc_is_corrupt_not_a_duplicate(broker: Broke
     finally:
         client.close()
     assert _count(broker.bootstrap_servers, "crc") == [b"value"] * 3
+
+
+def test_a_gap_after_a_refused_batch_is_answered_with_the_refusal(broker: Broker) -> None:
+    """A producer's batch refused before the sequence check (NOT_ENOUGH_REPLICAS)
+    is followed by its next batch, pipelined; if the cause ended in between, the
+    next batch meets a gap. It is answered with the same retriable refusal, not
+    OUT_OF_ORDER_SEQUENCE_NUMBER (on which librdkafka bumps its epoch and sends
+    unacknowledged records again as new ones); retried in order, both are taken.
+    A gap with no refusal before it is still OUT_OF_ORDER."""
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+    admin.create_topics([NewTopic("gap", 1, 1)])["gap"].result(10)
+    client = RawClient(broker.bootstrap_servers)
+    try:
+        pid_resp = client.request(InitProducerIdRequest(transactional_id=None,
+                                                        transaction_timeout_ms=60000), 4)
+        pid, epoch = pid_resp.producer_id, pid_resp.producer_epoch
+
+        def send(seq: int, producer: int | None = None) -> int:
+            batch = build_batch([Record(0, 1, None, f"v{seq}".encode())],
+                                producer_id=pid if producer is None else producer,
+                                producer_epoch=epoch if producer is None else -1,
+                                base_sequence=seq if producer is None else -1)
+            req = ProduceRequest(acks=-1, timeout_ms=5000, topic_data=[
+                TopicProduceData("gap", [PartitionProduceData(0, batch)])])
+            return int(client.request(req, 9).responses[0].partition_responses[0].error_code)
+
+        def min_isr(value: str, then: int) -> None:
+            """Set it, and wait until the partition applies it (a plain batch
+            gets ``then``)."""
+            res = ConfigResource(ConfigResource.Type.TOPIC, "gap", incremental_configs=[
+                ConfigEntry("min.insync.replicas", value,
+                            incremental_operation=AlterConfigOpType.SET)])
+            admin.incremental_alter_configs([res])[res].result(10)
+            deadline = time.monotonic() + 10
+            while (got := send(0, producer=-1)) != then:
+                assert time.monotonic() < deadline, got
+                time.sleep(0.05)
+
+        assert send(0) == 0
+        min_isr("2", then=ErrorCode.NOT_ENOUGH_REPLICAS)  # one replica, two asked for
+        assert send(1) == ErrorCode.NOT_ENOUGH_REPLICAS
+        min_isr("1", then=0)  # the cause ends before the pipelined next batch arrives
+        assert send(2) == ErrorCode.NOT_ENOUGH_REPLICAS  # a gap after the refusal: not OOS
+        assert send(1) == 0 and send(2) == 0  # the retries, in order
+        assert send(5) == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER  # a gap of its own
+    finally:
+        client.close()

@@ -64,6 +64,10 @@ class Partition:
     waiters: set[asyncio.Future[None]] = field(default_factory=set)
     hw_waiters: list[tuple[int, asyncio.Future[None]]] = field(default_factory=list)
     """(offset, future): resolved once the HW is past ``offset``."""
+    refused: dict[int, tuple[int, int, int]] = field(default_factory=dict)
+    """producer id -> (epoch, first sequence, error code) of its last batch this
+    leader refused with a retriable error before the sequence check (see
+    ``handlers/k00_produce.py``); dropped when the producer's next batch is taken."""
 
     @property
     def topic(self) -> str:

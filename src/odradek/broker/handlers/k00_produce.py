@@ -45,6 +45,7 @@ partition with AddPartitionsToTxn first, and v12 is verified exactly as v11
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Coroutine
 from typing import Any
@@ -111,6 +112,50 @@ def _unverified(ctx: RequestContext, part: Partition, records: memoryview,
                                    (part.topic, part.index))
 
 
+REFUSALS = frozenset({ErrorCode.NOT_ENOUGH_REPLICAS, ErrorCode.NOT_LEADER_OR_FOLLOWER})
+"""Retriable refusals made before the sequence check: nothing was appended."""
+MAX_REFUSED = 10_000
+
+
+def _pipelined_refusal(part: Partition, records: memoryview, result: Appended) -> Appended:
+    """A producer's batch refused with a retriable error (NOT_ENOUGH_REPLICAS,
+    say, just after a restart) is followed by its next batch, already in
+    flight; if the refusal's cause ended meanwhile (a follower rejoined the
+    ISR), that next batch meets a sequence gap. Kafka answers it
+    OUT_OF_ORDER_SEQUENCE_NUMBER; the Java client then waits for the first
+    batch's retry, but librdkafka bumps its epoch and sends every
+    unacknowledged record again as new ones, duplicating those a previous
+    leader had written. So a gap that starts at the batch this leader refused
+    is answered with that refusal's error (retriable: the client retries both
+    in order). Returns ``result``, or the refusal in its place."""
+    if len(records) < BATCH_HEADER_SIZE:
+        return result
+    header = read_batch_header(records, 0)
+    pid = header.producer_id
+    if pid < 0 or header.is_control:
+        return result
+    if result.error_code in REFUSALS:
+        if len(part.refused) >= MAX_REFUSED:
+            part.refused.clear()
+        part.refused[pid] = (header.producer_epoch, header.base_sequence, result.error_code)
+    elif result.error_code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER:
+        refused = part.refused.get(pid)
+        if (refused is not None and refused[0] == header.producer_epoch
+                and in_sequence_gap(refused[1], header.base_sequence)):
+            log.info("%s-%d: producer %d's sequence %d follows its refused batch at %d: "
+                     "answered %s, not OUT_OF_ORDER", part.topic, part.index, pid,
+                     header.base_sequence, refused[1], ErrorCode(refused[2]).name)
+            return dataclasses.replace(result, error_code=refused[2], error_message=None)
+    elif not result.error_code:
+        part.refused.pop(pid, None)
+    return result
+
+
+def in_sequence_gap(refused_first: int, first: int) -> bool:
+    """``first`` comes after ``refused_first`` (sequences wrap after 2^31-1)."""
+    return 0 < (first - refused_first) % (1 << 31) < (1 << 30)
+
+
 def _append(
     ctx: RequestContext, part: Partition, records: memoryview, acks: int,
     transactional_id: str | None,
@@ -121,6 +166,7 @@ def _append(
             code = ErrorCode.TRANSACTION_ABORTABLE
         return PartitionProduceResponse(index=part.index, error_code=code, base_offset=-1), None
     result = ctx.broker.partitions.append_now(part, records, Origin.CLIENT, acks)
+    result = _pipelined_refusal(part, records, result)
     resp = PartitionProduceResponse(
         index=part.index, error_code=result.error_code, base_offset=result.first_offset,
         log_append_time_ms=result.log_append_time_ms, log_start_offset=result.log_start_offset,
