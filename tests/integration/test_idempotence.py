@@ -93,6 +93,19 @@ def _retries_through_proxy(broker: Broker, proxy: Proxy) -> None:
     assert sorted(delivered) == sorted(expected)
 
 
+def _produce_raw(client: RawClient, topic: str, values: list[bytes], producer_id: int,
+                 producer_epoch: int, base_sequence: int) -> tuple[int, int]:
+    """One acks=all batch of ``values`` to partition 0 of ``topic``, as the raw
+    producer says: (error code, base offset) of the answer."""
+    batch = build_batch([Record(i, 1, None, v) for i, v in enumerate(values)],
+                        producer_id=producer_id, producer_epoch=producer_epoch,
+                        base_sequence=base_sequence)
+    req = ProduceRequest(acks=-1, timeout_ms=5000, topic_data=[
+        TopicProduceData(topic, [PartitionProduceData(0, batch)])])
+    p = client.request(req, 9).responses[0].partition_responses[0]
+    return int(p.error_code), int(p.base_offset)
+
+
 def test_duplicate_batch_is_acked_with_original_offset_and_gaps_are_refused(
     broker: Broker, caplog: pytest.LogCaptureFixture,
 ) -> None:
@@ -106,12 +119,7 @@ def test_duplicate_batch_is_acked_with_original_offset_and_gaps_are_refused(
         assert pid_resp.error_code == 0 and pid >= 0
 
         def send(seq: int, n: int, e: int = epoch) -> tuple[int, int]:
-            batch = build_batch([Record(i, 1, None, b"v") for i in range(n)],
-                                producer_id=pid, producer_epoch=e, base_sequence=seq)
-            req = ProduceRequest(acks=-1, timeout_ms=5000, topic_data=[
-                TopicProduceData("seq", [PartitionProduceData(0, batch)])])
-            p = client.request(req, 9).responses[0].partition_responses[0]
-            return p.error_code, p.base_offset
+            return _produce_raw(client, "seq", [b"v"] * n, pid, e, seq)
 
         assert send(0, 3) == (0, 0)
         assert send(3, 2) == (0, 3)
@@ -180,13 +188,9 @@ def test_a_gap_after_a_refused_batch_is_answered_with_the_refusal(broker: Broker
         pid, epoch = pid_resp.producer_id, pid_resp.producer_epoch
 
         def send(seq: int, producer: int | None = None) -> int:
-            batch = build_batch([Record(0, 1, None, f"v{seq}".encode())],
-                                producer_id=pid if producer is None else producer,
-                                producer_epoch=epoch if producer is None else -1,
-                                base_sequence=seq if producer is None else -1)
-            req = ProduceRequest(acks=-1, timeout_ms=5000, topic_data=[
-                TopicProduceData("gap", [PartitionProduceData(0, batch)])])
-            return int(client.request(req, 9).responses[0].partition_responses[0].error_code)
+            if producer is None:
+                return _produce_raw(client, "gap", [f"v{seq}".encode()], pid, epoch, seq)[0]
+            return _produce_raw(client, "gap", [f"v{seq}".encode()], producer, -1, -1)[0]
 
         def min_isr(value: str, then: int) -> None:
             """Set it, and wait until the partition applies it (a plain batch

@@ -127,8 +127,10 @@ def _pipelined_refusal(part: Partition, records: memoryview, result: Appended) -
     unacknowledged record again as new ones, duplicating those a previous
     leader had written. So a gap that starts at the batch this leader refused
     is answered with that refusal's error (retriable: the client retries both
-    in order). Returns ``result``, or the refusal in its place."""
-    if len(records) < BATCH_HEADER_SIZE:
+    in order). Returns ``result``, or the refusal in its place. A partition
+    with no refusal on record costs nothing more on the common path."""
+    if (not part.refused and result.error_code not in REFUSALS) or (
+            len(records) < BATCH_HEADER_SIZE):
         return result
     header = read_batch_header(records, 0)
     pid = header.producer_id
@@ -251,7 +253,7 @@ async def handle(ctx: RequestContext, request: ProduceRequest
     waits: list[Coroutine[Any, Any, None]] = []
     writing = False
     timeout_s = max(request.timeout_ms, 0) / 1000
-    if not state.in_service.is_set():
+    if state.quorum is not None and not state.in_service.is_set():
         # A cluster node that has just started leads nothing until it is
         # registered, while the other nodes' metadata may already name it the
         # leader. A produce then waits for that (as this node's Metadata
