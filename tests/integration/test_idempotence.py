@@ -93,6 +93,14 @@ def _retries_through_proxy(broker: Broker, proxy: Proxy) -> None:
     assert sorted(delivered) == sorted(expected)
 
 
+def _idempotent_producer(client: RawClient) -> tuple[int, int]:
+    """A new idempotent producer id and epoch (InitProducerId, no transactional id)."""
+    resp = client.request(InitProducerIdRequest(transactional_id=None,
+                                                transaction_timeout_ms=60000), 4)
+    assert resp.error_code == 0 and resp.producer_id >= 0
+    return int(resp.producer_id), int(resp.producer_epoch)
+
+
 def _produce_raw(client: RawClient, topic: str, values: list[bytes], producer_id: int,
                  producer_epoch: int, base_sequence: int) -> tuple[int, int]:
     """One acks=all batch of ``values`` to partition 0 of ``topic``, as the raw
@@ -113,10 +121,7 @@ def test_duplicate_batch_is_acked_with_original_offset_and_gaps_are_refused(
     admin.create_topics([NewTopic("seq", 1, 1)])["seq"].result(10)
     client = RawClient(broker.bootstrap_servers)
     try:
-        pid_resp = client.request(InitProducerIdRequest(transactional_id=None,
-                                                        transaction_timeout_ms=60000), 4)
-        pid, epoch = pid_resp.producer_id, pid_resp.producer_epoch
-        assert pid_resp.error_code == 0 and pid >= 0
+        pid, epoch = _idempotent_producer(client)
 
         def send(seq: int, n: int, e: int = epoch) -> tuple[int, int]:
             return _produce_raw(client, "seq", [b"v"] * n, pid, e, seq)
@@ -183,9 +188,7 @@ def test_a_gap_after_a_refused_batch_is_answered_with_the_refusal(broker: Broker
     admin.create_topics([NewTopic("gap", 1, 1)])["gap"].result(10)
     client = RawClient(broker.bootstrap_servers)
     try:
-        pid_resp = client.request(InitProducerIdRequest(transactional_id=None,
-                                                        transaction_timeout_ms=60000), 4)
-        pid, epoch = pid_resp.producer_id, pid_resp.producer_epoch
+        pid, epoch = _idempotent_producer(client)
 
         def send(seq: int, producer: int | None = None) -> int:
             if producer is None:
