@@ -38,6 +38,7 @@ import json
 import signal
 import sys
 import time
+from collections.abc import Iterable
 
 from odradek.cli.common import CliError, add_bootstrap
 from odradek.cli.session import with_client
@@ -205,6 +206,11 @@ async def _as_member(client: KafkaClient, args: argparse.Namespace) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     next_beat = 0.0
+
+    def unsaved(partitions: Iterable[int]) -> dict[int, int]:
+        """The positions of ``partitions`` not yet committed as they are."""
+        return {p: positions[p] for p in partitions if positions[p] != committed.get(p)}
+
     try:
         while not stop.is_set() and not out.full():
             if time.monotonic() >= next_beat:
@@ -214,8 +220,7 @@ async def _as_member(client: KafkaClient, args: argparse.Namespace) -> int:
                     positions.clear()  # another member may own them now: no commit
                 if beat.assigned is not None:
                     lost = set(positions) - beat.assigned
-                    await member.commit({p: positions[p] for p in lost
-                                         if positions[p] != committed.get(p)})
+                    await member.commit(unsaved(lost))
                     for p in lost:
                         del positions[p]
                     new = beat.assigned - set(positions)
@@ -226,8 +231,7 @@ async def _as_member(client: KafkaClient, args: argparse.Namespace) -> int:
                         member.owned = set(positions)
                         next_beat = 0.0  # say at once what it owns now
                 else:
-                    await member.commit({p: o for p, o in positions.items()
-                                         if o != committed.get(p)})
+                    await member.commit(unsaved(positions))
                     committed.update(positions)
             if not positions:
                 with contextlib.suppress(TimeoutError):
@@ -239,7 +243,7 @@ async def _as_member(client: KafkaClient, args: argparse.Namespace) -> int:
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)
         try:
-            await member.commit({p: o for p, o in positions.items() if o != committed.get(p)})
+            await member.commit(unsaved(positions))
         finally:
             await member.leave()
     out.summary()
