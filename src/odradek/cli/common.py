@@ -9,6 +9,13 @@ BOOTSTRAP_ENV = "ODRADEK_BOOTSTRAP_SERVER"
 """The environment variable naming the default broker address of every command."""
 DEFAULT_BOOTSTRAP = os.environ.get(BOOTSTRAP_ENV) or "127.0.0.1:9092"
 
+# Config resources (DescribeConfigs, IncrementalAlterConfigs), Kafka's numbers.
+TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4
+DEFAULT_SOURCE = 5
+"""DescribeConfigs ``config_source`` of a value nobody set: DEFAULT_CONFIG."""
+SET, DELETE = 0, 1
+"""IncrementalAlterConfigs operations."""
+
 
 class CliError(Exception):
     """A failure reported as one line (``odradek: ...``) and exit status 1."""

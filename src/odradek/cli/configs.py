@@ -31,7 +31,7 @@ import argparse
 from typing import Any
 
 from odradek.cli import quotas
-from odradek.cli.common import CliError, add_bootstrap
+from odradek.cli.common import BROKER_RESOURCE, DELETE, SET, TOPIC_RESOURCE, CliError, add_bootstrap
 from odradek.cli.output import emit_json, table
 from odradek.cli.session import with_client
 from odradek.client.client import KafkaClient
@@ -46,14 +46,11 @@ from odradek.wire.messages.incremental_alter_configs_request import (
     IncrementalAlterConfigsRequest,
 )
 
-TOPIC, BROKER = 2, 4
-SET, DELETE = 0, 1
 SOURCES = {
     1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG", 3: "DYNAMIC_DEFAULT_BROKER_CONFIG",
     4: "STATIC_BROKER_CONFIG", 5: "DEFAULT_CONFIG", 6: "DYNAMIC_BROKER_LOGGER_CONFIG",
     7: "CLIENT_METRICS_CONFIG", 8: "GROUP_CONFIG",
 }
-DEFAULT_CONFIG = 5
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -95,8 +92,8 @@ def run(args: argparse.Namespace) -> int:
         return with_client(args.bootstrap_server, lambda c: work(c, args))
     if args.broker is not None and args.broker < 0:
         raise CliError("--broker takes a broker id (0 or more)")
-    resource = ((TOPIC, args.topic) if args.topic is not None
-                else (BROKER, "" if args.broker_defaults else str(args.broker)))
+    resource = ((TOPIC_RESOURCE, args.topic) if args.topic is not None
+                else (BROKER_RESOURCE, "" if args.broker_defaults else str(args.broker)))
     if args.verb == "describe":
         return with_client(args.bootstrap_server, lambda c: _describe(c, args, resource))
     ops = parse_ops(args.add_config, args.delete_config)
@@ -137,7 +134,7 @@ def parse_ops(add: str, delete: str) -> list[AlterableConfig]:
 
 def _entity_name(resource: tuple[int, str]) -> str:
     kind, name = resource
-    if kind == TOPIC:
+    if kind == TOPIC_RESOURCE:
         return f"topic {name}"
     return "the broker defaults" if not name else f"broker {name}"
 
@@ -145,14 +142,14 @@ def _entity_name(resource: tuple[int, str]) -> str:
 async def _describe(client: KafkaClient, args: argparse.Namespace,
                     resource: tuple[int, str]) -> int:
     kind, name = resource
-    conn = await client.node(int(name)) if kind == BROKER and name else client.bootstrap
+    conn = await client.node(int(name)) if kind == BROKER_RESOURCE and name else client.bootstrap
     resp = await conn.request(DescribeConfigsRequest(
         resources=[DescribeConfigsResource(resource_type=kind, resource_name=name,
                                            configuration_keys=None)],
         include_synonyms=True), 4, 1)
     (result,) = resp.results
     check(result.error_code, result.error_message or _entity_name(resource))
-    own = {TOPIC: {1}, BROKER: {2} if name else {3}}[kind]
+    own = {TOPIC_RESOURCE: {1}, BROKER_RESOURCE: {2} if name else {3}}[kind]
     rows: list[dict[str, Any]] = []
     for c in sorted(result.configs, key=lambda c: c.name):
         if not args.all and c.config_source not in own:

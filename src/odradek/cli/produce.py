@@ -24,7 +24,7 @@ import time
 from collections.abc import Iterator
 from typing import BinaryIO
 
-from odradek.cli.common import CliError, add_bootstrap
+from odradek.cli.common import TOPIC_RESOURCE, CliError, add_bootstrap
 from odradek.cli.output import emit_json
 from odradek.cli.session import with_client
 from odradek.client.client import KafkaClient, partition_for_key
@@ -41,7 +41,6 @@ BATCH_BYTES = 1 << 20
 BATCH_OVERHEAD = 61
 """A v2 record batch's header; each record adds at most 21 bytes of framing."""
 RECORD_OVERHEAD = 21
-TOPIC_RESOURCE = 2
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

@@ -35,7 +35,7 @@ import os
 import uuid
 from typing import Any
 
-from odradek.cli.common import CliError, add_bootstrap
+from odradek.cli.common import DEFAULT_SOURCE, DELETE, SET, TOPIC_RESOURCE, CliError, add_bootstrap
 from odradek.cli.leaders import add_reassign
 from odradek.cli.output import emit_json, table
 from odradek.cli.session import with_client
@@ -74,10 +74,6 @@ from odradek.wire.messages.incremental_alter_configs_request import (
     AlterConfigsResource,
     IncrementalAlterConfigsRequest,
 )
-
-TOPIC_RESOURCE = 2
-DEFAULT_SOURCE = 5  # DescribeConfigs: DEFAULT_CONFIG
-SET, DELETE = 0, 1
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
