@@ -174,19 +174,19 @@ async def _produce(
     count = len(leaders)
     round_robin = itertools.cycle(sorted(leaders))
     written: dict[int, int] = {}
-    acked_lines: list[int] = []  # the last line number of each acknowledged batch
+    last_acked = 0  # the highest line number of an acknowledged record
     pending: dict[int, list[tuple[int, Record]]] = {}
     pending_bytes: dict[int, int] = {}
 
     def stopped(first: int, what: str) -> ProduceStopped:
         done = sum(written.values())
-        later = sum(1 for n in acked_lines if n > first)
         return ProduceStopped(
             f"{what}; {done} records were acknowledged, the first line not written is line "
             f"{first}" + (" (some later lines, keyed to other partitions, were written)"
-                           if later else f": resume from line {first}"))
+                           if last_acked > first else f": resume from line {first}"))
 
     async def send(partition: int) -> None:
+        nonlocal last_acked
         records = pending.pop(partition, [])
         pending_bytes.pop(partition, None)
         if not records:
@@ -202,7 +202,7 @@ async def _produce(
             raise stopped(min(unsent), f"producing to {args.topic}-{partition} failed: "
                                        f"{exc or type(exc).__name__}") from None
         written[partition] = written.get(partition, 0) + len(records)
-        acked_lines.append(records[-1][0])
+        last_acked = max(last_acked, records[-1][0])
         if args.file:
             progress.show(stream.tell())
 
