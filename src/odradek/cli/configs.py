@@ -84,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
     named = [x for x in (args.topic is not None, args.broker is not None, args.broker_defaults)
              if x]
     quota = bool(quotas.entity(args))
-    if len(named) + quota != 1 or len(named) > 1:
+    if len(named) + quota != 1:
         raise CliError("name one entity: --topic NAME, --broker ID, --broker-defaults, or a "
                        "client-quota entity (--client-id, --user, --ip and their -default)")
     if quota:
