@@ -106,10 +106,11 @@ def test_restarts_lose_nothing(tmp_path: Path) -> None:
     (``odradek dev chaos --faults restart,restart9,rolling,ctlbroker,wipe
     --rounds 20`` is the full matrix.)"""
     # One request in flight per connection: librdkafka's epoch bump on an
-    # OUT_OF_ORDER answer to a pipelined request (which renumbers records that
-    # may be written already: the restart matrix found 2 duplicates in 100
-    # faults, docs/durability.md) is a client race this test must not fail on
-    # at random; the broker's own part, deduplicating retries, is what it checks.
+    # OUT_OF_ORDER answer to a pipelined request renumbers records that may be
+    # written already (the restart matrix found 2 duplicates in 100 faults
+    # before the broker stopped causing the one such answer seen,
+    # docs/durability.md); a client race like it must not fail this test at
+    # random. The broker's own part, deduplicating retries, is what it checks.
     history, _ = run_chaos(tmp_path / "cluster", "--seed", str(SEED), "--rounds", "1",
                            "--faults", ",".join(RESTART_KINDS), "--max-in-flight", "1",
                            deadline_s=360)
