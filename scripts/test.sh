@@ -1,6 +1,12 @@
 #!/usr/bin/env bash
 # Install everything the tests need, then run the whole suite: tests, ruff, mypy,
 # import-linter. Exits non-zero if any step fails.
+#
+#   bash scripts/test.sh           the whole suite (CI runs this)
+#   bash scripts/test.sh --fast    the inner loop: everything but the tests marked
+#                                  slow (Spark, multi-node clusters, chaos)
+# Other arguments go to pytest. ODRADEK_TEST_WORKERS sets the number of pytest-xdist
+# workers (default 4; 0 runs in this process, for pdb).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m pip install --quiet --disable-pip-version-check -e '.[test]'
@@ -18,6 +24,13 @@ status=0
 python3 -m ruff check src tools tests benchmarks pipelines || status=1
 python3 -m mypy || status=1
 lint-imports || status=1
-# --durations: the slowest tests, so the suite's time (goal: well under 20 min) is watched.
-python3 -m pytest --durations=25 "$@" || status=1
+args=()
+for arg in "$@"; do
+    if [ "$arg" = "--fast" ]; then args+=(-m "not slow"); else args+=("$arg"); fi
+done
+# Most tests wait on sockets, so 4 workers keep 2 cores busy; --dist loadgroup
+# keeps the Spark tests on one worker (one SparkSession, tests/conftest.py).
+# --durations: the slowest tests, so the suite's time (goal: under 10 min) is watched.
+python3 -m pytest -n "${ODRADEK_TEST_WORKERS:-4}" --dist loadgroup --durations=25 \
+    "${args[@]}" || status=1
 exit $status

@@ -12,9 +12,39 @@ from __future__ import annotations
 
 import os
 
+import pytest
 from hypothesis import settings
 
 settings.register_profile("ci", derandomize=True, deadline=None, database=None,
                           print_blob=True)
 settings.register_profile("explore", deadline=None, max_examples=1000)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+# -- tiers and parallel runs ---------------------------------------------------
+#
+# The suite runs under pytest-xdist (``scripts/test.sh``: ``-n 4 --dist
+# loadgroup``); most tests wait on sockets, so four workers on two cores keep
+# both busy. Every Spark test shares one SparkSession per worker, so they all go
+# to one worker (one JVM). The fast tier (``scripts/test.sh --fast``) leaves out
+# what is marked ``slow``: the Spark tests and the tests that run multi-node
+# clusters (each node a process), listed here by file so a new test in those
+# files is in the right tier without a marker of its own.
+
+CLUSTER_FILES = frozenset({
+    "test_chaos.py", "test_cluster.py", "test_cluster_restart.py",
+    "test_controller_partition.py", "test_coordinator_partition.py",
+    "test_replication.py",
+})
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        path = item.path
+        if "spark" in path.parts and "unit" not in path.parts:
+            item.add_marker(pytest.mark.spark)
+            item.add_marker(pytest.mark.slow)
+            item.add_marker(pytest.mark.xdist_group("spark"))
+        elif path.name in CLUSTER_FILES:
+            item.add_marker(pytest.mark.cluster)
+            item.add_marker(pytest.mark.slow)

@@ -69,13 +69,57 @@ def serve_command() -> list[str]:
 
 _handed_out: set[int] = set()
 _handed_out_lock = threading.Lock()
+_next_fixed: list[int] = []
+
+
+def _fixed_range() -> range | None:
+    """This process's slice of the ports below the kernel's ephemeral range.
+
+    A port the kernel picks (``bind(0)``, or the source port of an outgoing
+    connection) comes from ``ip_local_port_range``. A node killed and started
+    again binds its port anew, and under a parallel test run another process's
+    connection could take an ephemeral port in between; ports below that range
+    are never handed out by the kernel. Each pytest-xdist worker (``gwN``) takes
+    its own slice of 10,000..(low - 1), so two workers never pick the same port.
+    None where the range cannot be read or leaves no room (then ``bind(0)``).
+    """
+    try:
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")
+    slices = max(int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")), 1)
+    if not worker.isdigit() or low - 10_000 < 1_000 * slices:
+        return None
+    width = (low - 10_000) // slices
+    start = 10_000 + int(worker) * width
+    return range(start, start + width)
 
 
 def free_port() -> int:
     """A port free on 127.0.0.1 now, and never one this process handed out before
     (a node's port is only bound when the node starts, so the kernel could give
-    it again meanwhile, to a link proxy say)."""
+    it again meanwhile, to a link proxy say). Taken below the ephemeral range
+    where there is room (``_fixed_range``), else from the kernel."""
     with _handed_out_lock:
+        fixed = _fixed_range()
+        if fixed is not None:
+            if not _next_fixed:
+                # A start that differs from run to run: a port left in TIME_WAIT
+                # or held by a previous run's leftover is skipped below anyway.
+                _next_fixed.append(fixed.start + (os.getpid() * 7919) % len(fixed))
+            for _ in range(len(fixed)):
+                port = _next_fixed[0]
+                _next_fixed[0] = port + 1 if port + 1 < fixed.stop else fixed.start
+                if port in _handed_out:
+                    continue
+                with socket.socket() as s:
+                    try:
+                        s.bind(("127.0.0.1", port))
+                    except OSError:
+                        continue
+                _handed_out.add(port)
+                return port
         while True:
             with socket.socket() as s:
                 s.bind(("127.0.0.1", 0))
