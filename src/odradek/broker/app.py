@@ -25,10 +25,12 @@ from odradek.broker.state import BrokerState, MemoryJournal, MetadataJournal
 from odradek.broker.transactions import TxnRuntime
 from odradek.common.clock import Clock, SystemClock
 from odradek.common.ids import Ids, RandomIds
+from odradek.common.metrics import Registry
 from odradek.storage.fs import FileSystem, OsFileSystem
 from odradek.storage.logdirs import LogDirsError
 
 if TYPE_CHECKING:
+    from odradek.broker.net.pipeline import Stage
     from odradek.broker.quorum import QuorumDriver
 
 log = logging.getLogger("odradek.broker")
@@ -37,11 +39,15 @@ log = logging.getLogger("odradek.broker")
 class BrokerApp:
     def __init__(
         self, config: BrokerConfig, clock: Clock | None = None, ids: Ids | None = None,
-        fs: FileSystem | None = None,
+        fs: FileSystem | None = None, stages: list[tuple[Stage, str]] | None = None,
     ) -> None:
         """``fs``: the file-system seam for partition logs (tests inject faults and
-        stalls; default: real files)."""
+        stalls; default: real files). ``stages``: (stage, the stage it goes
+        before) added to the request pipeline (broker/net/pipeline.py)."""
         self.config = config
+        self.metrics = Registry()
+        """Every metric of this broker (the request pipeline's among them)."""
+        self.stages = list(stages or ())
         self.fs = fs
         self.clock = clock or SystemClock()
         self.ids: Ids = ids or RandomIds()
@@ -105,7 +111,7 @@ class BrokerApp:
         if not cluster:
             self.state.groups.start()
             self.state.txns.start()
-        self.server = KafkaServer(self.state)
+        self.server = KafkaServer(self.state, self.metrics, self.stages)
         await self.server.start()
         if self.state.quorum is not None:
             from odradek.broker.cluster_control import Sessions, rebalance_forever

@@ -11,6 +11,9 @@ if TYPE_CHECKING:
     from odradek.broker.state import BrokerState
 
 
+ANONYMOUS = "User:ANONYMOUS"
+
+
 @dataclass(slots=True)
 class RequestContext:
     broker: BrokerState
@@ -23,6 +26,13 @@ class RequestContext:
     """Set by a handler whose byte-rate quota was exceeded (see broker/quotas.py)."""
     waited_s: float = 0.0
     """Time the handler spent waiting (long polls, fsyncs), not charged as request time."""
+    listener: str = ""
+    """The name of the listener the request came in on (``PLAINTEXT``, ``CONTROLLER``)."""
+    security_protocol: str = "PLAINTEXT"
+    """That listener's protocol (``listener.security.protocol.map``)."""
+    principal: str = ANONYMOUS
+    """Who sent it, as ``Type:name`` (Kafka's KafkaPrincipal): ``User:ANONYMOUS``
+    on a PLAINTEXT listener; an authenticating listener sets its own."""
 
     @property
     def client_id(self) -> str | None:

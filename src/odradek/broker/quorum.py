@@ -103,6 +103,7 @@ class QuorumDriver:
         self.on_change: Callable[[], None] | None = None
         """Called after a role or leader change (the broker moves coordinators)."""
         self._last_view = (Role.UNATTACHED, -1, -1)
+        self._view_waiters: list[asyncio.Future[None]] = []
         self.active_since_ms = -1
         """Monotonic ms at which this node last became the quorum's leader (-1: it
         does not lead)."""
@@ -233,7 +234,25 @@ class QuorumDriver:
                      view[0].value, view[1], view[2])
             if self.on_change is not None:
                 self.on_change()
+            waiters, self._view_waiters = self._view_waiters, []
+            for fut in waiters:
+                if not fut.done():
+                    fut.set_result(None)
         self._wake.set()
+
+    async def view_change(self, timeout_s: float) -> bool:
+        """Wait until this node's view of the quorum (role, epoch, leader) next
+        changes, at most ``timeout_s``; whether it did."""
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._view_waiters.append(fut)
+        try:
+            await asyncio.wait_for(fut, timeout_s)
+        except TimeoutError:
+            return False
+        finally:
+            if fut in self._view_waiters:
+                self._view_waiters.remove(fut)
+        return True
 
     def _catch_up(self) -> None:
         """Apply every committed entry not yet applied, in order."""

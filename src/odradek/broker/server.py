@@ -35,18 +35,20 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections import Counter
 from typing import Any, cast
 
 from odradek.broker.aio import cancel_and_wait
+from odradek.broker.cluster_config import effective_protocol_map
+from odradek.broker.config import ConfigError
 from odradek.broker.connlimits import ConnectionLimits
-from odradek.broker.context import RequestContext
-from odradek.broker.controller_channel import FORWARDED_APIS, not_controller_response
+from odradek.broker.context import ANONYMOUS, RequestContext
 from odradek.broker.handlers.k18_api_versions import unsupported_version_response
+from odradek.broker.net.pipeline import Call, Pipeline, Stage, Stages, default_stages
 from odradek.broker.registry import CloseConnection, Deferred, registration
-from odradek.broker.state import BrokerState, NotControllerError
+from odradek.broker.state import BrokerState
 from odradek.broker.transfer import write_parts
+from odradek.common.metrics import Registry
 from odradek.wire.frames import (
     UNBOUNDED,
     BadRequest,
@@ -65,16 +67,20 @@ produce, fetch, offsets, groups, idempotence, topic creation), imported one per
 event-loop turn once the listeners serve, so the first Produce does not wait
 for them; the others load on their first request (``registry.registration``)."""
 
-REQUEST_QUOTA = "request_percentage"
-UNTHROTTLED_APIS = frozenset({18})
-"""Never charged request time (ApiVersions), as in Kafka."""
 
 
 class KafkaConnection(asyncio.BufferedProtocol):
+    """A connection on a PLAINTEXT listener: its principal is ``User:ANONYMOUS``.
+    (An SSL or SASL listener is a listener kind of its own: a subclass that
+    sets the principal once the handshake is done, and a pipeline stage.)"""
+
+    security_protocol = "PLAINTEXT"
+
     def __init__(self, server: KafkaServer, listener: str = "") -> None:
         self.server = server
         self.listener = listener
         """The name of the listener this connection came in on."""
+        self.principal = ANONYMOUS
         self.state = server.state
         self.conn = ServerConnection(server.max_frame_bytes, server.memory)
         self.transport: asyncio.Transport | None = None
@@ -282,56 +288,33 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._released(req.size)
 
     async def _handle(self, req: Request) -> bool:
-        """Serve one request; False when its answer was deferred (it releases the
-        request's memory itself). A Produce is served at once (its appends are
-        assigned in request order); anything else after the deferred answers
-        before it are written, as Kafka serves a connection one request at a time."""
+        """Serve one request through the server's :class:`Pipeline`; False when
+        its answer was deferred (it releases the request's memory itself). A
+        Produce is served at once (its appends are assigned in request order);
+        anything else after the deferred answers before it are written, as Kafka
+        serves a connection one request at a time."""
         if req.api_key != 0:
             await self._in_order()
-        reg = registration(req.api_key)  # imports the API's module on its first request
-        if reg is None or not reg.serves(req.api_version):
-            if req.api_key == 18:
-                body = unsupported_version_response()
-                self._write(encode_response(18, 0, req.correlation_id, body))
-                return True
-            log.info("closing %s: api %d v%d not served", self.peer, req.api_key, req.api_version)
+        ctx = RequestContext(self.state, req.api_version, req.header, self.peer, req.size,
+                             listener=self.listener,
+                             security_protocol=self.security_protocol,
+                             principal=self.principal)
+        # registration() imports the API's module on its first request.
+        call = Call(req, registration(req.api_key), ctx)
+        try:
+            body = await self.server.pipeline.run(call)
+        except CloseConnection as exc:
+            log.info("closing %s: %s", self.peer, exc)
             self.close()
             return True
-        throttle = 0
-        if reg.rejects(req.api_version):
-            assert reg.error_response is not None
-            body = reg.error_response(req.body, 35)
-        else:
-            ctx = RequestContext(self.state, req.api_version, req.header, self.peer, req.size)
-            quotas = self.state.quotas
-            timed = quotas is not None and quotas.active(REQUEST_QUOTA)
-            started = time.perf_counter() if timed else 0.0
-            try:
-                body = await self._forwarded(req)
-                if body is None:
-                    body = await reg.handle(ctx, req.body)
-            except NotControllerError:
-                if req.api_key not in FORWARDED_APIS:
-                    raise
-                body = not_controller_response(req.api_key, req.body)
-            except CloseConnection as exc:
-                log.info("closing %s: %s", self.peer, exc)
-                self.close()
-                return True
-            if isinstance(body, Deferred):
-                self._defer(req, ctx, body)
-                return False
-            throttle = ctx.throttle_ms
-            if timed and quotas is not None and req.api_key not in UNTHROTTLED_APIS:
-                busy = max(time.perf_counter() - started - ctx.waited_s, 0.0)
-                now_ms = self.server.loop_time() * 1000
-                throttle = max(throttle, quotas.charge(
-                    REQUEST_QUOTA, ctx.client_id, busy * 100, now_ms))
-            if throttle and body is not None and hasattr(body, "throttle_time_ms"):
-                body.throttle_time_ms = max(body.throttle_time_ms, throttle)
+        if isinstance(body, Deferred):
+            self._defer(req, ctx, body)
+            return False
         if body is not None and not self._closed:
             await self._in_order()
-            self._write(encode_response(req.api_key, req.api_version, req.correlation_id, body))
+            version = call.response_version if call.response_version >= 0 else req.api_version
+            self._write(encode_response(req.api_key, version, req.correlation_id, body))
+        throttle = ctx.throttle_ms
         if throttle and not self._closed:
             # KIP-219: the answer goes out at once; then the connection is muted
             # (nothing read or served on it) for the throttle time.
@@ -342,27 +325,6 @@ class KafkaConnection(asyncio.BufferedProtocol):
             finally:
                 self._resume("throttle")
         return True
-
-    async def _forwarded(self, req: Request) -> Any:
-        """Cluster mode: the controller's answer to an admin request this node may
-        not decide (broker/controller_channel.py); None to handle it here."""
-        quorum = self.state.quorum
-        if quorum is None or req.api_key not in FORWARDED_APIS or quorum.is_leader:
-            return None
-        if req.api_key == 55 and self.listener in self.state.config.controller_listener_names():
-            return None  # a controller answers DescribeQuorum itself, as Kafka's do
-        from odradek.broker.controller_channel import ControllerChannel, ControllerUnavailable
-
-        if self.state.channel is None:
-            self.state.channel = ControllerChannel(self.state)
-        for _ in range(10):  # ~1 s for a controller, then NOT_CONTROLLER (the client retries)
-            if quorum.is_leader:
-                return None
-            try:
-                return await self.state.channel.request(req.body, req.api_version)
-            except ControllerUnavailable:
-                await asyncio.sleep(0.1)
-        return None
 
     def _write(self, parts: list[Any]) -> None:
         if self.transport is None or self.transport.is_closing():
@@ -375,12 +337,23 @@ _CONNECTION_LIMIT_KEYS = frozenset({"max.connections", "max.connections.per.ip",
                                     "max.connection.creation.rate"})
 
 
-class KafkaServer:
-    """Listeners bound to one :class:`BrokerState`."""
+LISTENER_KINDS: dict[str, type[KafkaConnection]] = {"PLAINTEXT": KafkaConnection}
+"""The connection class of each security protocol served (SSL and SASL_* are
+refused at start-up until they are, broker/cluster_config.py)."""
 
-    def __init__(self, state: BrokerState) -> None:
+
+class KafkaServer:
+    """Listeners bound to one :class:`BrokerState`, and the request pipeline
+    every connection's requests go through."""
+
+    def __init__(self, state: BrokerState, metrics: Registry | None = None,
+                 stages: list[tuple[Stage, str]] | None = None) -> None:
         self.state = state
         config = state.config
+        self.metrics = metrics if metrics is not None else Registry()
+        self.pipeline: Pipeline = default_stages(Stages(
+            self.metrics, lambda: self.state.quotas, lambda: self.loop_time() * 1000,
+            unsupported_version_response, self._forward_stage(), list(stages or ())))
         self.connections: set[KafkaConnection] = set()
         self.tasks: set[asyncio.Task[None]] = set()
         """Every connection's serving task until it ends (closed connections too)."""
@@ -403,6 +376,22 @@ class KafkaServer:
         self._sweeper: asyncio.Task[None] | None = None
         self._preloader: asyncio.Task[None] | None = None
         self._last_rejection_log = -1e9
+
+    def _forward_stage(self) -> Stage | None:
+        """A cluster node's ``forward`` stage (none on a single node)."""
+        state = self.state
+        if state.quorum is None:
+            return None
+        from odradek.broker.controller_channel import ControllerChannel
+        from odradek.broker.net.forward import ForwardToController
+
+        def channel() -> ControllerChannel:
+            if state.channel is None:
+                state.channel = ControllerChannel(state)
+            return state.channel
+
+        return ForwardToController(state.quorum, channel,
+                                   frozenset(state.config.controller_listener_names()))
 
     def _config_changed(self, names: set[str]) -> None:
         """Dynamic broker configs changed: the connection limits follow."""
@@ -460,9 +449,15 @@ class KafkaServer:
         loop = self._loop = asyncio.get_running_loop()
         if self.idle_ms > 0:
             self._sweeper = loop.create_task(self._sweep_idle())
+        protocols = effective_protocol_map(self.state.config)
         for listener in self.state.config.listeners():
+            protocol = protocols.get(listener.name, "PLAINTEXT")
+            kind = LISTENER_KINDS.get(protocol)
+            if kind is None:
+                raise ConfigError(f"listener {listener.name}: security protocol {protocol} "
+                                  "is not served yet")
             server = await loop.create_server(
-                lambda name=listener.name: KafkaConnection(self, name),
+                lambda name=listener.name, kind=kind: kind(self, name),
                 listener.host or None, listener.port,
                 reuse_address=True, start_serving=False,
             )

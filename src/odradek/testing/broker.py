@@ -23,11 +23,15 @@ import tempfile
 import threading
 from collections.abc import Mapping
 from types import TracebackType
+from typing import TYPE_CHECKING
 
 from odradek.broker.app import BrokerApp
 from odradek.broker.config import BrokerConfig
 from odradek.metadata import controller
 from odradek.storage.fs import FileSystem
+
+if TYPE_CHECKING:
+    from odradek.broker.net.pipeline import Stage
 
 TEST_DEFAULTS = {"group.initial.rebalance.delay.ms": "0"}
 
@@ -41,16 +45,19 @@ class Broker:
 
     def __init__(
         self, *, use_uvloop: bool = False, data_dir: str | None = None,
-        fs: FileSystem | None = None, **overrides: str
+        fs: FileSystem | None = None, stages: list[tuple[Stage, str]] | None = None,
+        **overrides: str
     ) -> None:
         """``fs``: the file-system seam the partition logs use (a test's wrapper of
-        :class:`~odradek.storage.fs.OsFileSystem` injects faults or stalls)."""
+        :class:`~odradek.storage.fs.OsFileSystem` injects faults or stalls).
+        ``stages``: (stage, the stage it goes before) added to the broker's
+        request pipeline (:mod:`odradek.broker.net.pipeline`)."""
         self._tmp = None if data_dir else tempfile.TemporaryDirectory(prefix="odradek-")
         data = data_dir or (self._tmp.name if self._tmp else "")
         props = {"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": data, **TEST_DEFAULTS}
         props.update({k.replace("_", "."): str(v) for k, v in overrides.items()})
         self.config = BrokerConfig.from_sources(None, props)
-        self.app = BrokerApp(self.config, fs=fs)
+        self.app = BrokerApp(self.config, fs=fs, stages=stages)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._stop: asyncio.Event | None = None

@@ -109,17 +109,17 @@ def free_port() -> int:
                 # or held by a previous run's leftover is skipped below anyway.
                 _next_fixed.append(fixed.start + (os.getpid() * 7919) % len(fixed))
             for _ in range(len(fixed)):
-                port = _next_fixed[0]
-                _next_fixed[0] = port + 1 if port + 1 < fixed.stop else fixed.start
-                if port in _handed_out:
+                candidate = _next_fixed[0]
+                _next_fixed[0] = candidate + 1 if candidate + 1 < fixed.stop else fixed.start
+                if candidate in _handed_out:
                     continue
                 with socket.socket() as s:
                     try:
-                        s.bind(("127.0.0.1", port))
+                        s.bind(("127.0.0.1", candidate))
                     except OSError:
                         continue
-                _handed_out.add(port)
-                return port
+                _handed_out.add(candidate)
+                return candidate
         while True:
             with socket.socket() as s:
                 s.bind(("127.0.0.1", 0))

@@ -1,0 +1,1 @@
+"""The network wing: listeners, connections and the request pipeline."""

@@ -1,0 +1,366 @@
+"""The request pipeline: what a decoded request passes through on its way from
+its frame to its handler, one stage after another.
+
+A stage is ``async (call, proceed) -> answer``: it may answer by itself (an
+error response, or a forwarded answer), raise :class:`CloseConnection` to close
+the client's connection, or ``await proceed(call)`` and look at or change what
+comes back. The answer is a response body, a :class:`Deferred` (a Produce still
+waiting for its writes) or None (no answer: acks=0). The stages, outermost
+first (:func:`default_stages`):
+
+1. ``metrics``: counts the request, its bytes, its latency and the error codes
+   of its answer, by API (:class:`RequestMetrics`); outermost, so a request a
+   later stage refuses is counted too.
+2. ``version``: the version gate. An API or version this broker does not serve
+   closes the connection (ApiVersions gets its v0 UNSUPPORTED_VERSION answer,
+   KIP-511); a version advertised only to be refused gets the API's
+   UNSUPPORTED_VERSION body.
+3. ``authenticate``: the principal of the connection is on the context
+   (``User:ANONYMOUS`` on a PLAINTEXT listener); a SASL listener puts its
+   authentication here. Pass-through today.
+4. ``authorize``: each handler declares what a request touches
+   (:attr:`Registration.access`, Kafka's authorization table); an authorizer
+   checks it here. Pass-through today (every principal may do everything).
+5. ``quota``: request-time quotas (``request_percentage``): the time spent
+   below this stage, less what the handler waited, is charged to the client;
+   the throttle (with any byte-rate throttle a handler set) goes into the
+   answer's ``throttle_time_ms`` and on the context, where the connection
+   mutes itself for it after writing the answer (KIP-219).
+6. ``forward``: in a cluster, the admin requests only the active controller may
+   decide are sent to it (KIP-590, :mod:`odradek.broker.controller_channel`),
+   waiting for a leader when none is known; a handler that finds this node no
+   longer controller is answered NOT_CONTROLLER.
+7. ``dispatch``: the handler.
+
+Stages are composed once, when the pipeline is built or changed, into one chain
+of calls; a request costs one coroutine frame per stage. :meth:`Pipeline.add`
+puts a new stage before a named one: that is where TLS, SASL and ACLs come in
+without touching the connection class.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+from odradek.broker.registry import CloseConnection, Deferred, Registration
+from odradek.common.metrics import Counter, Histogram, Registry
+from odradek.wire.api import api_name
+from odradek.wire.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from odradek.broker.context import RequestContext
+    from odradek.broker.quotas import QuotaManager
+    from odradek.wire.frames import Request
+
+
+@dataclass(slots=True)
+class Call:
+    """One request on its way through the pipeline."""
+
+    request: Request
+    registration: Registration | None
+    """The API's handler; None when no handler serves its key (the version gate
+    closes the connection)."""
+    ctx: RequestContext
+    response_version: int = -1
+    """The version the answer is encoded at; -1: the request's (ApiVersions'
+    UNSUPPORTED_VERSION answer is v0)."""
+
+    @property
+    def api_key(self) -> int:
+        return self.request.api_key
+
+
+Proceed = Callable[[Call], Awaitable[Any]]
+
+
+class Stage(Protocol):
+    """One step of the pipeline (see the module docstring)."""
+
+    name: str
+
+    async def __call__(self, call: Call, proceed: Proceed) -> Any: ...
+
+
+class Pipeline:
+    """The stages in order; :meth:`run` sends a call through all of them."""
+
+    def __init__(self, stages: list[Stage]) -> None:
+        if not stages or stages[-1].name != "dispatch":
+            raise ValueError("the last stage of a pipeline must be dispatch")
+        self.stages = list(stages)
+        self.run: Proceed = self._compose()
+
+    def names(self) -> list[str]:
+        return [s.name for s in self.stages]
+
+    def add(self, stage: Stage, *, before: str) -> None:
+        """Put ``stage`` in front of the stage named ``before``."""
+        names = self.names()
+        if before not in names:
+            raise ValueError(f"no stage {before!r} in the pipeline ({', '.join(names)})")
+        if stage.name in names:
+            raise ValueError(f"the pipeline has a stage {stage.name!r} already")
+        self.stages.insert(names.index(before), stage)
+        self.run = self._compose()
+
+    def remove(self, name: str) -> None:
+        if name == "dispatch":
+            raise ValueError("the dispatch stage cannot be removed")
+        self.stages = [s for s in self.stages if s.name != name]
+        self.run = self._compose()
+
+    def _compose(self) -> Proceed:
+        *outer, last = self.stages
+
+        async def end(call: Call) -> Any:
+            return await last(call, _no_further)
+
+        chain: Proceed = end
+        for stage in reversed(outer):
+            chain = _link(stage, chain)
+        return chain
+
+
+def _link(stage: Stage, proceed: Proceed) -> Proceed:
+    async def step(call: Call) -> Any:
+        return await stage(call, proceed)
+
+    return step
+
+
+async def _no_further(call: Call) -> Any:
+    raise RuntimeError("the dispatch stage has no stage after it")
+
+
+# -- the stages ------------------------------------------------------------------
+
+
+class RequestMetrics:
+    """Per API: requests, request bytes, latency (until the answer is decided; a
+    deferred Produce until its acknowledgement) and the error codes in answers
+    (every ``error_code`` field of the body, as Kafka's ``ErrorsPerSec`` counts
+    ``errorCounts()``; NONE is not counted)."""
+
+    name = "metrics"
+
+    def __init__(self, registry: Registry, clock: Callable[[], float] = time.perf_counter
+                 ) -> None:
+        self.clock = clock
+        self.requests: Counter = registry.counter(
+            "odradek_requests_total", "Requests received, by API", ("api",))
+        self.request_bytes: Counter = registry.counter(
+            "odradek_request_bytes_total", "Bytes of request frames received, by API", ("api",))
+        self.errors: Counter = registry.counter(
+            "odradek_request_errors_total",
+            "Error codes in answers, by API and error (one per error_code field set)",
+            ("api", "error"))
+        self.latency: Histogram = registry.histogram(
+            "odradek_request_latency_seconds",
+            "Time from a request's decoding to its answer being decided, by API", ("api",))
+        self._names: dict[int, str] = {}
+
+    def _name(self, api_key: int) -> str:
+        name = self._names.get(api_key)
+        if name is None:
+            try:
+                name = api_name(api_key)
+            except (KeyError, ValueError):
+                name = f"Api{api_key}"
+            self._names[api_key] = name
+        return name
+
+    async def __call__(self, call: Call, proceed: Proceed) -> Any:
+        api = self._name(call.api_key)
+        self.requests.inc(api)
+        self.request_bytes.inc(api, by=call.request.size)
+        started = self.clock()
+        answer = await proceed(call)
+        if isinstance(answer, Deferred):
+            return Deferred(self._later(api, started, answer.answer))
+        self._done(api, started, answer)
+        return answer
+
+    async def _later(self, api: str, started: float, answer: Awaitable[Any]) -> Any:
+        body = await answer
+        self._done(api, started, body)
+        return body
+
+    def _done(self, api: str, started: float, body: Any) -> None:
+        self.latency.observe(self.clock() - started, api)
+        if body is not None:
+            for code in error_codes(body):
+                self.errors.inc(api, _error_name(code))
+
+
+class VersionGate:
+    name = "version"
+
+    def __init__(self, unsupported_api_versions: Callable[[], Any]) -> None:
+        self.unsupported_api_versions = unsupported_api_versions
+
+    async def __call__(self, call: Call, proceed: Proceed) -> Any:
+        reg, version = call.registration, call.request.api_version
+        if reg is None or not reg.serves(version):
+            if call.api_key == 18:
+                call.response_version = 0
+                return self.unsupported_api_versions()
+            raise CloseConnection(f"api {call.api_key} v{version} not served")
+        if reg.rejects(version):
+            assert reg.error_response is not None
+            return reg.error_response(call.request.body, ErrorCode.UNSUPPORTED_VERSION)
+        return await proceed(call)
+
+
+class Authenticate:
+    """Pass-through until SASL: a PLAINTEXT connection's principal is
+    ``User:ANONYMOUS``, set when the connection is made."""
+
+    name = "authenticate"
+
+    async def __call__(self, call: Call, proceed: Proceed) -> Any:
+        return await proceed(call)
+
+
+class Authorize:
+    """Pass-through until ACLs: the authorizer will check
+    ``call.registration.access`` for ``call.ctx.principal`` here."""
+
+    name = "authorize"
+
+    async def __call__(self, call: Call, proceed: Proceed) -> Any:
+        return await proceed(call)
+
+
+REQUEST_QUOTA = "request_percentage"
+UNTHROTTLED_APIS = frozenset({18})
+"""Never charged request time (ApiVersions), as in Kafka."""
+
+
+class RequestQuota:
+    name = "quota"
+
+    def __init__(self, quotas: Callable[[], QuotaManager | None],
+                 now_ms: Callable[[], float]) -> None:
+        self.quotas = quotas
+        self.now_ms = now_ms
+
+    async def __call__(self, call: Call, proceed: Proceed) -> Any:
+        quotas = self.quotas()
+        timed = (quotas is not None and call.api_key not in UNTHROTTLED_APIS
+                 and quotas.active(REQUEST_QUOTA))
+        started = time.perf_counter() if timed else 0.0
+        body = await proceed(call)
+        if isinstance(body, Deferred):
+            return body  # its byte-rate throttle (ctx.throttle_ms) applies when answered
+        ctx = call.ctx
+        throttle = ctx.throttle_ms
+        if timed and quotas is not None:
+            busy = max(time.perf_counter() - started - ctx.waited_s, 0.0)
+            throttle = max(throttle, quotas.charge(REQUEST_QUOTA, ctx.client_id, busy * 100,
+                                                   self.now_ms()))
+        if throttle and body is not None and hasattr(body, "throttle_time_ms"):
+            body.throttle_time_ms = max(body.throttle_time_ms, throttle)
+        ctx.throttle_ms = throttle
+        return body
+
+
+class Dispatch:
+    name = "dispatch"
+
+    async def __call__(self, call: Call, proceed: Proceed) -> Any:
+        assert call.registration is not None
+        return await call.registration.handle(call.ctx, call.request.body)
+
+
+@dataclass(slots=True)
+class Stages:
+    """The default stages' collaborators (built by the server)."""
+
+    metrics: Registry
+    quotas: Callable[[], QuotaManager | None]
+    now_ms: Callable[[], float]
+    unsupported_api_versions: Callable[[], Any]
+    forward: Stage | None = None
+    """The controller-forwarding stage of a cluster node (None on one node)."""
+    extra: list[tuple[Stage, str]] = field(default_factory=list)
+    """(stage, the stage it goes before) added after the defaults."""
+
+
+def default_stages(parts: Stages) -> Pipeline:
+    stages: list[Stage] = [
+        RequestMetrics(parts.metrics), VersionGate(parts.unsupported_api_versions),
+        Authenticate(), Authorize(), RequestQuota(parts.quotas, parts.now_ms)]
+    if parts.forward is not None:
+        stages.append(parts.forward)
+    stages.append(Dispatch())
+    pipeline = Pipeline(stages)
+    for stage, before in parts.extra:
+        pipeline.add(stage, before=before)
+    return pipeline
+
+
+# -- error codes of an answer ------------------------------------------------------
+
+_ERROR_PATHS: dict[type, tuple[tuple[str, int], ...]] = {}
+"""Per generated class: (field, kind) of each field that is or holds an error
+code; kind 0: the code itself, 1: a struct, 2: an array of structs."""
+
+
+def error_codes(body: Any) -> list[int]:
+    """Every non-zero ``error_code`` in ``body`` and the structs it holds."""
+    out: list[int] = []
+    _collect(body, out)
+    return out
+
+
+def _collect(node: Any, out: list[int]) -> None:
+    paths = _ERROR_PATHS.get(type(node))
+    if paths is None:
+        paths = _paths(type(node))
+    for name, kind in paths:
+        value = getattr(node, name)
+        if kind == 0:
+            if value:
+                out.append(value)
+        elif kind == 1:
+            _collect(value, out)
+        else:
+            for item in value:
+                _collect(item, out)
+
+
+def _paths(cls: type) -> tuple[tuple[str, int], ...]:
+    _ERROR_PATHS[cls] = ()  # a struct that holds itself ends here
+    found: list[tuple[str, int]] = []
+    for f in getattr(cls, "FIELDS", ()):
+        if f.name == "error_code" and f.kind == "int16" and not f.array:
+            found.append((f.name, 0))
+        elif f.kind == "struct" and f.struct is not None:
+            inner = _ERROR_PATHS.get(f.struct)
+            if inner is None:
+                inner = _paths(f.struct)
+            if inner:
+                found.append((f.name, 2 if f.array else 1))
+    result = _ERROR_PATHS[cls] = tuple(found)
+    return result
+
+
+def _error_name(code: int) -> str:
+    try:
+        return ErrorCode(code).name
+    except ValueError:
+        return str(code)
+
+
+async def wait_for_change(event: asyncio.Event, timeout_s: float) -> bool:
+    """Wait for ``event`` at most ``timeout_s``; whether it was set."""
+    try:
+        await asyncio.wait_for(event.wait(), timeout_s)
+    except TimeoutError:
+        return False
+    return True

@@ -1,0 +1,211 @@
+"""One registry of the broker's metrics, and its Prometheus text rendering.
+
+Three kinds, each a family of series told apart by label values:
+
+- :class:`Counter`: a number that only goes up (requests, bytes, errors);
+- :class:`Gauge`: a number read when rendered (a callable), for what the
+  broker already knows (connections open, log end offsets);
+- :class:`Histogram`: observations counted into cumulative buckets, with their
+  sum and count (request latency), as Prometheus histograms are.
+
+A family is registered once, by name, with its label names; a series is made on
+its first use. :func:`render` writes the registry in the Prometheus text
+exposition format (version 0.0.4): per family a ``# HELP`` and a ``# TYPE``
+line, then one line per series, ``name{label="value",...} number``; a
+histogram's series are ``name_bucket{...,le="B"}`` (cumulative, ``+Inf``
+last), ``name_sum`` and ``name_count``. Label values are escaped (backslash,
+double quote, newline). Pure: no I/O, no clock; the endpoint that serves the
+text belongs to the shell.
+
+Invariant: a family's label names are fixed at registration and every series
+gives a value for each; a name registered twice must be the same kind with
+the same labels (it is the same family, returned again).
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from collections.abc import Callable, Iterable, Sequence
+
+LATENCY_BUCKETS_S = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
+                     1.0, 2.5, 5.0, 10.0, 30.0)
+"""Request latency buckets, in seconds (a long-polling Fetch waits up to
+``fetch.max.wait.ms``, 500 ms by default, and a Produce with acks=all waits for
+its followers)."""
+
+Labels = tuple[str, ...]
+
+
+class _Family:
+    kind = ""
+
+    def __init__(self, name: str, help_text: str, labels: Sequence[str]) -> None:
+        self.name = name
+        self.help = help_text
+        self.labels: Labels = tuple(labels)
+
+    def _check(self, values: Labels) -> None:
+        if len(values) != len(self.labels):
+            raise ValueError(f"{self.name}: labels {self.labels}, got values {values}")
+
+    def samples(self) -> Iterable[tuple[str, Labels, Labels, float]]:
+        """(name suffix, label names, label values, value) of every series."""
+        raise NotImplementedError
+
+
+class Counter(_Family):
+    kind = "counter"
+
+    def __init__(self, name: str, help_text: str, labels: Sequence[str] = ()) -> None:
+        super().__init__(name, help_text, labels)
+        self.values: dict[Labels, float] = {}
+
+    def inc(self, *labels: str, by: float = 1.0) -> None:
+        values = self.values
+        if labels in values:
+            values[labels] += by
+        else:
+            self._check(labels)
+            values[labels] = by
+
+    def get(self, *labels: str) -> float:
+        return self.values.get(labels, 0.0)
+
+    def samples(self) -> Iterable[tuple[str, Labels, Labels, float]]:
+        for labels, value in sorted(self.values.items()):
+            yield "", self.labels, labels, value
+
+
+class Gauge(_Family):
+    kind = "gauge"
+
+    def __init__(self, name: str, help_text: str, labels: Sequence[str] = (),
+                 read: Callable[[], Iterable[tuple[Labels, float]]] | None = None) -> None:
+        super().__init__(name, help_text, labels)
+        self.values: dict[Labels, float] = {}
+        self.read = read
+        """Called at each rendering for (label values, value) pairs, when given."""
+
+    def set(self, value: float, *labels: str) -> None:
+        self._check(labels)
+        self.values[labels] = value
+
+    def samples(self) -> Iterable[tuple[str, Labels, Labels, float]]:
+        current = dict(self.values)
+        if self.read is not None:
+            for labels, value in self.read():
+                self._check(labels)
+                current[labels] = value
+        for labels, value in sorted(current.items()):
+            yield "", self.labels, labels, value
+
+
+class Histogram(_Family):
+    kind = "histogram"
+
+    def __init__(self, name: str, help_text: str, labels: Sequence[str] = (),
+                 buckets: Sequence[float] = LATENCY_BUCKETS_S) -> None:
+        super().__init__(name, help_text, labels)
+        if list(buckets) != sorted(set(buckets)):
+            raise ValueError(f"{name}: buckets must increase: {buckets}")
+        self.buckets = tuple(buckets)
+        self.series: dict[Labels, list[float]] = {}
+        """Per series: a count per bucket (not cumulative; the last for +Inf),
+        then the sum."""
+
+    def observe(self, value: float, *labels: str) -> None:
+        row = self.series.get(labels)
+        if row is None:
+            self._check(labels)
+            row = self.series[labels] = [0.0] * (len(self.buckets) + 2)
+        row[bisect.bisect_left(self.buckets, value)] += 1
+        row[-1] += value
+
+    def count(self, *labels: str) -> int:
+        row = self.series.get(labels)
+        return int(sum(row[:-1])) if row is not None else 0
+
+    def samples(self) -> Iterable[tuple[str, Labels, Labels, float]]:
+        names = (*self.labels, "le")
+        for labels, row in sorted(self.series.items()):
+            running = 0.0
+            for bound, n in zip((*self.buckets, math.inf), row[:-1], strict=True):
+                running += n
+                yield "_bucket", names, (*labels, _number(bound)), running
+            yield "_sum", self.labels, labels, row[-1]
+            yield "_count", self.labels, labels, running
+
+
+Family = Counter | Gauge | Histogram
+
+
+class Registry:
+    """Every metric family of one broker, by name."""
+
+    def __init__(self) -> None:
+        self.families: dict[str, Family] = {}
+
+    def _add(self, family: Family) -> Family:
+        have = self.families.get(family.name)
+        if have is None:
+            self.families[family.name] = family
+            return family
+        if type(have) is not type(family) or have.labels != family.labels:
+            raise ValueError(f"metric {family.name} is already registered as a {have.kind} "
+                             f"with labels {have.labels}")
+        return have
+
+    def counter(self, name: str, help_text: str, labels: Sequence[str] = ()) -> Counter:
+        family = self._add(Counter(name, help_text, labels))
+        assert isinstance(family, Counter)
+        return family
+
+    def gauge(self, name: str, help_text: str, labels: Sequence[str] = (),
+              read: Callable[[], Iterable[tuple[Labels, float]]] | None = None) -> Gauge:
+        family = self._add(Gauge(name, help_text, labels, read))
+        assert isinstance(family, Gauge)
+        return family
+
+    def histogram(self, name: str, help_text: str, labels: Sequence[str] = (),
+                  buckets: Sequence[float] = LATENCY_BUCKETS_S) -> Histogram:
+        family = self._add(Histogram(name, help_text, labels, buckets))
+        assert isinstance(family, Histogram)
+        return family
+
+
+def render(registry: Registry) -> str:
+    """The registry in the Prometheus text exposition format (see the module)."""
+    lines: list[str] = []
+    for name in sorted(registry.families):
+        family = registry.families[name]
+        lines.append(f"# HELP {name} {_escape_help(family.help)}")
+        lines.append(f"# TYPE {name} {family.kind}")
+        for suffix, names, values, value in family.samples():
+            if names:
+                pairs = ",".join(f'{k}="{_escape_label(v)}"' for k, v in zip(names, values,
+                                                                            strict=True))
+                lines.append(f"{name}{suffix}{{{pairs}}} {_number(value)}")
+            else:
+                lines.append(f"{name}{suffix} {_number(value)}")
+    return "\n".join(lines) + "\n" if lines else ""
+
+
+def _number(value: float) -> str:
+    if value == math.inf:
+        return "+Inf"
+    if value == -math.inf:
+        return "-Inf"
+    if math.isnan(value):
+        return "NaN"
+    if float(value).is_integer() and abs(value) < 2**53:
+        return str(int(value))
+    return repr(float(value))
+
+
+def _escape_label(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def _escape_help(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("\n", "\\n")

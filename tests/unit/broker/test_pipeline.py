@@ -1,0 +1,260 @@
+"""The request pipeline's stages, with fakes for what is around them (no broker,
+no sockets): order, the version gate, metrics, quotas, forwarding."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, cast
+
+import pytest
+
+from odradek.broker.context import ANONYMOUS, RequestContext
+from odradek.broker.net.forward import ForwardToController
+from odradek.broker.net.pipeline import (
+    Authenticate,
+    Authorize,
+    Call,
+    Dispatch,
+    Pipeline,
+    Proceed,
+    RequestMetrics,
+    VersionGate,
+    error_codes,
+)
+from odradek.broker.registry import CloseConnection, Deferred, Registration
+from odradek.broker.state import NotControllerError
+from odradek.common.metrics import Registry
+from odradek.wire.errors import ErrorCode
+from odradek.wire.frames import Request
+from odradek.wire.messages import create_topics_request as ctq
+from odradek.wire.messages import create_topics_response as cts
+from odradek.wire.messages import produce_response as pr
+from odradek.wire.messages.request_header import RequestHeader
+
+
+def call(api_key: int, version: int, body: Any = None, reg: Registration | None = None,
+         listener: str = "PLAINTEXT") -> Call:
+    header = RequestHeader(request_api_key=api_key, request_api_version=version)
+    ctx = RequestContext(cast(Any, None), version, header, "test", 10, listener=listener)
+    return Call(Request(api_key, version, 1, header, body, 10), reg, ctx)
+
+
+def registration(api_key: int, answer: Any, versions: tuple[int, int] = (0, 5),
+                 rejected: tuple[int, int] | None = None) -> Registration:
+    async def handle(ctx: RequestContext, body: Any) -> Any:
+        return answer(body) if callable(answer) else answer
+
+    return Registration(api_key, versions[0], versions[1], handle, rejected,
+                        (lambda body, code: ("refused", code)) if rejected else None)
+
+
+class Recorder:
+    def __init__(self, name: str, seen: list[str]) -> None:
+        self.name = name
+        self.seen = seen
+
+    async def __call__(self, c: Call, proceed: Proceed) -> Any:
+        self.seen.append(f"{self.name}>")
+        answer = await proceed(c)
+        self.seen.append(f"<{self.name}")
+        return answer
+
+
+def test_stages_run_in_order_and_a_stage_added_before_another_runs_just_before_it() -> None:
+    seen: list[str] = []
+    pipeline = Pipeline([Recorder("a", seen), Recorder("c", seen), Dispatch()])
+    pipeline.add(Recorder("b", seen), before="c")
+    assert pipeline.names() == ["a", "b", "c", "dispatch"]
+    assert asyncio.run(pipeline.run(call(3, 1, reg=registration(3, "ok")))) == "ok"
+    assert seen == ["a>", "b>", "c>", "<c", "<b", "<a"]
+    pipeline.remove("b")
+    seen.clear()
+    asyncio.run(pipeline.run(call(3, 1, reg=registration(3, "ok"))))
+    assert seen == ["a>", "c>", "<c", "<a"]
+
+
+def test_a_pipeline_ends_in_dispatch_and_names_are_unique() -> None:
+    with pytest.raises(ValueError, match="dispatch"):
+        Pipeline([Authenticate()])
+    pipeline = Pipeline([Authorize(), Dispatch()])
+    with pytest.raises(ValueError, match="already"):
+        pipeline.add(Authorize(), before="dispatch")
+    with pytest.raises(ValueError, match="no stage 'nope'"):
+        pipeline.add(Authenticate(), before="nope")
+    with pytest.raises(ValueError, match="cannot be removed"):
+        pipeline.remove("dispatch")
+
+
+def test_a_stage_can_refuse_without_calling_the_handler() -> None:
+    handled: list[Any] = []
+
+    class Refuse:
+        name = "refuse"
+
+        async def __call__(self, c: Call, proceed: Proceed) -> Any:
+            if c.api_key == 19:
+                return "refused"
+            return await proceed(c)
+
+    pipeline = Pipeline([Refuse(), Dispatch()])
+    reg = registration(19, lambda body: handled.append(body) or "created")
+    assert asyncio.run(pipeline.run(call(19, 5, "req", reg))) == "refused"
+    assert handled == []
+    assert asyncio.run(pipeline.run(call(3, 5, "req", registration(3, "meta")))) == "meta"
+
+
+def test_the_version_gate() -> None:
+    gate = Pipeline([VersionGate(lambda: "v0 unsupported"), Dispatch()])
+    # Not served: the connection closes, except ApiVersions (a v0 answer, KIP-511).
+    with pytest.raises(CloseConnection, match="api 3 v9 not served"):
+        asyncio.run(gate.run(call(3, 9, reg=registration(3, "x"))))
+    with pytest.raises(CloseConnection, match="api 99 v0 not served"):
+        asyncio.run(gate.run(call(99, 0)))
+    c = call(18, 9, reg=registration(18, "x", versions=(0, 4)))
+    assert asyncio.run(gate.run(c)) == "v0 unsupported" and c.response_version == 0
+    # Advertised to be refused (Produce v0-2): the API's own UNSUPPORTED_VERSION body.
+    reg = registration(0, "x", versions=(0, 12), rejected=(0, 2))
+    assert asyncio.run(gate.run(call(0, 1, reg=reg))) == ("refused", 35)
+    assert asyncio.run(gate.run(call(0, 9, reg=reg))) == "x"
+
+
+def test_the_context_carries_principal_listener_and_protocol() -> None:
+    c = call(3, 1, listener="CLIENT")
+    assert (c.ctx.principal, c.ctx.listener, c.ctx.security_protocol) == (
+        ANONYMOUS, "CLIENT", "PLAINTEXT")
+
+
+def test_error_codes_are_found_at_every_depth() -> None:
+    body = pr.ProduceResponse(responses=[
+        pr.TopicProduceResponse("a", [pr.PartitionProduceResponse(0, 0),
+                                      pr.PartitionProduceResponse(1, 6)]),
+        pr.TopicProduceResponse("b", [pr.PartitionProduceResponse(0, 3)])])
+    assert sorted(error_codes(body)) == [3, 6]
+    assert error_codes(pr.ProduceResponse()) == []
+
+
+def test_metrics_count_requests_bytes_latency_and_errors_by_api() -> None:
+    registry = Registry()
+    ticks = iter([1.0, 1.25, 2.0, 2.5])
+    metrics = RequestMetrics(registry, clock=lambda: next(ticks))
+    answer = cts.CreateTopicsResponse(topics=[
+        cts.CreatableTopicResult("t", error_code=ErrorCode.TOPIC_ALREADY_EXISTS)])
+    pipeline = Pipeline([metrics, Dispatch()])
+    asyncio.run(pipeline.run(call(19, 5, ctq.CreateTopicsRequest(), registration(19, answer))))
+    assert metrics.requests.get("CreateTopics") == 1
+    assert metrics.request_bytes.get("CreateTopics") == 10
+    assert metrics.errors.get("CreateTopics", "TOPIC_ALREADY_EXISTS") == 1
+    assert metrics.latency.series[("CreateTopics",)][-1] == 0.25
+
+    # A deferred answer is timed (and its errors counted) when it is decided.
+    async def deferred() -> Any:
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[Any] = loop.create_future()
+        reg = registration(0, Deferred(fut))
+        out = await pipeline.run(call(0, 9, None, reg))
+        assert isinstance(out, Deferred) and metrics.latency.count("Produce") == 0
+        fut.set_result(pr.ProduceResponse(responses=[pr.TopicProduceResponse(
+            "a", [pr.PartitionProduceResponse(0, ErrorCode.NOT_ENOUGH_REPLICAS)])]))
+        return await out.answer
+
+    asyncio.run(deferred())
+    assert metrics.latency.count("Produce") == 1
+    assert metrics.latency.series[("Produce",)][-1] == 0.5
+    assert metrics.errors.get("Produce", "NOT_ENOUGH_REPLICAS") == 1
+
+
+class FakeQuorum:
+    def __init__(self, leader: bool) -> None:
+        self.is_leader = leader
+        self.changes: asyncio.Queue[bool] = asyncio.Queue()
+
+    async def view_change(self, timeout_s: float) -> bool:
+        try:
+            self.is_leader = await asyncio.wait_for(self.changes.get(), timeout_s)
+        except TimeoutError:
+            return False
+        return True
+
+
+class FakeChannel:
+    def __init__(self, answers: list[Any]) -> None:
+        self.answers = answers
+        self.sent: list[Any] = []
+
+    async def request(self, body: Any, version: int) -> Any:
+        from odradek.broker.controller_channel import ControllerUnavailable
+
+        self.sent.append(body)
+        answer = self.answers.pop(0)
+        if answer is ControllerUnavailable:
+            raise ControllerUnavailable("no controller yet")
+        return answer
+
+
+def forwarding(quorum: FakeQuorum, channel: FakeChannel, wait_s: float = 1.0) -> Pipeline:
+    return Pipeline([ForwardToController(quorum, lambda: cast(Any, channel),
+                                         frozenset({"CONTROLLER"}), wait_s), Dispatch()])
+
+
+def test_forwarding_sends_controller_apis_to_the_controller_and_others_to_the_handler() -> None:
+    async def run() -> None:
+        channel = FakeChannel(["from the controller"])
+        pipeline = forwarding(FakeQuorum(leader=False), channel)
+        create = ctq.CreateTopicsRequest(topics=[ctq.CreatableTopic("t", 1, 1)])
+        assert await pipeline.run(call(19, 5, create, registration(19, "local"))) == (
+            "from the controller")
+        assert await pipeline.run(call(3, 12, None, registration(3, "metadata"))) == "metadata"
+        # DescribeQuorum on the controller listener is answered here.
+        assert await pipeline.run(call(55, 1, None, registration(55, "quorum"),
+                                       listener="CONTROLLER")) == "quorum"
+        assert channel.sent == [create]
+
+    asyncio.run(run())
+
+
+def test_forwarding_waits_for_a_controller_then_sends_it_the_request() -> None:
+    async def run() -> None:
+        from odradek.broker.controller_channel import ControllerUnavailable
+
+        quorum = FakeQuorum(leader=False)
+        channel = FakeChannel([ControllerUnavailable, "answered"])
+        pipeline = forwarding(quorum, channel, wait_s=30)
+        task = asyncio.ensure_future(pipeline.run(call(19, 5, "req", registration(19, "x"))))
+        await asyncio.sleep(0.01)
+        assert not task.done() and len(channel.sent) == 1  # waiting for a leader, not polling
+        quorum.changes.put_nowait(False)  # another node leads now
+        assert await task == "answered" and len(channel.sent) == 2
+
+    asyncio.run(run())
+
+
+def test_forwarding_with_no_controller_in_time_answers_not_controller() -> None:
+    async def run() -> None:
+        from odradek.broker.controller_channel import ControllerUnavailable
+
+        async def not_here(ctx: RequestContext, body: Any) -> Any:
+            raise NotControllerError(-1)
+
+        create = ctq.CreateTopicsRequest(topics=[ctq.CreatableTopic("t", 1, 1)])
+        pipeline = forwarding(FakeQuorum(leader=False), FakeChannel([ControllerUnavailable]),
+                              wait_s=0.05)
+        answer = await pipeline.run(call(19, 5, create, Registration(19, 0, 7, not_here)))
+        assert [(t.name, t.error_code) for t in answer.topics] == [
+            ("t", ErrorCode.NOT_CONTROLLER)]
+
+    asyncio.run(run())
+
+
+def test_a_controller_that_became_leader_while_waiting_decides_itself() -> None:
+    async def run() -> None:
+        from odradek.broker.controller_channel import ControllerUnavailable
+
+        quorum = FakeQuorum(leader=False)
+        pipeline = forwarding(quorum, FakeChannel([ControllerUnavailable]), wait_s=30)
+        task = asyncio.ensure_future(pipeline.run(call(19, 5, "req",
+                                                       registration(19, "decided here"))))
+        await asyncio.sleep(0.01)
+        quorum.changes.put_nowait(True)
+        assert await task == "decided here"
+
+    asyncio.run(run())
