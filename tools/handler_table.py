@@ -26,7 +26,7 @@ _TABLE = re.compile(r"^SERVED: .*? = \{\n.*?^\}\n", re.S | re.M)
 
 def table() -> str:
     """The ``SERVED`` literal for the handler modules as they are on disk."""
-    from odradek.broker import registry
+    from odradek.broker.net import registry
 
     registry.CHECK_SERVED = False  # the table may be stale: that is why we are here
     try:

@@ -15,9 +15,9 @@ from confluent_kafka import KafkaException, TopicCollection
 from confluent_kafka.admin import AdminClient
 from kafka.admin import KafkaAdminClient
 
-from odradek.broker.context import RequestContext
 from odradek.broker.handlers import k75_describe_topic_partitions as describe_topic_partitions
-from odradek.broker.registry import HANDLERS, advertised, load_all
+from odradek.broker.net.context import RequestContext
+from odradek.broker.net.registry import HANDLERS, advertised, load_all
 from odradek.metadata.image import BrokerImage, MetadataImage, PartitionImage, TopicImage
 from odradek.testing import Broker
 from odradek.wire.errors import ErrorCode

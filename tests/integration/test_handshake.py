@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from odradek.broker.registry import advertised
+from odradek.broker.net.registry import advertised
 from odradek.metadata.image import BrokerImage, Endpoint
 from odradek.testing.broker import Broker
 from odradek.wire import api

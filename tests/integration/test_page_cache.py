@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from odradek.broker import transfer
+from odradek.broker.net import transfer
 from odradek.testing.broker import Broker
 from odradek.wire.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic
 from odradek.wire.records import decode_batches

@@ -42,8 +42,9 @@ NOT_AT_START = (
     "odradek.cli.topics", "odradek.cli.produce", "odradek.cli.consume", "odradek.cli.groups",
     "odradek.cli.dev", "odradek.cli.storage", "odradek.cli.metadata", "odradek.cli.leaders",
     "odradek.client",
-    "odradek.raft", "odradek.broker.quorum", "odradek.broker.replica_fetcher",
-    "odradek.broker.isr", "odradek.broker.cluster_control", "odradek.broker.broker_channel",
+    "odradek.raft", "odradek.broker.control.quorum_driver", "odradek.broker.replica.fetchers",
+    "odradek.broker.replica.isr", "odradek.broker.control.sessions",
+    "odradek.broker.control.broker_channel",
     "odradek.spark", "pyspark", "odradek.testing",
     "odradek.broker.handlers.k00_produce", "odradek.broker.handlers.k01_fetch",
     "odradek.broker.handlers.k03_metadata", "odradek.broker.handlers.k19_create_topics",
@@ -68,7 +69,7 @@ def modules_when_serving(data_dir: Path) -> set[str]:
 def test_serve_imports_no_more_than_serving_needs(tmp_path: Path) -> None:
     for data_dir in (tmp_path / "fresh", tmp_path / "fresh"):  # formatted, then existing
         loaded = modules_when_serving(data_dir)
-        assert "odradek.broker.server" in loaded  # the probe saw a listening broker
+        assert "odradek.broker.net.server" in loaded  # the probe saw a listening broker
         assert "odradek.broker.handlers.k18_api_versions" in loaded
         early = sorted(m for m in loaded
                        if any(m == n or m.startswith(n + ".") for n in NOT_AT_START))

@@ -6,7 +6,7 @@ The world: producers with transactional ids, three data partitions
 :class:`~odradek.storage.memfs.MemoryFileSystem`, every append flushed), and
 the coordinator's log (the list of ``__transaction_state`` records that were
 committed). Each event is one step a real broker takes, in the order
-:mod:`odradek.broker.transactions` takes them:
+:mod:`odradek.broker.coordinators.txn_runtime` takes them:
 
 * a client call: InitProducerId, AddPartitionsToTxn, a transactional produce
   (only to a partition of the ongoing transaction, as verification demands),

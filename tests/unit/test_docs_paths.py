@@ -53,4 +53,4 @@ def test_the_checker_sees_a_missing_path_and_a_link_outside() -> None:
     text = "see `src/odradek/no_such_module.py` and `../shared/DESIGN.md`, not `./data`"
     assert cited_paths(text) == ["src/odradek/no_such_module.py", "../shared/DESIGN.md"]
     assert not any(exists(p) for p in cited_paths(text))
-    assert exists("broker/server.py") and exists("tests/integration/test_cluster*.py")
+    assert exists("broker/net/server.py") and exists("tests/integration/test_cluster*.py")

@@ -15,14 +15,14 @@ from typing import TYPE_CHECKING
 
 from odradek.broker.aio import cancel_and_wait
 from odradek.broker.config import BrokerConfig
-from odradek.broker.dirlock import DirLock, lock_dirs
-from odradek.broker.groups import GroupRuntime
-from odradek.broker.journal import LogJournal
-from odradek.broker.meta_properties import DataDirError
-from odradek.broker.partitions import METADATA_TOPIC, Partition, PartitionManager
-from odradek.broker.server import KafkaServer
-from odradek.broker.state import BrokerState, MemoryJournal, MetadataJournal
-from odradek.broker.transactions import TxnRuntime
+from odradek.broker.control.broker_state import BrokerState, MemoryJournal, MetadataJournal
+from odradek.broker.control.journal import LogJournal
+from odradek.broker.control.meta_properties import DataDirError
+from odradek.broker.coordinators.group_runtime import GroupRuntime
+from odradek.broker.coordinators.txn_runtime import TxnRuntime
+from odradek.broker.net.server import KafkaServer
+from odradek.broker.replica.dirlock import DirLock, lock_dirs
+from odradek.broker.replica.partitions import METADATA_TOPIC, Partition, PartitionManager
 from odradek.common.clock import Clock, SystemClock
 from odradek.common.ids import Ids, RandomIds
 from odradek.common.metrics import Registry
@@ -30,8 +30,8 @@ from odradek.storage.fs import FileSystem, OsFileSystem
 from odradek.storage.logdirs import LogDirsError
 
 if TYPE_CHECKING:
+    from odradek.broker.control.quorum_driver import QuorumDriver
     from odradek.broker.net.pipeline import Stage
-    from odradek.broker.quorum import QuorumDriver
 
 log = logging.getLogger("odradek.broker")
 
@@ -68,7 +68,7 @@ class BrokerApp:
 
     async def _start(self) -> None:
         # Before anything in the data directories is read or written: one broker
-        # per directory (broker/dirlock.py).
+        # per directory (broker/replica/dirlock.py).
         self._locks = lock_dirs(self.config.data_dirs())
         fs = OsFileSystem()
         cluster = self.config.is_cluster
@@ -89,8 +89,8 @@ class BrokerApp:
         self.state = BrokerState.open(self.config, self.journal, self.partitions, self.clock,
                                       self.ids)
         if cluster:
-            from odradek.broker.isr import IsrManager
-            from odradek.broker.replica_fetcher import ReplicaFetchers
+            from odradek.broker.replica.fetchers import ReplicaFetchers
+            from odradek.broker.replica.isr import IsrManager
 
             self.state.metadata_ready = False
             self.state.quorum = self._quorum(fs, self.state)
@@ -105,7 +105,7 @@ class BrokerApp:
         self.state.txns = TxnRuntime(state, self.partitions, self.config, self.clock,
                                      lambda: state.groups)
         if cluster:
-            from odradek.broker.broker_channel import BrokerChannel
+            from odradek.broker.control.broker_channel import BrokerChannel
 
             self.state.txns.channel = BrokerChannel(self.state)
         if not cluster:
@@ -114,7 +114,7 @@ class BrokerApp:
         self.server = KafkaServer(self.state, self.metrics, self.stages)
         await self.server.start()
         if self.state.quorum is not None:
-            from odradek.broker.cluster_control import Sessions, rebalance_forever
+            from odradek.broker.control.sessions import Sessions, rebalance_forever
 
             self.state.quorum.start()
             loop = asyncio.get_running_loop()
@@ -161,7 +161,7 @@ class BrokerApp:
         """Cluster mode: register with the controller; once the metadata log has
         been replayed up to this registration, the image says which coordinator
         partitions this broker leads, and the coordinators load them."""
-        from odradek.broker.cluster_control import heartbeat_forever
+        from odradek.broker.control.sessions import heartbeat_forever
 
         state = self.state
         assert state is not None and state.groups is not None and state.txns is not None
@@ -180,7 +180,7 @@ class BrokerApp:
         log.info("node %d registered with controller %d", state.node_id, state.controller_id)
 
     def _quorum(self, fs: OsFileSystem, state: BrokerState) -> QuorumDriver:
-        from odradek.broker.quorum import QuorumDriver
+        from odradek.broker.control.quorum_driver import QuorumDriver
         from odradek.raft.file_log import FileRaftLog, RaftLogError
         from odradek.raft.node import RaftConfig
         from odradek.raft.quorum_state import FileQuorumStateStore, QuorumStateError
@@ -258,7 +258,7 @@ class BrokerApp:
         longer than the quorum can still commit: when this node is the active
         controller and its voters stopped fetching (the whole cluster is going
         down), the fence could never commit."""
-        from odradek.broker.cluster_control import send_heartbeat
+        from odradek.broker.control.sessions import send_heartbeat
 
         assert self.state is not None and self.state.quorum is not None
         quorum = self.state.quorum

@@ -143,7 +143,7 @@ DEFAULTS: dict[str, str] = {
     "replica.fetch.backoff.ms": "1000",
     "num.replica.fetchers": "1",
     # Segment appends written on this many threads, off the event loop
-    # (broker/writer.py); 0 writes them on the loop (docs/decisions.md: measured).
+    # (broker/replica/writer.py); 0 writes them on the loop (docs/decisions.md: measured).
     "odradek.log.writer.threads": "0",
     "transaction.state.log.replication.factor": "1",
     "transaction.state.log.min.isr": "1",

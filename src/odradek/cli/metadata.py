@@ -56,7 +56,7 @@ def _plain(value: Any) -> Any:
 
 def read_records(directory: Path) -> tuple[list[tuple[str, Any]], list[str]]:
     """((offset or "snapshot", record), problems) of a metadata log directory."""
-    from odradek.broker.journal import decode_record
+    from odradek.broker.control.journal import decode_record
     from odradek.raft.codec import decode_entries
     from odradek.raft.file_log import SNAPSHOT_SUFFIX, decode_snapshot
     from odradek.wire.primitives import DecodeError

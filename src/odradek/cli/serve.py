@@ -116,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
     if args.log_dirs:
         overrides["log.dirs"] = args.log_dirs
     if args.accept_missing_metadata:
-        from odradek.broker.state import ACCEPT_MISSING_METADATA
+        from odradek.broker.control.broker_state import ACCEPT_MISSING_METADATA
 
         overrides[ACCEPT_MISSING_METADATA] = "true"
     config = BrokerConfig.from_sources(file_props, overrides)

@@ -4,7 +4,7 @@
   bytes in base64url, 22 characters, never starting with ``-``).
 * ``format -t CLUSTER_ID -c FILE`` checks the configuration as ``odradek serve``
   would, then writes ``meta.properties`` (format in
-  :mod:`odradek.broker.meta_properties`) into every directory of ``log.dirs``
+  :mod:`odradek.broker.control.meta_properties`) into every directory of ``log.dirs``
   and ``metadata.log.dir``, creating them. A directory formatted already stops
   it before anything is written, unless ``--ignore-formatted``; a formatted
   directory of another cluster or node always does. Every node of a cluster is
@@ -33,8 +33,7 @@ import argparse
 from pathlib import Path
 
 from odradek.broker.config import BrokerConfig, ConfigError, parse_overrides, read_properties
-from odradek.broker.dirlock import lock_dir, lock_dirs
-from odradek.broker.meta_properties import (
+from odradek.broker.control.meta_properties import (
     META_PROPERTIES,
     DataDirError,
     check_uuid,
@@ -42,6 +41,7 @@ from odradek.broker.meta_properties import (
     read_meta_properties,
     write_meta_properties,
 )
+from odradek.broker.replica.dirlock import lock_dir, lock_dirs
 from odradek.cli.common import CliError
 from odradek.storage.checkpoint import kafka_uuid_string, parse_partition_metadata
 from odradek.storage.names import STRAY_DIR_SUFFIX, parse_partition_dir_name

@@ -1,6 +1,6 @@
 """The group coordinator: a facade over composed parts.
 
-:class:`GroupCoordinator` is what the IO shell (``broker/groups.py`` and the
+:class:`GroupCoordinator` is what the IO shell (``broker/coordinators/group_runtime.py`` and the
 group handlers) calls; it owns the parts and delegates, holding no state and
 no logic of its own:
 

@@ -13,7 +13,7 @@ far as the current log is, the broker renames it in (see
 :meth:`~odradek.replication.partition.PartitionState.future_promoted` makes it
 the partition's log.
 
-One round of the copy, driven by the broker's mover (``broker/log_mover.py``):
+One round of the copy, driven by the broker's mover (``broker/replica/log_mover.py``):
 
 1. :meth:`FutureReplica.plan` on the event loop: byte ranges of the current
    log from the copy's end on (no IO but index lookups), or None when the

@@ -17,7 +17,7 @@ Everything that appends to a partition's log or moves its HW goes through
 here (import-linter and ``tests/unit/replication/test_layering.py`` hold the
 rest of the code to that). It is plain code: no asyncio, no clock reads; calls
 return effects (:class:`Appended`, :class:`Read`) that the IO shell
-(:mod:`odradek.broker.partitions`) acts on: answer, wake fetches, fsync.
+(:mod:`odradek.broker.replica.partitions`) acts on: answer, wake fetches, fsync.
 
 Invariants, checked by the simulation tests after every step::
 
@@ -376,7 +376,7 @@ class PartitionState:
         truncate first, and nothing is recorded), then batches up to the log end
         are read and the follower's log end is recorded (moving the HW, perhaps),
         in that order, as in Kafka: a read that raises (a read to do off the
-        event loop first, :func:`odradek.broker.transfer.collect_without_waiting`)
+        event loop first, :func:`odradek.broker.net.transfer.collect_without_waiting`)
         has recorded nothing, so the fetch can be served again from the start."""
         leo, start = self.log_end_offset, self.log_start_offset
         if not self.is_leader:

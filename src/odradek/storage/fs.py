@@ -11,7 +11,7 @@ real file system's reads take only what is in the page cache (``preadv2`` with
 ``RWF_NOWAIT``) and raise :class:`ReadWouldBlock`, naming the bytes, where they
 would wait for the disk. The event loop reads a Fetch's batch headers and
 indexes that way and has a thread read the named bytes in first
-(:mod:`odradek.broker.transfer`). The in-memory file system never waits.
+(:mod:`odradek.broker.net.transfer`). The in-memory file system never waits.
 
 Paths are POSIX strings. ``fsync`` and ``sync_dir`` take paths rather than
 handles so that a flush running on an executor thread needs none of the log's

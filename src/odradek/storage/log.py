@@ -118,7 +118,7 @@ class FileSlice:
     """``length`` bytes at ``position`` of the segment file ``path`` (open as
     ``file``): whole batches, the first of which starts at ``first_offset``.
     The one slice type of storage and the network shell, which writes it with
-    ``sendfile`` (:mod:`odradek.broker.transfer`)."""
+    ``sendfile`` (:mod:`odradek.broker.net.transfer`)."""
 
     path: str
     position: int

@@ -25,7 +25,7 @@ is advice to the kernel (``sync_file_range`` then ``POSIX_FADV_DONTNEED``,
 :meth:`~odradek.storage.fs.FileSystem.drop_cache`), its failure is ignored,
 and an fsync still decides durability (the recovery point). A read of dropped
 bytes reads the disk; the fetch path warms such reads off the event loop
-(:mod:`odradek.broker.transfer`). A window below 0 turns this off: the page
+(:mod:`odradek.broker.net.transfer`). A window below 0 turns this off: the page
 cache is the kernel's alone, as in Kafka.
 
 Invariants of a :class:`CacheWindow` (one per log, touched on the loop only)::

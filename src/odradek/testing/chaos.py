@@ -35,10 +35,11 @@ import asyncio
 import contextlib
 import functools
 import itertools
+import logging
 import tempfile
 import threading
 import time
-from collections import Counter, defaultdict
+from collections import Counter, defaultdict, deque
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -86,6 +87,17 @@ OVERRIDES = {
 DELAY_FILE = "fsync-delay-ms"
 
 
+class _RingHandler(logging.Handler):
+    """Keeps the last lines logged to it (a ``deque`` with a ``maxlen``)."""
+
+    def __init__(self, ring: deque[str]) -> None:
+        super().__init__()
+        self.ring = ring
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.ring.append(f"{record.created:.3f} {record.getMessage()}")
+
+
 class ChaosError(Exception):
     """The run could not go on (the cluster did not start or recover in time)."""
 
@@ -124,6 +136,7 @@ class ChaosRun:
         self._tail_until: dict[int, int] | None = None
         self._threads: list[threading.Thread] = []
         self._admin: Any = None
+        self._group_debug: deque[str] = deque(maxlen=300)
 
     # -- life cycle -------------------------------------------------------------------
 
@@ -311,6 +324,21 @@ class ChaosRun:
         frame = sys._current_frames().get(thread.ident or -1)
         where = "".join(traceback.format_stack(frame)[-4:]) if frame else "(gone)"
         self.log(f"chaos: {thread.name} did not drain in {wait_s:g} s; it is at:\n{where}")
+        if thread.name == "chaos-group":
+            self.log(f"chaos: the group as the cluster describes it: {self._describe_group()}")
+            self.log("chaos: the group member's last librdkafka cgrp debug lines:\n"
+                     + "\n".join(self._group_debug))
+
+    def _describe_group(self) -> str:
+        try:
+            assert self._admin is not None
+            [(_, fut)] = self._admin.describe_consumer_groups(["chaos-group"]).items()
+            g = fut.result(10)
+            members = [(m.member_id, sorted(tp.partition for tp in m.assignment.topic_partitions))
+                       for m in g.members]
+            return f"state {g.state}, coordinator {g.coordinator.id}, members {members}"
+        except Exception as exc:  # a diagnosis must not hide the failure it explains
+            return f"(describe failed: {exc})"
 
     # -- clients ----------------------------------------------------------------------
 
@@ -580,11 +608,17 @@ class ChaosRun:
                 if tp.error is None and tp.offset >= 0:
                     h.commits.append((now, tp.partition, tp.offset))
 
+        # The member's group-protocol debug lines, the last few hundred, printed if
+        # it does not drain (CI once saw it stop consuming with a commit unanswered).
+        debug = logging.getLogger("odradek.chaos.group-member")
+        debug.propagate = False
+        debug.setLevel(logging.DEBUG)
+        debug.handlers[:] = [_RingHandler(self._group_debug)]
         consumer = Consumer(self._conf(**{
             "group.id": "chaos-group", "enable.auto.commit": False,
             "auto.offset.reset": "earliest", "session.timeout.ms": 6000,
             "heartbeat.interval.ms": 1000, "fetch.wait.max.ms": 100,
-            "on_commit": on_commit}))
+            "on_commit": on_commit, "debug": "cgrp", "logger": debug, "log_level": 7}))
         consumer.subscribe([TOPIC],
                            on_assign=lambda c, ps: event(f"assigned {len(ps)} partitions"),
                            on_revoke=lambda c, ps: event(f"revoked {len(ps)} partitions"))

@@ -1,11 +1,11 @@
-"""Admission of new connections (``odradek.broker.connlimits``), on a manual clock."""
+"""Admission of new connections (``odradek.broker.net.connlimits``), on a manual clock."""
 
 from __future__ import annotations
 
 import pytest
 
 from odradek.broker.config import BrokerConfig, ConfigError
-from odradek.broker.connlimits import ConnectionLimits, parse_ip_overrides
+from odradek.broker.net.connlimits import ConnectionLimits, parse_ip_overrides
 
 
 def limits(**overrides: str) -> ConnectionLimits:

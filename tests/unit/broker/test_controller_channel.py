@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from odradek.broker.controller_channel import FORWARDED_APIS, not_controller_response
+from odradek.broker.control.controller_channel import FORWARDED_APIS, not_controller_response
 from odradek.wire import api
 from odradek.wire.errors import ErrorCode
 from odradek.wire.messages import alter_client_quotas_request as acq
@@ -78,7 +78,7 @@ def test_a_call_to_a_silent_controller_ends_when_the_leader_moves() -> None:
     import asyncio
     import time
 
-    from odradek.broker.controller_channel import ControllerChannel, ControllerUnavailable
+    from odradek.broker.control.controller_channel import ControllerChannel, ControllerUnavailable
     from odradek.wire.messages.broker_heartbeat_request import BrokerHeartbeatRequest
 
     async def run() -> float:
@@ -112,7 +112,7 @@ def test_a_call_ends_after_its_own_timeout() -> None:
     import asyncio
     import time
 
-    from odradek.broker.controller_channel import ControllerChannel, ControllerUnavailable
+    from odradek.broker.control.controller_channel import ControllerChannel, ControllerUnavailable
     from odradek.wire.messages.broker_heartbeat_request import BrokerHeartbeatRequest
 
     async def run() -> float:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from odradek.broker.meta_properties import (
+from odradek.broker.control.meta_properties import (
     DataDirError,
     check_uuid,
     format_meta_properties,

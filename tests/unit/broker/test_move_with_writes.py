@@ -1,4 +1,4 @@
-"""A move between log directories (broker/log_mover.py) while appends are still being
+"""A move between log directories (broker/replica/log_mover.py) while appends are still being
 written (writer threads, storage/writes.py): the copy stops at the written end,
 the final swap waits for the pending writes, and the moved log holds them and
 takes the next appends through the writer."""
@@ -11,7 +11,7 @@ import uuid
 import pytest
 
 from odradek.broker.config import BrokerConfig
-from odradek.broker.partitions import Partition, PartitionManager
+from odradek.broker.replica.partitions import Partition, PartitionManager
 from odradek.common.clock import ManualClock
 from odradek.metadata import controller
 from odradek.metadata.image import MetadataImage

@@ -8,7 +8,8 @@ from typing import Any, cast
 
 import pytest
 
-from odradek.broker.context import ANONYMOUS, RequestContext
+from odradek.broker.control.broker_state import NotControllerError
+from odradek.broker.net.context import ANONYMOUS, RequestContext
 from odradek.broker.net.forward import ForwardToController
 from odradek.broker.net.pipeline import (
     Authenticate,
@@ -21,8 +22,7 @@ from odradek.broker.net.pipeline import (
     VersionGate,
     error_codes,
 )
-from odradek.broker.registry import CloseConnection, Deferred, Registration
-from odradek.broker.state import NotControllerError
+from odradek.broker.net.registry import CloseConnection, Deferred, Registration
 from odradek.common.metrics import Registry
 from odradek.wire.errors import ErrorCode
 from odradek.wire.frames import Request
@@ -182,7 +182,7 @@ class FakeChannel:
         self.sent: list[Any] = []
 
     async def request(self, body: Any, version: int) -> Any:
-        from odradek.broker.controller_channel import ControllerUnavailable
+        from odradek.broker.control.controller_channel import ControllerUnavailable
 
         self.sent.append(body)
         answer = self.answers.pop(0)
@@ -214,7 +214,7 @@ def test_forwarding_sends_controller_apis_to_the_controller_and_others_to_the_ha
 
 def test_forwarding_waits_for_a_controller_then_sends_it_the_request() -> None:
     async def run() -> None:
-        from odradek.broker.controller_channel import ControllerUnavailable
+        from odradek.broker.control.controller_channel import ControllerUnavailable
 
         quorum = FakeQuorum(leader=False)
         channel = FakeChannel([ControllerUnavailable, "answered"])
@@ -230,7 +230,7 @@ def test_forwarding_waits_for_a_controller_then_sends_it_the_request() -> None:
 
 def test_forwarding_with_no_controller_in_time_answers_not_controller() -> None:
     async def run() -> None:
-        from odradek.broker.controller_channel import ControllerUnavailable
+        from odradek.broker.control.controller_channel import ControllerUnavailable
 
         async def not_here(ctx: RequestContext, body: Any) -> Any:
             raise NotControllerError(-1)
@@ -247,7 +247,7 @@ def test_forwarding_with_no_controller_in_time_answers_not_controller() -> None:
 
 def test_a_controller_that_became_leader_while_waiting_decides_itself() -> None:
     async def run() -> None:
-        from odradek.broker.controller_channel import ControllerUnavailable
+        from odradek.broker.control.controller_channel import ControllerUnavailable
 
         quorum = FakeQuorum(leader=False)
         pipeline = forwarding(quorum, FakeChannel([ControllerUnavailable]), wait_s=30)

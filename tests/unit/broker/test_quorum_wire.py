@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from odradek.broker import quorum_wire as qw
+from odradek.broker.control import quorum_wire as qw
 from odradek.raft import messages as rm
 from odradek.raft.log import Entry, Snapshot
 from odradek.wire import api

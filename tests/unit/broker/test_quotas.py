@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from odradek.broker.quotas import QuotaManager, Rate, throttle_ms
+from odradek.broker.net.quotas import QuotaManager, Rate, throttle_ms
 from odradek.metadata import quotas as q
 from odradek.metadata.image import MetadataImage
 from odradek.wire.errors import ErrorCode

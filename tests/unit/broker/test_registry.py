@@ -11,7 +11,7 @@ import pytest
 
 import odradek.broker.handlers as handlers_pkg
 from odradek.broker.handlers import SERVED
-from odradek.broker.registry import HANDLERS, advertised, handler, load_all, registration
+from odradek.broker.net.registry import HANDLERS, advertised, handler, load_all, registration
 
 
 def test_every_handler_module_is_in_the_table_with_the_versions_it_registers() -> None:
@@ -47,10 +47,10 @@ def test_a_registration_that_differs_from_the_table_is_refused() -> None:
         return None
 
     with pytest.raises(RuntimeError, match=r"differ from handlers\.SERVED"):
-        handler(9999, (0, 1))(fn)  # type: ignore[arg-type]
+        handler(9999, (0, 1), access=())(fn)  # type: ignore[arg-type]
     with pytest.raises(RuntimeError, match="registered twice"):
         load_all()
-        handler(18, (0, 3))(fn)  # type: ignore[arg-type]
+        handler(18, (0, 3), access=())(fn)  # type: ignore[arg-type]
 
 
 def test_registration_imports_the_module_on_first_use(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -64,3 +64,24 @@ def test_registration_imports_the_module_on_first_use(monkeypatch: pytest.Monkey
     reg = registration(key)
     assert reg is not None and name in sys.modules
     assert reg.handle is importlib.import_module(name).handle
+
+
+def test_every_handler_declares_what_its_requests_touch() -> None:
+    from odradek.broker.net.registry import handler
+
+    regs = load_all()
+    undeclared = [key for key, reg in regs.items() if not reg.access and key != 18]
+    assert undeclared == []
+    assert regs[18].access == ()  # ApiVersions: answered before authentication
+    # The inter-node APIs are CLUSTER_ACTION on the cluster, as in Kafka.
+    for key in (52, 53, 54, 56, 59, 62, 63, 67):
+        assert [(a.operation, a.resource) for a in regs[key].access] == [
+            ("CLUSTER_ACTION", "CLUSTER")], key
+    assert {(a.operation, a.resource) for a in regs[0].access} == {
+        ("WRITE", "TOPIC"), ("WRITE", "TRANSACTIONAL_ID")}
+
+    async def fn(ctx: object, request: object) -> None:
+        return None
+
+    with pytest.raises(RuntimeError, match="declares its access"):
+        handler(9998, (0, 1))(fn)  # type: ignore[arg-type]

@@ -11,8 +11,8 @@ from typing import cast
 import pytest
 import uvloop
 
-from odradek.broker import transfer
-from odradek.broker.transfer import FileSlice, write_parts
+from odradek.broker.net import transfer
+from odradek.broker.net.transfer import FileSlice, write_parts
 
 
 class _File:

@@ -2,9 +2,9 @@
 
 ``SERVED`` maps each API key to its module (``kNN_name``, in this package) and
 the versions it serves, inclusive. ApiVersions is answered from this table
-(:func:`odradek.broker.registry.advertised`), so a broker starts without
+(:func:`odradek.broker.net.registry.advertised`), so a broker starts without
 importing 50 handler modules and the message classes they use (about half of
-``odradek serve``'s start-up); :func:`odradek.broker.registry.registration`
+``odradek serve``'s start-up); :func:`odradek.broker.net.registry.registration`
 imports a module when its API is first requested. Each module still declares
 its versions with ``@handler(key, versions)``, and registration refuses a
 module whose versions differ from its row here

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import uuid
 
-from odradek.broker.context import RequestContext
-from odradek.broker.groups import GroupRuntime
+from odradek.broker.coordinators.group_runtime import GroupRuntime
+from odradek.broker.net.context import RequestContext
 
 
 async def group_runtime(ctx: RequestContext) -> GroupRuntime | None:

@@ -50,15 +50,15 @@ import logging
 from collections.abc import Coroutine
 from typing import Any
 
-from odradek.broker.context import RequestContext
 from odradek.broker.handlers.topics import INTERNAL_TOPICS
-from odradek.broker.partitions import (
+from odradek.broker.net.context import RequestContext
+from odradek.broker.net.registry import Access, CloseConnection, Deferred, handler
+from odradek.broker.replica.partitions import (
     BrokerStopping,
     NotLeaderError,
     Partition,
     PartitionGoneError,
 )
-from odradek.broker.registry import CloseConnection, Deferred, handler
 from odradek.replication.partition import Appended, Origin
 from odradek.storage.errors import StorageError
 from odradek.wire.batch import ATTR_TRANSACTIONAL, BATCH_HEADER_SIZE, read_batch_header
@@ -242,7 +242,11 @@ def _leader_hints(ctx: RequestContext, responses: list[TopicProduceResponse]) ->
     return [endpoints[n] for n in sorted(endpoints)]
 
 
-@handler(0, (0, 12), rejected_versions=(0, 2), error_response=error_response)
+# What a request touches, as Kafka's authorizer checks it (broker/net/registry.py).
+ACCESS = (Access("WRITE", "TOPIC"), Access("WRITE", "TRANSACTIONAL_ID", "a transactional batch"))
+
+
+@handler(0, (0, 12), rejected_versions=(0, 2), error_response=error_response, access=ACCESS)
 async def handle(ctx: RequestContext, request: ProduceRequest
                  ) -> ProduceResponse | Deferred | None:
     state = ctx.broker

@@ -47,10 +47,10 @@ from __future__ import annotations
 
 import asyncio
 
-from odradek.broker.context import RequestContext
-from odradek.broker.partitions import METADATA_TOPIC, Partition
-from odradek.broker.registry import handler
-from odradek.broker.transfer import FileRecords, collect_without_waiting, warm
+from odradek.broker.net.context import RequestContext
+from odradek.broker.net.registry import Access, handler
+from odradek.broker.net.transfer import FileRecords, collect_without_waiting, warm
+from odradek.broker.replica.partitions import METADATA_TOPIC, Partition
 from odradek.wire.errors import ErrorCode
 from odradek.wire.messages.fetch_request import FetchPartition, FetchRequest
 from odradek.wire.messages.fetch_response import (
@@ -246,7 +246,14 @@ def _collect_replica(
     return response, total, watched
 
 
-@handler(1, (4, 17))
+# What a request touches, as Kafka's authorizer checks it (broker/net/registry.py).
+ACCESS = (
+    Access("READ", "TOPIC", "a consumer's fetch"),
+    Access("CLUSTER_ACTION", "CLUSTER", "a follower's fetch"),
+)
+
+
+@handler(1, (4, 17), access=ACCESS)
 async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
     replica_id = max(request.replica_id, request.replica_state.replica_id)
     if ctx.broker.quorum is not None and _is_raft_fetch(request):
@@ -288,7 +295,7 @@ def _is_raft_fetch(request: FetchRequest) -> bool:
 
 def _charged(ctx: RequestContext, response: FetchResponse, total: int) -> FetchResponse:
     """Charge a ``consumer_byte_rate`` quota. A client already over it gets no
-    records, only the throttle time (see broker/quotas.py)."""
+    records, only the throttle time (see broker/net/quotas.py)."""
     quotas = ctx.broker.quotas
     if quotas is None or not total:
         return response

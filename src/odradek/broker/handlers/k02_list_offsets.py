@@ -32,10 +32,10 @@ must not see the latest offset go back.
 
 from __future__ import annotations
 
-from odradek.broker.context import RequestContext
 from odradek.broker.handlers.k01_fetch import _epoch_error
-from odradek.broker.partitions import first_record_at_or_after
-from odradek.broker.registry import handler
+from odradek.broker.net.context import RequestContext
+from odradek.broker.net.registry import Access, handler
+from odradek.broker.replica.partitions import first_record_at_or_after
 from odradek.storage.errors import StorageError
 from odradek.wire.errors import ErrorCode
 from odradek.wire.messages.list_offsets_request import ListOffsetsPartition, ListOffsetsRequest
@@ -91,7 +91,11 @@ def _lookup(
     return resp
 
 
-@handler(2, (1, 10))
+# What a request touches, as Kafka's authorizer checks it (broker/net/registry.py).
+ACCESS = (Access("DESCRIBE", "TOPIC"),)
+
+
+@handler(2, (1, 10), access=ACCESS)
 async def handle(ctx: RequestContext, request: ListOffsetsRequest) -> ListOffsetsResponse:
     return ListOffsetsResponse(
         throttle_time_ms=0,

@@ -31,9 +31,9 @@ from __future__ import annotations
 
 import uuid
 
-from odradek.broker.context import RequestContext
 from odradek.broker.handlers.topics import INTERNAL_TOPICS, auto_create
-from odradek.broker.registry import handler
+from odradek.broker.net.context import RequestContext
+from odradek.broker.net.registry import Access, handler
 from odradek.metadata.controller import topic_name_error
 from odradek.metadata.image import MetadataImage, TopicImage
 from odradek.wire.errors import ErrorCode
@@ -83,7 +83,14 @@ first answer (librdkafka would otherwise wait a whole request timeout for a
 controller before its first CreateTopics)."""
 
 
-@handler(3, (0, 13))
+# What a request touches, as Kafka's authorizer checks it (broker/net/registry.py).
+ACCESS = (
+    Access("DESCRIBE", "TOPIC"),
+    Access("CREATE", "CLUSTER", "auto-creation; else CREATE on the topic"),
+)
+
+
+@handler(3, (0, 13), access=ACCESS)
 async def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataResponse:
     state = ctx.broker
     await state.wait_in_service(CATCH_UP_WAIT_S)

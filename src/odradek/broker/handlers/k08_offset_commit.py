@@ -17,10 +17,10 @@ UNSUPPORTED_VERSION otherwise). v0–1 (removed in Kafka 4) are not served.
 
 from __future__ import annotations
 
-from odradek.broker.context import RequestContext
-from odradek.broker.groups import CoordinatorWriteError
+from odradek.broker.coordinators.group_runtime import CoordinatorWriteError
 from odradek.broker.handlers.group_common import group_runtime
-from odradek.broker.registry import handler
+from odradek.broker.net.context import RequestContext
+from odradek.broker.net.registry import Access, handler
 from odradek.coordinator.coordinator import Commit, CommitRequest
 from odradek.wire.errors import ErrorCode
 from odradek.wire.messages.offset_commit_request import OffsetCommitRequest
@@ -43,7 +43,11 @@ def _answer(req: OffsetCommitRequest, errors: dict[tuple[str, int], int]) -> Off
     ])
 
 
-@handler(8, (2, 9))
+# What a request touches, as Kafka's authorizer checks it (broker/net/registry.py).
+ACCESS = (Access("READ", "GROUP"), Access("READ", "TOPIC"))
+
+
+@handler(8, (2, 9), access=ACCESS)
 async def handle(ctx: RequestContext, req: OffsetCommitRequest) -> OffsetCommitResponse:
     version = ctx.api_version
     commits = [

@@ -25,9 +25,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from odradek.broker.context import RequestContext
 from odradek.broker.handlers.group_common import group_runtime
-from odradek.broker.registry import handler
+from odradek.broker.net.context import RequestContext
+from odradek.broker.net.registry import Access, handler
 from odradek.coordinator.coordinator import FetchedOffset
 from odradek.wire.errors import ErrorCode
 from odradek.wire.messages.offset_fetch_request import OffsetFetchRequest
@@ -50,7 +50,8 @@ async def _fetch(
     runtime = await group_runtime(ctx)
     if runtime is None:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, []
-    # What a write still in flight changed is not shown (docs in broker/groups.py).
+    # What a write still in flight changed is not shown
+    # (docs in broker/coordinators/group_runtime.py).
     return runtime.coordinator.fetch_offsets(group_id, wanted, stable, member,
                                              runtime.committed_offsets(group_id),
                                              runtime.unstable_offsets(group_id) if stable else ())
@@ -86,7 +87,11 @@ async def _single(ctx: RequestContext, req: OffsetFetchRequest) -> OffsetFetchRe
     return OffsetFetchResponse(topics=topics, error_code=code)
 
 
-@handler(9, (1, 9))
+# What a request touches, as Kafka's authorizer checks it (broker/net/registry.py).
+ACCESS = (Access("DESCRIBE", "GROUP"), Access("DESCRIBE", "TOPIC"))
+
+
+@handler(9, (1, 9), access=ACCESS)
 async def handle(ctx: RequestContext, req: OffsetFetchRequest) -> OffsetFetchResponse:
     if ctx.api_version < 8:
         return await _single(ctx, req)

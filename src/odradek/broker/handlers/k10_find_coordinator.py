@@ -15,10 +15,10 @@ v6 (KIP-932) admits key type 2.
 
 from __future__ import annotations
 
-from odradek.broker.context import RequestContext
 from odradek.broker.handlers.group_common import group_runtime
 from odradek.broker.handlers.txn_common import txn_runtime
-from odradek.broker.registry import handler
+from odradek.broker.net.context import RequestContext
+from odradek.broker.net.registry import Access, handler
 from odradek.coordinator.records import OFFSETS_TOPIC, partition_for
 from odradek.coordinator.txn.records import TXN_TOPIC
 from odradek.wire.errors import ErrorCode
@@ -61,7 +61,14 @@ def _leader_of(ctx: RequestContext, key: str, key_type: int) -> int:
     return p.leader if p is not None else ctx.broker.node_id
 
 
-@handler(10, (0, 6))
+# What a request touches, as Kafka's authorizer checks it (broker/net/registry.py).
+ACCESS = (
+    Access("DESCRIBE", "GROUP", "key type 0"),
+    Access("DESCRIBE", "TRANSACTIONAL_ID", "key type 1"),
+)
+
+
+@handler(10, (0, 6), access=ACCESS)
 async def handle(ctx: RequestContext, req: FindCoordinatorRequest) -> FindCoordinatorResponse:
     if ctx.api_version >= 4:
         return FindCoordinatorResponse(

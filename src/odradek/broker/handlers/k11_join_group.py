@@ -21,10 +21,10 @@ from __future__ import annotations
 
 import logging
 
-from odradek.broker.context import RequestContext
-from odradek.broker.groups import CoordinatorWriteError
+from odradek.broker.coordinators.group_runtime import CoordinatorWriteError
 from odradek.broker.handlers.group_common import client_host, cluster_topics, group_runtime
-from odradek.broker.registry import handler
+from odradek.broker.net.context import RequestContext
+from odradek.broker.net.registry import Access, handler
 from odradek.coordinator.membership import join_error
 from odradek.wire.errors import ErrorCode
 from odradek.wire.messages.join_group_request import JoinGroupRequest
@@ -33,7 +33,11 @@ from odradek.wire.messages.join_group_response import JoinGroupResponse
 log = logging.getLogger("odradek.groups")
 
 
-@handler(11, (0, 9))
+# What a request touches, as Kafka's authorizer checks it (broker/net/registry.py).
+ACCESS = (Access("READ", "GROUP"),)
+
+
+@handler(11, (0, 9), access=ACCESS)
 async def handle(ctx: RequestContext, req: JoinGroupRequest) -> JoinGroupResponse:
     version = ctx.api_version
     if version >= 8 and req.reason:

@@ -10,16 +10,19 @@ Version notes: v1 throttle time; v3 group instance id; v4 flexible.
 
 from __future__ import annotations
 
-from odradek.broker.context import RequestContext
-from odradek.broker.groups import CoordinatorWriteError
+from odradek.broker.coordinators.group_runtime import CoordinatorWriteError
 from odradek.broker.handlers.group_common import cluster_topics, group_runtime
-from odradek.broker.registry import handler
+from odradek.broker.net.context import RequestContext
+from odradek.broker.net.registry import Access, handler
 from odradek.wire.errors import ErrorCode
 from odradek.wire.messages.heartbeat_request import HeartbeatRequest
 from odradek.wire.messages.heartbeat_response import HeartbeatResponse
 
+# What a request touches, as Kafka's authorizer checks it (broker/net/registry.py).
+ACCESS = (Access("READ", "GROUP"),)
 
-@handler(12, (0, 4))
+
+@handler(12, (0, 4), access=ACCESS)
 async def handle(ctx: RequestContext, req: HeartbeatRequest) -> HeartbeatResponse:
     runtime = await group_runtime(ctx)
     if runtime is None:

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import logging
 
-from odradek.broker.context import RequestContext
-from odradek.broker.groups import CoordinatorWriteError
+from odradek.broker.coordinators.group_runtime import CoordinatorWriteError
 from odradek.broker.handlers.group_common import group_runtime
-from odradek.broker.registry import handler
+from odradek.broker.net.context import RequestContext
+from odradek.broker.net.registry import Access, handler
 from odradek.coordinator.membership import Leaving
 from odradek.wire.errors import ErrorCode
 from odradek.wire.messages.leave_group_request import LeaveGroupRequest
@@ -25,7 +25,11 @@ from odradek.wire.messages.leave_group_response import LeaveGroupResponse
 log = logging.getLogger("odradek.groups")
 
 
-@handler(13, (0, 5))
+# What a request touches, as Kafka's authorizer checks it (broker/net/registry.py).
+ACCESS = (Access("READ", "GROUP"),)
+
+
+@handler(13, (0, 5), access=ACCESS)
 async def handle(ctx: RequestContext, req: LeaveGroupRequest) -> LeaveGroupResponse:
     runtime = await group_runtime(ctx)
     if runtime is None:

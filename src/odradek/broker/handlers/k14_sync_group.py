@@ -11,17 +11,20 @@ checked against the group's (INCONSISTENT_GROUP_PROTOCOL) and echoed back.
 
 from __future__ import annotations
 
-from odradek.broker.context import RequestContext
-from odradek.broker.groups import CoordinatorWriteError
+from odradek.broker.coordinators.group_runtime import CoordinatorWriteError
 from odradek.broker.handlers.group_common import cluster_topics, group_runtime
-from odradek.broker.registry import handler
+from odradek.broker.net.context import RequestContext
+from odradek.broker.net.registry import Access, handler
 from odradek.coordinator.membership import sync_error
 from odradek.wire.errors import ErrorCode
 from odradek.wire.messages.sync_group_request import SyncGroupRequest
 from odradek.wire.messages.sync_group_response import SyncGroupResponse
 
+# What a request touches, as Kafka's authorizer checks it (broker/net/registry.py).
+ACCESS = (Access("READ", "GROUP"),)
 
-@handler(14, (0, 5))
+
+@handler(14, (0, 5), access=ACCESS)
 async def handle(ctx: RequestContext, req: SyncGroupRequest) -> SyncGroupResponse:
     runtime = await group_runtime(ctx)
     if runtime is None:

@@ -12,15 +12,18 @@ Version notes: v1 throttle time; v3 authorized operations (not computed:
 
 from __future__ import annotations
 
-from odradek.broker.context import RequestContext
 from odradek.broker.handlers.group_common import group_runtime
-from odradek.broker.registry import handler
+from odradek.broker.net.context import RequestContext
+from odradek.broker.net.registry import Access, handler
 from odradek.wire.errors import ErrorCode
 from odradek.wire.messages.describe_groups_request import DescribeGroupsRequest
 from odradek.wire.messages.describe_groups_response import DescribedGroup, DescribeGroupsResponse
 
+# What a request touches, as Kafka's authorizer checks it (broker/net/registry.py).
+ACCESS = (Access("DESCRIBE", "GROUP"),)
 
-@handler(15, (0, 6))
+
+@handler(15, (0, 6), access=ACCESS)
 async def handle(ctx: RequestContext, req: DescribeGroupsRequest) -> DescribeGroupsResponse:
     runtime = await group_runtime(ctx)
     unsettled = await runtime.settled(req.groups) if runtime is not None else set()

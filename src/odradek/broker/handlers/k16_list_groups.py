@@ -10,15 +10,18 @@ Version notes: v1 throttle time; v3 flexible; v4 a state filter
 
 from __future__ import annotations
 
-from odradek.broker.context import RequestContext
 from odradek.broker.handlers.group_common import group_runtime
-from odradek.broker.registry import handler
+from odradek.broker.net.context import RequestContext
+from odradek.broker.net.registry import Access, handler
 from odradek.wire.errors import ErrorCode
 from odradek.wire.messages.list_groups_request import ListGroupsRequest
 from odradek.wire.messages.list_groups_response import ListGroupsResponse
 
+# What a request touches, as Kafka's authorizer checks it (broker/net/registry.py).
+ACCESS = (Access("DESCRIBE", "CLUSTER", "else DESCRIBE on each group listed"),)
 
-@handler(16, (0, 5))
+
+@handler(16, (0, 5), access=ACCESS)
 async def handle(ctx: RequestContext, req: ListGroupsRequest) -> ListGroupsResponse:
     runtime = await group_runtime(ctx)
     if runtime is None:

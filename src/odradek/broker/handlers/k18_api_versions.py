@@ -40,8 +40,8 @@ from __future__ import annotations
 
 from typing import Final
 
-from odradek.broker.context import RequestContext
-from odradek.broker.registry import advertised, handler
+from odradek.broker.net.context import RequestContext
+from odradek.broker.net.registry import Access, advertised, handler
 from odradek.metadata.controller import METADATA_VERSION_FEATURE, METADATA_VERSION_LEVEL
 from odradek.wire.errors import ErrorCode
 from odradek.wire.messages.api_versions_request import ApiVersionsRequest
@@ -92,7 +92,11 @@ def finalized_features() -> list[FinalizedFeatureKey]:
             for name, level in FINALIZED_FEATURES.items() if level > 0]
 
 
-@handler(18, (0, 4))
+# What a request touches, as Kafka's authorizer checks it (broker/net/registry.py).
+ACCESS: tuple[Access, ...] = ()  # answered before authentication
+
+
+@handler(18, (0, 4), access=ACCESS)
 async def handle(ctx: RequestContext, request: ApiVersionsRequest) -> ApiVersionsResponse:
     return ApiVersionsResponse(
         error_code=0, api_keys=_api_list(),

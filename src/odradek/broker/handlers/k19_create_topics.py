@@ -23,9 +23,9 @@ from __future__ import annotations
 
 import asyncio
 
-from odradek.broker.context import RequestContext
 from odradek.broker.handlers.configs import topic_config_entries
-from odradek.broker.registry import handler
+from odradek.broker.net.context import RequestContext
+from odradek.broker.net.registry import Access, handler
 from odradek.metadata import controller
 from odradek.metadata.image import MetadataImage
 from odradek.metadata.outcome import Outcome
@@ -116,7 +116,14 @@ async def _create(
     return result
 
 
-@handler(19, (0, 7))
+# What a request touches, as Kafka's authorizer checks it (broker/net/registry.py).
+ACCESS = (
+    Access("CREATE", "CLUSTER", "else CREATE on the topic"),
+    Access("DESCRIBE_CONFIGS", "TOPIC", "configs in the answer"),
+)
+
+
+@handler(19, (0, 7), access=ACCESS)
 async def handle(ctx: RequestContext, request: CreateTopicsRequest) -> CreateTopicsResponse:
     seen: set[str] = set()
     results = []

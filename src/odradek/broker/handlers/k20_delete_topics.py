@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from functools import partial
 
-from odradek.broker.context import RequestContext
 from odradek.broker.handlers.topics import protect_internal
-from odradek.broker.registry import handler
+from odradek.broker.net.context import RequestContext
+from odradek.broker.net.registry import Access, handler
 from odradek.metadata import controller
 from odradek.wire.errors import ErrorCode
 from odradek.wire.messages.delete_topics_request import DeleteTopicsRequest
@@ -24,8 +24,11 @@ from odradek.wire.messages.delete_topics_response import (
 )
 from odradek.wire.primitives import ZERO_UUID
 
+# What a request touches, as Kafka's authorizer checks it (broker/net/registry.py).
+ACCESS = (Access("DESCRIBE", "TOPIC"), Access("DELETE", "TOPIC"))
 
-@handler(20, (0, 6))
+
+@handler(20, (0, 6), access=ACCESS)
 async def handle(ctx: RequestContext, request: DeleteTopicsRequest) -> DeleteTopicsResponse:
     state = ctx.broker
     v = ctx.api_version

@@ -10,8 +10,8 @@ Version notes: v2 is flexible.
 
 from __future__ import annotations
 
-from odradek.broker.context import RequestContext
-from odradek.broker.registry import handler
+from odradek.broker.net.context import RequestContext
+from odradek.broker.net.registry import Access, handler
 from odradek.storage.errors import StorageError
 from odradek.wire.errors import ErrorCode
 from odradek.wire.messages.delete_records_request import DeleteRecordsRequest
@@ -21,8 +21,11 @@ from odradek.wire.messages.delete_records_response import (
     DeleteRecordsTopicResult,
 )
 
+# What a request touches, as Kafka's authorizer checks it (broker/net/registry.py).
+ACCESS = (Access("DELETE", "TOPIC"),)
 
-@handler(21, (0, 2))
+
+@handler(21, (0, 2), access=ACCESS)
 async def handle(ctx: RequestContext, request: DeleteRecordsRequest) -> DeleteRecordsResponse:
     topics = []
     for topic in request.topics:

@@ -23,10 +23,10 @@ from __future__ import annotations
 
 from functools import partial
 
-from odradek.broker.context import RequestContext
+from odradek.broker.control.broker_state import BrokerState, NotControllerError
 from odradek.broker.handlers.txn_common import fenced_as, txn_runtime
-from odradek.broker.registry import handler
-from odradek.broker.state import BrokerState, NotControllerError
+from odradek.broker.net.context import RequestContext
+from odradek.broker.net.registry import Access, handler
 from odradek.metadata import controller
 from odradek.metadata.controller import Outcome
 from odradek.metadata.image import MetadataImage
@@ -84,7 +84,14 @@ async def _transactional(
                                   producer_epoch=decision.producer_epoch)
 
 
-@handler(22, (0, 5))
+# What a request touches, as Kafka's authorizer checks it (broker/net/registry.py).
+ACCESS = (
+    Access("WRITE", "TRANSACTIONAL_ID", "transactional"),
+    Access("IDEMPOTENT_WRITE", "CLUSTER", "idempotent; or WRITE on any topic"),
+)
+
+
+@handler(22, (0, 5), access=ACCESS)
 async def handle(ctx: RequestContext, request: InitProducerIdRequest) -> InitProducerIdResponse:
     if request.transactional_id is not None:
         return await _transactional(ctx, request, request.transactional_id)

@@ -15,9 +15,9 @@ Version notes: v1 ``leader_epoch`` in answers; v2 ``current_leader_epoch``; v3
 
 from __future__ import annotations
 
-from odradek.broker.context import RequestContext
 from odradek.broker.handlers.k01_fetch import _epoch_error
-from odradek.broker.registry import handler
+from odradek.broker.net.context import RequestContext
+from odradek.broker.net.registry import Access, handler
 from odradek.wire.messages.offset_for_leader_epoch_request import OffsetForLeaderEpochRequest
 from odradek.wire.messages.offset_for_leader_epoch_response import (
     EpochEndOffset,
@@ -25,8 +25,11 @@ from odradek.wire.messages.offset_for_leader_epoch_response import (
     OffsetForLeaderTopicResult,
 )
 
+# What a request touches, as Kafka's authorizer checks it (broker/net/registry.py).
+ACCESS = (Access("CLUSTER_ACTION", "CLUSTER"), Access("DESCRIBE", "TOPIC"))
 
-@handler(23, (0, 4))
+
+@handler(23, (0, 4), access=ACCESS)
 async def handle(ctx: RequestContext, request: OffsetForLeaderEpochRequest,
                  ) -> OffsetForLeaderEpochResponse:
     state = ctx.broker

@@ -27,10 +27,10 @@ CLUSTER_ACTION for v4+; Odradek has no authorizer.
 
 from __future__ import annotations
 
-from odradek.broker.context import RequestContext
+from odradek.broker.coordinators.txn_runtime import TxnRuntime
 from odradek.broker.handlers.txn_common import fenced_as, txn_runtime
-from odradek.broker.registry import handler
-from odradek.broker.transactions import TxnRuntime
+from odradek.broker.net.context import RequestContext
+from odradek.broker.net.registry import Access, handler
 from odradek.metadata.image import MetadataImage
 from odradek.wire.errors import ErrorCode
 from odradek.wire.messages.add_partitions_to_txn_request import AddPartitionsToTxnRequest
@@ -107,7 +107,11 @@ async def _batch(
     return AddPartitionsToTxnResponse(error_code=0, results_by_transaction=results)
 
 
-@handler(24, (0, 5))
+# What a request touches, as Kafka's authorizer checks it (broker/net/registry.py).
+ACCESS = (Access("WRITE", "TRANSACTIONAL_ID"), Access("WRITE", "TOPIC"))
+
+
+@handler(24, (0, 5), access=ACCESS)
 async def handle(
     ctx: RequestContext, request: AddPartitionsToTxnRequest
 ) -> AddPartitionsToTxnResponse:

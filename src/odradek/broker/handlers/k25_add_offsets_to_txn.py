@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import logging
 
-from odradek.broker.context import RequestContext
 from odradek.broker.handlers.group_common import group_runtime
 from odradek.broker.handlers.txn_common import fenced_as, txn_runtime
-from odradek.broker.registry import handler
+from odradek.broker.net.context import RequestContext
+from odradek.broker.net.registry import Access, handler
 from odradek.coordinator.records import OFFSETS_TOPIC
 from odradek.wire.errors import ErrorCode
 from odradek.wire.messages.add_offsets_to_txn_request import AddOffsetsToTxnRequest
@@ -26,7 +26,11 @@ from odradek.wire.messages.add_offsets_to_txn_response import AddOffsetsToTxnRes
 log = logging.getLogger("odradek.transactions")
 
 
-@handler(25, (0, 4))
+# What a request touches, as Kafka's authorizer checks it (broker/net/registry.py).
+ACCESS = (Access("WRITE", "TRANSACTIONAL_ID"), Access("READ", "GROUP"))
+
+
+@handler(25, (0, 4), access=ACCESS)
 async def handle(ctx: RequestContext, request: AddOffsetsToTxnRequest) -> AddOffsetsToTxnResponse:
     runtime = await txn_runtime(ctx)
     groups = await group_runtime(ctx)

@@ -23,9 +23,9 @@ from __future__ import annotations
 
 import logging
 
-from odradek.broker.context import RequestContext
 from odradek.broker.handlers.txn_common import fenced_as, txn_runtime
-from odradek.broker.registry import handler
+from odradek.broker.net.context import RequestContext
+from odradek.broker.net.registry import Access, handler
 from odradek.wire.errors import ErrorCode
 from odradek.wire.messages.end_txn_request import EndTxnRequest
 from odradek.wire.messages.end_txn_response import EndTxnResponse
@@ -33,7 +33,11 @@ from odradek.wire.messages.end_txn_response import EndTxnResponse
 log = logging.getLogger("odradek.transactions")
 
 
-@handler(26, (0, 5))
+# What a request touches, as Kafka's authorizer checks it (broker/net/registry.py).
+ACCESS = (Access("WRITE", "TRANSACTIONAL_ID"),)
+
+
+@handler(26, (0, 5), access=ACCESS)
 async def handle(ctx: RequestContext, request: EndTxnRequest) -> EndTxnResponse:
     runtime = await txn_runtime(ctx)
     if runtime is None:

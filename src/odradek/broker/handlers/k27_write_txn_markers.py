@@ -26,10 +26,10 @@ from __future__ import annotations
 
 import asyncio
 
-from odradek.broker.context import RequestContext
-from odradek.broker.partitions import PartitionGoneError
-from odradek.broker.registry import handler
-from odradek.broker.transactions import append_marker
+from odradek.broker.coordinators.txn_runtime import append_marker
+from odradek.broker.net.context import RequestContext
+from odradek.broker.net.registry import Access, handler
+from odradek.broker.replica.partitions import PartitionGoneError
 from odradek.storage.errors import StorageError
 from odradek.wire.errors import ErrorCode
 from odradek.wire.messages.write_txn_markers_request import (
@@ -79,7 +79,11 @@ async def _marker(ctx: RequestContext, marker: WritableTxnMarker) -> WritableTxn
         WritableTxnMarkerTopicResult(name=t, partitions=r) for t, r in by_topic.items()])
 
 
-@handler(27, (1, 1))
+# What a request touches, as Kafka's authorizer checks it (broker/net/registry.py).
+ACCESS = (Access("ALTER", "CLUSTER"), Access("CLUSTER_ACTION", "CLUSTER"))
+
+
+@handler(27, (1, 1), access=ACCESS)
 async def handle(
     ctx: RequestContext, request: WriteTxnMarkersRequest
 ) -> WriteTxnMarkersResponse:

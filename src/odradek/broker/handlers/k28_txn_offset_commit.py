@@ -27,11 +27,11 @@ from __future__ import annotations
 
 import logging
 
-from odradek.broker.context import RequestContext
-from odradek.broker.coordinator_runtime import CoordinatorWriteError
+from odradek.broker.coordinators.coordinator_runtime import CoordinatorWriteError
 from odradek.broker.handlers.group_common import group_runtime
 from odradek.broker.handlers.txn_common import txn_runtime
-from odradek.broker.registry import handler
+from odradek.broker.net.context import RequestContext
+from odradek.broker.net.registry import Access, handler
 from odradek.coordinator.offsets import Commit, CommitRequest
 from odradek.coordinator.records import OFFSETS_TOPIC
 from odradek.wire.errors import ErrorCode
@@ -54,7 +54,11 @@ def _answer(errors: dict[tuple[str, int], int]) -> TxnOffsetCommitResponse:
         TxnOffsetCommitResponseTopic(name=t, partitions=p) for t, p in by_topic.items()])
 
 
-@handler(28, (0, 5))
+# What a request touches, as Kafka's authorizer checks it (broker/net/registry.py).
+ACCESS = (Access("WRITE", "TRANSACTIONAL_ID"), Access("READ", "GROUP"), Access("READ", "TOPIC"))
+
+
+@handler(28, (0, 5), access=ACCESS)
 async def handle(ctx: RequestContext, request: TxnOffsetCommitRequest) -> TxnOffsetCommitResponse:
     wanted = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
     txns = await txn_runtime(ctx)

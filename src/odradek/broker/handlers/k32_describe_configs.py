@@ -16,7 +16,6 @@ synonyms; v3 config types and documentation (empty); v4 is flexible.
 
 from __future__ import annotations
 
-from odradek.broker.context import RequestContext
 from odradek.broker.handlers.configs import (
     BROKER_RESOURCE,
     TOPIC_RESOURCE,
@@ -26,7 +25,8 @@ from odradek.broker.handlers.configs import (
     default_config_entries,
     topic_config_entries,
 )
-from odradek.broker.registry import handler
+from odradek.broker.net.context import RequestContext
+from odradek.broker.net.registry import Access, handler
 from odradek.metadata.broker_configs import SOURCE_DEFAULT
 from odradek.wire.errors import ErrorCode
 from odradek.wire.messages.describe_configs_request import (
@@ -85,7 +85,15 @@ def _describe(
     return result
 
 
-@handler(32, (0, 4))
+# What a request touches, as Kafka's authorizer checks it (broker/net/registry.py).
+ACCESS = (
+    Access("DESCRIBE_CONFIGS", "CLUSTER", "broker resources"),
+    Access("DESCRIBE_CONFIGS", "TOPIC", "topic resources"),
+    Access("DESCRIBE_CONFIGS", "GROUP", "group resources"),
+)
+
+
+@handler(32, (0, 4), access=ACCESS)
 async def handle(ctx: RequestContext, request: DescribeConfigsRequest) -> DescribeConfigsResponse:
     return DescribeConfigsResponse(
         throttle_time_ms=0,

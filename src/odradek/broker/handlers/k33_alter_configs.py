@@ -14,12 +14,12 @@ from __future__ import annotations
 
 from functools import partial
 
-from odradek.broker.context import RequestContext
+from odradek.broker.control.broker_state import BrokerState
 from odradek.broker.handlers.configs import BROKER_RESOURCE, TOPIC_RESOURCE
 from odradek.broker.handlers.k44_incremental_alter_configs import accepts_broker_resource
 from odradek.broker.handlers.topics import protect_internal
-from odradek.broker.registry import handler
-from odradek.broker.state import BrokerState
+from odradek.broker.net.context import RequestContext
+from odradek.broker.net.registry import Access, handler
 from odradek.metadata import controller
 from odradek.metadata.broker_configs import alter_broker_configs
 from odradek.metadata.image import MetadataImage
@@ -76,7 +76,14 @@ async def _alter(
     return outcome.error, outcome.message
 
 
-@handler(33, (0, 2))
+# What a request touches, as Kafka's authorizer checks it (broker/net/registry.py).
+ACCESS = (
+    Access("ALTER_CONFIGS", "CLUSTER", "broker resources"),
+    Access("ALTER_CONFIGS", "TOPIC", "topic resources"),
+)
+
+
+@handler(33, (0, 2), access=ACCESS)
 async def handle(ctx: RequestContext, request: AlterConfigsRequest) -> AlterConfigsResponse:
     out = []
     for res in request.resources:

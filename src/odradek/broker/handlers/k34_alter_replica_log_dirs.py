@@ -1,7 +1,7 @@
 """AlterReplicaLogDirs (key 34), versions 1–2 (Kafka 4.0's range; v0 was removed).
 
 Behaviour: for each partition, move this broker's replica into the named log
-directory while it is served (``broker/log_mover.py``): a
+directory while it is served (``broker/replica/log_mover.py``): a
 ``<topic>-<partition>.<hex>-future`` copy is filled in the target directory
 and renamed in once it has caught up. The answer comes when the move has
 begun, not when it is done (as Kafka); DescribeLogDirs shows the copy with
@@ -24,8 +24,8 @@ from __future__ import annotations
 import logging
 import os
 
-from odradek.broker.context import RequestContext
-from odradek.broker.registry import handler
+from odradek.broker.net.context import RequestContext
+from odradek.broker.net.registry import Access, handler
 from odradek.storage.errors import StorageError
 from odradek.storage.names import partition_dir_name
 from odradek.wire.errors import ErrorCode
@@ -42,7 +42,11 @@ _FUTURE_NAME_EXTRA = len(".") + 32 + len("-future")
 """What a future directory's name adds to ``<topic>-<partition>``."""
 
 
-@handler(34, (1, 2))
+# What a request touches, as Kafka's authorizer checks it (broker/net/registry.py).
+ACCESS = (Access("ALTER", "CLUSTER"),)
+
+
+@handler(34, (1, 2), access=ACCESS)
 async def handle(
     ctx: RequestContext, request: AlterReplicaLogDirsRequest
 ) -> AlterReplicaLogDirsResponse:

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import os
 
-from odradek.broker.context import RequestContext
-from odradek.broker.registry import handler
+from odradek.broker.net.context import RequestContext
+from odradek.broker.net.registry import Access, handler
 from odradek.wire.messages.describe_log_dirs_request import DescribeLogDirsRequest
 from odradek.wire.messages.describe_log_dirs_response import (
     DescribeLogDirsPartition,
@@ -30,8 +30,11 @@ from odradek.wire.messages.describe_log_dirs_response import (
     DescribeLogDirsTopic,
 )
 
+# What a request touches, as Kafka's authorizer checks it (broker/net/registry.py).
+ACCESS = (Access("DESCRIBE", "CLUSTER"),)
 
-@handler(35, (1, 4))
+
+@handler(35, (1, 4), access=ACCESS)
 async def handle(
     ctx: RequestContext, request: DescribeLogDirsRequest
 ) -> DescribeLogDirsResponse:

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from functools import partial
 
-from odradek.broker.context import RequestContext
 from odradek.broker.handlers.topics import protect_internal
-from odradek.broker.registry import handler
+from odradek.broker.net.context import RequestContext
+from odradek.broker.net.registry import Access, handler
 from odradek.metadata import controller
 from odradek.wire.messages.create_partitions_request import CreatePartitionsRequest
 from odradek.wire.messages.create_partitions_response import (
@@ -20,8 +20,11 @@ from odradek.wire.messages.create_partitions_response import (
     CreatePartitionsTopicResult,
 )
 
+# What a request touches, as Kafka's authorizer checks it (broker/net/registry.py).
+ACCESS = (Access("ALTER", "TOPIC"),)
 
-@handler(37, (0, 3))
+
+@handler(37, (0, 3), access=ACCESS)
 async def handle(
     ctx: RequestContext, request: CreatePartitionsRequest
 ) -> CreatePartitionsResponse:

@@ -9,10 +9,10 @@ Version notes: v1 same as v0; v2 flexible.
 
 from __future__ import annotations
 
-from odradek.broker.context import RequestContext
-from odradek.broker.groups import CoordinatorWriteError
+from odradek.broker.coordinators.group_runtime import CoordinatorWriteError
 from odradek.broker.handlers.group_common import group_runtime
-from odradek.broker.registry import handler
+from odradek.broker.net.context import RequestContext
+from odradek.broker.net.registry import Access, handler
 from odradek.wire.errors import ErrorCode
 from odradek.wire.messages.delete_groups_request import DeleteGroupsRequest
 from odradek.wire.messages.delete_groups_response import (
@@ -20,8 +20,11 @@ from odradek.wire.messages.delete_groups_response import (
     DeleteGroupsResponse,
 )
 
+# What a request touches, as Kafka's authorizer checks it (broker/net/registry.py).
+ACCESS = (Access("DELETE", "GROUP"),)
 
-@handler(42, (0, 2))
+
+@handler(42, (0, 2), access=ACCESS)
 async def handle(ctx: RequestContext, req: DeleteGroupsRequest) -> DeleteGroupsResponse:
     names = req.groups_names
     runtime = await group_runtime(ctx)

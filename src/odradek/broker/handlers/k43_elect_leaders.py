@@ -1,7 +1,7 @@
 """ElectLeaders (key 43), versions 0–2: preferred or unclean leader election.
 
 Behaviour: decided by the active controller (other nodes forward the request,
-broker/controller_channel.py) with ``partition_changes.elect_leaders``: a
+broker/control/controller_channel.py) with ``partition_changes.elect_leaders``: a
 PREFERRED election (type 0) makes the first replica leader if it is live and
 in the ISR (already leader: ELECTION_NOT_NEEDED; not eligible:
 PREFERRED_LEADER_NOT_AVAILABLE); an UNCLEAN one (type 1) gives a leaderless
@@ -16,8 +16,8 @@ flexible.
 
 from __future__ import annotations
 
-from odradek.broker.context import RequestContext
-from odradek.broker.registry import handler
+from odradek.broker.net.context import RequestContext
+from odradek.broker.net.registry import Access, handler
 from odradek.metadata import partition_changes as pc
 from odradek.metadata.image import MetadataImage
 from odradek.metadata.outcome import Outcome
@@ -37,7 +37,11 @@ def error_response(request: ElectLeadersRequest, code: int) -> ElectLeadersRespo
         for t in request.topic_partitions or []])
 
 
-@handler(43, (0, 2))
+# What a request touches, as Kafka's authorizer checks it (broker/net/registry.py).
+ACCESS = (Access("ALTER", "CLUSTER"),)
+
+
+@handler(43, (0, 2), access=ACCESS)
 async def handle(ctx: RequestContext, request: ElectLeadersRequest) -> ElectLeadersResponse:
     election_type = request.election_type if ctx.api_version >= 1 else pc.PREFERRED
     wanted = (None if request.topic_partitions is None else

@@ -21,15 +21,15 @@ from collections.abc import Callable, Mapping
 from functools import partial
 
 from odradek.broker.config import DEFAULTS
-from odradek.broker.context import RequestContext
+from odradek.broker.control.broker_state import BrokerState
 from odradek.broker.handlers.configs import (
     BROKER_RESOURCE,
     TOPIC_RESOURCE,
     broker_resource_error,
 )
 from odradek.broker.handlers.topics import protect_internal
-from odradek.broker.registry import handler
-from odradek.broker.state import BrokerState
+from odradek.broker.net.context import RequestContext
+from odradek.broker.net.registry import Access, handler
 from odradek.metadata import controller
 from odradek.metadata.broker_configs import BROKER_CONFIGS, alter_broker_configs
 from odradek.metadata.topic_configs import TOPIC_CONFIGS
@@ -134,7 +134,15 @@ async def _alter(
     return outcome.error, outcome.message
 
 
-@handler(44, (0, 1))
+# What a request touches, as Kafka's authorizer checks it (broker/net/registry.py).
+ACCESS = (
+    Access("ALTER_CONFIGS", "CLUSTER", "broker resources"),
+    Access("ALTER_CONFIGS", "TOPIC", "topic resources"),
+    Access("ALTER_CONFIGS", "GROUP", "group resources"),
+)
+
+
+@handler(44, (0, 1), access=ACCESS)
 async def handle(
     ctx: RequestContext, request: IncrementalAlterConfigsRequest
 ) -> IncrementalAlterConfigsResponse:

@@ -10,13 +10,13 @@ cancels a reassignment under way (NO_REASSIGNMENT_IN_PROGRESS when there is
 none). Bad targets get INVALID_REPLICA_ASSIGNMENT; an unknown partition
 UNKNOWN_TOPIC_OR_PARTITION. The new replicas copy at most
 ``follower.replication.throttled.rate`` bytes per second (a static broker
-setting; 0, the default, is no limit: see broker/replica_fetcher.py).
+setting; 0, the default, is no limit: see broker/replica/fetchers.py).
 """
 
 from __future__ import annotations
 
-from odradek.broker.context import RequestContext
-from odradek.broker.registry import handler
+from odradek.broker.net.context import RequestContext
+from odradek.broker.net.registry import Access, handler
 from odradek.metadata import partition_changes as pc
 from odradek.metadata.image import MetadataImage
 from odradek.metadata.outcome import Outcome
@@ -39,7 +39,11 @@ def error_response(request: AlterPartitionReassignmentsRequest,
         for t in request.topics])
 
 
-@handler(45, (0, 0))
+# What a request touches, as Kafka's authorizer checks it (broker/net/registry.py).
+ACCESS = (Access("ALTER", "CLUSTER"),)
+
+
+@handler(45, (0, 0), access=ACCESS)
 async def handle(ctx: RequestContext, request: AlterPartitionReassignmentsRequest,
                  ) -> AlterPartitionReassignmentsResponse:
     answers: list[ReassignableTopicResponse] = []

@@ -5,8 +5,8 @@ controller in a cluster, as Kafka's brokers do."""
 
 from __future__ import annotations
 
-from odradek.broker.context import RequestContext
-from odradek.broker.registry import handler
+from odradek.broker.net.context import RequestContext
+from odradek.broker.net.registry import Access, handler
 from odradek.metadata import partition_changes as pc
 from odradek.wire.messages.list_partition_reassignments_request import (
     ListPartitionReassignmentsRequest,
@@ -17,8 +17,11 @@ from odradek.wire.messages.list_partition_reassignments_response import (
     OngoingTopicReassignment,
 )
 
+# What a request touches, as Kafka's authorizer checks it (broker/net/registry.py).
+ACCESS = (Access("DESCRIBE", "CLUSTER"),)
 
-@handler(46, (0, 0))
+
+@handler(46, (0, 0), access=ACCESS)
 async def handle(ctx: RequestContext, request: ListPartitionReassignmentsRequest,
                  ) -> ListPartitionReassignmentsResponse:
     wanted = (None if request.topics is None else

@@ -8,10 +8,10 @@ consumer group may not lose the offsets it is using).
 
 from __future__ import annotations
 
-from odradek.broker.context import RequestContext
-from odradek.broker.groups import CoordinatorWriteError
+from odradek.broker.coordinators.group_runtime import CoordinatorWriteError
 from odradek.broker.handlers.group_common import group_runtime
-from odradek.broker.registry import handler
+from odradek.broker.net.context import RequestContext
+from odradek.broker.net.registry import Access, handler
 from odradek.wire.errors import ErrorCode
 from odradek.wire.messages.offset_delete_request import OffsetDeleteRequest
 from odradek.wire.messages.offset_delete_response import (
@@ -20,8 +20,11 @@ from odradek.wire.messages.offset_delete_response import (
     OffsetDeleteResponseTopic,
 )
 
+# What a request touches, as Kafka's authorizer checks it (broker/net/registry.py).
+ACCESS = (Access("DELETE", "GROUP"), Access("READ", "TOPIC"))
 
-@handler(47, (0, 0))
+
+@handler(47, (0, 0), access=ACCESS)
 async def handle(ctx: RequestContext, req: OffsetDeleteRequest) -> OffsetDeleteResponse:
     runtime = await group_runtime(ctx)
     if runtime is None:

@@ -12,8 +12,8 @@ Version notes: v1 is flexible.
 
 from __future__ import annotations
 
-from odradek.broker.context import RequestContext
-from odradek.broker.registry import handler
+from odradek.broker.net.context import RequestContext
+from odradek.broker.net.registry import Access, handler
 from odradek.metadata import quotas
 from odradek.wire.errors import ErrorCode
 from odradek.wire.messages.describe_client_quotas_request import DescribeClientQuotasRequest
@@ -24,8 +24,11 @@ from odradek.wire.messages.describe_client_quotas_response import (
     ValueData,
 )
 
+# What a request touches, as Kafka's authorizer checks it (broker/net/registry.py).
+ACCESS = (Access("DESCRIBE_CONFIGS", "CLUSTER"),)
 
-@handler(48, (0, 1))
+
+@handler(48, (0, 1), access=ACCESS)
 async def handle(
     ctx: RequestContext, request: DescribeClientQuotasRequest
 ) -> DescribeClientQuotasResponse:

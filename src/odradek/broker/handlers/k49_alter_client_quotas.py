@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from functools import partial
 
-from odradek.broker.context import RequestContext
-from odradek.broker.registry import handler
+from odradek.broker.net.context import RequestContext
+from odradek.broker.net.registry import Access, handler
 from odradek.metadata import quotas
 from odradek.metadata.image import MetadataImage
 from odradek.wire.messages.alter_client_quotas_request import AlterClientQuotasRequest
@@ -33,7 +33,11 @@ def _alter(image: MetadataImage, pairs: list[tuple[str, str | None]],
     return quotas.alter(image.client_quotas, pairs, ops)
 
 
-@handler(49, (0, 1))
+# What a request touches, as Kafka's authorizer checks it (broker/net/registry.py).
+ACCESS = (Access("ALTER_CONFIGS", "CLUSTER"),)
+
+
+@handler(49, (0, 1), access=ACCESS)
 async def handle(
     ctx: RequestContext, request: AlterClientQuotasRequest
 ) -> AlterClientQuotasResponse:

@@ -1,6 +1,6 @@
 """Vote (key 52), versions 0–2: a candidate asks for a vote (v2: PreVote, KIP-996).
 
-Behaviour: handed to the quorum driver (broker/quorum.py), which answers for
+Behaviour: handed to the quorum driver (broker/control/quorum_driver.py), which answers for
 the Raft core; a node without a quorum answers INVALID_REQUEST.
 """
 
@@ -8,11 +8,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from odradek.broker.context import RequestContext
 from odradek.broker.handlers.raft_common import serve_raft
-from odradek.broker.registry import handler
+from odradek.broker.net.context import RequestContext
+from odradek.broker.net.registry import Access, handler
+
+# What a request touches, as Kafka's authorizer checks it (broker/net/registry.py).
+ACCESS = (Access("CLUSTER_ACTION", "CLUSTER"),)
 
 
-@handler(52, (0,2))
+@handler(52, (0,2), access=ACCESS)
 async def handle(ctx: RequestContext, request: Any) -> Any:
     return await serve_raft(ctx, 52, request)

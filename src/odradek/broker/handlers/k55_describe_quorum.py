@@ -13,8 +13,8 @@ node gives its first advertised listener).
 
 from __future__ import annotations
 
-from odradek.broker.context import RequestContext
-from odradek.broker.registry import handler
+from odradek.broker.net.context import RequestContext
+from odradek.broker.net.registry import Access, handler
 from odradek.raft.node import Role
 from odradek.wire.errors import ErrorCode
 from odradek.wire.messages import describe_quorum_response as dq
@@ -23,7 +23,11 @@ from odradek.wire.messages.describe_quorum_request import DescribeQuorumRequest
 METADATA = "__cluster_metadata"
 
 
-@handler(55, (0, 2))
+# What a request touches, as Kafka's authorizer checks it (broker/net/registry.py).
+ACCESS = (Access("DESCRIBE", "CLUSTER"),)
+
+
+@handler(55, (0, 2), access=ACCESS)
 async def handle(ctx: RequestContext, request: DescribeQuorumRequest) -> dq.DescribeQuorumResponse:
     quorum = ctx.broker.quorum
     if quorum is None:

@@ -19,9 +19,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from odradek.broker.context import RequestContext
-from odradek.broker.registry import handler
-from odradek.broker.state import NotControllerError
+from odradek.broker.control.broker_state import NotControllerError
+from odradek.broker.net.context import RequestContext
+from odradek.broker.net.registry import Access, handler
 from odradek.metadata import partition_changes as pc
 from odradek.metadata.image import MetadataImage
 from odradek.metadata.outcome import Outcome
@@ -29,8 +29,11 @@ from odradek.wire.errors import ErrorCode
 from odradek.wire.messages import alter_partition_response as apr
 from odradek.wire.messages.alter_partition_request import AlterPartitionRequest
 
+# What a request touches, as Kafka's authorizer checks it (broker/net/registry.py).
+ACCESS = (Access("CLUSTER_ACTION", "CLUSTER"),)
 
-@handler(56, (0, 3))
+
+@handler(56, (0, 3), access=ACCESS)
 async def handle(ctx: RequestContext, request: AlterPartitionRequest) -> apr.AlterPartitionResponse:
     state = ctx.broker
     v = ctx.api_version

@@ -1,7 +1,7 @@
 """FetchSnapshot (key 59), versions 0–1: a follower behind the log start fetches
 the snapshot (the whole of it in one answer).
 
-Behaviour: handed to the quorum driver (broker/quorum.py), which answers for
+Behaviour: handed to the quorum driver (broker/control/quorum_driver.py), which answers for
 the Raft core; a node without a quorum answers INVALID_REQUEST.
 """
 
@@ -9,11 +9,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from odradek.broker.context import RequestContext
 from odradek.broker.handlers.raft_common import serve_raft
-from odradek.broker.registry import handler
+from odradek.broker.net.context import RequestContext
+from odradek.broker.net.registry import Access, handler
+
+# What a request touches, as Kafka's authorizer checks it (broker/net/registry.py).
+ACCESS = (Access("CLUSTER_ACTION", "CLUSTER"),)
 
 
-@handler(59, (0,1))
+@handler(59, (0,1), access=ACCESS)
 async def handle(ctx: RequestContext, request: Any) -> Any:
     return await serve_raft(ctx, 59, request)

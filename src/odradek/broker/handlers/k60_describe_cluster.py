@@ -11,8 +11,8 @@ listener is left out).
 
 from __future__ import annotations
 
-from odradek.broker.context import RequestContext
-from odradek.broker.registry import handler
+from odradek.broker.net.context import RequestContext
+from odradek.broker.net.registry import Access, handler
 from odradek.wire.errors import ErrorCode
 from odradek.wire.messages.describe_cluster_request import DescribeClusterRequest
 from odradek.wire.messages.describe_cluster_response import (
@@ -20,8 +20,11 @@ from odradek.wire.messages.describe_cluster_response import (
     DescribeClusterResponse,
 )
 
+# What a request touches, as Kafka's authorizer checks it (broker/net/registry.py).
+ACCESS = (Access("DESCRIBE", "CLUSTER", "only for the authorized operations asked for"),)
 
-@handler(60, (0, 2))
+
+@handler(60, (0, 2), access=ACCESS)
 async def handle(ctx: RequestContext, request: DescribeClusterRequest) -> DescribeClusterResponse:
     state = ctx.broker
     if ctx.api_version >= 1 and request.endpoint_type != 1:

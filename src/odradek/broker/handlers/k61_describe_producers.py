@@ -15,8 +15,8 @@ Version notes: v0 is the only version (flexible).
 
 from __future__ import annotations
 
-from odradek.broker.context import RequestContext
-from odradek.broker.registry import handler
+from odradek.broker.net.context import RequestContext
+from odradek.broker.net.registry import Access, handler
 from odradek.wire.errors import ErrorCode
 from odradek.wire.messages.describe_producers_request import DescribeProducersRequest
 from odradek.wire.messages.describe_producers_response import (
@@ -48,7 +48,11 @@ def _partition(ctx: RequestContext, topic: str, index: int) -> PartitionResponse
     ])
 
 
-@handler(61, (0, 0))
+# What a request touches, as Kafka's authorizer checks it (broker/net/registry.py).
+ACCESS = (Access("READ", "TOPIC"),)
+
+
+@handler(61, (0, 0), access=ACCESS)
 async def handle(
     ctx: RequestContext, request: DescribeProducersRequest
 ) -> DescribeProducersResponse:

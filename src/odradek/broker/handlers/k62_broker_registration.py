@@ -14,17 +14,20 @@ its data and leaves the ISR (:mod:`odradek.metadata.directories`).
 
 from __future__ import annotations
 
-from odradek.broker.context import RequestContext
-from odradek.broker.registry import handler
-from odradek.broker.state import NotControllerError
+from odradek.broker.control.broker_state import NotControllerError
+from odradek.broker.net.context import RequestContext
+from odradek.broker.net.registry import Access, handler
 from odradek.metadata import controller
 from odradek.metadata.image import Endpoint
 from odradek.wire.errors import ErrorCode
 from odradek.wire.messages.broker_registration_request import BrokerRegistrationRequest
 from odradek.wire.messages.broker_registration_response import BrokerRegistrationResponse
 
+# What a request touches, as Kafka's authorizer checks it (broker/net/registry.py).
+ACCESS = (Access("CLUSTER_ACTION", "CLUSTER"),)
 
-@handler(62, (0, 4))
+
+@handler(62, (0, 4), access=ACCESS)
 async def handle(ctx: RequestContext, request: BrokerRegistrationRequest,
                  ) -> BrokerRegistrationResponse:
     state = ctx.broker

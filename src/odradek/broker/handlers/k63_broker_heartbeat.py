@@ -1,6 +1,6 @@
 """BrokerHeartbeat (key 63), versions 0–1.
 
-Behaviour: the active controller notes the broker alive (broker/cluster_control.py);
+Behaviour: the active controller notes the broker alive (broker/control/sessions.py);
 an unknown broker gets BROKER_ID_NOT_REGISTERED, an old broker epoch
 STALE_BROKER_EPOCH, a node that is not the active controller NOT_CONTROLLER.
 ``WantShutDown`` fences the broker at once (controlled shutdown) and answers
@@ -12,14 +12,17 @@ only once its image has caught up with the quorum.
 
 from __future__ import annotations
 
-from odradek.broker.context import RequestContext
-from odradek.broker.registry import handler
+from odradek.broker.net.context import RequestContext
+from odradek.broker.net.registry import Access, handler
 from odradek.wire.errors import ErrorCode
 from odradek.wire.messages.broker_heartbeat_request import BrokerHeartbeatRequest
 from odradek.wire.messages.broker_heartbeat_response import BrokerHeartbeatResponse
 
+# What a request touches, as Kafka's authorizer checks it (broker/net/registry.py).
+ACCESS = (Access("CLUSTER_ACTION", "CLUSTER"),)
 
-@handler(63, (0, 1))
+
+@handler(63, (0, 1), access=ACCESS)
 async def handle(ctx: RequestContext, request: BrokerHeartbeatRequest,
                  ) -> BrokerHeartbeatResponse:
     state = ctx.broker
@@ -39,7 +42,7 @@ async def handle(ctx: RequestContext, request: BrokerHeartbeatRequest,
         return BrokerHeartbeatResponse(is_caught_up=True, is_fenced=True,
                                        should_shut_down=True)
     if broker.fenced:  # it was cut off, not dead: back in service
-        from odradek.broker.state import NotControllerError
+        from odradek.broker.control.broker_state import NotControllerError
         from odradek.metadata import controller
 
         try:

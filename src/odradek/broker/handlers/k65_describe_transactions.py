@@ -15,8 +15,8 @@ Version notes: v0 is the only version (flexible).
 
 from __future__ import annotations
 
-from odradek.broker.context import RequestContext
-from odradek.broker.registry import handler
+from odradek.broker.net.context import RequestContext
+from odradek.broker.net.registry import Access, handler
 from odradek.coordinator.txn.coordinator import TransactionCoordinator, TxnState
 from odradek.wire.errors import ErrorCode
 from odradek.wire.messages.describe_transactions_request import DescribeTransactionsRequest
@@ -49,7 +49,11 @@ def _describe(coordinator: TransactionCoordinator | None, tid: str) -> Transacti
     )
 
 
-@handler(65, (0, 0))
+# What a request touches, as Kafka's authorizer checks it (broker/net/registry.py).
+ACCESS = (Access("DESCRIBE", "TRANSACTIONAL_ID"), Access("DESCRIBE", "TOPIC"))
+
+
+@handler(65, (0, 0), access=ACCESS)
 async def handle(
     ctx: RequestContext, request: DescribeTransactionsRequest
 ) -> DescribeTransactionsResponse:

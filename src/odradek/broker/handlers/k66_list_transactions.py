@@ -17,8 +17,8 @@ filter. v2 (KIP-1152's ``TransactionalIdPattern``) is not advertised.
 
 from __future__ import annotations
 
-from odradek.broker.context import RequestContext
-from odradek.broker.registry import handler
+from odradek.broker.net.context import RequestContext
+from odradek.broker.net.registry import Access, handler
 from odradek.coordinator.txn.coordinator import STATE_BY_NAME, TxnState
 from odradek.wire.errors import ErrorCode
 from odradek.wire.messages.list_transactions_request import ListTransactionsRequest
@@ -27,8 +27,11 @@ from odradek.wire.messages.list_transactions_response import (
     TransactionState,
 )
 
+# What a request touches, as Kafka's authorizer checks it (broker/net/registry.py).
+ACCESS = (Access("DESCRIBE", "TRANSACTIONAL_ID", "each listed"),)
 
-@handler(66, (0, 1))
+
+@handler(66, (0, 1), access=ACCESS)
 async def handle(
     ctx: RequestContext, request: ListTransactionsRequest
 ) -> ListTransactionsResponse:

@@ -10,16 +10,19 @@ from __future__ import annotations
 
 from functools import partial
 
-from odradek.broker.context import RequestContext
+from odradek.broker.control.broker_state import NotControllerError
 from odradek.broker.handlers.k22_init_producer_id import _allocate
-from odradek.broker.registry import handler
-from odradek.broker.state import NotControllerError
+from odradek.broker.net.context import RequestContext
+from odradek.broker.net.registry import Access, handler
 from odradek.wire.errors import ErrorCode
 from odradek.wire.messages.allocate_producer_ids_request import AllocateProducerIdsRequest
 from odradek.wire.messages.allocate_producer_ids_response import AllocateProducerIdsResponse
 
+# What a request touches, as Kafka's authorizer checks it (broker/net/registry.py).
+ACCESS = (Access("CLUSTER_ACTION", "CLUSTER"),)
 
-@handler(67, (0, 0))
+
+@handler(67, (0, 0), access=ACCESS)
 async def handle(ctx: RequestContext, request: AllocateProducerIdsRequest,
                  ) -> AllocateProducerIdsResponse:
     state = ctx.broker

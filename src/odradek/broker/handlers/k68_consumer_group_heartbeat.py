@@ -16,10 +16,10 @@ coordinator gives a joining member its id.
 
 from __future__ import annotations
 
-from odradek.broker.context import RequestContext
-from odradek.broker.groups import CoordinatorWriteError
+from odradek.broker.coordinators.group_runtime import CoordinatorWriteError
 from odradek.broker.handlers.group_common import client_host, cluster_topics, group_runtime
-from odradek.broker.registry import handler
+from odradek.broker.net.context import RequestContext
+from odradek.broker.net.registry import Access, handler
 from odradek.coordinator.consumer.membership import Caller
 from odradek.wire.errors import ErrorCode
 from odradek.wire.messages.consumer_group_heartbeat_request import ConsumerGroupHeartbeatRequest
@@ -27,8 +27,11 @@ from odradek.wire.messages.consumer_group_heartbeat_response import (
     ConsumerGroupHeartbeatResponse,
 )
 
+# What a request touches, as Kafka's authorizer checks it (broker/net/registry.py).
+ACCESS = (Access("READ", "GROUP"), Access("DESCRIBE", "TOPIC", "each subscribed topic"))
 
-@handler(68, (0, 1))
+
+@handler(68, (0, 1), access=ACCESS)
 async def handle(
     ctx: RequestContext, req: ConsumerGroupHeartbeatRequest
 ) -> ConsumerGroupHeartbeatResponse:

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import uuid
 
-from odradek.broker.context import RequestContext
 from odradek.broker.handlers.group_common import group_runtime
-from odradek.broker.registry import handler
+from odradek.broker.net.context import RequestContext
+from odradek.broker.net.registry import Access, handler
 from odradek.wire.errors import ErrorCode
 from odradek.wire.messages.consumer_group_describe_request import ConsumerGroupDescribeRequest
 from odradek.wire.messages.consumer_group_describe_response import (
@@ -24,8 +24,11 @@ from odradek.wire.messages.consumer_group_describe_response import (
     DescribedGroup,
 )
 
+# What a request touches, as Kafka's authorizer checks it (broker/net/registry.py).
+ACCESS = (Access("DESCRIBE", "GROUP"),)
 
-@handler(69, (0, 1))
+
+@handler(69, (0, 1), access=ACCESS)
 async def handle(
     ctx: RequestContext, req: ConsumerGroupDescribeRequest
 ) -> ConsumerGroupDescribeResponse:

@@ -29,10 +29,10 @@ Version notes: v0 only (flexible).
 
 from __future__ import annotations
 
-from odradek.broker.context import RequestContext
+from odradek.broker.control.broker_state import BrokerState
 from odradek.broker.handlers.topics import INTERNAL_TOPICS
-from odradek.broker.registry import handler
-from odradek.broker.state import BrokerState
+from odradek.broker.net.context import RequestContext
+from odradek.broker.net.registry import Access, handler
 from odradek.metadata.controller import topic_name_error
 from odradek.metadata.image import TopicImage
 from odradek.wire.errors import ErrorCode
@@ -81,7 +81,11 @@ def _invalid(request: DescribeTopicPartitionsRequest) -> DescribeTopicPartitions
     ])
 
 
-@handler(75, (0, 0))
+# What a request touches, as Kafka's authorizer checks it (broker/net/registry.py).
+ACCESS = (Access("DESCRIBE", "TOPIC"),)
+
+
+@handler(75, (0, 0), access=ACCESS)
 async def handle(
     ctx: RequestContext, request: DescribeTopicPartitionsRequest
 ) -> DescribeTopicPartitionsResponse:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from odradek.broker.context import RequestContext
+from odradek.broker.net.context import RequestContext
 from odradek.wire import api
 from odradek.wire.errors import ErrorCode
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from odradek.broker.state import BrokerState, NotControllerError
+from odradek.broker.control.broker_state import BrokerState, NotControllerError
 from odradek.metadata import controller
 from odradek.metadata.controller import ALLOW_INTERNAL_CHANGES, INTERNAL_TOPICS
 

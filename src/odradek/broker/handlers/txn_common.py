@@ -3,8 +3,8 @@ Kafka's per-version spelling of "fenced"."""
 
 from __future__ import annotations
 
-from odradek.broker.context import RequestContext
-from odradek.broker.transactions import TxnRuntime
+from odradek.broker.coordinators.txn_runtime import TxnRuntime
+from odradek.broker.net.context import RequestContext
 from odradek.wire.errors import ErrorCode
 
 

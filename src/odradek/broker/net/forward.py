@@ -1,6 +1,6 @@
 """The pipeline's ``forward`` stage: a cluster node sends the admin requests
 only the active controller may decide (:data:`FORWARDED_APIS`) to it and
-returns its answer (KIP-590 forwarding, :mod:`odradek.broker.controller_channel`).
+returns its answer (KIP-590 forwarding, :mod:`odradek.broker.control.controller_channel`).
 
 When no controller is known, or the one known cannot be reached, the stage
 waits for the quorum's next change of leader (not polling), for at most
@@ -20,16 +20,16 @@ import asyncio
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
-from odradek.broker.controller_channel import (
+from odradek.broker.control.broker_state import NotControllerError
+from odradek.broker.control.controller_channel import (
     FORWARDED_APIS,
     ControllerUnavailable,
     not_controller_response,
 )
 from odradek.broker.net.pipeline import Call, Proceed
-from odradek.broker.state import NotControllerError
 
 if TYPE_CHECKING:
-    from odradek.broker.controller_channel import ControllerChannel
+    from odradek.broker.control.controller_channel import ControllerChannel
 
 
 class QuorumView(Protocol):

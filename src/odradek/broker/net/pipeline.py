@@ -27,7 +27,7 @@ first (:func:`default_stages`):
    answer's ``throttle_time_ms`` and on the context, where the connection
    mutes itself for it after writing the answer (KIP-219).
 6. ``forward``: in a cluster, the admin requests only the active controller may
-   decide are sent to it (KIP-590, :mod:`odradek.broker.controller_channel`),
+   decide are sent to it (KIP-590, :mod:`odradek.broker.control.controller_channel`),
    waiting for a leader when none is known; a handler that finds this node no
    longer controller is answered NOT_CONTROLLER.
 7. ``dispatch``: the handler.
@@ -46,14 +46,14 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from odradek.broker.registry import CloseConnection, Deferred, Registration
+from odradek.broker.net.registry import CloseConnection, Deferred, Registration
 from odradek.common.metrics import Counter, Histogram, Registry
 from odradek.wire.api import api_name
 from odradek.wire.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from odradek.broker.context import RequestContext
-    from odradek.broker.quotas import QuotaManager
+    from odradek.broker.net.context import RequestContext
+    from odradek.broker.net.quotas import QuotaManager
     from odradek.wire.frames import Request
 
 

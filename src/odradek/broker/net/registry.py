@@ -17,12 +17,12 @@ from __future__ import annotations
 import importlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from odradek.broker.handlers import SERVED
 
 if TYPE_CHECKING:
-    from odradek.broker.context import RequestContext
+    from odradek.broker.net.context import RequestContext
 
 class CloseConnection(Exception):
     """Raised by a handler to close the client's connection instead of answering."""
@@ -38,6 +38,24 @@ class Deferred:
     answer: Awaitable[Any]
 
 
+Operation = Literal["READ", "WRITE", "CREATE", "DELETE", "ALTER", "DESCRIBE", "CLUSTER_ACTION",
+                    "DESCRIBE_CONFIGS", "ALTER_CONFIGS", "IDEMPOTENT_WRITE"]
+ResourceType = Literal["TOPIC", "GROUP", "CLUSTER", "TRANSACTIONAL_ID"]
+
+
+@dataclass(frozen=True, slots=True)
+class Access:
+    """One check Kafka's authorizer makes for a request: ``operation`` on the
+    resources of ``resource`` it names (the cluster is one resource, ``kafka-cluster``).
+    ``when`` says when it applies if not always ("a transactional batch").
+    Each handler declares its API's checks (``@handler(..., access=...)``): the
+    pipeline's ``authorize`` stage reads them from :attr:`Registration.access`."""
+
+    operation: Operation
+    resource: ResourceType
+    when: str = ""
+
+
 Handler = Callable[["RequestContext", Any], Awaitable[Any]]
 ErrorResponder = Callable[[Any, int], Any]
 
@@ -50,6 +68,9 @@ class Registration:
     handle: Handler
     rejected_versions: tuple[int, int] | None = None
     error_response: ErrorResponder | None = None
+    access: tuple[Access, ...] = ()
+    """What a request of this API touches (empty: ApiVersions, answered before
+    authentication)."""
 
     def serves(self, version: int) -> bool:
         return self.min_version <= version <= self.max_version
@@ -73,8 +94,13 @@ def handler(
     *,
     rejected_versions: tuple[int, int] | None = None,
     error_response: ErrorResponder | None = None,
+    access: tuple[Access, ...] | None = None,
 ) -> Callable[[Handler], Handler]:
-    """Register ``fn`` as the handler of ``api_key`` for ``versions`` (inclusive)."""
+    """Register ``fn`` as the handler of ``api_key`` for ``versions`` (inclusive);
+    ``access``: what its requests touch, as Kafka's authorizer checks them (every
+    handler declares it, an empty tuple for none)."""
+    if access is None:
+        raise RuntimeError(f"API {api_key}: a handler declares its access (access=...)")
 
     def register(fn: Handler) -> Handler:
         if api_key in HANDLERS:
@@ -86,7 +112,7 @@ def handler(
         if rejected_versions is not None and error_response is None:
             raise RuntimeError(f"API {api_key} rejects versions but has no error response")
         HANDLERS[api_key] = Registration(
-            api_key, versions[0], versions[1], fn, rejected_versions, error_response
+            api_key, versions[0], versions[1], fn, rejected_versions, error_response, access
         )
         return fn
 

@@ -33,8 +33,8 @@ import random
 from collections.abc import Callable
 from typing import Any
 
-from odradek.broker import quorum_wire as qw
 from odradek.broker.aio import cancel_and_wait, wait_event
+from odradek.broker.control import quorum_wire as qw
 from odradek.client.connection import Connection
 from odradek.common.clock import Clock
 from odradek.raft import messages as rm

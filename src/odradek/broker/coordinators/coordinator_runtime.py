@@ -47,8 +47,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from odradek.broker.partitions import Partition, PartitionGoneError, PartitionManager
-from odradek.broker.state import NotControllerError
+from odradek.broker.control.broker_state import NotControllerError
+from odradek.broker.replica.partitions import Partition, PartitionGoneError, PartitionManager
 from odradek.common.ids import Ids
 from odradek.metadata import controller
 from odradek.metadata.controller import Outcome

@@ -19,7 +19,7 @@ with ``offsets.topic.num.partitions`` partitions, ``cleanup.policy=compact`` and
 At start-up each existing partition is replayed in a background task; until a
 group's partition is loaded its requests get COORDINATOR_LOAD_IN_PROGRESS.
 
-Only committed state is read (:mod:`odradek.broker.coordinator_runtime`):
+Only committed state is read (:mod:`odradek.broker.coordinators.coordinator_runtime`):
 OffsetFetch answers, for a group whose offsets a write still in flight
 changed, the offsets as they were before the oldest such write (kept until
 the HW passes it: :meth:`GroupRuntime.committed_offsets`), so it never shows a
@@ -41,7 +41,7 @@ from typing import Any
 
 from odradek.broker.aio import cancel_and_wait
 from odradek.broker.config import BrokerConfig
-from odradek.broker.coordinator_runtime import (
+from odradek.broker.coordinators.coordinator_runtime import (
     CoordinatorRuntime,
     CoordinatorWriteError,
     Entry,
@@ -49,7 +49,7 @@ from odradek.broker.coordinator_runtime import (
     Pending,
     ensure_internal_topic,
 )
-from odradek.broker.partitions import Partition, PartitionManager
+from odradek.broker.replica.partitions import Partition, PartitionManager
 from odradek.common.clock import Clock
 from odradek.coordinator import records as crecords
 from odradek.coordinator.coordinator import GroupCoordinator

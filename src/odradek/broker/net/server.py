@@ -5,8 +5,8 @@ Each connection is a ``BufferedProtocol`` over a sans-IO
 requests strictly in order, one at a time, as Kafka does (a long-polling Fetch
 holds back the next request on that connection, not on others). One exception:
 a Produce whose appends are assigned and which only waits for their writes
-(on the writer threads, :mod:`odradek.broker.writer`), fsyncs or acks answers
-:class:`~odradek.broker.registry.Deferred`, and the next request is served
+(on the writer threads, :mod:`odradek.broker.replica.writer`), fsyncs or acks answers
+:class:`~odradek.broker.net.registry.Deferred`, and the next request is served
 meanwhile; every answer still goes out in request order. A produce costs a
 thread hop to the writer and back, and serving one connection's pipelined
 produces one hop at a time would cap it at a few thousand requests a second.
@@ -21,7 +21,7 @@ at a time, so the broker cannot deadlock. ``queued.max.requests`` bounds the
 requests read ahead of their answers on one connection. New connections beyond
 ``max.connections``, ``max.connections.per.ip`` (and its overrides) or
 ``max.connection.creation.rate`` are closed at once
-(:mod:`odradek.broker.connlimits`); connections with no socket activity and no
+(:mod:`odradek.broker.net.connlimits`); connections with no socket activity and no
 request in progress for ``connections.max.idle.ms`` are closed.
 
 Bad input: a frame whose size prefix is negative or above
@@ -41,13 +41,13 @@ from typing import Any, cast
 from odradek.broker.aio import cancel_and_wait
 from odradek.broker.cluster_config import effective_protocol_map
 from odradek.broker.config import ConfigError
-from odradek.broker.connlimits import ConnectionLimits
-from odradek.broker.context import ANONYMOUS, RequestContext
+from odradek.broker.control.broker_state import BrokerState
 from odradek.broker.handlers.k18_api_versions import unsupported_version_response
+from odradek.broker.net.connlimits import ConnectionLimits
+from odradek.broker.net.context import ANONYMOUS, RequestContext
 from odradek.broker.net.pipeline import Call, Pipeline, Stage, Stages, default_stages
-from odradek.broker.registry import CloseConnection, Deferred, registration
-from odradek.broker.state import BrokerState
-from odradek.broker.transfer import write_parts
+from odradek.broker.net.registry import CloseConnection, Deferred, registration
+from odradek.broker.net.transfer import write_parts
 from odradek.common.metrics import Registry
 from odradek.wire.frames import (
     UNBOUNDED,
@@ -382,7 +382,7 @@ class KafkaServer:
         state = self.state
         if state.quorum is None:
             return None
-        from odradek.broker.controller_channel import ControllerChannel
+        from odradek.broker.control.controller_channel import ControllerChannel
         from odradek.broker.net.forward import ForwardToController
 
         def channel() -> ControllerChannel:

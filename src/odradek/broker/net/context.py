@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from odradek.wire.messages.request_header import RequestHeader
 
 if TYPE_CHECKING:
-    from odradek.broker.state import BrokerState
+    from odradek.broker.control.broker_state import BrokerState
 
 
 ANONYMOUS = "User:ANONYMOUS"
@@ -23,7 +23,7 @@ class RequestContext:
     request_size: int = 0
     """Bytes of the request frame (what a produce quota is charged)."""
     throttle_ms: int = 0
-    """Set by a handler whose byte-rate quota was exceeded (see broker/quotas.py)."""
+    """Set by a handler whose byte-rate quota was exceeded (see broker/net/quotas.py)."""
     waited_s: float = 0.0
     """Time the handler spent waiting (long polls, fsyncs), not charged as request time."""
     listener: str = ""

@@ -45,7 +45,7 @@ from odradek.replication.future import FutureReplica
 from odradek.storage.errors import StorageError
 
 if TYPE_CHECKING:
-    from odradek.broker.partitions import Partition, PartitionManager
+    from odradek.broker.replica.partitions import Partition, PartitionManager
 
 log = logging.getLogger("odradek.broker")
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from odradek.client.connection import Connection
 
 if TYPE_CHECKING:
-    from odradek.broker.state import BrokerState
+    from odradek.broker.control.broker_state import BrokerState
 
 
 class BrokerUnavailable(Exception):

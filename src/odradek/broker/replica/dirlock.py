@@ -21,7 +21,7 @@ import fcntl
 import os
 from pathlib import Path
 
-from odradek.broker.meta_properties import DataDirError
+from odradek.broker.control.meta_properties import DataDirError
 
 LOCK_FILE = ".lock"
 

@@ -49,15 +49,15 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from odradek.broker.aio import cancel_and_wait, wait_event
-from odradek.broker.broker_channel import broker_address, parse_overrides
-from odradek.broker.partitions import Partition
+from odradek.broker.control.broker_channel import broker_address, parse_overrides
+from odradek.broker.replica.partitions import Partition
 from odradek.client.connection import Connection
 from odradek.wire.errors import ErrorCode
 from odradek.wire.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic
 from odradek.wire.messages.fetch_response import PartitionData
 
 if TYPE_CHECKING:
-    from odradek.broker.state import BrokerState
+    from odradek.broker.control.broker_state import BrokerState
 
 log = logging.getLogger("odradek.replication")
 FETCH_VERSION = 12

@@ -9,7 +9,7 @@ loop: fetches long-polling it, produces and coordinator writes waiting for its
 high watermark (delayed produce), and fsyncs on a worker thread.
 
 With ``odradek.log.writer.threads`` > 0 appends are written off the loop
-(:mod:`odradek.broker.writer`; 0, the default, writes them on it): offsets are
+(:mod:`odradek.broker.replica.writer`; 0, the default, writes them on it): offsets are
 assigned at once, the bytes go to a writer thread, and the log end offset,
 the HW and waiting fetches move when the write completes; an answer that
 needs the records in the log (acks=1 and -1, a coordinator's write) waits for
@@ -33,8 +33,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from odradek.broker.aio import cancel_and_wait
-from odradek.broker.log_mover import LogMover
-from odradek.broker.writer import LogWriter
+from odradek.broker.replica.log_mover import LogMover
+from odradek.broker.replica.writer import LogWriter
 from odradek.common.clock import Clock
 from odradek.common.ids import Ids
 from odradek.metadata.image import MetadataImage

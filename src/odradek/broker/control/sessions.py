@@ -22,14 +22,14 @@ import contextlib
 import logging
 from typing import TYPE_CHECKING
 
-from odradek.broker.controller_channel import ControllerUnavailable
-from odradek.broker.state import NotControllerError, heartbeat_channel
+from odradek.broker.control.broker_state import NotControllerError, heartbeat_channel
+from odradek.broker.control.controller_channel import ControllerUnavailable
 from odradek.metadata import controller
 from odradek.wire.errors import ErrorCode
 from odradek.wire.messages.broker_heartbeat_request import BrokerHeartbeatRequest
 
 if TYPE_CHECKING:
-    from odradek.broker.state import BrokerState
+    from odradek.broker.control.broker_state import BrokerState
 
 log = logging.getLogger("odradek.cluster")
 

@@ -24,12 +24,12 @@ import logging
 from typing import TYPE_CHECKING
 
 from odradek.broker.aio import cancel_and_wait, wait_event
-from odradek.broker.partitions import Partition
+from odradek.broker.replica.partitions import Partition
 from odradek.wire.messages import alter_partition_request as ap
 from odradek.wire.messages import alter_partition_response as apr
 
 if TYPE_CHECKING:
-    from odradek.broker.state import BrokerState
+    from odradek.broker.control.broker_state import BrokerState
 
 log = logging.getLogger("odradek.replication")
 ALTER_PARTITION_VERSION = 1
@@ -87,7 +87,10 @@ class IsrManager:
             await self._send(proposals)
 
     async def _send(self, proposals: list[tuple[Partition, frozenset[int]]]) -> None:
-        from odradek.broker.controller_channel import ControllerChannel, ControllerUnavailable
+        from odradek.broker.control.controller_channel import (
+            ControllerChannel,
+            ControllerUnavailable,
+        )
 
         state = self.state
         topics: dict[str, list[ap.PartitionData]] = {}

@@ -2,7 +2,7 @@
 
 :class:`TxnRuntime` runs the pure
 :class:`~odradek.coordinator.txn.coordinator.TransactionCoordinator` on the
-shared :class:`~odradek.broker.coordinator_runtime.CoordinatorRuntime`:
+shared :class:`~odradek.broker.coordinators.coordinator_runtime.CoordinatorRuntime`:
 
 * **load**: at start-up every partition of ``__transaction_state`` is replayed;
   transactions found PrepareCommit/PrepareAbort get their markers again;
@@ -36,14 +36,14 @@ from typing import TYPE_CHECKING
 
 from odradek.broker.aio import cancel_and_wait
 from odradek.broker.config import BrokerConfig
-from odradek.broker.coordinator_runtime import (
+from odradek.broker.coordinators.coordinator_runtime import (
     CoordinatorRuntime,
     CoordinatorWriteError,
     Entry,
     Metadata,
     ensure_internal_topic,
 )
-from odradek.broker.partitions import Partition, PartitionGoneError, PartitionManager
+from odradek.broker.replica.partitions import Partition, PartitionGoneError, PartitionManager
 from odradek.common import crashpoints
 from odradek.common.clock import Clock
 from odradek.coordinator.records import OFFSETS_TOPIC
@@ -62,8 +62,8 @@ from odradek.wire.primitives import DecodeError
 from odradek.wire.records import CONTROL_ABORT, CONTROL_COMMIT, build_batch, control_record
 
 if TYPE_CHECKING:
-    from odradek.broker.broker_channel import BrokerChannel  # cluster mode only
-    from odradek.broker.groups import GroupRuntime
+    from odradek.broker.control.broker_channel import BrokerChannel  # cluster mode only
+    from odradek.broker.coordinators.group_runtime import GroupRuntime
 
 log = logging.getLogger("odradek.transactions")
 
@@ -384,7 +384,7 @@ class TxnRuntime:
         transaction, or no such transaction), INVALID_PRODUCER_EPOCH, or
         COORDINATOR_NOT_AVAILABLE when the coordinator cannot be asked now (the
         client retries)."""
-        from odradek.broker.broker_channel import BrokerUnavailable
+        from odradek.broker.control.broker_channel import BrokerUnavailable
         from odradek.wire.messages import add_partitions_to_txn_request as ap
 
         if not transactional_id or not self.coordinator_error(transactional_id):
@@ -411,7 +411,7 @@ class TxnRuntime:
         return _VERIFIED_AS.get(ErrorCode(code), ErrorCode.COORDINATOR_NOT_AVAILABLE)
 
     async def _send_marker(self, job: MarkerJob, topic: str, index: int, leader: int) -> bool:
-        from odradek.broker.broker_channel import BrokerUnavailable
+        from odradek.broker.control.broker_channel import BrokerUnavailable
         from odradek.wire.messages import write_txn_markers_request as wm
 
         if leader < 0 or self.channel is None:

@@ -19,7 +19,7 @@ import contextlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from odradek.broker.state import BrokerState
+    from odradek.broker.control.broker_state import BrokerState
     from odradek.client.connection import Connection
 
 FORWARDED_APIS = frozenset({19, 20, 33, 37, 43, 44, 45, 46, 49, 55})

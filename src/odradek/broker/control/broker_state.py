@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from odradek.broker.config import BrokerConfig, ConfigError, Listener
-from odradek.broker.journal import decode_record, encode_record
-from odradek.broker.meta_properties import (
+from odradek.broker.control.journal import decode_record, encode_record
+from odradek.broker.control.meta_properties import (
     META_PROPERTIES,
     DataDirError,
     directory_ids,
@@ -27,8 +27,8 @@ from odradek.broker.meta_properties import (
     read_meta_properties,
     write_meta_properties,
 )
-from odradek.broker.partitions import PartitionManager
-from odradek.broker.quotas import QuotaManager
+from odradek.broker.net.quotas import QuotaManager
+from odradek.broker.replica.partitions import PartitionManager
 from odradek.common.clock import Clock, SystemClock
 from odradek.common.ids import Ids, RandomIds
 from odradek.metadata import controller
@@ -36,14 +36,14 @@ from odradek.metadata.broker_configs import DYNAMIC
 from odradek.metadata.image import Endpoint, MetadataImage
 
 if TYPE_CHECKING:
-    from odradek.broker.cluster_control import Sessions
-    from odradek.broker.controller_channel import ControllerChannel
-    from odradek.broker.groups import GroupRuntime
-    from odradek.broker.isr import IsrManager
-    from odradek.broker.partitions import Partition
-    from odradek.broker.quorum import QuorumDriver
-    from odradek.broker.replica_fetcher import ReplicaFetchers
-    from odradek.broker.transactions import TxnRuntime
+    from odradek.broker.control.controller_channel import ControllerChannel
+    from odradek.broker.control.quorum_driver import QuorumDriver
+    from odradek.broker.control.sessions import Sessions
+    from odradek.broker.coordinators.group_runtime import GroupRuntime
+    from odradek.broker.coordinators.txn_runtime import TxnRuntime
+    from odradek.broker.replica.fetchers import ReplicaFetchers
+    from odradek.broker.replica.isr import IsrManager
+    from odradek.broker.replica.partitions import Partition
 
 
 log = logging.getLogger("odradek.broker")
@@ -206,7 +206,7 @@ class BrokerState:
 
     async def _register_with_controller(self, endpoints: list[Endpoint],
                                         incarnation: uuid.UUID) -> None:
-        from odradek.broker.controller_channel import ControllerUnavailable
+        from odradek.broker.control.controller_channel import ControllerUnavailable
         from odradek.wire.errors import ErrorCode
         from odradek.wire.messages import broker_registration_request as br
 
@@ -236,7 +236,10 @@ class BrokerState:
         """Cluster mode, not the controller: ask the controller to create ``name``
         (as Kafka's brokers do for auto-created and internal topics) and wait until
         the metadata log brings it here. True once it exists."""
-        from odradek.broker.controller_channel import ControllerChannel, ControllerUnavailable
+        from odradek.broker.control.controller_channel import (
+            ControllerChannel,
+            ControllerUnavailable,
+        )
         from odradek.wire.messages import create_topics_request as ct
 
         if self.channel is None:
@@ -258,7 +261,10 @@ class BrokerState:
 
     async def producer_ids_from_controller(self) -> range:
         """Cluster mode: a block of producer ids from the controller (AllocateProducerIds)."""
-        from odradek.broker.controller_channel import ControllerChannel, ControllerUnavailable
+        from odradek.broker.control.controller_channel import (
+            ControllerChannel,
+            ControllerUnavailable,
+        )
         from odradek.wire.messages.allocate_producer_ids_request import (
             AllocateProducerIdsRequest,
         )
@@ -368,7 +374,7 @@ class BrokerState:
                     self.commit(decision.records)
                 elif decision.records:
                     # Replayed by apply_entry, on this node as on every other.
-                    from odradek.broker.quorum import CommitLostError
+                    from odradek.broker.control.quorum_driver import CommitLostError
                     from odradek.raft.node import NotLeaderError
 
                     try:
@@ -475,7 +481,7 @@ def heartbeat_channel(state: BrokerState) -> ControllerChannel:
     quarter of ``broker.session.timeout.ms`` (2.25 s with Kafka's defaults), so
     a heartbeat lost to a dead controller is sent again to the next one well
     within the session the controller allows."""
-    from odradek.broker.controller_channel import ControllerChannel
+    from odradek.broker.control.controller_channel import ControllerChannel
 
     if state.heartbeats is None:
         interval = state.config.get_int("broker.heartbeat.interval.ms")
@@ -500,7 +506,7 @@ def _take_dynamic_configs(config: BrokerConfig, image: MetadataImage) -> set[str
 def _refuse_orphaned_partitions(config: BrokerConfig, partitions: PartitionManager) -> None:
     """An empty metadata journal beside partition directories means the journal was
     lost: starting would treat every topic as unknown. Refuse unless told to go on."""
-    from odradek.broker.partitions import METADATA_TOPIC
+    from odradek.broker.replica.partitions import METADATA_TOPIC
 
     orphans = sorted(f"{t}-{p}" for t, p in partitions.logs.logs() if t != METADATA_TOPIC)
     if not orphans or config.get(ACCEPT_MISSING_METADATA).lower() == "true":
@@ -517,7 +523,7 @@ def _refuse_orphaned_partitions(config: BrokerConfig, partitions: PartitionManag
 def _cluster_id_from(config: BrokerConfig) -> str:
     """The cluster id in the ``meta.properties`` of the data directories (every
     directory of ``log.dirs``, and ``metadata.log.dir``; format in
-    :mod:`odradek.broker.meta_properties`), checking that each ``node.id`` is this
+    :mod:`odradek.broker.control.meta_properties`), checking that each ``node.id`` is this
     broker's, that they name one cluster, and that no two share a
     ``directory.id`` (KIP-858), as Kafka does.
 

@@ -1,0 +1,2 @@
+"""The control wing: the metadata image and log, the controller quorum, routing
+to the controller, broker sessions."""

@@ -1,0 +1,2 @@
+"""The coordinators wing: the group and transaction coordinators' runtimes over
+their internal topics."""

@@ -1,0 +1,2 @@
+"""The replica wing: partitions, their logs' writer, replica fetchers, ISR
+changes and log moves."""
