@@ -21,6 +21,9 @@ import pytest
 
 from tests.support.cluster import free_port
 
+# Each command must fail within a wall-clock bound: run alone (tests/conftest.py).
+pytestmark = pytest.mark.timing
+
 COMMANDS = [
     ["topics", "list"], ["topics", "describe", "t"], ["topics", "create", "t"],
     ["topics", "alter", "t", "--partitions", "3"], ["topics", "delete", "t"],

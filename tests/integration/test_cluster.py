@@ -457,6 +457,7 @@ def test_sigterm_is_a_controlled_shutdown(tmp_path: Path) -> None:
         cluster.stop()
 
 
+@pytest.mark.timing
 def test_stopping_the_whole_cluster_at_once_does_not_wait_for_a_fence(
         combined: LocalCluster) -> None:
     """SIGTERM to every node together (a cluster taken down): the active

@@ -142,6 +142,7 @@ def test_a_full_restart_keeps_every_record_offset_and_directory(tmp_path: Path,
         cluster.stop()
 
 
+@pytest.mark.timing
 def test_a_fresh_cluster_accepts_a_replicated_topic_within_seconds(tmp_path: Path) -> None:
     """Nodes listening → an RF=3 topic accepted within 5 s (it took 15.5 s: the
     first Metadata named no controller and librdkafka waited a request timeout
@@ -456,10 +457,16 @@ def test_a_wiped_leader_back_within_its_session_copies_the_epochs_right(
         now = leader()
         cluster.stop_all(clean=True)  # the checkpoints are written
         # (an epoch the leader began at the log end has no batch to copy yet)
-        want = [e for e in _epochs(cluster.nodes[now].directory, "e-0")
-                if int(e.split()[1]) < 600]
+        # (and a node that led for a moment while the others stopped has an epoch
+        # of its own at the log end: what is compared is the epochs of the batches
+        # copied, below offset 600)
+        def copied(node: int) -> list[str]:
+            return [e for e in _epochs(cluster.nodes[node].directory, "e-0")
+                    if int(e.split()[1]) < 600]
+
+        want = copied(now)
         assert len(want) >= 3, want
-        assert _epochs(cluster.nodes[victim].directory, "e-0") == want
+        assert copied(victim) == want
     except BaseException:
         print(cluster.logs())
         raise

@@ -216,6 +216,7 @@ def _start_to_crash(server: ServerProcess, point: str) -> None:
 
 
 @pytest.mark.timeout(120)
+@pytest.mark.slow
 def test_kill_9_during_cleaner_passes_loses_no_record(tmp_path: Path) -> None:
     model = Model()
     part = tmp_path / f"{TOPIC}-0"

@@ -236,9 +236,9 @@ def test_a_static_member_restarting_within_its_session_causes_no_rebalance(
     try:
         wait_until(lambda: shared_out([a, b], [2, 2], 4), 60, "2 and 2")
         before = admin.describe_consumer_groups(["static-g"])["static-g"].result()
-        state = broker.app.state
-        assert state is not None and state.groups is not None
-        generation = state.groups.coordinator.groups["static-g"].generation
+        groups = broker.app.groups
+        assert groups is not None
+        generation = groups.coordinator.groups["static-g"].generation
         a_owned, b_history = a.owned, len(b.history)
         a.stop()  # a static member's close sends no LeaveGroup
         a = static("instance-a")
@@ -248,7 +248,7 @@ def test_a_static_member_restarting_within_its_session_causes_no_rebalance(
         assert {m.group_instance_id for m in after.members} == {"instance-a", "instance-b"}
         assert b.owned == frozenset(range(4)) - a_owned
         assert len(b.history) == b_history  # b's assignment never changed
-        assert state.groups.coordinator.groups["static-g"].generation == generation
+        assert groups.coordinator.groups["static-g"].generation == generation
     finally:
         a.stop()
         b.stop()

@@ -1,4 +1,4 @@
-"""One broker per data directory (broker/replica/dirlock.py), with real processes.
+"""One broker per data directory (broker/control/dirlock.py), with real processes.
 
 Two ``odradek serve`` on one ``log.dirs`` used to both start and append to the
 same partition files: records acknowledged by the second were overwritten by

@@ -91,6 +91,7 @@ def _committed(bootstrap: str) -> dict[int, tuple[int, str | None]]:
         consumer.close()
 
 
+@pytest.mark.slow
 def test_consumer_offsets_shrinks_after_100000_commits(tmp_path: Path) -> None:
     part = tmp_path / "__consumer_offsets-0"
     server = ServerProcess(tmp_path, *BROKER, CLEANER_OFF)

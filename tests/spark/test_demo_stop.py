@@ -20,7 +20,7 @@ import pytest
 DEMO = Path(__file__).resolve().parents[2] / "pipelines" / "demo.py"
 NOISE = ("Traceback", "Exception", "|FAIL|", "ERROR", "py4j")
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.timeout(300), pytest.mark.timing]
 
 
 def start(*args: str) -> subprocess.Popen[str]:

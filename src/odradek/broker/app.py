@@ -16,12 +16,13 @@ from typing import TYPE_CHECKING
 from odradek.broker.aio import cancel_and_wait
 from odradek.broker.config import BrokerConfig
 from odradek.broker.control.broker_state import BrokerState, MemoryJournal, MetadataJournal
+from odradek.broker.control.dirlock import DirLock, lock_dirs
 from odradek.broker.control.journal import LogJournal
 from odradek.broker.control.meta_properties import DataDirError
 from odradek.broker.coordinators.group_runtime import GroupRuntime
 from odradek.broker.coordinators.txn_runtime import TxnRuntime
+from odradek.broker.net.context import Coordinators
 from odradek.broker.net.server import KafkaServer
-from odradek.broker.replica.dirlock import DirLock, lock_dirs
 from odradek.broker.replica.partitions import METADATA_TOPIC, Partition, PartitionManager
 from odradek.common.clock import Clock, SystemClock
 from odradek.common.ids import Ids, RandomIds
@@ -55,6 +56,10 @@ class BrokerApp:
         self.partitions: PartitionManager | None = None
         self.state: BrokerState | None = None
         self.server: KafkaServer | None = None
+        self.groups: GroupRuntime | None = None
+        """The group coordinator's runtime (built at start)."""
+        self.txns: TxnRuntime | None = None
+        """The transaction coordinator's runtime (built at start)."""
         self._registering: asyncio.Task[None] | None = None
         self._background: list[asyncio.Task[None]] = []
         self._locks: list[DirLock] = []
@@ -68,7 +73,7 @@ class BrokerApp:
 
     async def _start(self) -> None:
         # Before anything in the data directories is read or written: one broker
-        # per directory (broker/replica/dirlock.py).
+        # per directory (broker/control/dirlock.py).
         self._locks = lock_dirs(self.config.data_dirs())
         fs = OsFileSystem()
         cluster = self.config.is_cluster
@@ -97,21 +102,22 @@ class BrokerApp:
             if "broker" in self.config.process_roles():
                 self.state.fetchers = ReplicaFetchers(self.state)
                 self.partitions.on_leadership = self._leadership_changed
-                self.state.isr = IsrManager(self.state)
+                assert self.state.channel is not None
+                self.state.isr = IsrManager(self.state, self.state.channel.alter_partition)
                 self.state.isr.start()
         self.partitions.start_housekeeping()
-        self.state.groups = GroupRuntime(self.state, self.partitions, self.config, self.clock)
-        state = self.state
-        self.state.txns = TxnRuntime(state, self.partitions, self.config, self.clock,
-                                     lambda: state.groups)
+        groups = self.groups = GroupRuntime(self.state, self.partitions, self.config, self.clock)
+        self.txns = TxnRuntime(self.state, self.partitions, self.config, self.clock,
+                               lambda: groups)
         if cluster:
             from odradek.broker.control.broker_channel import BrokerChannel
 
-            self.state.txns.channel = BrokerChannel(self.state)
+            self.txns.channel = BrokerChannel(self.state)
         if not cluster:
-            self.state.groups.start()
-            self.state.txns.start()
-        self.server = KafkaServer(self.state, self.metrics, self.stages)
+            self.groups.start()
+            self.txns.start()
+        self.server = KafkaServer(self.state, Coordinators(self.groups, self.txns),
+                                  self.metrics, self.stages)
         await self.server.start()
         if self.state.quorum is not None:
             from odradek.broker.control.sessions import Sessions, rebalance_forever
@@ -134,10 +140,10 @@ class BrokerApp:
             return
         if state.fetchers is not None:
             state.fetchers.update(moved)
-        if state.groups is not None:
-            state.groups.leadership_changed(moved)
-        if state.txns is not None:
-            state.txns.leadership_changed(moved)
+        if self.groups is not None:
+            self.groups.leadership_changed(moved)
+        if self.txns is not None:
+            self.txns.leadership_changed(moved)
 
     def _role_name(self) -> str:
         roles = self.config.process_roles()
@@ -164,7 +170,7 @@ class BrokerApp:
         from odradek.broker.control.sessions import heartbeat_forever
 
         state = self.state
-        assert state is not None and state.groups is not None and state.txns is not None
+        assert state is not None and self.groups is not None and self.txns is not None
         if "broker" not in self.config.process_roles():
             return  # a controller-only node serves no partitions and no groups
         assert state.quorum is not None
@@ -175,8 +181,8 @@ class BrokerApp:
             await asyncio.sleep(0.02)
         self._background.append(asyncio.get_running_loop().create_task(
             heartbeat_forever(state)))
-        state.groups.start()
-        state.txns.start()
+        self.groups.start()
+        self.txns.start()
         log.info("node %d registered with controller %d", state.node_id, state.controller_id)
 
     def _quorum(self, fs: OsFileSystem, state: BrokerState) -> QuorumDriver:
@@ -225,14 +231,14 @@ class BrokerApp:
         if self.server is not None:
             await self.server.stop()
             self.server = None
-        if self.state is not None and self.state.txns is not None:
-            await self.state.txns.close()
-            if self.state.txns.channel is not None:
-                await self.state.txns.channel.close()
-            self.state.txns = None
-        if self.state is not None and self.state.groups is not None:
-            await self.state.groups.close()
-            self.state.groups = None
+        if self.txns is not None:
+            await self.txns.close()
+            if self.txns.channel is not None:
+                await self.txns.channel.close()
+            self.txns = None
+        if self.groups is not None:
+            await self.groups.close()
+            self.groups = None
         if self.state is not None and self.state.quorum is not None:
             await self.state.quorum.stop()
             self.state.quorum = None

@@ -33,6 +33,7 @@ import argparse
 from pathlib import Path
 
 from odradek.broker.config import BrokerConfig, ConfigError, parse_overrides, read_properties
+from odradek.broker.control.dirlock import lock_dir, lock_dirs
 from odradek.broker.control.meta_properties import (
     META_PROPERTIES,
     DataDirError,
@@ -41,7 +42,6 @@ from odradek.broker.control.meta_properties import (
     read_meta_properties,
     write_meta_properties,
 )
-from odradek.broker.replica.dirlock import lock_dir, lock_dirs
 from odradek.cli.common import CliError
 from odradek.storage.checkpoint import kafka_uuid_string, parse_partition_metadata
 from odradek.storage.names import STRAY_DIR_SUFFIX, parse_partition_dir_name

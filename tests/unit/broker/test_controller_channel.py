@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from odradek.broker.control.controller_channel import FORWARDED_APIS, not_controller_response
+from odradek.broker.control.controller_channel import FORWARDED_APIS
+from odradek.broker.net.forward import not_controller_response
 from odradek.wire import api
 from odradek.wire.errors import ErrorCode
 from odradek.wire.messages import alter_client_quotas_request as acq

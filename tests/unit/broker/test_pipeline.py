@@ -192,7 +192,7 @@ class FakeChannel:
 
 
 def forwarding(quorum: FakeQuorum, channel: FakeChannel, wait_s: float = 1.0) -> Pipeline:
-    return Pipeline([ForwardToController(quorum, lambda: cast(Any, channel),
+    return Pipeline([ForwardToController(quorum, cast(Any, channel),
                                          frozenset({"CONTROLLER"}), wait_s), Dispatch()])
 
 

@@ -1,11 +1,8 @@
 """Requests from this broker to another broker (cluster mode): the transaction
 coordinator's WriteTxnMarkers to partition leaders.
 
-A broker is reached on its registered ``inter.broker.listener.name`` listener
-(else its first), or where ``odradek.inter.broker.address.overrides``
-(``ID=HOST:PORT,...``) says: the chaos harness puts a proxy it controls on each
-link that way. One connection per broker, opened on first use and dropped on
-any failure (the caller retries).
+A broker is reached where :mod:`odradek.broker.peers` says. One connection per
+broker, opened on first use and dropped on any failure (the caller retries).
 """
 
 from __future__ import annotations
@@ -14,6 +11,7 @@ import asyncio
 import contextlib
 from typing import TYPE_CHECKING, Any
 
+from odradek.broker.peers import OVERRIDES, broker_address, parse_overrides
 from odradek.client.connection import Connection
 
 if TYPE_CHECKING:
@@ -24,33 +22,11 @@ class BrokerUnavailable(Exception):
     """The broker is unknown, has no endpoint, or could not be reached."""
 
 
-def parse_overrides(raw: str) -> dict[int, str]:
-    """``1=127.0.0.1:5000,2=...`` → {1: "127.0.0.1:5000", ...}."""
-    out: dict[int, str] = {}
-    for item in filter(None, (p.strip() for p in raw.split(","))):
-        node, _, address = item.partition("=")
-        out[int(node)] = address
-    return out
-
-
-def broker_address(state: BrokerState, node_id: int, overrides: dict[int, str]) -> str | None:
-    """Where this broker reaches broker ``node_id`` (None: not registered)."""
-    if node_id in overrides:
-        return overrides[node_id]
-    broker = state.image.brokers.get(node_id)
-    if broker is None:
-        return None
-    listener = state.config.get("inter.broker.listener.name") or None
-    endpoint = broker.endpoint(listener) or broker.endpoint()
-    return f"{endpoint.host}:{endpoint.port}" if endpoint is not None else None
-
-
 class BrokerChannel:
     def __init__(self, state: BrokerState, timeout_s: float = 10.0) -> None:
         self.state = state
         self.timeout_s = timeout_s
-        self.overrides = parse_overrides(
-            state.config.get("odradek.inter.broker.address.overrides"))
+        self.overrides = parse_overrides(state.config.get(OVERRIDES))
         self._conns: dict[int, Connection] = {}
         self._lock = asyncio.Lock()
 
@@ -72,7 +48,8 @@ class BrokerChannel:
         async with self._lock:
             conn = self._conns.get(node_id)
             if conn is None:
-                address = broker_address(self.state, node_id, self.overrides)
+                address = broker_address(self.state.image, self.state.config, node_id,
+                                         self.overrides)
                 if address is None:
                     raise BrokerUnavailable(f"broker {node_id} has no endpoint")
                 conn = await Connection.open(address, f"odradek-broker-{self.state.node_id}",

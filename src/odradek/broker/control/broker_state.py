@@ -39,8 +39,6 @@ if TYPE_CHECKING:
     from odradek.broker.control.controller_channel import ControllerChannel
     from odradek.broker.control.quorum_driver import QuorumDriver
     from odradek.broker.control.sessions import Sessions
-    from odradek.broker.coordinators.group_runtime import GroupRuntime
-    from odradek.broker.coordinators.txn_runtime import TxnRuntime
     from odradek.broker.replica.fetchers import ReplicaFetchers
     from odradek.broker.replica.isr import IsrManager
     from odradek.broker.replica.partitions import Partition
@@ -123,16 +121,13 @@ class BrokerState:
     """Where topic ids, member ids and the incarnation id come from."""
     producer_ids: list[int] = field(default_factory=list)
     """Reserved, not yet handed out producer ids (popped from the end)."""
-    groups: GroupRuntime | None = None
-    """The group coordinator's shell, set once the broker starts serving."""
-    txns: TxnRuntime | None = None
-    """The transaction coordinator's shell, set once the broker starts serving."""
     quotas: QuotaManager | None = None
     """Client quota sensors (set by :meth:`open`)."""
     sessions: Sessions | None = None
     """Cluster mode: broker heartbeats as the active controller sees them."""
     channel: ControllerChannel | None = None
-    """Cluster mode: requests to the active controller."""
+    """Cluster mode: requests to the active controller (built by :meth:`open`;
+    None on a single node, which is its own controller)."""
     heartbeats: ControllerChannel | None = None
     """Cluster mode: this broker's registration and heartbeats to the active
     controller, on connections of their own (:func:`heartbeat_channel`)."""
@@ -182,6 +177,10 @@ class BrokerState:
         # quorum (metadata_ready): an image still being replayed would disown them.
         state = cls(config, journal, cluster_id, clock or SystemClock(), image, [], partitions,
                     ids or RandomIds())
+        if config.is_cluster:
+            from odradek.broker.control.controller_channel import ControllerChannel
+
+            state.channel = ControllerChannel(state)
         state.quotas = QuotaManager(
             lambda: state.image, config.get_int("quota.window.size.seconds") * 1000,
             config.get_int("quota.window.num"))
@@ -236,14 +235,10 @@ class BrokerState:
         """Cluster mode, not the controller: ask the controller to create ``name``
         (as Kafka's brokers do for auto-created and internal topics) and wait until
         the metadata log brings it here. True once it exists."""
-        from odradek.broker.control.controller_channel import (
-            ControllerChannel,
-            ControllerUnavailable,
-        )
+        from odradek.broker.control.controller_channel import ControllerUnavailable
         from odradek.wire.messages import create_topics_request as ct
 
-        if self.channel is None:
-            self.channel = ControllerChannel(self)
+        assert self.channel is not None  # a cluster node's, built at open
         request = ct.CreateTopicsRequest([ct.CreatableTopic(
             name, partitions, replication_factor, [],
             [ct.CreatableTopicConfig(k, v) for k, v in configs.items()],
@@ -262,15 +257,13 @@ class BrokerState:
     async def producer_ids_from_controller(self) -> range:
         """Cluster mode: a block of producer ids from the controller (AllocateProducerIds)."""
         from odradek.broker.control.controller_channel import (
-            ControllerChannel,
             ControllerUnavailable,
         )
         from odradek.wire.messages.allocate_producer_ids_request import (
             AllocateProducerIdsRequest,
         )
 
-        if self.channel is None:
-            self.channel = ControllerChannel(self)
+        assert self.channel is not None  # a cluster node's, built at open
         broker = self.image.brokers.get(self.node_id)
         request = AllocateProducerIdsRequest(self.node_id, broker.epoch if broker else -1)
         for _ in range(100):

@@ -16,13 +16,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from odradek.broker.control.broker_state import BrokerState
     from odradek.client.connection import Connection
+    from odradek.wire.messages.alter_partition_request import AlterPartitionRequest
+    from odradek.wire.messages.alter_partition_response import AlterPartitionResponse
 
 FORWARDED_APIS = frozenset({19, 20, 33, 37, 43, 44, 45, 46, 49, 55})
+ALTER_PARTITION_VERSION = 1
+log = logging.getLogger("odradek.replication")
 
 
 class ControllerUnavailable(Exception):
@@ -90,6 +95,18 @@ class ControllerChannel:
                 with contextlib.suppress(BaseException):
                     await task
 
+    async def alter_partition(self, request: AlterPartitionRequest
+                              ) -> AlterPartitionResponse | None:
+        """An ISR change to the controller (the replica wing's ``AlterPartition``
+        port); None when no controller could be reached."""
+        try:
+            response: AlterPartitionResponse = await self.request(request,
+                                                                  ALTER_PARTITION_VERSION)
+        except ControllerUnavailable as exc:
+            log.info("AlterPartition not sent: %s", exc)
+            return None
+        return response
+
     async def _call(self, controller: int, body: Any, version: int, timeout: float) -> Any:
         conn = await self._connection(controller, timeout)
         return await conn.request(body, version, version)
@@ -121,56 +138,3 @@ class ControllerChannel:
             with contextlib.suppress(Exception):
                 await conn.close()
         self._conns.clear()
-
-
-def not_controller_response(api_key: int, request: Any) -> Any:
-    """The answer to a forwarded admin request when no controller could decide it:
-    NOT_CONTROLLER for every item, which clients retry after refreshing metadata
-    (as against a Kafka broker whose controller moved)."""
-    from odradek.wire.errors import ErrorCode
-    from odradek.wire.messages import alter_client_quotas_response as acq
-    from odradek.wire.messages import alter_configs_response as ac
-    from odradek.wire.messages import create_partitions_response as cp
-    from odradek.wire.messages import create_topics_response as ct
-    from odradek.wire.messages import delete_topics_response as dt
-    from odradek.wire.messages import describe_quorum_response as dq
-    from odradek.wire.messages import incremental_alter_configs_response as iac
-
-    code, why = ErrorCode.NOT_CONTROLLER, "no active controller could be reached"
-    if api_key == 19:
-        return ct.CreateTopicsResponse(topics=[
-            ct.CreatableTopicResult(t.name, error_code=code, error_message=why)
-            for t in request.topics])
-    if api_key == 20:
-        names = list(request.topic_names) or [t.name for t in request.topics]
-        return dt.DeleteTopicsResponse(responses=[
-            dt.DeletableTopicResult(n, error_code=code, error_message=why) for n in names])
-    if api_key == 37:
-        return cp.CreatePartitionsResponse(results=[
-            cp.CreatePartitionsTopicResult(t.name, code, why) for t in request.topics])
-    if api_key in (33, 44):
-        module = ac if api_key == 33 else iac
-        response_class = ac.AlterConfigsResponse if api_key == 33 else (
-            iac.IncrementalAlterConfigsResponse)
-        return response_class(responses=[
-            module.AlterConfigsResourceResponse(code, why, r.resource_type, r.resource_name)
-            for r in request.resources])
-    if api_key == 49:
-        return acq.AlterClientQuotasResponse(entries=[
-            acq.EntryData(code, why, [acq.EntityData(e.entity_type, e.entity_name)
-                                      for e in entry.entity])
-            for entry in request.entries])
-    if api_key == 55:
-        return dq.DescribeQuorumResponse(error_code=code, error_message=why)
-    if api_key == 43:
-        from odradek.broker.handlers.k43_elect_leaders import error_response as elect
-        return elect(request, code)
-    if api_key == 45:
-        from odradek.broker.handlers.k45_alter_partition_reassignments import (
-            error_response as reassign,
-        )
-        return reassign(request, code)
-    if api_key == 46:
-        from odradek.wire.messages import list_partition_reassignments_response as lpr
-        return lpr.ListPartitionReassignmentsResponse(error_code=code, error_message=why)
-    raise ValueError(f"API {api_key} is not forwarded")

@@ -11,8 +11,8 @@ from odradek.broker.net.context import RequestContext
 async def group_runtime(ctx: RequestContext) -> GroupRuntime | None:
     """The group coordinator, with ``__consumer_offsets`` created if missing;
     None when it cannot serve (COORDINATOR_NOT_AVAILABLE)."""
-    runtime = ctx.broker.groups
-    if runtime is None or not await runtime.ensure_topic():
+    runtime = ctx.groups
+    if not await runtime.ensure_topic():
         return None
     return runtime
 

@@ -103,9 +103,7 @@ def _unverified(ctx: RequestContext, part: Partition, records: memoryview,
     if (entry is not None and entry.txn_first_offset >= 0
             and entry.epoch == header.producer_epoch):
         return 0
-    txns = ctx.broker.txns
-    if txns is None:
-        return ErrorCode.INVALID_TXN_STATE
+    txns = ctx.txns
     if transactional_id is not None and txns.coordinator_error(transactional_id):
         return 0
     return txns.coordinator.verify(header.producer_id, header.producer_epoch,

@@ -125,7 +125,7 @@ async def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataRespo
                 topics.append(_error_topic(name, ErrorCode.INVALID_TOPIC_EXCEPTION))
                 continue
             if name not in image.topics and allow:
-                await auto_create(state, name)
+                await auto_create(ctx, name)
             t = image.topics.get(name)
             if t is None:
                 topics.append(_error_topic(name, missing))

@@ -64,6 +64,6 @@ async def handle(ctx: RequestContext, request: DeleteTopicsRequest) -> DeleteTop
                 result.topic_id = topic.topic_id
             deleted.add(name)
         results.append(result)
-    if deleted and state.groups is not None:
-        await state.groups.topics_deleted(deleted)
+    if deleted:
+        await ctx.groups.topics_deleted(deleted)
     return DeleteTopicsResponse(throttle_time_ms=0, responses=results)

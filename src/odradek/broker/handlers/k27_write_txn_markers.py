@@ -52,7 +52,7 @@ async def _write(ctx: RequestContext, marker: WritableTxnMarker, topic: str, ind
         known = topic in state.image.topics and index in state.image.topics[topic].partitions
         return (ErrorCode.NOT_LEADER_OR_FOLLOWER if known
                 else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-    result = append_marker(state.partitions, state.groups, part, marker.producer_id,
+    result = append_marker(state.partitions, ctx.groups, part, marker.producer_id,
                            marker.producer_epoch, bool(marker.transaction_result),
                            marker.coordinator_epoch, state.clock.now_ms())
     if result.error_code:

@@ -57,14 +57,13 @@ ACCESS = (Access("DESCRIBE", "TRANSACTIONAL_ID"), Access("DESCRIBE", "TOPIC"))
 async def handle(
     ctx: RequestContext, request: DescribeTransactionsRequest
 ) -> DescribeTransactionsResponse:
-    runtime = ctx.broker.txns
-    if runtime is not None:
-        await runtime.loaded.wait()
-        if not await runtime.settled():  # writes in flight did not commit: no dirty read
-            return DescribeTransactionsResponse(throttle_time_ms=0, transaction_states=[
-                TransactionState(transactional_id=tid,
-                                 error_code=ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
-                for tid in request.transactional_ids])
-    coordinator = runtime.coordinator if runtime is not None else None
+    runtime = ctx.txns
+    await runtime.loaded.wait()
+    if not await runtime.settled():  # writes in flight did not commit: no dirty read
+        return DescribeTransactionsResponse(throttle_time_ms=0, transaction_states=[
+            TransactionState(transactional_id=tid,
+                             error_code=ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+            for tid in request.transactional_ids])
+    coordinator = runtime.coordinator
     return DescribeTransactionsResponse(throttle_time_ms=0, transaction_states=[
         _describe(coordinator, tid) for tid in request.transactional_ids])

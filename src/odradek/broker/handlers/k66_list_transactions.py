@@ -35,9 +35,7 @@ ACCESS = (Access("DESCRIBE", "TRANSACTIONAL_ID", "each listed"),)
 async def handle(
     ctx: RequestContext, request: ListTransactionsRequest
 ) -> ListTransactionsResponse:
-    runtime = ctx.broker.txns
-    if runtime is None:
-        return ListTransactionsResponse(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    runtime = ctx.txns
     await runtime.loaded.wait()
     if not await runtime.settled():  # writes in flight did not commit: no dirty read
         return ListTransactionsResponse(error_code=ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)

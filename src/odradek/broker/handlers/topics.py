@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from odradek.broker.control.broker_state import BrokerState, NotControllerError
+from odradek.broker.net.context import RequestContext
 from odradek.metadata import controller
 from odradek.metadata.controller import ALLOW_INTERNAL_CHANGES, INTERNAL_TOPICS
 
@@ -15,14 +16,15 @@ def protect_internal(state: BrokerState) -> bool:
     return not state.config.get_bool(ALLOW_INTERNAL_CHANGES)
 
 
-async def auto_create(state: BrokerState, name: str) -> bool:
+async def auto_create(ctx: RequestContext, name: str) -> bool:
     """Create ``name`` with the broker's defaults if auto-creation is on.
 
     ``__consumer_offsets`` is created by the group coordinator, with its own
     partition count and configs, whatever ``auto.create.topics.enable`` says
     (as Kafka does); other internal topics are never auto-created here."""
+    state = ctx.broker
     if name == "__consumer_offsets":
-        return state.groups is not None and await state.groups.ensure_topic()
+        return await ctx.groups.ensure_topic()
     if name in INTERNAL_TOPICS or not state.config.get_bool("auto.create.topics.enable"):
         return False
     try:

@@ -11,8 +11,8 @@ from odradek.wire.errors import ErrorCode
 async def txn_runtime(ctx: RequestContext) -> TxnRuntime | None:
     """The transaction coordinator, with ``__transaction_state`` created if
     missing; None when it cannot serve (COORDINATOR_NOT_AVAILABLE)."""
-    runtime = ctx.broker.txns
-    if runtime is None or not await runtime.ensure_topic():
+    runtime = ctx.txns
+    if not await runtime.ensure_topic():
         return None
     await runtime.loaded.wait()
     return runtime

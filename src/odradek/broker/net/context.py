@@ -9,9 +9,20 @@ from odradek.wire.messages.request_header import RequestHeader
 
 if TYPE_CHECKING:
     from odradek.broker.control.broker_state import BrokerState
+    from odradek.broker.coordinators.group_runtime import GroupRuntime
+    from odradek.broker.coordinators.txn_runtime import TxnRuntime
 
 
 ANONYMOUS = "User:ANONYMOUS"
+
+
+@dataclass(slots=True)
+class Coordinators:
+    """The coordinators' runtimes a handler reaches (built by the composition root,
+    broker/app.py)."""
+
+    groups: GroupRuntime
+    txns: TxnRuntime
 
 
 @dataclass(slots=True)
@@ -33,6 +44,20 @@ class RequestContext:
     principal: str = ANONYMOUS
     """Who sent it, as ``Type:name`` (Kafka's KafkaPrincipal): ``User:ANONYMOUS``
     on a PLAINTEXT listener; an authenticating listener sets its own."""
+
+    coordinators: Coordinators | None = None
+    """The group and transaction coordinators (None only in a handler unit test
+    that needs neither)."""
+
+    @property
+    def groups(self) -> GroupRuntime:
+        assert self.coordinators is not None
+        return self.coordinators.groups
+
+    @property
+    def txns(self) -> TxnRuntime:
+        assert self.coordinators is not None
+        return self.coordinators.txns
 
     @property
     def client_id(self) -> str | None:

@@ -17,15 +17,10 @@ listener, as Kafka's controllers do.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from odradek.broker.control.broker_state import NotControllerError
-from odradek.broker.control.controller_channel import (
-    FORWARDED_APIS,
-    ControllerUnavailable,
-    not_controller_response,
-)
+from odradek.broker.control.controller_channel import FORWARDED_APIS, ControllerUnavailable
 from odradek.broker.net.pipeline import Call, Proceed
 
 if TYPE_CHECKING:
@@ -44,7 +39,7 @@ class QuorumView(Protocol):
 class ForwardToController:
     name = "forward"
 
-    def __init__(self, quorum: QuorumView, channel: Callable[[], ControllerChannel],
+    def __init__(self, quorum: QuorumView, channel: ControllerChannel,
                  controller_listeners: frozenset[str], wait_s: float = 1.0) -> None:
         self.quorum = quorum
         self.channel = channel
@@ -72,9 +67,62 @@ class ForwardToController:
         quorum = self.quorum
         while not quorum.is_leader:
             try:
-                return await self.channel().request(call.request.body, call.request.api_version)
+                return await self.channel.request(call.request.body, call.request.api_version)
             except ControllerUnavailable:
                 left = deadline - loop.time()
                 if left <= 0 or not await quorum.view_change(left):
                     return None
         return None
+
+
+def not_controller_response(api_key: int, request: Any) -> Any:
+    """The answer to a forwarded admin request when no controller could decide it:
+    NOT_CONTROLLER for every item, which clients retry after refreshing metadata
+    (as against a Kafka broker whose controller moved)."""
+    from odradek.wire.errors import ErrorCode
+    from odradek.wire.messages import alter_client_quotas_response as acq
+    from odradek.wire.messages import alter_configs_response as ac
+    from odradek.wire.messages import create_partitions_response as cp
+    from odradek.wire.messages import create_topics_response as ct
+    from odradek.wire.messages import delete_topics_response as dt
+    from odradek.wire.messages import describe_quorum_response as dq
+    from odradek.wire.messages import incremental_alter_configs_response as iac
+
+    code, why = ErrorCode.NOT_CONTROLLER, "no active controller could be reached"
+    if api_key == 19:
+        return ct.CreateTopicsResponse(topics=[
+            ct.CreatableTopicResult(t.name, error_code=code, error_message=why)
+            for t in request.topics])
+    if api_key == 20:
+        names = list(request.topic_names) or [t.name for t in request.topics]
+        return dt.DeleteTopicsResponse(responses=[
+            dt.DeletableTopicResult(n, error_code=code, error_message=why) for n in names])
+    if api_key == 37:
+        return cp.CreatePartitionsResponse(results=[
+            cp.CreatePartitionsTopicResult(t.name, code, why) for t in request.topics])
+    if api_key in (33, 44):
+        module = ac if api_key == 33 else iac
+        response_class = ac.AlterConfigsResponse if api_key == 33 else (
+            iac.IncrementalAlterConfigsResponse)
+        return response_class(responses=[
+            module.AlterConfigsResourceResponse(code, why, r.resource_type, r.resource_name)
+            for r in request.resources])
+    if api_key == 49:
+        return acq.AlterClientQuotasResponse(entries=[
+            acq.EntryData(code, why, [acq.EntityData(e.entity_type, e.entity_name)
+                                      for e in entry.entity])
+            for entry in request.entries])
+    if api_key == 55:
+        return dq.DescribeQuorumResponse(error_code=code, error_message=why)
+    if api_key == 43:
+        from odradek.broker.handlers.k43_elect_leaders import error_response as elect
+        return elect(request, code)
+    if api_key == 45:
+        from odradek.broker.handlers.k45_alter_partition_reassignments import (
+            error_response as reassign,
+        )
+        return reassign(request, code)
+    if api_key == 46:
+        from odradek.wire.messages import list_partition_reassignments_response as lpr
+        return lpr.ListPartitionReassignmentsResponse(error_code=code, error_message=why)
+    raise ValueError(f"API {api_key} is not forwarded")

@@ -44,7 +44,7 @@ from odradek.broker.config import ConfigError
 from odradek.broker.control.broker_state import BrokerState
 from odradek.broker.handlers.k18_api_versions import unsupported_version_response
 from odradek.broker.net.connlimits import ConnectionLimits
-from odradek.broker.net.context import ANONYMOUS, RequestContext
+from odradek.broker.net.context import ANONYMOUS, Coordinators, RequestContext
 from odradek.broker.net.pipeline import Call, Pipeline, Stage, Stages, default_stages
 from odradek.broker.net.registry import CloseConnection, Deferred, registration
 from odradek.broker.net.transfer import write_parts
@@ -298,7 +298,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         ctx = RequestContext(self.state, req.api_version, req.header, self.peer, req.size,
                              listener=self.listener,
                              security_protocol=self.security_protocol,
-                             principal=self.principal)
+                             principal=self.principal,
+                             coordinators=self.server.coordinators)
         # registration() imports the API's module on its first request.
         call = Call(req, registration(req.api_key), ctx)
         try:
@@ -346,9 +347,11 @@ class KafkaServer:
     """Listeners bound to one :class:`BrokerState`, and the request pipeline
     every connection's requests go through."""
 
-    def __init__(self, state: BrokerState, metrics: Registry | None = None,
+    def __init__(self, state: BrokerState, coordinators: Coordinators,
+                 metrics: Registry | None = None,
                  stages: list[tuple[Stage, str]] | None = None) -> None:
         self.state = state
+        self.coordinators = coordinators
         config = state.config
         self.metrics = metrics if metrics is not None else Registry()
         self.pipeline: Pipeline = default_stages(Stages(
@@ -382,15 +385,10 @@ class KafkaServer:
         state = self.state
         if state.quorum is None:
             return None
-        from odradek.broker.control.controller_channel import ControllerChannel
         from odradek.broker.net.forward import ForwardToController
 
-        def channel() -> ControllerChannel:
-            if state.channel is None:
-                state.channel = ControllerChannel(state)
-            return state.channel
-
-        return ForwardToController(state.quorum, channel,
+        assert state.channel is not None  # a cluster node's, built with its state
+        return ForwardToController(state.quorum, state.channel,
                                    frozenset(state.config.controller_listener_names()))
 
     def _config_changed(self, names: set[str]) -> None:
@@ -522,8 +520,7 @@ class KafkaServer:
                 part.stopping()
             else:
                 part.notify()
-        if self.state.groups is not None:
-            self.state.groups.release_waiting()
+        self.coordinators.groups.release_waiting()
         for conn in list(self.connections):
             conn._wake.set()
         tasks = [c._task for c in list(self.connections) if c._task]

@@ -49,7 +49,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from odradek.broker.aio import cancel_and_wait, wait_event
-from odradek.broker.control.broker_channel import broker_address, parse_overrides
+from odradek.broker.peers import OVERRIDES, broker_address, parse_overrides
 from odradek.broker.replica.partitions import Partition
 from odradek.client.connection import Connection
 from odradek.wire.errors import ErrorCode
@@ -57,7 +57,7 @@ from odradek.wire.messages.fetch_request import FetchPartition, FetchRequest, Fe
 from odradek.wire.messages.fetch_response import PartitionData
 
 if TYPE_CHECKING:
-    from odradek.broker.control.broker_state import BrokerState
+    from odradek.broker.replica.ports import MetadataView
 
 log = logging.getLogger("odradek.replication")
 FETCH_VERSION = 12
@@ -79,7 +79,7 @@ class _Fetcher:
 class ReplicaFetchers:
     """Every fetcher of this broker, kept in line with the metadata image."""
 
-    def __init__(self, state: BrokerState) -> None:
+    def __init__(self, state: MetadataView) -> None:
         config = state.config
         self.state = state
         self.buckets = max(1, config.get_int("num.replica.fetchers"))
@@ -88,7 +88,7 @@ class ReplicaFetchers:
         self.max_bytes = config.get_int("replica.fetch.max.bytes")
         self.response_max_bytes = config.get_int("replica.fetch.response.max.bytes")
         self.backoff_s = config.get_int("replica.fetch.backoff.ms") / 1000
-        self.overrides = parse_overrides(config.get("odradek.inter.broker.address.overrides"))
+        self.overrides = parse_overrides(config.get(OVERRIDES))
         self.throttle_rate = config.get_int("follower.replication.throttled.rate")
         self.throttled_bytes = 0
         """Bytes copied under the reassignment throttle (for tests and metrics)."""
@@ -157,7 +157,7 @@ class ReplicaFetchers:
         return out
 
     def _address(self, leader: int) -> str | None:
-        return broker_address(self.state, leader, self.overrides)
+        return broker_address(self.state.image, self.state.config, leader, self.overrides)
 
     async def _run(self, fetcher: _Fetcher) -> None:
         loop = asyncio.get_running_loop()

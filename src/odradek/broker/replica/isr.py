@@ -29,15 +29,15 @@ from odradek.wire.messages import alter_partition_request as ap
 from odradek.wire.messages import alter_partition_response as apr
 
 if TYPE_CHECKING:
-    from odradek.broker.control.broker_state import BrokerState
+    from odradek.broker.replica.ports import AlterPartition, MetadataView
 
 log = logging.getLogger("odradek.replication")
-ALTER_PARTITION_VERSION = 1
 
 
 class IsrManager:
-    def __init__(self, state: BrokerState) -> None:
+    def __init__(self, state: MetadataView, alter_partition: AlterPartition) -> None:
         self.state = state
+        self.alter_partition = alter_partition
         self.lag_ms = state.config.get_int("replica.lag.time.max.ms")
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -87,11 +87,6 @@ class IsrManager:
             await self._send(proposals)
 
     async def _send(self, proposals: list[tuple[Partition, frozenset[int]]]) -> None:
-        from odradek.broker.control.controller_channel import (
-            ControllerChannel,
-            ControllerUnavailable,
-        )
-
         state = self.state
         topics: dict[str, list[ap.PartitionData]] = {}
         for part, isr in proposals:
@@ -105,19 +100,13 @@ class IsrManager:
         request = ap.AlterPartitionRequest(
             broker_id=state.node_id, broker_epoch=broker.epoch if broker else -1,
             topics=[ap.TopicData(topic_name=t, partitions=ps) for t, ps in topics.items()])
-        if state.channel is None:
-            state.channel = ControllerChannel(state)
         self.sent += 1
-        try:
-            response = await state.channel.request(request, ALTER_PARTITION_VERSION)
-        except ControllerUnavailable as exc:
-            log.info("AlterPartition not sent: %s", exc)
-            response = None
+        response = await self.alter_partition(request)
         answered: dict[tuple[str, int], apr.PartitionData] = {}
         if response is not None and not response.error_code:
             for topic in response.topics:
-                for p in topic.partitions:
-                    answered[(topic.topic_name, p.partition_index)] = p
+                for data in topic.partitions:
+                    answered[(topic.topic_name, data.partition_index)] = data
         for part, _ in proposals:
             p = answered.get((part.topic, part.index))
             st = part.state
