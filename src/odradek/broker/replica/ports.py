@@ -23,11 +23,24 @@ if TYPE_CHECKING:
 class MetadataView(Protocol):
     """The broker's configuration, clock, metadata image and partitions."""
 
-    config: BrokerConfig
-    clock: Clock
-    image: MetadataImage
-    partitions: PartitionManager
-    on_config_change: list[Callable[[set[str]], None]]
+    @property
+    def config(self) -> BrokerConfig: ...
+
+    @property
+    def clock(self) -> Clock: ...
+
+    @property
+    def image(self) -> MetadataImage:
+        """The current image (replaced, not changed in place, on a snapshot)."""
+        ...
+
+    @property
+    def partitions(self) -> PartitionManager: ...
+
+    @property
+    def on_config_change(self) -> list[Callable[[set[str]], None]]:
+        """Called with the names of the dynamic broker configs that changed."""
+        ...
 
     @property
     def node_id(self) -> int: ...
