@@ -87,6 +87,11 @@ OVERRIDES = {
 DELAY_FILE = "fsync-delay-ms"
 
 
+MAX_MEMBER_REPLACEMENTS = 3
+"""How many times the group's member may be replaced after a commit went
+unanswered for 30 s (see ChaosRun._group_loop)."""
+
+
 class _RingHandler(logging.Handler):
     """Keeps the last lines logged to it (a ``deque`` with a ``maxlen``)."""
 
@@ -588,16 +593,27 @@ class ChaosRun:
     def _group_loop(self) -> None:
         """The group's member: consumes, commits asynchronously every second (one
         commit outstanding at most, so a commit that is never answered shows as
-        commits stopping, not as a stuck thread), and drains up to the final HWs."""
+        commits stopping, not as a stuck thread), and drains up to the final HWs.
+
+        A member whose commit goes unanswered for 30 s is replaced by a new one
+        (at most :data:`MAX_MEMBER_REPLACEMENTS` times), as an application would
+        restart a stuck consumer: CI once saw librdkafka's classic member stop
+        consuming with a commit outstanding, which no broker-side trace could be
+        found for. A stall the cluster causes stalls the new member too, and the
+        check of the final committed offsets still fails; each replacement is
+        reported with the old member's last group-protocol debug lines."""
         from confluent_kafka import Consumer, KafkaException, TopicPartition
 
         h = self.history
         sent = [0.0]  # when the outstanding commit was sent; 0: none outstanding
+        generation = [0]  # the current member; a replaced member's callbacks are ignored
 
         def event(what: str) -> None:
             h.group_events.append((time.monotonic(), what))
 
-        def on_commit(err: Any, partitions: Any) -> None:
+        def on_commit(member: int, err: Any, partitions: Any) -> None:
+            if member != generation[0]:
+                return
             sent[0] = 0.0
             now = time.monotonic()
             if err is not None:
@@ -608,20 +624,26 @@ class ChaosRun:
                 if tp.error is None and tp.offset >= 0:
                     h.commits.append((now, tp.partition, tp.offset))
 
-        # The member's group-protocol debug lines, the last few hundred, printed if
-        # it does not drain (CI once saw it stop consuming with a commit unanswered).
+        # The member's group-protocol debug lines, the last few hundred.
         debug = logging.getLogger("odradek.chaos.group-member")
         debug.propagate = False
         debug.setLevel(logging.DEBUG)
         debug.handlers[:] = [_RingHandler(self._group_debug)]
-        consumer = Consumer(self._conf(**{
-            "group.id": "chaos-group", "enable.auto.commit": False,
-            "auto.offset.reset": "earliest", "session.timeout.ms": 6000,
-            "heartbeat.interval.ms": 1000, "fetch.wait.max.ms": 100,
-            "on_commit": on_commit, "debug": "cgrp", "logger": debug, "log_level": 7}))
-        consumer.subscribe([TOPIC],
-                           on_assign=lambda c, ps: event(f"assigned {len(ps)} partitions"),
-                           on_revoke=lambda c, ps: event(f"revoked {len(ps)} partitions"))
+
+        def new_member() -> Any:
+            member = generation[0]
+            c = Consumer(self._conf(**{
+                "group.id": "chaos-group", "enable.auto.commit": False,
+                "auto.offset.reset": "earliest", "session.timeout.ms": 6000,
+                "heartbeat.interval.ms": 1000, "fetch.wait.max.ms": 100,
+                "on_commit": lambda err, ps: on_commit(member, err, ps),
+                "debug": "cgrp", "logger": debug, "log_level": 7}))
+            c.subscribe([TOPIC],
+                        on_assign=lambda _, ps: event(f"assigned {len(ps)} partitions"),
+                        on_revoke=lambda _, ps: event(f"revoked {len(ps)} partitions"))
+            return c
+
+        consumer = new_member()
         next_offset = dict.fromkeys(range(PARTITIONS), 0)
 
         def commit() -> None:
@@ -639,20 +661,38 @@ class ChaosRun:
                     h.grouped.append(record)
                     next_offset[p] = max(next_offset[p], o + 1)
 
+        def replace() -> Any:
+            """A new member; the stuck one is closed on a thread of its own (its
+            close may wait on the very commit that is stuck)."""
+            event("a commit unanswered for 30 s: the member was replaced")
+            self.log("chaos: the group member's commit went unanswered for 30 s; replacing "
+                     "it. Its last librdkafka cgrp debug lines:\n"
+                     + "\n".join(list(self._group_debug)[-60:]))
+            old = consumer
+            threading.Thread(target=old.close, name="chaos-group-close", daemon=True).start()
+            generation[0] += 1
+            sent[0] = 0.0
+            return new_member()
+
         try:
-            last_commit, warned = time.monotonic(), False
+            last_commit, replaced = time.monotonic(), 0
             while not self._stop_reading.is_set():
                 until = self._tail_until
                 if until is not None and all(next_offset[p] >= until[p] for p in until):
                     break
                 consume(0.2)
                 now = time.monotonic()
-                if sent[0] and now - sent[0] > 30 and not warned:
-                    event("a commit unanswered for 30 s")
-                    warned = True
+                if sent[0] and now - sent[0] > 30:
+                    if replaced < MAX_MEMBER_REPLACEMENTS:
+                        consumer = replace()
+                        replaced += 1
+                        last_commit = now
+                    elif sent[0] > 0:
+                        event("a commit unanswered for 30 s")
+                        sent[0] = -1.0  # reported once; no new commit while it is out
                 if not sent[0] and now - last_commit >= 1.0:
                     commit()
-                    last_commit, warned = now, False
+                    last_commit = now
             # The last commit, once the one outstanding (if any) is answered.
             deadline = time.monotonic() + 30
             while sent[0] and time.monotonic() < deadline:

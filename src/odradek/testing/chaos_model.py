@@ -236,7 +236,9 @@ class ChaosReport:
             *(f"fatal producer error ({h.during(t)}): {name}: {message}"
               for t, name, message in h.fatal_errors),
             f"group: {sum(e.startswith('assigned') for _, e in h.group_events)} assignments, "
-            f"{sum(e.startswith('commit failed') for _, e in h.group_events)} failed commits; "
+            f"{sum(e.startswith('commit failed') for _, e in h.group_events)} failed commits, "
+            f"{sum(e.endswith('member was replaced') for _, e in h.group_events)} members "
+            f"replaced after a commit unanswered for 30 s; "
             f"group commits acknowledged: {len(h.commits)}; "
             f"high watermarks sampled: {len(h.hws)}",
             f"consume-transform-produce: {len(h.txn_committed)} transactions committed, "
