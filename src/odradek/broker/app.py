@@ -33,6 +33,8 @@ from odradek.storage.logdirs import LogDirsError
 if TYPE_CHECKING:
     from odradek.broker.control.quorum_driver import QuorumDriver
     from odradek.broker.net.pipeline import Stage
+    from odradek.broker.replica.fetchers import ReplicaFetchers
+    from odradek.broker.replica.isr import IsrManager
 
 log = logging.getLogger("odradek.broker")
 
@@ -56,6 +58,10 @@ class BrokerApp:
         self.partitions: PartitionManager | None = None
         self.state: BrokerState | None = None
         self.server: KafkaServer | None = None
+        self.fetchers: ReplicaFetchers | None = None
+        """Cluster mode: the replica fetchers copying the partitions this node follows."""
+        self.isr: IsrManager | None = None
+        """Cluster mode: ISR changes of the partitions this node leads."""
         self.groups: GroupRuntime | None = None
         """The group coordinator's runtime (built at start)."""
         self.txns: TxnRuntime | None = None
@@ -100,11 +106,12 @@ class BrokerApp:
             self.state.metadata_ready = False
             self.state.quorum = self._quorum(fs, self.state)
             if "broker" in self.config.process_roles():
-                self.state.fetchers = ReplicaFetchers(self.state)
+                self.fetchers = ReplicaFetchers(self.state)
                 self.partitions.on_leadership = self._leadership_changed
                 assert self.state.channel is not None
-                self.state.isr = IsrManager(self.state, self.state.channel.alter_partition)
-                self.state.isr.start()
+                self.isr = IsrManager(self.state, self.state.channel.alter_partition)
+                self.partitions.on_isr_eligible = self.isr.poke
+                self.isr.start()
         self.partitions.start_housekeeping()
         groups = self.groups = GroupRuntime(self.state, self.partitions, self.config, self.clock)
         self.txns = TxnRuntime(self.state, self.partitions, self.config, self.clock,
@@ -138,8 +145,8 @@ class BrokerApp:
         state = self.state
         if state is None:
             return
-        if state.fetchers is not None:
-            state.fetchers.update(moved)
+        if self.fetchers is not None:
+            self.fetchers.update(moved)
         if self.groups is not None:
             self.groups.leadership_changed(moved)
         if self.txns is not None:
@@ -222,12 +229,12 @@ class BrokerApp:
             if "broker" in self.config.process_roles():
                 await self._controlled_shutdown()
             await self.state.quorum.resign()
-        if self.state is not None and self.state.fetchers is not None:
-            await self.state.fetchers.close()
-            self.state.fetchers = None
-        if self.state is not None and self.state.isr is not None:
-            await self.state.isr.close()
-            self.state.isr = None
+        if self.fetchers is not None:
+            await self.fetchers.close()
+            self.fetchers = None
+        if self.isr is not None:
+            await self.isr.close()
+            self.isr = None
         if self.server is not None:
             await self.server.stop()
             self.server = None

@@ -39,8 +39,6 @@ if TYPE_CHECKING:
     from odradek.broker.control.controller_channel import ControllerChannel
     from odradek.broker.control.quorum_driver import QuorumDriver
     from odradek.broker.control.sessions import Sessions
-    from odradek.broker.replica.fetchers import ReplicaFetchers
-    from odradek.broker.replica.isr import IsrManager
     from odradek.broker.replica.partitions import Partition
 
 
@@ -135,10 +133,6 @@ class BrokerState:
     """This process's registration (a new one at each start)."""
     metadata_ready: bool = True
     """False on a cluster node until its image has caught up with the quorum."""
-    fetchers: ReplicaFetchers | None = None
-    """Cluster mode: the replica fetchers copying the partitions this broker follows."""
-    isr: IsrManager | None = None
-    """Cluster mode: ISR changes of the partitions this broker leads."""
     quorum: QuorumDriver | None = None
     """Cluster mode: the Raft quorum the metadata log lives in (None: single node,
     metadata in the local journal)."""

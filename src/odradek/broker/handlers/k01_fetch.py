@@ -227,8 +227,8 @@ def _collect_replica(
                                                 broker_epoch)
             if read.hw_moved:
                 part.hw_moved()
-            if read.expand and state.isr is not None:
-                state.isr.poke()
+            if read.expand:
+                state.partitions.on_isr_eligible()
             data = PartitionData(
                 partition_index=preq.partition, error_code=read.error_code,
                 high_watermark=read.high_watermark, last_stable_offset=read.high_watermark,

@@ -222,6 +222,9 @@ class PartitionManager:
         self.on_leadership: Callable[[list[Partition]], None] | None = None
         """Called after a reconcile with the partitions whose leader or epoch changed
         (the replica fetchers follow the new leaders)."""
+        self.on_isr_eligible: Callable[[], None] = lambda: None
+        """Called when a follower's fetch makes it eligible to join an ISR (the
+        ISR manager decides at once rather than at its next tick)."""
         self._flushing: dict[tuple[str, int], asyncio.Future[None]] = {}
         self._housekeeping: asyncio.Task[None] | None = None
         self.io_threads = int(server_props.get("odradek.log.writer.threads") or 0)
