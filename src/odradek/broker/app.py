@@ -124,8 +124,10 @@ class BrokerApp:
             self.groups.start()
             self.txns.start()
         self.server = KafkaServer(self.state, Coordinators(self.groups, self.txns),
-                                  self.metrics, self.stages)
-        await self.server.start()
+                                  self.metrics, self.stages, self._forward_stage())
+        # A single node registers once bound, before serving; a cluster node
+        # registers with the controller once serving (peers must reach it).
+        await self.server.start(None if cluster else self.state.register)
         if self.state.quorum is not None:
             from odradek.broker.control.sessions import Sessions, rebalance_forever
 
@@ -138,6 +140,19 @@ class BrokerApp:
             self._registering = loop.create_task(self._join())
         log.info("odradek %s %d listening on %s", self._role_name(), self.state.node_id,
                  self.bootstrap_servers)
+
+    def _forward_stage(self) -> Stage | None:
+        """A cluster node's ``forward`` stage of the request pipeline (none on one
+        node, its own controller)."""
+        state = self.state
+        assert state is not None
+        if state.quorum is None:
+            return None
+        from odradek.broker.net.forward import ForwardToController
+
+        assert state.channel is not None  # a cluster node's, built with its state
+        return ForwardToController(state.quorum, state.channel,
+                                   frozenset(self.config.controller_listener_names()))
 
     def _leadership_changed(self, moved: list[Partition]) -> None:
         """Partitions whose leader changed (cluster mode): followers fetch from the

@@ -196,6 +196,7 @@ class BrokerState:
             image, self.node_id, endpoints, incarnation))
         if outcome.error:
             raise ConfigError(f"cannot register broker {self.node_id}: {outcome.message}")
+        self.in_service.set()  # one node: registered and caught up at once
 
     async def _register_with_controller(self, endpoints: list[Endpoint],
                                         incarnation: uuid.UUID) -> None:
@@ -388,7 +389,7 @@ class BrokerState:
         a cluster node's first answers to clients wait for it, so a client
         starting with the cluster is given brokers and a controller, not an
         empty list. True at once on one node."""
-        if self.quorum is None or self.in_service.is_set():
+        if self.in_service.is_set():
             return True
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self.in_service.wait(), timeout_s)

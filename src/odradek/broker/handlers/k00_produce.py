@@ -255,7 +255,7 @@ async def handle(ctx: RequestContext, request: ProduceRequest
     waits: list[Coroutine[Any, Any, None]] = []
     writing = False
     timeout_s = max(request.timeout_ms, 0) / 1000
-    if state.quorum is not None and not state.in_service.is_set():
+    if not state.in_service.is_set():
         # A cluster node that has just started leads nothing until it is
         # registered, while the other nodes' metadata may already name it the
         # leader. A produce then waits for that (as this node's Metadata

@@ -36,6 +36,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import Counter
+from collections.abc import Awaitable, Callable
 from typing import Any, cast
 
 from odradek.broker.aio import cancel_and_wait
@@ -349,14 +350,18 @@ class KafkaServer:
 
     def __init__(self, state: BrokerState, coordinators: Coordinators,
                  metrics: Registry | None = None,
-                 stages: list[tuple[Stage, str]] | None = None) -> None:
+                 stages: list[tuple[Stage, str]] | None = None,
+                 forward: Stage | None = None) -> None:
+        """``forward``: a cluster node's controller-forwarding stage
+        (broker/net/forward.py); ``stages``: (stage, the stage it goes before)
+        added to the pipeline."""
         self.state = state
         self.coordinators = coordinators
         config = state.config
         self.metrics = metrics if metrics is not None else Registry()
         self.pipeline: Pipeline = default_stages(Stages(
             self.metrics, lambda: self.state.quotas, lambda: self.loop_time() * 1000,
-            unsupported_version_response, self._forward_stage(), list(stages or ())))
+            unsupported_version_response, forward, list(stages or ())))
         self.connections: set[KafkaConnection] = set()
         self.tasks: set[asyncio.Task[None]] = set()
         """Every connection's serving task until it ends (closed connections too)."""
@@ -379,17 +384,6 @@ class KafkaServer:
         self._sweeper: asyncio.Task[None] | None = None
         self._preloader: asyncio.Task[None] | None = None
         self._last_rejection_log = -1e9
-
-    def _forward_stage(self) -> Stage | None:
-        """A cluster node's ``forward`` stage (none on a single node)."""
-        state = self.state
-        if state.quorum is None:
-            return None
-        from odradek.broker.net.forward import ForwardToController
-
-        assert state.channel is not None  # a cluster node's, built with its state
-        return ForwardToController(state.quorum, state.channel,
-                                   frozenset(state.config.controller_listener_names()))
 
     def _config_changed(self, names: set[str]) -> None:
         """Dynamic broker configs changed: the connection limits follow."""
@@ -443,7 +437,10 @@ class KafkaServer:
                     self.stats["idle_closed"] += 1
                     conn.close()
 
-    async def start(self) -> None:
+    async def start(self, before_serving: Callable[[], Awaitable[None]] | None = None) -> None:
+        """Bind every listener, then run ``before_serving`` (a single node registers
+        its bound ports: no request is answered from the previous run's
+        registration), then accept connections."""
         loop = self._loop = asyncio.get_running_loop()
         if self.idle_ms > 0:
             self._sweeper = loop.create_task(self._sweep_idle())
@@ -461,11 +458,8 @@ class KafkaServer:
             )
             self._servers.append(server)
         self.state.advertised = self._advertised()
-        # Bound but not accepting yet: the registration names the real ports, and
-        # no request is answered from the previous run's registration. (A cluster
-        # node registers with the controller once serving: peers must reach it.)
-        if self.state.quorum is None:
-            await self.state.register()
+        if before_serving is not None:
+            await before_serving()
         for server in self._servers:
             await server.start_serving()
         self._preloader = loop.create_task(self._preload_handlers())
@@ -509,17 +503,14 @@ class KafkaServer:
         self.draining = True
         await cancel_and_wait(self._preloader, self._sweeper)
         self._preloader = self._sweeper = None
-        cluster = self.state.quorum is not None
         for part in self.state.partitions.partitions.values():
-            if cluster:
-                # A produce waiting for its followers is not acknowledged and not
-                # answered: its connection closes (BrokerStopping says why) and
-                # the client retries at the next leader. When the whole cluster
-                # stops, the followers it waits for are stopping too, and the
-                # drain would wait its whole timeout for them.
-                part.stopping()
-            else:
-                part.notify()
+            # A produce waiting for its followers is not acknowledged and not
+            # answered: its connection closes (BrokerStopping says why) and the
+            # client retries at the next leader. When the whole cluster stops,
+            # the followers it waits for are stopping too, and the drain would
+            # wait its whole timeout for them. (A single node's HW is its log
+            # end: nothing waits for it, and this only wakes the long polls.)
+            part.stopping()
         self.coordinators.groups.release_waiting()
         for conn in list(self.connections):
             conn._wake.set()
