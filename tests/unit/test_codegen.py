@@ -9,7 +9,6 @@ import pytest
 from tools.codegen.generate import DEFAULT_SPECS, WIRE, check
 from tools.codegen.spec import parse_versions, snake_case, strip_comments
 
-
 NO_SPECS = (f"Kafka's message specs are not at {DEFAULT_SPECS} (a checkout not beside "
             "shared/): the generated code was not compared with them")
 
