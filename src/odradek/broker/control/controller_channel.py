@@ -68,6 +68,12 @@ class ControllerChannel:
         controller = quorum.leader_id
         if controller < 0 or controller not in quorum.voters:
             raise ControllerUnavailable("no active controller yet")
+        if controller == self.state.node_id and not quorum.is_leader:
+            # Elected, but not active until it has committed in its epoch: a
+            # request sent to itself now would be forwarded to itself again, on
+            # the connection still serving the first (a deadlock until the
+            # timeout). The caller waits for the quorum's next change.
+            raise ControllerUnavailable("this node leads the quorum but is not active yet")
         timeout = self.timeout_s if timeout_s is None else timeout_s
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout

@@ -104,6 +104,7 @@ class QuorumDriver:
         """Called after a role or leader change (the broker moves coordinators)."""
         self._last_view = (Role.UNATTACHED, -1, -1)
         self._view_waiters: list[asyncio.Future[None]] = []
+        self._last_active = False
         self.active_since_ms = -1
         """Monotonic ms at which this node last became the quorum's leader (-1: it
         does not lead)."""
@@ -227,6 +228,12 @@ class QuorumDriver:
                 task.add_done_callback(self._tasks.discard)
         self._catch_up()
         view = (self.raft.role, self.raft.epoch, self.raft.leader_id)
+        active = self.is_leader
+        if active != self._last_active:
+            # An elected leader becomes active once it has committed in its
+            # epoch: not a change of view, but one that callers wait for.
+            self._last_active = active
+            self._wake_view_waiters()
         if view != self._last_view:
             self._last_view = view
             self.active_since_ms = self._now() if view[0] is Role.LEADER else -1
@@ -234,15 +241,19 @@ class QuorumDriver:
                      view[0].value, view[1], view[2])
             if self.on_change is not None:
                 self.on_change()
-            waiters, self._view_waiters = self._view_waiters, []
-            for fut in waiters:
-                if not fut.done():
-                    fut.set_result(None)
+            self._wake_view_waiters()
         self._wake.set()
 
+    def _wake_view_waiters(self) -> None:
+        waiters, self._view_waiters = self._view_waiters, []
+        for fut in waiters:
+            if not fut.done():
+                fut.set_result(None)
+
     async def view_change(self, timeout_s: float) -> bool:
-        """Wait until this node's view of the quorum (role, epoch, leader) next
-        changes, at most ``timeout_s``; whether it did."""
+        """Wait until this node's view of the quorum (role, epoch, leader, and
+        whether it is the active controller) next changes, at most ``timeout_s``;
+        whether it did."""
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._view_waiters.append(fut)
         try:
