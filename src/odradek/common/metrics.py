@@ -54,27 +54,41 @@ class _Family:
         raise NotImplementedError
 
 
+class Cell:
+    """One series' number, for a caller that adds to it on a hot path (keep the
+    cell, skip the lookup by labels)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self) -> None:
+        self.value = 0.0
+
+
 class Counter(_Family):
     kind = "counter"
 
     def __init__(self, name: str, help_text: str, labels: Sequence[str] = ()) -> None:
         super().__init__(name, help_text, labels)
-        self.values: dict[Labels, float] = {}
+        self.values: dict[Labels, Cell] = {}
+
+    def cell(self, *labels: str) -> Cell:
+        """The series of ``labels`` (made at 0 on first use)."""
+        cell = self.values.get(labels)
+        if cell is None:
+            self._check(labels)
+            cell = self.values[labels] = Cell()
+        return cell
 
     def inc(self, *labels: str, by: float = 1.0) -> None:
-        values = self.values
-        if labels in values:
-            values[labels] += by
-        else:
-            self._check(labels)
-            values[labels] = by
+        self.cell(*labels).value += by
 
     def get(self, *labels: str) -> float:
-        return self.values.get(labels, 0.0)
+        cell = self.values.get(labels)
+        return cell.value if cell is not None else 0.0
 
     def samples(self) -> Iterable[tuple[str, Labels, Labels, float]]:
-        for labels, value in sorted(self.values.items()):
-            yield "", self.labels, labels, value
+        for labels in sorted(self.values):
+            yield "", self.labels, labels, self.values[labels].value
 
 
 class Gauge(_Family):
@@ -114,13 +128,17 @@ class Histogram(_Family):
         """Per series: a count per bucket (not cumulative; the last for +Inf),
         then the sum."""
 
-    def observe(self, value: float, *labels: str) -> None:
+    def row(self, *labels: str) -> list[float]:
+        """The series of ``labels`` (made empty on first use), for
+        :func:`observe_into` on a hot path."""
         row = self.series.get(labels)
         if row is None:
             self._check(labels)
             row = self.series[labels] = [0.0] * (len(self.buckets) + 2)
-        row[bisect.bisect_left(self.buckets, value)] += 1
-        row[-1] += value
+        return row
+
+    def observe(self, value: float, *labels: str) -> None:
+        observe_into(self.buckets, self.row(*labels), value)
 
     def count(self, *labels: str) -> int:
         row = self.series.get(labels)
@@ -135,6 +153,12 @@ class Histogram(_Family):
                 yield "_bucket", names, (*labels, _number(bound)), running
             yield "_sum", self.labels, labels, row[-1]
             yield "_count", self.labels, labels, running
+
+
+def observe_into(buckets: tuple[float, ...], row: list[float], value: float) -> None:
+    """Count ``value`` into a histogram series (:meth:`Histogram.row`)."""
+    row[bisect.bisect_left(buckets, value)] += 1
+    row[-1] += value
 
 
 Family = Counter | Gauge | Histogram

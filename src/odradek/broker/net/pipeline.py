@@ -41,13 +41,14 @@ without touching the connection class.
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from odradek.broker.net.registry import CloseConnection, Deferred, Registration
-from odradek.common.metrics import Counter, Histogram, Registry
+from odradek.common.metrics import Cell, Counter, Histogram, Registry, observe_into
 from odradek.wire.api import api_name
 from odradek.wire.errors import ErrorCode
 
@@ -115,22 +116,16 @@ class Pipeline:
         self.run = self._compose()
 
     def _compose(self) -> Proceed:
+        """One callable for the whole chain: each stage bound to the next with
+        ``functools.partial`` (a request costs one coroutine frame per stage);
+        a stage whose ``passthrough`` is true (today's authenticate and
+        authorize) is left out of the chain but kept in :attr:`stages`."""
         *outer, last = self.stages
-
-        async def end(call: Call) -> Any:
-            return await last(call, _no_further)
-
-        chain: Proceed = end
+        chain: Proceed = functools.partial(last, proceed=_no_further)
         for stage in reversed(outer):
-            chain = _link(stage, chain)
+            if not getattr(stage, "passthrough", False):
+                chain = functools.partial(stage, proceed=chain)
         return chain
-
-
-def _link(stage: Stage, proceed: Proceed) -> Proceed:
-    async def step(call: Call) -> Any:
-        return await stage(call, proceed)
-
-    return step
 
 
 async def _no_further(call: Call) -> Any:
@@ -162,39 +157,53 @@ class RequestMetrics:
         self.latency: Histogram = registry.histogram(
             "odradek_request_latency_seconds",
             "Time from a request's decoding to its answer being decided, by API", ("api",))
-        self._names: dict[int, str] = {}
-
-    def _name(self, api_key: int) -> str:
-        name = self._names.get(api_key)
-        if name is None:
-            try:
-                name = api_name(api_key)
-            except (KeyError, ValueError):
-                name = f"Api{api_key}"
-            self._names[api_key] = name
-        return name
+        self._cells: dict[int, _ApiCells] = {}
 
     async def __call__(self, call: Call, proceed: Proceed) -> Any:
-        api = self._name(call.api_key)
-        self.requests.inc(api)
-        self.request_bytes.inc(api, by=call.request.size)
+        cells = self._cells.get(call.api_key)
+        if cells is None:
+            cells = self._cells[call.api_key] = self._make(call.api_key)
+        cells.requests.value += 1
+        cells.bytes.value += call.request.size
         started = self.clock()
         answer = await proceed(call)
         if isinstance(answer, Deferred):
-            return Deferred(self._later(api, started, answer.answer))
-        self._done(api, started, answer)
+            return Deferred(self._later(cells, started, answer.answer))
+        self._done(cells, started, answer)
         return answer
 
-    async def _later(self, api: str, started: float, answer: Awaitable[Any]) -> Any:
+    def _make(self, api_key: int) -> _ApiCells:
+        try:
+            name = api_name(api_key)
+        except (KeyError, ValueError):
+            name = f"Api{api_key}"
+        return _ApiCells(name, self.requests.cell(name), self.request_bytes.cell(name),
+                         self.latency.row(name))
+
+    async def _later(self, cells: _ApiCells, started: float, answer: Awaitable[Any]) -> Any:
         body = await answer
-        self._done(api, started, body)
+        self._done(cells, started, body)
         return body
 
-    def _done(self, api: str, started: float, body: Any) -> None:
-        self.latency.observe(self.clock() - started, api)
+    def _done(self, cells: _ApiCells, started: float, body: Any) -> None:
+        observe_into(self.latency.buckets, cells.latency, self.clock() - started)
         if body is not None:
-            for code in error_codes(body):
-                self.errors.inc(api, _error_name(code))
+            collect = _collector(type(body))
+            if collect is not None:
+                codes: list[int] = []
+                collect(body, codes)
+                for code in codes:
+                    self.errors.inc(cells.name, _error_name(code))
+
+
+@dataclass(slots=True)
+class _ApiCells:
+    """One API's series, kept by :class:`RequestMetrics` to skip label lookups."""
+
+    name: str
+    requests: Cell
+    bytes: Cell
+    latency: list[float]
 
 
 class VersionGate:
@@ -221,6 +230,7 @@ class Authenticate:
     ``User:ANONYMOUS``, set when the connection is made."""
 
     name = "authenticate"
+    passthrough = True
 
     async def __call__(self, call: Call, proceed: Proceed) -> Any:
         return await proceed(call)
@@ -231,6 +241,7 @@ class Authorize:
     ``call.registration.access`` for ``call.ctx.principal`` here."""
 
     name = "authorize"
+    passthrough = True
 
     async def __call__(self, call: Call, proceed: Proceed) -> Any:
         return await proceed(call)
@@ -306,48 +317,64 @@ def default_stages(parts: Stages) -> Pipeline:
 
 # -- error codes of an answer ------------------------------------------------------
 
-_ERROR_PATHS: dict[type, tuple[tuple[str, int], ...]] = {}
-"""Per generated class: (field, kind) of each field that is or holds an error
-code; kind 0: the code itself, 1: a struct, 2: an array of structs."""
+Collector = Callable[[Any, list[int]], None]
+_COLLECTORS: dict[type, Collector | None] = {}
+"""Per generated class: a function appending the non-zero error codes of an
+instance and of the structs it holds (None: it holds no error code)."""
 
 
 def error_codes(body: Any) -> list[int]:
     """Every non-zero ``error_code`` in ``body`` and the structs it holds."""
     out: list[int] = []
-    _collect(body, out)
+    collect = _collector(type(body))
+    if collect is not None:
+        collect(body, out)
     return out
 
 
-def _collect(node: Any, out: list[int]) -> None:
-    paths = _ERROR_PATHS.get(type(node))
-    if paths is None:
-        paths = _paths(type(node))
-    for name, kind in paths:
-        value = getattr(node, name)
-        if kind == 0:
-            if value:
-                out.append(value)
-        elif kind == 1:
-            _collect(value, out)
-        else:
-            for item in value:
-                _collect(item, out)
-
-
-def _paths(cls: type) -> tuple[tuple[str, int], ...]:
-    _ERROR_PATHS[cls] = ()  # a struct that holds itself ends here
-    found: list[tuple[str, int]] = []
+def _collector(cls: type) -> Collector | None:
+    if cls in _COLLECTORS:
+        return _COLLECTORS[cls]
+    _COLLECTORS[cls] = None  # a struct that holds itself ends here
+    own = False
+    singles: list[tuple[str, Collector]] = []
+    arrays: list[tuple[str, Collector]] = []
+    leaf_arrays: list[str] = []  # arrays of structs whose only error code is their own
     for f in getattr(cls, "FIELDS", ()):
         if f.name == "error_code" and f.kind == "int16" and not f.array:
-            found.append((f.name, 0))
+            own = True
         elif f.kind == "struct" and f.struct is not None:
-            inner = _ERROR_PATHS.get(f.struct)
-            if inner is None:
-                inner = _paths(f.struct)
-            if inner:
-                found.append((f.name, 2 if f.array else 1))
-    result = _ERROR_PATHS[cls] = tuple(found)
-    return result
+            sub = _collector(f.struct)
+            if sub is None:
+                continue
+            if f.array and f.struct in _LEAVES:
+                leaf_arrays.append(f.name)
+            else:
+                (arrays if f.array else singles).append((f.name, sub))
+    if not own and not singles and not arrays and not leaf_arrays:
+        return None
+
+    def collect(node: Any, out: list[int]) -> None:
+        if own and node.error_code:
+            out.append(node.error_code)
+        for name in leaf_arrays:
+            for item in getattr(node, name):
+                if item.error_code:
+                    out.append(item.error_code)
+        for name, sub in singles:
+            sub(getattr(node, name), out)
+        for name, sub in arrays:
+            for item in getattr(node, name):
+                sub(item, out)
+
+    if own and not singles and not arrays and not leaf_arrays:
+        _LEAVES.add(cls)
+    _COLLECTORS[cls] = collect
+    return collect
+
+
+_LEAVES: set[type] = set()
+"""Classes whose only error code is their own field (read inline by their parent)."""
 
 
 def _error_name(code: int) -> str:
