@@ -23,12 +23,34 @@ from __future__ import annotations
 import ipaddress
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-from odradek.broker.config import ConfigError, Listener
+from odradek.broker.listeners import ConfigError, Listener
 
-if TYPE_CHECKING:
-    from odradek.broker.config import BrokerConfig
+
+class KraftSettings(Protocol):
+    """What the KRaft rules read of a configuration (``BrokerConfig``)."""
+
+    explicit: dict[str, str]
+
+    @property
+    def node_id(self) -> int: ...
+
+    def get(self, key: str) -> str: ...
+
+    def process_roles(self) -> frozenset[str]: ...
+
+    def quorum_voters(self) -> list[QuorumVoter]: ...
+
+    def quorum_bootstrap_servers(self) -> list[tuple[str, int]]: ...
+
+    def controller_listener_names(self) -> list[str]: ...
+
+    def listeners(self) -> list[Listener]: ...
+
+    def advertised_listeners(self) -> list[Listener]: ...
+
+    def client_advertised_listeners(self) -> list[Listener]: ...
 
 ROLES = ("broker", "controller")
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
@@ -135,7 +157,7 @@ def parse_protocol_map(text: str) -> dict[str, str]:
     return out
 
 
-def effective_protocol_map(config: BrokerConfig) -> dict[str, str]:
+def effective_protocol_map(config: KraftSettings) -> dict[str, str]:
     """The map, plus, when it is left at its default, PLAINTEXT for every controller
     listener it does not name (Kafka's convenience for KRaft)."""
     mapping = parse_protocol_map(config.get(PROTOCOL_MAP))
@@ -145,7 +167,7 @@ def effective_protocol_map(config: BrokerConfig) -> dict[str, str]:
     return mapping
 
 
-def validate(config: BrokerConfig) -> None:
+def validate(config: KraftSettings) -> None:
     """Kafka's KRaft rules for roles, quorum and listeners; ConfigError, one line."""
     roles = config.process_roles()
     voter_ids = {v.node_id for v in config.quorum_voters()}
@@ -191,7 +213,7 @@ def validate(config: BrokerConfig) -> None:
     _validate_inter_broker(config, names)
 
 
-def _validate_protocols(config: BrokerConfig, controller_names: list[str]) -> None:
+def _validate_protocols(config: KraftSettings, controller_names: list[str]) -> None:
     mapping = effective_protocol_map(config)
     named = [lis.name for lis in config.listeners() + config.advertised_listeners()]
     for name in dict.fromkeys(named + controller_names):
@@ -203,7 +225,7 @@ def _validate_protocols(config: BrokerConfig, controller_names: list[str]) -> No
                               f"does not support yet (only PLAINTEXT)")
 
 
-def _validate_inter_broker(config: BrokerConfig, controller_names: list[str]) -> None:
+def _validate_inter_broker(config: KraftSettings, controller_names: list[str]) -> None:
     name = config.get(INTER_BROKER).strip().upper()
     if not name:
         return

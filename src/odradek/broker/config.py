@@ -10,18 +10,23 @@ interprets must parse, or :class:`ConfigError` says which and why.
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from odradek.broker.cluster_config import QuorumVoter
+from odradek.broker.cluster_config import (
+    QuorumVoter,
+    parse_bootstrap_servers,
+    parse_listener_names,
+    parse_roles,
+    parse_voters,
+    split_listeners,
+    validate,
+)
+from odradek.broker.listeners import ConfigError, Listener, parse_listeners
 
-
-class ConfigError(ValueError):
-    """A configuration value that cannot be used; the message is one line."""
+__all__ = ["DEFAULTS", "BrokerConfig", "ConfigError", "Listener", "parse_listeners",
+           "parse_overrides", "read_properties"]
 
 
 # Kafka's broker defaults for the keys Odradek reads (name → default as text).
@@ -198,15 +203,6 @@ _BOOL_KEYS = {"auto.create.topics.enable", "delete.topic.enable",
               "unclean.leader.election.enable", "auto.leader.rebalance.enable"}
 
 
-@dataclass(frozen=True, slots=True)
-class Listener:
-    name: str
-    host: str
-    port: int
-
-
-# NAME://HOST:PORT, an IPv6 host in brackets; the name may hold "_" (SASL_SSL),
-# which a URL scheme may not, so this is no job for urlsplit.
 _READ_ELSEWHERE = frozenset({"log.dir"})
 """Keys read by a part of the broker that has no default here."""
 
@@ -231,25 +227,6 @@ KAFKA_IGNORED = frozenset({
 })
 """Kafka broker settings Odradek accepts without a word of warning (listed at
 start-up as ignored): a Kafka ``server.properties`` starts Odradek unchanged."""
-
-_LISTENER = re.compile(r"([A-Za-z0-9_.-]+)://(\[[0-9A-Fa-f:.%]*\]|[^:/\[\]]*):([0-9]*)")
-
-
-def parse_listeners(text: str, key: str) -> list[Listener]:
-    """``PLAINTEXT://127.0.0.1:9092,OTHER://:9093`` → listeners (port 0 = ephemeral)."""
-    out: list[Listener] = []
-    for item in filter(None, (x.strip() for x in text.split(","))):
-        match = _LISTENER.fullmatch(item)
-        if not match or not match.group(3):
-            raise ConfigError(f"{key}: expected NAME://HOST:PORT, got {item!r}")
-        name, host, port = match.group(1).upper(), match.group(2).strip("[]"), match.group(3)
-        if int(port) > 65535:
-            raise ConfigError(f"{key}: bad port in {item!r}")
-        out.append(Listener(name, host, int(port)))
-    if not out:
-        raise ConfigError(f"{key}: no listener given")
-    return out
-
 
 def read_properties(path: Path) -> dict[str, str]:
     """Java-properties subset: ``key=value`` or ``key: value``, comments, blank lines."""
@@ -402,9 +379,7 @@ class BrokerConfig:
         threads = self.get("num.replica.alter.log.dirs.threads").strip()
         if threads and (not threads.isdigit() or int(threads) < 1):
             raise ConfigError("num.replica.alter.log.dirs.threads: must be at least 1")
-        from odradek.broker import cluster_config
-
-        cluster_config.validate(self)
+        validate(self)
 
     @property
     def node_id(self) -> int:
@@ -438,22 +413,15 @@ class BrokerConfig:
         meta = self.metadata_log_dir
         return [*dirs, meta] if meta is not None and meta not in dirs else dirs
 
-    # The KRaft parsing lives in cluster_config, which imports this module: hence
-    # the imports inside the methods.
+    # KRaft settings: parsed and checked in cluster_config.
     def process_roles(self) -> frozenset[str]:
-        from odradek.broker.cluster_config import parse_roles
-
         return parse_roles(self.get("process.roles"))
 
     def quorum_voters(self) -> list[QuorumVoter]:
         """``controller.quorum.voters`` parsed; empty in single-node mode."""
-        from odradek.broker.cluster_config import parse_voters
-
         return parse_voters(self.get("controller.quorum.voters"))
 
     def quorum_bootstrap_servers(self) -> list[tuple[str, int]]:
-        from odradek.broker.cluster_config import parse_bootstrap_servers
-
         return parse_bootstrap_servers(self.get("controller.quorum.bootstrap.servers"))
 
     @property
@@ -462,20 +430,14 @@ class BrokerConfig:
         return bool(self.quorum_voters())
 
     def controller_listener_names(self) -> list[str]:
-        from odradek.broker.cluster_config import parse_listener_names
-
         return parse_listener_names(self.get("controller.listener.names"))
 
     def controller_listeners(self) -> list[Listener]:
         """The listeners named by ``controller.listener.names``, in that order."""
-        from odradek.broker.cluster_config import split_listeners
-
         return split_listeners(self.listeners(), self.controller_listener_names())[0]
 
     def client_listeners(self) -> list[Listener]:
         """The listeners that are not controller listeners, in ``listeners`` order."""
-        from odradek.broker.cluster_config import split_listeners
-
         return split_listeners(self.listeners(), self.controller_listener_names())[1]
 
     def listeners(self) -> list[Listener]:

@@ -38,7 +38,6 @@ from odradek.metadata.image import Endpoint, MetadataImage
 if TYPE_CHECKING:
     from odradek.broker.control.controller_channel import ControllerChannel
     from odradek.broker.control.quorum_driver import QuorumDriver
-    from odradek.broker.control.sessions import Sessions
     from odradek.broker.replica.partitions import Partition
 
 
@@ -71,6 +70,22 @@ class MetadataJournal(Protocol):
     def end_offset(self) -> int:
         """The offset the next record gets (DescribeQuorum's high watermark on a
         single node, where every record is committed once written)."""
+        ...
+
+
+class BrokerSessions(Protocol):
+    """The active controller's view of broker sessions (broker/control/sessions.py)."""
+
+    def heard(self, broker_id: int) -> None:
+        """A heartbeat or registration from ``broker_id``: its session goes on."""
+        ...
+
+    async def fence(self, broker_id: int) -> None:
+        """Fence ``broker_id`` now (its controlled shutdown)."""
+        ...
+
+    async def run(self) -> None:
+        """Fence brokers whose session expired, for as long as this node runs."""
         ...
 
 
@@ -121,7 +136,7 @@ class BrokerState:
     """Reserved, not yet handed out producer ids (popped from the end)."""
     quotas: QuotaManager | None = None
     """Client quota sensors (set by :meth:`open`)."""
-    sessions: Sessions | None = None
+    sessions: BrokerSessions | None = None
     """Cluster mode: broker heartbeats as the active controller sees them."""
     channel: ControllerChannel | None = None
     """Cluster mode: requests to the active controller (built by :meth:`open`;

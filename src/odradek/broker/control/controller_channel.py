@@ -17,10 +17,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from odradek.broker.control.broker_state import BrokerState
     from odradek.client.connection import Connection
     from odradek.wire.messages.alter_partition_request import AlterPartitionRequest
     from odradek.wire.messages.alter_partition_response import AlterPartitionResponse
@@ -28,6 +27,29 @@ if TYPE_CHECKING:
 FORWARDED_APIS = frozenset({19, 20, 33, 37, 43, 44, 45, 46, 49, 55})
 ALTER_PARTITION_VERSION = 1
 log = logging.getLogger("odradek.replication")
+
+
+class QuorumView(Protocol):
+    """What a channel reads of the controller quorum."""
+
+    @property
+    def leader_id(self) -> int: ...
+
+    @property
+    def voters(self) -> dict[int, tuple[str, int]]: ...
+
+    @property
+    def is_leader(self) -> bool: ...
+
+
+class ChannelOwner(Protocol):
+    """The node a channel belongs to (the control wing's ``BrokerState``)."""
+
+    @property
+    def quorum(self) -> QuorumView | None: ...
+
+    @property
+    def node_id(self) -> int: ...
 
 
 class ControllerUnavailable(Exception):
@@ -53,7 +75,7 @@ class ControllerChannel:
     POLL_S = 0.05
     """How often a waiting call looks whether the quorum's leader moved."""
 
-    def __init__(self, state: BrokerState, timeout_s: float = 10.0, name: str = "node") -> None:
+    def __init__(self, state: ChannelOwner, timeout_s: float = 10.0, name: str = "node") -> None:
         self.state = state
         self.timeout_s = timeout_s
         self.name = name

@@ -37,7 +37,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 from odradek.broker.aio import cancel_and_wait
 from odradek.common import crashpoints
@@ -45,7 +45,39 @@ from odradek.replication.future import FutureReplica
 from odradek.storage.errors import StorageError
 
 if TYPE_CHECKING:
-    from odradek.broker.replica.partitions import Partition, PartitionManager
+    from odradek.replication.partition import PartitionState
+    from odradek.storage.fs import FileSystem
+    from odradek.storage.manager import LogManager
+
+
+class Partition(Protocol):
+    """What a move reads of a partition (the replica manager's ``Partition``)."""
+
+    @property
+    def topic(self) -> str: ...
+
+    @property
+    def index(self) -> int: ...
+
+    @property
+    def state(self) -> PartitionState: ...
+
+
+class MoverHost(Protocol):
+    """What a move needs of the replica manager (``PartitionManager``): its log
+    manager and file system, and the partition's writes, flushes and swap."""
+
+    @property
+    def logs(self) -> LogManager: ...
+
+    @property
+    def fs(self) -> FileSystem: ...
+
+    def flushing(self, part: Any) -> asyncio.Future[None] | None: ...
+
+    async def writes_done(self, part: Any) -> None: ...
+
+    def promote_future(self, part: Any) -> None: ...
 
 log = logging.getLogger("odradek.broker")
 
@@ -61,7 +93,7 @@ writes to complete before it drains the rest on the event loop."""
 class LogMover:
     """The moves of one broker (see the module docstring)."""
 
-    def __init__(self, manager: PartitionManager, threads: int,
+    def __init__(self, manager: MoverHost, threads: int,
                  max_bytes_per_second: float = float("inf")) -> None:
         self.manager = manager
         self.max_bytes_per_second = max_bytes_per_second
