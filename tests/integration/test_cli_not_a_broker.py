@@ -21,8 +21,9 @@ import pytest
 
 from tests.support.cluster import free_port
 
-# Each command must fail within a wall-clock bound: run alone (tests/conftest.py).
-pytestmark = pytest.mark.timing
+# Each command must fail within a wall-clock bound: run alone (tests/conftest.py),
+# and out of the fast tier (about 80 s of connect timeouts).
+pytestmark = [pytest.mark.timing, pytest.mark.slow]
 
 COMMANDS = [
     ["topics", "list"], ["topics", "describe", "t"], ["topics", "create", "t"],
