@@ -23,16 +23,14 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 # -- tiers and parallel runs ---------------------------------------------------
 #
-# The suite runs under pytest-xdist (``scripts/test.sh``: ``-n 4 --dist
-# loadgroup``); most tests wait on sockets, so four workers on two cores keep
-# both busy. The Spark tests share one worker, so one SparkSession (a JVM)
-# serves them all (this hook runs before xdist's, which reads the group
-# marker). Tests marked ``timing`` assert a wall-clock bound, which four workers
-# sharing two cores would stretch: the script runs them afterwards, alone. The
-# fast tier (``scripts/test.sh --fast``) leaves out what is marked ``slow``: the
-# Spark tests and the tests that run multi-node clusters (each node a process),
-# listed here by file so a new test in those files is in the right tier without
-# a marker of its own.
+# The suite runs under pytest-xdist (``scripts/test.sh``: ``-n 4``); most tests
+# wait on sockets, so four workers on two cores keep both busy (each worker that
+# runs a Spark test starts its own SparkSession). Tests marked ``timing`` assert
+# a wall-clock bound, which four workers sharing two cores would stretch: the
+# script runs them afterwards, alone. The fast tier (``scripts/test.sh --fast``)
+# leaves out what is marked ``slow``: the Spark tests and the tests that run
+# multi-node clusters (each node a process), listed here by file so a new test
+# in those files is in the right tier without a marker of its own.
 
 CLUSTER_FILES = frozenset({
     "test_chaos.py", "test_cluster.py", "test_cluster_restart.py",
@@ -47,7 +45,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if "spark" in path.parts and "unit" not in path.parts:
             item.add_marker(pytest.mark.spark)
             item.add_marker(pytest.mark.slow)
-            item.add_marker(pytest.mark.xdist_group("spark"))
         elif path.name in CLUSTER_FILES:
             item.add_marker(pytest.mark.cluster)
             item.add_marker(pytest.mark.slow)
