@@ -675,7 +675,7 @@ class ChaosRun:
             return new_member()
 
         try:
-            last_commit, replaced = time.monotonic(), 0
+            last_commit, replaced, warned = time.monotonic(), 0, False
             while not self._stop_reading.is_set():
                 until = self._tail_until
                 if until is not None and all(next_offset[p] >= until[p] for p in until):
@@ -687,12 +687,12 @@ class ChaosRun:
                         consumer = replace()
                         replaced += 1
                         last_commit = now
-                    elif sent[0] > 0:
+                    elif not warned:
                         event("a commit unanswered for 30 s")
-                        sent[0] = -1.0  # reported once; no new commit while it is out
+                        warned = True
                 if not sent[0] and now - last_commit >= 1.0:
                     commit()
-                    last_commit = now
+                    last_commit, warned = now, False
             # The last commit, once the one outstanding (if any) is answered.
             deadline = time.monotonic() + 30
             while sent[0] and time.monotonic() < deadline:

@@ -36,6 +36,7 @@ used from its next :meth:`start`.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import signal
 import socket
@@ -72,6 +73,7 @@ _handed_out_lock = threading.Lock()
 _next_fixed: list[int] = []
 
 
+@functools.cache
 def _fixed_range() -> range | None:
     """This process's slice of the ports below the kernel's ephemeral range.
 

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from odradek.broker.control.controller_channel import ControllerChannel
 
 
-class QuorumView(Protocol):
+class ActiveQuorum(Protocol):
     """What forwarding needs of the quorum."""
 
     @property
@@ -39,7 +39,7 @@ class QuorumView(Protocol):
 class ForwardToController:
     name = "forward"
 
-    def __init__(self, quorum: QuorumView, channel: ControllerChannel,
+    def __init__(self, quorum: ActiveQuorum, channel: ControllerChannel,
                  controller_listeners: frozenset[str], wait_s: float = 1.0) -> None:
         self.quorum = quorum
         self.channel = channel

@@ -40,7 +40,6 @@ without touching the connection class.
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import time
 from collections.abc import Awaitable, Callable
@@ -188,12 +187,8 @@ class RequestMetrics:
     def _done(self, cells: _ApiCells, started: float, body: Any) -> None:
         observe_into(self.latency.buckets, cells.latency, self.clock() - started)
         if body is not None:
-            collect = _collector(type(body))
-            if collect is not None:
-                codes: list[int] = []
-                collect(body, codes)
-                for code in codes:
-                    self.errors.inc(cells.name, _error_name(code))
+            for code in error_codes(body):
+                self.errors.inc(cells.name, _error_name(code))
 
 
 @dataclass(slots=True)
@@ -383,11 +378,3 @@ def _error_name(code: int) -> str:
     except ValueError:
         return str(code)
 
-
-async def wait_for_change(event: asyncio.Event, timeout_s: float) -> bool:
-    """Wait for ``event`` at most ``timeout_s``; whether it was set."""
-    try:
-        await asyncio.wait_for(event.wait(), timeout_s)
-    except TimeoutError:
-        return False
-    return True
