@@ -29,7 +29,7 @@ def test_a_restarted_broker_registers_its_new_port(tmp_path: Path) -> None:
             assert _brokers(broker.bootstrap_servers) == [(1, host, int(port))]
             state = broker.app.state
             assert state is not None
-            registrations = [r for r in state.journal.replay()
+            registrations = [r for r in state.metadata.replay()
                              if isinstance(r, RegisterBrokerRecord)]
             ports.append(int(port))
     assert len(registrations) == 2  # one per start, journaled

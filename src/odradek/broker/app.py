@@ -15,15 +15,17 @@ from typing import TYPE_CHECKING
 
 from odradek.broker.aio import cancel_and_wait
 from odradek.broker.config import BrokerConfig
-from odradek.broker.control.broker_state import BrokerState, MemoryJournal, MetadataJournal
+from odradek.broker.control.broker_state import BrokerSessions, BrokerState, SingleNodeSessions
 from odradek.broker.control.dirlock import DirLock, lock_dirs
 from odradek.broker.control.journal import LogJournal
 from odradek.broker.control.meta_properties import DataDirError
+from odradek.broker.control.metadata_log import JournalMetadataLog, MetadataLog
 from odradek.broker.coordinators.group_runtime import GroupRuntime
 from odradek.broker.coordinators.txn_runtime import TxnRuntime
 from odradek.broker.net.context import Coordinators
 from odradek.broker.net.server import KafkaServer
-from odradek.broker.replica.partitions import METADATA_TOPIC, Partition, PartitionManager
+from odradek.broker.ports import METADATA_TOPIC
+from odradek.broker.replica.partitions import Partition, PartitionManager
 from odradek.common.clock import Clock, SystemClock
 from odradek.common.ids import Ids, RandomIds
 from odradek.common.metrics import Registry
@@ -31,7 +33,8 @@ from odradek.storage.fs import FileSystem, OsFileSystem
 from odradek.storage.logdirs import LogDirsError
 
 if TYPE_CHECKING:
-    from odradek.broker.control.quorum_driver import QuorumDriver
+    from odradek.broker.control.broker_channel import BrokerChannel
+    from odradek.broker.control.quorum_metadata_log import QuorumMetadataLog
     from odradek.broker.net.pipeline import Stage
     from odradek.broker.replica.fetchers import ReplicaFetchers
     from odradek.broker.replica.isr import IsrManager
@@ -54,7 +57,6 @@ class BrokerApp:
         self.fs = fs
         self.clock = clock or SystemClock()
         self.ids: Ids = ids or RandomIds()
-        self.journal: MetadataJournal | None = None
         self.partitions: PartitionManager | None = None
         self.state: BrokerState | None = None
         self.server: KafkaServer | None = None
@@ -66,6 +68,12 @@ class BrokerApp:
         """The group coordinator's runtime (built at start)."""
         self.txns: TxnRuntime | None = None
         """The transaction coordinator's runtime (built at start)."""
+        self.quorum: QuorumMetadataLog | None = None
+        """Cluster mode: the metadata log of the Raft quorum (what only the
+        composition root starts, resigns and stops)."""
+        self.peers: BrokerChannel | None = None
+        """Cluster mode: requests to other brokers (the transaction markers)."""
+        self._metadata_stopped = False
         self._registering: asyncio.Task[None] | None = None
         self._background: list[asyncio.Task[None]] = []
         self._locks: list[DirLock] = []
@@ -88,38 +96,35 @@ class BrokerApp:
             self.fs or fs,
             node_id=self.config.node_id, ids=self.ids,
             foreign=frozenset({(METADATA_TOPIC, 0)}) if cluster else frozenset(),
-            metadata_dir=str(self.config.metadata_dir))
+            metadata_dir=str(self.config.metadata_dir),
+            # One node leads all it hosts from the start: only a cluster node's
+            # leaders move, and its coordinators and fetchers follow them.
+            on_leadership=self._leadership_changed if cluster else None,
+            on_isr_eligible=self._isr_eligible)
         try:
             self.partitions.startup()
         except LogDirsError as exc:
             raise DataDirError(str(exc)) from None
-        if cluster:
-            self.journal = MemoryJournal()  # the image comes from the quorum
-        else:
-            self.journal = LogJournal(self.partitions.metadata_partition(), self.clock)
-        self.state = BrokerState.open(self.config, self.journal, self.partitions, self.clock,
-                                      self.ids)
-        if cluster:
+        # The one place a single node and a cluster node part ways: where the
+        # metadata log lives (the local journal, or the Raft quorum).
+        plane = _Quorum(self, fs) if cluster else _SingleNode(
+            LogJournal(self.partitions.metadata_partition(), self.clock))
+        self.state = BrokerState.open(self.config, self.partitions, plane, self.clock, self.ids)
+        if cluster and "broker" in self.config.process_roles():
             from odradek.broker.replica.fetchers import ReplicaFetchers
             from odradek.broker.replica.isr import IsrManager
 
-            self.state.metadata_ready = False
-            self.state.quorum = self._quorum(fs, self.state)
-            if "broker" in self.config.process_roles():
-                self.fetchers = ReplicaFetchers(self.state)
-                self.partitions.on_leadership = self._leadership_changed
-                assert self.state.channel is not None
-                self.isr = IsrManager(self.state, self.state.channel.alter_partition)
-                self.partitions.on_isr_eligible = self.isr.poke
-                self.isr.start()
+            self.fetchers = ReplicaFetchers(self.state)
+            self.isr = IsrManager(self.state, self.state.channel.alter_partition)
+            self.isr.start()
         self.partitions.start_housekeeping()
-        groups = self.groups = GroupRuntime(self.state, self.partitions, self.config, self.clock)
-        self.txns = TxnRuntime(self.state, self.partitions, self.config, self.clock,
-                               lambda: groups)
         if cluster:
             from odradek.broker.control.broker_channel import BrokerChannel
 
-            self.txns.channel = BrokerChannel(self.state)
+            self.peers = BrokerChannel(self.state)
+        groups = self.groups = GroupRuntime(self.state, self.partitions, self.config, self.clock)
+        self.txns = TxnRuntime(self.state, self.partitions, self.config, self.clock,
+                               lambda: groups, self.peers)
         if not cluster:
             self.groups.start()
             self.txns.start()
@@ -128,12 +133,11 @@ class BrokerApp:
         # A single node registers once bound, before serving; a cluster node
         # registers with the controller once serving (peers must reach it).
         await self.server.start(None if cluster else self.state.register)
-        if self.state.quorum is not None:
-            from odradek.broker.control.sessions import Sessions, rebalance_forever
+        if self.quorum is not None:
+            from odradek.broker.control.sessions import rebalance_forever
 
-            self.state.quorum.start()
+            self.quorum.start()
             loop = asyncio.get_running_loop()
-            self.state.sessions = Sessions(self.state)
             self._background.append(loop.create_task(self.state.sessions.run()))
             if self.config.get_bool("auto.leader.rebalance.enable"):
                 self._background.append(loop.create_task(rebalance_forever(self.state)))
@@ -146,12 +150,11 @@ class BrokerApp:
         node, its own controller)."""
         state = self.state
         assert state is not None
-        if state.quorum is None:
+        if self.quorum is None:
             return None
         from odradek.broker.net.forward import ForwardToController
 
-        assert state.channel is not None  # a cluster node's, built with its state
-        return ForwardToController(state.quorum, state.channel,
+        return ForwardToController(state.metadata, state.channel,
                                    frozenset(self.config.controller_listener_names()))
 
     def _leadership_changed(self, moved: list[Partition]) -> None:
@@ -166,6 +169,12 @@ class BrokerApp:
             self.groups.leadership_changed(moved)
         if self.txns is not None:
             self.txns.leadership_changed(moved)
+
+    def _isr_eligible(self) -> None:
+        """A follower's fetch may let it join an ISR (cluster mode): the ISR
+        manager looks at once."""
+        if self.isr is not None:
+            self.isr.poke()
 
     def _role_name(self) -> str:
         roles = self.config.process_roles()
@@ -195,8 +204,7 @@ class BrokerApp:
         assert state is not None and self.groups is not None and self.txns is not None
         if "broker" not in self.config.process_roles():
             return  # a controller-only node serves no partitions and no groups
-        assert state.quorum is not None
-        await state.quorum.wait_ready()
+        await state.metadata.wait_ready()
         await state.register()
         while (b := state.image.brokers.get(state.node_id)) is None or (
                 b.incarnation_id != state.incarnation):  # our registration, applied here
@@ -207,43 +215,14 @@ class BrokerApp:
         self.txns.start()
         log.info("node %d registered with controller %d", state.node_id, state.controller_id)
 
-    def _quorum(self, fs: OsFileSystem, state: BrokerState) -> QuorumDriver:
-        from odradek.broker.control.quorum_driver import QuorumDriver
-        from odradek.raft.file_log import FileRaftLog, RaftLogError
-        from odradek.raft.node import RaftConfig
-        from odradek.raft.quorum_state import FileQuorumStateStore, QuorumStateError
-
-        config = self.config
-        meta_dir = str(config.metadata_dir)
-        directory = posixpath.join(meta_dir, f"{METADATA_TOPIC}-0")
-        voters = {v.node_id: (v.host, v.port) for v in config.quorum_voters()}
-        raft_config = RaftConfig(
-            election_timeout_ms=config.get_int("controller.quorum.election.timeout.ms"),
-            fetch_timeout_ms=config.get_int("controller.quorum.fetch.timeout.ms"),
-            request_timeout_ms=config.get_int("controller.quorum.request.timeout.ms"),
-            election_backoff_max_ms=config.get_int("controller.quorum.election.backoff.max.ms"),
-        )
-        store = FileQuorumStateStore(fs, directory)
-        try:
-            raft_log = FileRaftLog(fs, directory)
-            store.read()  # a damaged file stops the start here, with its one line
-        except (RaftLogError, QuorumStateError) as exc:
-            raise DataDirError(str(exc)) from None
-        return QuorumDriver(
-            config.node_id, voters, state.cluster_id, raft_log, store, raft_config, self.clock,
-            state.apply_entry, state.restore_snapshot, state.on_metadata_ready,
-            state.snapshot_payload,
-            config.get_int("metadata.log.max.record.bytes.between.snapshots"),
-            config.get_int("metadata.log.max.snapshot.interval.ms"))
-
     async def stop(self) -> None:
         await cancel_and_wait(self._registering, *self._background)
         self._registering = None
         self._background.clear()
-        if self.state is not None and self.state.quorum is not None:
+        if self.quorum is not None:
             if "broker" in self.config.process_roles():
                 await self._controlled_shutdown()
-            await self.state.quorum.resign()
+            await self.quorum.resign()
         if self.fetchers is not None:
             await self.fetchers.close()
             self.fetchers = None
@@ -255,24 +234,19 @@ class BrokerApp:
             self.server = None
         if self.txns is not None:
             await self.txns.close()
-            if self.txns.channel is not None:
-                await self.txns.channel.close()
             self.txns = None
+        if self.peers is not None:
+            await self.peers.close()
+            self.peers = None
         if self.groups is not None:
             await self.groups.close()
             self.groups = None
-        if self.state is not None and self.state.quorum is not None:
-            await self.state.quorum.stop()
-            self.state.quorum = None
-        if self.state is not None and self.state.channel is not None:
+        if self.state is not None and not self._metadata_stopped:
+            self._metadata_stopped = True
+            await self.state.metadata.stop()  # the journal closes; the quorum stops
             await self.state.channel.close()
-            self.state.channel = None
-        if self.state is not None and self.state.heartbeats is not None:
             await self.state.heartbeats.close()
-            self.state.heartbeats = None
-        if self.journal is not None:
-            self.journal.close()
-            self.journal = None
+            self.quorum = None
         if self.partitions is not None:
             await self.partitions.close()
             self.partitions = None
@@ -288,9 +262,9 @@ class BrokerApp:
         down), the fence could never commit."""
         from odradek.broker.control.sessions import send_heartbeat
 
-        assert self.state is not None and self.state.quorum is not None
-        quorum = self.state.quorum
-        window_ms = quorum.config.fetch_max_wait_ms + 500
+        assert self.state is not None and self.quorum is not None
+        quorum = self.quorum
+        window_ms = quorum.fetch_max_wait_ms + 500
         beat = asyncio.ensure_future(send_heartbeat(self.state, want_shut_down=True))
         deadline = asyncio.get_running_loop().time() + timeout_s
         while not beat.done() and asyncio.get_running_loop().time() < deadline:
@@ -306,3 +280,58 @@ class BrokerApp:
             await stop.wait()
         finally:
             await self.stop()
+
+
+class _SingleNode:
+    """A single node's control plane: the metadata log is the local journal and
+    no other broker registers."""
+
+    def __init__(self, journal: LogJournal) -> None:
+        self.journal = journal
+
+    def metadata_log(self, state: BrokerState) -> MetadataLog:
+        return JournalMetadataLog(self.journal, state.node_id, state.clock, state)
+
+    def sessions(self, state: BrokerState) -> BrokerSessions:
+        return SingleNodeSessions()
+
+
+class _Quorum:
+    """A cluster node's control plane: the metadata log is the Raft quorum's
+    (in ``metadata.log.dir``), and the active controller keeps broker sessions."""
+
+    def __init__(self, app: BrokerApp, fs: OsFileSystem) -> None:
+        self.app = app
+        self.fs = fs
+
+    def metadata_log(self, state: BrokerState) -> MetadataLog:
+        from odradek.broker.control.quorum_metadata_log import QuorumMetadataLog
+        from odradek.raft.file_log import FileRaftLog, RaftLogError
+        from odradek.raft.node import RaftConfig
+        from odradek.raft.quorum_state import FileQuorumStateStore, QuorumStateError
+
+        config = state.config
+        directory = posixpath.join(str(config.metadata_dir), f"{METADATA_TOPIC}-0")
+        voters = {v.node_id: (v.host, v.port) for v in config.quorum_voters()}
+        raft_config = RaftConfig(
+            election_timeout_ms=config.get_int("controller.quorum.election.timeout.ms"),
+            fetch_timeout_ms=config.get_int("controller.quorum.fetch.timeout.ms"),
+            request_timeout_ms=config.get_int("controller.quorum.request.timeout.ms"),
+            election_backoff_max_ms=config.get_int("controller.quorum.election.backoff.max.ms"),
+        )
+        store = FileQuorumStateStore(self.fs, directory)
+        try:
+            raft_log = FileRaftLog(self.fs, directory)
+            store.read()  # a damaged file stops the start here, with its one line
+        except (RaftLogError, QuorumStateError) as exc:
+            raise DataDirError(str(exc)) from None
+        quorum = self.app.quorum = QuorumMetadataLog(
+            state, config.node_id, voters, state.cluster_id, raft_log, store, raft_config,
+            state.clock, config.get_int("metadata.log.max.record.bytes.between.snapshots"),
+            config.get_int("metadata.log.max.snapshot.interval.ms"))
+        return quorum
+
+    def sessions(self, state: BrokerState) -> BrokerSessions:
+        from odradek.broker.control.sessions import Sessions
+
+        return Sessions(state)

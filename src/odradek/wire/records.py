@@ -498,3 +498,12 @@ def _write_field(out: bytearray, value: Buffer | None) -> None:
         return
     write_varint(out, len(value))
     out += value
+
+
+def first_record_at_or_after(batch: bytes, target_timestamp: int) -> tuple[int, int] | None:
+    """Offset and timestamp of the first record with timestamp >= target (ListOffsets)."""
+    _, records = decode_batch(batch)
+    for r in records:
+        if r.timestamp >= target_timestamp:
+            return r.offset, r.timestamp
+    return None

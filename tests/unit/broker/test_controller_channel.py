@@ -64,12 +64,6 @@ class _Quorum:
         self.leader_id = leader
 
 
-class _State:
-    def __init__(self, quorum: _Quorum) -> None:
-        self.quorum = quorum
-        self.node_id = 9
-
-
 def test_a_call_to_a_silent_controller_ends_when_the_leader_moves() -> None:
     """The controller accepts the connection and never answers (cut off by a
     partition, or SIGSTOPped). When the quorum names another leader the call
@@ -91,7 +85,7 @@ def test_a_call_to_a_silent_controller_ends_when_the_leader_moves() -> None:
         server = await asyncio.start_server(silent, "127.0.0.1", 0)
         port = server.sockets[0].getsockname()[1]
         quorum = _Quorum({1: ("127.0.0.1", port), 2: ("127.0.0.1", port)}, leader=1)
-        channel = ControllerChannel(_State(quorum), timeout_s=10.0)  # type: ignore[arg-type]
+        channel = ControllerChannel(quorum, 9, timeout_s=10.0)  # type: ignore[arg-type]
         loop = asyncio.get_running_loop()
         loop.call_later(0.3, setattr, quorum, "leader_id", 2)
         started = time.monotonic()
@@ -120,7 +114,7 @@ def test_a_call_ends_after_its_own_timeout() -> None:
         server = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)
         port = server.sockets[0].getsockname()[1]
         quorum = _Quorum({1: ("127.0.0.1", port)}, leader=1)
-        channel = ControllerChannel(_State(quorum), timeout_s=10.0)  # type: ignore[arg-type]
+        channel = ControllerChannel(quorum, 9, timeout_s=10.0)  # type: ignore[arg-type]
         started = time.monotonic()
         with pytest.raises(ControllerUnavailable):
             await channel.request(BrokerHeartbeatRequest(broker_id=9), 0, timeout_s=0.5)
@@ -147,7 +141,7 @@ def test_an_elected_but_not_yet_active_controller_sends_nothing_to_itself() -> N
     )
 
     quorum = SimpleNamespace(leader_id=3, voters={1: ("h", 1), 3: ("h", 3)}, is_leader=False)
-    channel = ControllerChannel(cast(Any, SimpleNamespace(quorum=quorum, node_id=3)))
+    channel = ControllerChannel(cast(Any, quorum), 3)
     with pytest.raises(ControllerUnavailable, match="not active yet"):
         asyncio.run(channel.request(ct.CreateTopicsRequest([]), 5, timeout_s=5))
-    assert channel._conns == {}  # nothing was connected to
+    assert channel.conns.held() == {}  # nothing was connected to

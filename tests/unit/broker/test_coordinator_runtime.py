@@ -14,7 +14,8 @@ from collections.abc import Callable
 from odradek.broker.config import BrokerConfig
 from odradek.broker.coordinators.coordinator_runtime import CoordinatorRuntime, Entry, Marker
 from odradek.broker.coordinators.group_runtime import GroupRuntime
-from odradek.broker.replica.partitions import NotLeaderError, PartitionManager
+from odradek.broker.ports import NotLeaderError
+from odradek.broker.replica.partitions import PartitionManager
 from odradek.common.clock import ManualClock
 from odradek.common.ids import SeededIds
 from odradek.coordinator.coordinator import Commit, CommitRequest

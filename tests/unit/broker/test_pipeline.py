@@ -8,7 +8,6 @@ from typing import Any, cast
 
 import pytest
 
-from odradek.broker.control.broker_state import NotControllerError
 from odradek.broker.net.context import ANONYMOUS, RequestContext
 from odradek.broker.net.forward import ForwardToController
 from odradek.broker.net.pipeline import (
@@ -23,6 +22,7 @@ from odradek.broker.net.pipeline import (
     error_codes,
 )
 from odradek.broker.net.registry import CloseConnection, Deferred, Registration
+from odradek.broker.ports import NotControllerError
 from odradek.common.metrics import Registry
 from odradek.wire.errors import ErrorCode
 from odradek.wire.frames import Request

@@ -1,8 +1,11 @@
-"""The broker's state: configuration, the metadata image and its journal.
+"""The broker's metadata service: configuration, the metadata image and its log.
 
 Controller decisions (``odradek.metadata.controller``) come back as records;
-:meth:`BrokerState.commit` writes them to the metadata journal and only then
-replays them into the image, so what is served is always what is durable.
+:meth:`BrokerState.write` appends them to the metadata log
+(broker/control/metadata_log.py) and the image replays them only once the log
+has committed them, so what is served is always what is durable. Whether the
+log is a single node's journal or the Raft quorum's is chosen once, by the
+composition root (broker/app.py), through the :class:`ControlPlane` it passes.
 """
 
 from __future__ import annotations
@@ -13,12 +16,12 @@ import itertools
 import logging
 import uuid
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import InitVar, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol
 
 from odradek.broker.config import BrokerConfig, ConfigError, Listener
-from odradek.broker.control.journal import decode_record, encode_record
+from odradek.broker.control.controller_channel import ControllerChannel, ControllerUnavailable
 from odradek.broker.control.meta_properties import (
     META_PROPERTIES,
     DataDirError,
@@ -27,7 +30,9 @@ from odradek.broker.control.meta_properties import (
     read_meta_properties,
     write_meta_properties,
 )
+from odradek.broker.control.metadata_log import MetadataLog
 from odradek.broker.net.quotas import QuotaManager
+from odradek.broker.ports import D, NotControllerError
 from odradek.broker.replica.partitions import PartitionManager
 from odradek.common.clock import Clock, SystemClock
 from odradek.common.ids import Ids, RandomIds
@@ -36,21 +41,16 @@ from odradek.metadata.broker_configs import DYNAMIC
 from odradek.metadata.image import Endpoint, MetadataImage
 
 if TYPE_CHECKING:
-    from odradek.broker.control.controller_channel import ControllerChannel
-    from odradek.broker.control.quorum_driver import QuorumDriver
     from odradek.broker.replica.partitions import Partition
+    from odradek.wire.messages.broker_heartbeat_request import BrokerHeartbeatRequest
+    from odradek.wire.messages.broker_heartbeat_response import BrokerHeartbeatResponse
+    from odradek.wire.messages.broker_registration_request import BrokerRegistrationRequest
+    from odradek.wire.messages.broker_registration_response import (
+        BrokerRegistrationResponse,
+    )
 
 
 log = logging.getLogger("odradek.broker")
-
-
-class NotControllerError(Exception):
-    """A metadata write on a node that is not the active controller (cluster mode);
-    the caller forwards the request to the controller."""
-
-    def __init__(self, controller_id: int) -> None:
-        super().__init__(f"this node is not the active controller (controller: {controller_id})")
-        self.controller_id = controller_id
 
 
 ACCEPT_MISSING_METADATA = "odradek.accept.missing.metadata"
@@ -58,23 +58,10 @@ ACCEPT_MISSING_METADATA = "odradek.accept.missing.metadata"
 (``odradek serve --accept-missing-metadata``): they are moved aside as ``-stray``."""
 
 
-class MetadataJournal(Protocol):
-    """Where committed metadata records live (the ``__cluster_metadata`` log)."""
-
-    def append(self, records: list[Any]) -> None: ...
-
-    def replay(self) -> Iterable[Any]: ...
-
-    def close(self) -> None: ...
-
-    def end_offset(self) -> int:
-        """The offset the next record gets (DescribeQuorum's high watermark on a
-        single node, where every record is committed once written)."""
-        ...
-
-
 class BrokerSessions(Protocol):
-    """The active controller's view of broker sessions (broker/control/sessions.py)."""
+    """The controller's side of broker registrations and heartbeats: a cluster's
+    sessions (broker/control/sessions.py), or a single node's, which takes no
+    other broker (:class:`SingleNodeSessions`)."""
 
     def heard(self, broker_id: int) -> None:
         """A heartbeat or registration from ``broker_id``: its session goes on."""
@@ -88,111 +75,141 @@ class BrokerSessions(Protocol):
         """Fence brokers whose session expired, for as long as this node runs."""
         ...
 
+    async def register(self, request: BrokerRegistrationRequest) -> BrokerRegistrationResponse:
+        """The answer to a broker's BrokerRegistration (62)."""
+        ...
 
-class Decision(Protocol):
-    """What a controller call returns: an error code (0: none) and records."""
-
-    @property
-    def error(self) -> int: ...
-
-    @property
-    def records(self) -> list[Any]: ...
+    async def heartbeat(self, request: BrokerHeartbeatRequest) -> BrokerHeartbeatResponse:
+        """The answer to a broker's BrokerHeartbeat (63)."""
+        ...
 
 
-D = TypeVar("D", bound=Decision)
+class SingleNodeSessions:
+    """A single node is its own controller and takes no other broker: a peer's
+    registration or heartbeat is refused (INVALID_REQUEST)."""
 
-
-class MemoryJournal:
-    """A journal that forgets everything on restart (tests, in-memory brokers)."""
-
-    def __init__(self) -> None:
-        self.records: list[Any] = []
-
-    def append(self, records: list[Any]) -> None:
-        self.records.extend(records)
-
-    def replay(self) -> Iterable[Any]:
-        return list(self.records)
-
-    def close(self) -> None:
+    def heard(self, broker_id: int) -> None:
         pass
 
-    def end_offset(self) -> int:
-        return len(self.records)
+    async def fence(self, broker_id: int) -> None:
+        pass
+
+    async def run(self) -> None:
+        pass
+
+    async def register(self, request: BrokerRegistrationRequest) -> BrokerRegistrationResponse:
+        from odradek.wire.errors import ErrorCode
+        from odradek.wire.messages.broker_registration_response import (
+            BrokerRegistrationResponse,
+        )
+
+        return BrokerRegistrationResponse(error_code=ErrorCode.INVALID_REQUEST)
+
+    async def heartbeat(self, request: BrokerHeartbeatRequest) -> BrokerHeartbeatResponse:
+        from odradek.wire.errors import ErrorCode
+        from odradek.wire.messages.broker_heartbeat_response import BrokerHeartbeatResponse
+
+        return BrokerHeartbeatResponse(error_code=ErrorCode.INVALID_REQUEST)
+
+
+class ControlPlane(Protocol):
+    """What a single node and a node of a controller quorum build differently;
+    the composition root (broker/app.py) picks one and passes it to
+    :meth:`BrokerState.open`."""
+
+    def metadata_log(self, state: BrokerState) -> MetadataLog:
+        """The metadata log, handing committed records to ``state``."""
+        ...
+
+    def sessions(self, state: BrokerState) -> BrokerSessions: ...
 
 
 @dataclass(slots=True)
 class BrokerState:
+    """The metadata service: the image, the metadata log it follows, the
+    controller queue, and this node's registration. Every service it holds is
+    built at construction; none is optional."""
+
     config: BrokerConfig
-    journal: MetadataJournal
     cluster_id: str
     clock: Clock
     image: MetadataImage
     advertised: list[Listener]
     partitions: PartitionManager
+    plane: InitVar[ControlPlane]
     ids: Ids = field(default_factory=RandomIds)
     """Where topic ids, member ids and the incarnation id come from."""
     producer_ids: list[int] = field(default_factory=list)
     """Reserved, not yet handed out producer ids (popped from the end)."""
-    quotas: QuotaManager | None = None
-    """Client quota sensors (set by :meth:`open`)."""
-    sessions: BrokerSessions | None = None
-    """Cluster mode: broker heartbeats as the active controller sees them."""
-    channel: ControllerChannel | None = None
-    """Cluster mode: requests to the active controller (built by :meth:`open`;
-    None on a single node, which is its own controller)."""
-    heartbeats: ControllerChannel | None = None
-    """Cluster mode: this broker's registration and heartbeats to the active
-    controller, on connections of their own (:func:`heartbeat_channel`)."""
     incarnation: uuid.UUID | None = None
     """This process's registration (a new one at each start)."""
-    metadata_ready: bool = True
-    """False on a cluster node until its image has caught up with the quorum."""
-    quorum: QuorumDriver | None = None
-    """Cluster mode: the Raft quorum the metadata log lives in (None: single node,
-    metadata in the local journal)."""
     on_config_change: list[Callable[[set[str]], None]] = field(default_factory=list)
     """Called with the names of the broker configs whose effective value a dynamic
     config change moved (the server's connection limits, the replica fetchers)."""
     in_service: asyncio.Event = field(default_factory=asyncio.Event)
     """Set once this process's registration is in the metadata, unfenced, with
     the image caught up (:attr:`registered` first true); never cleared."""
+    metadata: MetadataLog = field(init=False)
+    """The metadata log (broker/control/metadata_log.py)."""
+    metadata_ready: bool = field(init=False)
+    """False until the image has caught up with the metadata log (a cluster node,
+    while it replays the quorum's); true from the start on a single node."""
+    sessions: BrokerSessions = field(init=False)
+    """Broker registrations and heartbeats as the controller takes them."""
+    channel: ControllerChannel = field(init=False)
+    """Requests to the active controller (on a single node, which is its own
+    controller, nothing is ever sent: a call fails with ControllerUnavailable)."""
+    heartbeats: ControllerChannel = field(init=False)
+    """This broker's registration and heartbeats to the active controller, on
+    connections of their own. Its calls time out after
+    ``broker.heartbeat.interval.ms`` but at least a quarter of
+    ``broker.session.timeout.ms`` (2.25 s with Kafka's defaults), so a heartbeat
+    lost to a dead controller is sent again to the next one well within the
+    session the controller allows."""
+    quotas: QuotaManager = field(init=False)
+    """Client quota sensors."""
     _writes: asyncio.Lock = field(default_factory=asyncio.Lock)
     """The controller queue: one metadata write at a time, decided on the image
     that the writes before it left."""
+
+    def __post_init__(self, plane: ControlPlane) -> None:
+        config = self.config
+        self.metadata = plane.metadata_log(self)
+        self.metadata_ready = self.metadata.is_local
+        self.sessions = plane.sessions(self)
+        self.channel = ControllerChannel(self.metadata, self.node_id)
+        interval = config.get_int("broker.heartbeat.interval.ms")
+        session = config.get_int("broker.session.timeout.ms")
+        self.heartbeats = ControllerChannel(self.metadata, self.node_id,
+                                            max(interval, session // 4) / 1000, name="heartbeat")
+        self.quotas = QuotaManager(
+            lambda: self.image, config.get_int("quota.window.size.seconds") * 1000,
+            config.get_int("quota.window.num"))
 
     @classmethod
     def open(
         cls,
         config: BrokerConfig,
-        journal: MetadataJournal,
         partitions: PartitionManager,
+        plane: ControlPlane,
         clock: Clock | None = None,
         ids: Ids | None = None,
     ) -> BrokerState:
-        image = MetadataImage()
-        replayed = 0
-        for record in journal.replay():
-            image.replay(record)
-            replayed += 1
         cluster_id = config.get("cluster.id") or _cluster_id_from(config)
-        if _take_dynamic_configs(config, image):
+        state = cls(config, cluster_id, clock or SystemClock(), MetadataImage(), [], partitions,
+                    plane, ids or RandomIds())
+        replayed = 0
+        for record in state.metadata.replay():
+            state.image.replay(record)
+            replayed += 1
+        if _take_dynamic_configs(config, state.image):
             partitions.reconfigure(config.props)
-        if not config.is_cluster:
-            if not replayed:
-                _refuse_orphaned_partitions(config, partitions)
-            partitions.reconcile(image, remove=False)
         # A cluster node opens no partition until its image has caught up with the
         # quorum (metadata_ready): an image still being replayed would disown them.
-        state = cls(config, journal, cluster_id, clock or SystemClock(), image, [], partitions,
-                    ids or RandomIds())
-        if config.is_cluster:
-            from odradek.broker.control.controller_channel import ControllerChannel
-
-            state.channel = ControllerChannel(state)
-        state.quotas = QuotaManager(
-            lambda: state.image, config.get_int("quota.window.size.seconds") * 1000,
-            config.get_int("quota.window.num"))
+        if state.metadata_ready:
+            if not replayed:
+                _refuse_orphaned_partitions(config, partitions)
+            partitions.reconcile(state.image, remove=False)
         return state
 
     @property
@@ -204,7 +221,7 @@ class BrokerState:
         in cluster mode with the active controller, retrying until it answers)."""
         endpoints = [Endpoint(a.name, a.host, a.port) for a in self.advertised]
         incarnation = self.incarnation = self.ids.uuid()
-        if self.quorum is not None:
+        if not self.metadata.is_local:
             await self._register_with_controller(endpoints, incarnation)
             return
         outcome = await self.write(lambda image: controller.register_broker(
@@ -215,11 +232,10 @@ class BrokerState:
 
     async def _register_with_controller(self, endpoints: list[Endpoint],
                                         incarnation: uuid.UUID) -> None:
-        from odradek.broker.control.controller_channel import ControllerUnavailable
         from odradek.wire.errors import ErrorCode
         from odradek.wire.messages import broker_registration_request as br
 
-        channel = heartbeat_channel(self)
+        channel = self.heartbeats
         request = br.BrokerRegistrationRequest(
             broker_id=self.node_id, cluster_id=self.cluster_id, incarnation_id=incarnation,
             listeners=[br.Listener(e.listener, e.host, e.port, e.security_protocol)
@@ -245,10 +261,8 @@ class BrokerState:
         """Cluster mode, not the controller: ask the controller to create ``name``
         (as Kafka's brokers do for auto-created and internal topics) and wait until
         the metadata log brings it here. True once it exists."""
-        from odradek.broker.control.controller_channel import ControllerUnavailable
         from odradek.wire.messages import create_topics_request as ct
 
-        assert self.channel is not None  # a cluster node's, built at open
         request = ct.CreateTopicsRequest([ct.CreatableTopic(
             name, partitions, replication_factor, [],
             [ct.CreatableTopicConfig(k, v) for k, v in configs.items()],
@@ -266,14 +280,10 @@ class BrokerState:
 
     async def producer_ids_from_controller(self) -> range:
         """Cluster mode: a block of producer ids from the controller (AllocateProducerIds)."""
-        from odradek.broker.control.controller_channel import (
-            ControllerUnavailable,
-        )
         from odradek.wire.messages.allocate_producer_ids_request import (
             AllocateProducerIdsRequest,
         )
 
-        assert self.channel is not None  # a cluster node's, built at open
         broker = self.image.brokers.get(self.node_id)
         request = AllocateProducerIdsRequest(self.node_id, broker.epoch if broker else -1)
         for _ in range(100):
@@ -295,7 +305,7 @@ class BrokerState:
         still name this broker leader at the previous incarnation's epoch, and
         serving from a log that lost its unsynced tail would mislead clients and
         followers."""
-        if self.quorum is None:
+        if self.metadata.is_local:
             return True
         broker = self.image.brokers.get(self.node_id)
         return (self.metadata_ready and broker is not None and not broker.fenced
@@ -306,7 +316,7 @@ class BrokerState:
         broker was fenced, or that moved, is not served even if its log is here;
         nothing is served before this process's registration is in the metadata)."""
         part = self.partitions.get(topic, index)
-        if part is None or self.quorum is None:
+        if part is None or self.metadata.is_local:
             return part
         if not self.registered:
             return None
@@ -346,8 +356,9 @@ class BrokerState:
 
     @property
     def controller_id(self) -> int:
-        """The active controller: the quorum's leader (-1: none yet), else this node."""
-        return self.quorum.leader_id if self.quorum is not None else self.node_id
+        """The active controller: the quorum's leader (-1: none yet); on a single
+        node, this node."""
+        return self.metadata.leader_id
 
     @property
     def client_controller_id(self) -> int:
@@ -364,40 +375,56 @@ class BrokerState:
     async def write(self, decide: Callable[[MetadataImage], D], *, apply: bool = True) -> D:
         """The controller queue: run ``decide`` on the current image when every
         earlier write is done, then (unless it failed, or ``apply`` is false: a
-        validate-only request) journal its records and replay them, and return
-        its decision. This is where the Raft quorum plugs in: the records are
-        answered once the quorum has them."""
+        validate-only request) append its records to the metadata log, and
+        return its decision once they are committed and applied here.
+        NotControllerError on a node that is not the active controller."""
         async with self._writes:
-            quorum = self.quorum
-            if quorum is not None and not quorum.is_leader:
-                raise NotControllerError(quorum.leader_id)
+            if not self.metadata.is_leader:
+                raise NotControllerError(self.metadata.leader_id)
             decision = decide(self.image)
             if apply and not decision.error:
-                if quorum is None:
-                    self.commit(decision.records)
-                elif decision.records:
-                    # Replayed by apply_entry, on this node as on every other.
-                    from odradek.broker.control.quorum_driver import CommitLostError
-                    from odradek.raft.node import NotLeaderError
-
-                    try:
-                        await quorum.propose([encode_record(r) for r in decision.records])
-                    except (CommitLostError, NotLeaderError):
-                        # Leadership moved first: the records may or may not be
-                        # committed by the next leader; the caller answers
-                        # NOT_CONTROLLER and the client retries, as with Kafka.
-                        raise NotControllerError(quorum.leader_id) from None
+                await self.metadata.append(decision.records)
             return decision
 
-    def apply_entry(self, offset: int, values: list[bytes]) -> None:
-        """Replay one committed entry of the quorum's metadata log (cluster mode)."""
-        for value in values:
-            self.image.replay(decode_record(value))
+    # -- the metadata log's listener (broker/control/metadata_log.MetadataListener) --
+
+    def apply(self, records: list[Any]) -> None:
+        """Replay committed records into the image, on this node as on every other."""
+        for record in records:
+            self.image.replay(record)
         self.apply_broker_configs()
         if self.metadata_ready:
             self.partitions.reconcile(self.image, may_lead=self.registered)
             if not self.in_service.is_set() and self.registered:
                 self.in_service.set()
+
+    def caught_up(self, offset: int) -> None:
+        """The image has caught up with the metadata log (a quorum's: at least a
+        high watermark committed in the current epoch, and at least what this
+        node had before it stopped): open this broker's partitions.
+        Directories the caught-up image does not know (their topic was deleted,
+        or they were reassigned away while the node was down) are moved aside as
+        ``-stray``, never deleted (as at a single node's start)."""
+        self.metadata_ready = True
+        self.partitions.reconcile(self.image, remove=False, at_offset=offset,
+                                  may_lead=self.registered)
+        if self.registered:
+            self.in_service.set()
+
+    def restore(self, records: Iterable[Any]) -> None:
+        """Start over from a metadata snapshot's records."""
+        self.image = MetadataImage()
+        for record in records:
+            self.image.replay(record)
+        self.apply_broker_configs()
+        if self.metadata_ready:
+            self.partitions.reconcile(self.image, may_lead=self.registered)
+
+    def image_records(self) -> list[Any]:
+        return list(self.image.to_records())
+
+    def listener_endpoints(self) -> list[tuple[str, str, int]]:
+        return [(a.name, a.host, a.port) for a in self.advertised]
 
     async def wait_in_service(self, timeout_s: float) -> bool:
         """Until this node is registered and caught up (at most ``timeout_s``):
@@ -409,56 +436,6 @@ class BrokerState:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self.in_service.wait(), timeout_s)
         return self.in_service.is_set()
-
-    def on_metadata_ready(self) -> None:
-        """The image has caught up with the quorum (:meth:`RaftNode.caught_up`: at
-        least a high watermark committed in the current epoch, and at least what
-        this node had before it stopped): open this broker's partitions.
-        Directories the caught-up image does not know (their topic was deleted,
-        or they were reassigned away while the node was down) are moved aside as
-        ``-stray``, never deleted (as at a single node's start)."""
-        self.metadata_ready = True
-        offset = self.quorum.applied if self.quorum is not None else -1
-        self.partitions.reconcile(self.image, remove=False, at_offset=offset,
-                                  may_lead=self.registered)
-        if self.registered:
-            self.in_service.set()
-
-    def restore_snapshot(self, payload: bytes) -> None:
-        """Start over from a metadata snapshot: the image's records, framed as entries."""
-        from odradek.raft.codec import decode_entries
-
-        self.image = MetadataImage()
-        for entry in decode_entries(payload):
-            for value in entry.records:
-                self.image.replay(decode_record(value))
-        self.apply_broker_configs()
-        if self.metadata_ready:
-            self.partitions.reconcile(self.image, may_lead=self.registered)
-
-    def snapshot_payload(self) -> bytes:
-        """The image as a metadata snapshot (its records, as batches)."""
-        from odradek.raft.codec import encode_entries
-        from odradek.raft.log import Entry
-
-        records = tuple(encode_record(r) for r in self.image.to_records())
-        chunks = [records[i:i + 500] for i in range(0, len(records), 500)] or [()]
-        entries, offset = [], 0
-        for chunk in chunks:
-            if chunk:
-                entries.append(Entry(offset, 0, chunk))
-                offset += len(chunk)
-        return encode_entries(entries, self.clock.now_ms()) if entries else b""
-
-    def commit(self, records: list[Any]) -> None:
-        """Journal and replay ``records`` now (start-up, and :meth:`write`)."""
-        if not records:
-            return
-        self.journal.append(records)
-        for record in records:
-            self.image.replay(record)
-        self.apply_broker_configs()
-        self.partitions.reconcile(self.image)
 
     def apply_broker_configs(self) -> None:
         """Take in the image's dynamic broker configs (the cluster default and this
@@ -478,22 +455,6 @@ class BrokerState:
                             ", ".join(sorted(changed)), exc)
 
 
-def heartbeat_channel(state: BrokerState) -> ControllerChannel:
-    """The channel of ``state``'s registration and heartbeats (made on first use).
-    Its calls time out after ``broker.heartbeat.interval.ms`` but at least a
-    quarter of ``broker.session.timeout.ms`` (2.25 s with Kafka's defaults), so
-    a heartbeat lost to a dead controller is sent again to the next one well
-    within the session the controller allows."""
-    from odradek.broker.control.controller_channel import ControllerChannel
-
-    if state.heartbeats is None:
-        interval = state.config.get_int("broker.heartbeat.interval.ms")
-        session = state.config.get_int("broker.session.timeout.ms")
-        state.heartbeats = ControllerChannel(state, max(interval, session // 4) / 1000,
-                                             name="heartbeat")
-    return state.heartbeats
-
-
 def _take_dynamic_configs(config: BrokerConfig, image: MetadataImage) -> set[str]:
     """Install the image's dynamic broker configs in ``config`` (only the names a
     running broker may change, as Kafka's brokers keep to them); the names whose
@@ -509,7 +470,7 @@ def _take_dynamic_configs(config: BrokerConfig, image: MetadataImage) -> set[str
 def _refuse_orphaned_partitions(config: BrokerConfig, partitions: PartitionManager) -> None:
     """An empty metadata journal beside partition directories means the journal was
     lost: starting would treat every topic as unknown. Refuse unless told to go on."""
-    from odradek.broker.replica.partitions import METADATA_TOPIC
+    from odradek.broker.ports import METADATA_TOPIC
 
     orphans = sorted(f"{t}-{p}" for t, p in partitions.logs.logs() if t != METADATA_TOPIC)
     if not orphans or config.get(ACCEPT_MISSING_METADATA).lower() == "true":

@@ -19,8 +19,9 @@ import contextlib
 import logging
 from typing import TYPE_CHECKING, Any, Protocol
 
+from odradek.broker.peers import PeerConnections
+
 if TYPE_CHECKING:
-    from odradek.client.connection import Connection
     from odradek.wire.messages.alter_partition_request import AlterPartitionRequest
     from odradek.wire.messages.alter_partition_response import AlterPartitionResponse
 
@@ -40,16 +41,6 @@ class QuorumView(Protocol):
 
     @property
     def is_leader(self) -> bool: ...
-
-
-class ChannelOwner(Protocol):
-    """The node a channel belongs to (the control wing's ``BrokerState``)."""
-
-    @property
-    def quorum(self) -> QuorumView | None: ...
-
-    @property
-    def node_id(self) -> int: ...
 
 
 class ControllerUnavailable(Exception):
@@ -75,22 +66,23 @@ class ControllerChannel:
     POLL_S = 0.05
     """How often a waiting call looks whether the quorum's leader moved."""
 
-    def __init__(self, state: ChannelOwner, timeout_s: float = 10.0, name: str = "node") -> None:
-        self.state = state
+    def __init__(self, quorum: QuorumView, node_id: int, timeout_s: float = 10.0,
+                 name: str = "node") -> None:
+        """``quorum``: the metadata log (broker/control/metadata_log.py); a single
+        node's names no voters, so every call fails with ControllerUnavailable."""
+        self.quorum = quorum
+        self.node_id = node_id
         self.timeout_s = timeout_s
         self.name = name
-        self._conns: dict[int, Connection] = {}
-        self._connecting: dict[int, asyncio.Lock] = {}
+        self.conns = PeerConnections(f"odradek-{name}-{node_id}")
 
     async def request(self, body: Any, version: int, timeout_s: float | None = None) -> Any:
         """Send ``body`` at ``version`` to the active controller; its answer."""
-        quorum = self.state.quorum
-        if quorum is None:
-            raise ControllerUnavailable("no controller quorum")
+        quorum = self.quorum
         controller = quorum.leader_id
         if controller < 0 or controller not in quorum.voters:
             raise ControllerUnavailable("no active controller yet")
-        if controller == self.state.node_id and not quorum.is_leader:
+        if controller == self.node_id and not quorum.is_leader:
             # Elected, but not active until it has committed in its epoch: a
             # request sent to itself now would be forwarded to itself again, on
             # the connection still serving the first (a deadlock until the
@@ -136,33 +128,17 @@ class ControllerChannel:
         return response
 
     async def _call(self, controller: int, body: Any, version: int, timeout: float) -> Any:
-        conn = await self._connection(controller, timeout)
+        conn = await self.conns.get(controller, lambda: _address(self.quorum, controller),
+                                    timeout)
         return await conn.request(body, version, version)
 
     async def _drop(self, controller: int) -> None:
-        bad = self._conns.pop(controller, None)
-        if bad is not None:
-            with contextlib.suppress(Exception):
-                await bad.close()
-
-    async def _connection(self, node_id: int, timeout: float) -> Connection:
-        from odradek.client.connection import Connection  # cluster mode only: not at start-up
-
-        lock = self._connecting.setdefault(node_id, asyncio.Lock())
-        async with lock:  # one connect per controller at a time; other controllers go on
-            conn = self._conns.get(node_id)
-            if conn is None:
-                quorum = self.state.quorum
-                assert quorum is not None
-                host, port = quorum.voters[node_id]
-                conn = await Connection.open(
-                    f"{host}:{port}", f"odradek-{self.name}-{self.state.node_id}",
-                    timeout_s=timeout)
-                self._conns[node_id] = conn
-            return conn
+        await self.conns.drop(controller)
 
     async def close(self) -> None:
-        for conn in self._conns.values():
-            with contextlib.suppress(Exception):
-                await conn.close()
-        self._conns.clear()
+        await self.conns.close()
+
+
+def _address(quorum: QuorumView, node_id: int) -> str | None:
+    voter = quorum.voters.get(node_id)
+    return f"{voter[0]}:{voter[1]}" if voter is not None else None

@@ -35,6 +35,7 @@ from typing import Any
 
 from odradek.broker.aio import cancel_and_wait, wait_event
 from odradek.broker.control import quorum_wire as qw
+from odradek.broker.peers import PeerConnections
 from odradek.client.connection import Connection
 from odradek.common.clock import Clock
 from odradek.raft import messages as rm
@@ -96,8 +97,7 @@ class QuorumDriver:
         self._wake = asyncio.Event()
         self._answers: dict[tuple[int, type], asyncio.Future[Any]] = {}
         self._commits: list[tuple[int, int, asyncio.Future[None]]] = []
-        self._conns: dict[int, Connection] = {}
-        self._connecting: dict[int, asyncio.Lock] = {}
+        self._conns = PeerConnections(f"odradek-raft-{node_id}")
         self._tasks: set[asyncio.Task[None]] = set()
         self._runner: asyncio.Task[None] | None = None
         self.on_change: Callable[[], None] | None = None
@@ -120,9 +120,7 @@ class QuorumDriver:
     async def stop(self) -> None:
         await cancel_and_wait(self._runner, *self._tasks)
         self._runner = None
-        for conn in self._conns.values():
-            await conn.close()
-        self._conns.clear()
+        await self._conns.close()
         for _, _, fut in self._commits:
             if not fut.done():
                 fut.set_exception(CommitLostError("the node is stopping"))
@@ -330,18 +328,11 @@ class QuorumDriver:
     # -- outbound --------------------------------------------------------------------
 
     async def _connection(self, peer: int) -> Connection:
-        conn = self._conns.get(peer)
-        if conn is not None:
-            return conn
-        lock = self._connecting.setdefault(peer, asyncio.Lock())
-        async with lock:
-            conn = self._conns.get(peer)
-            if conn is None:
-                host, port = self.voters[peer]
-                conn = await Connection.open(f"{host}:{port}", f"odradek-raft-{self.node_id}",
-                                             timeout_s=self.config.request_timeout_ms / 1000)
-                self._conns[peer] = conn
-            return conn
+        def address() -> str:
+            host, port = self.voters[peer]
+            return f"{host}:{port}"
+
+        return await self._conns.get(peer, address, self.config.request_timeout_ms / 1000)
 
     async def _send(self, msg: Any) -> None:
         api_key, body = qw.request_to_kafka(msg, self.cluster_id)
@@ -352,10 +343,7 @@ class QuorumDriver:
             resp = await asyncio.wait_for(conn.request(body, version, version), timeout)
         except (OSError, TimeoutError, Exception) as exc:  # lost: the core retries
             log.debug("quorum: %s to %d failed: %s", type(msg).__name__, msg.dst, exc)
-            bad = self._conns.pop(msg.dst, None)
-            if bad is not None:
-                with contextlib.suppress(Exception):
-                    await bad.close()
+            await self._conns.drop(msg.dst)
             return
         try:
             answer = qw.response_from_kafka(api_key, resp, msg)

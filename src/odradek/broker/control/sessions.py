@@ -22,11 +22,15 @@ import contextlib
 import logging
 from typing import TYPE_CHECKING
 
-from odradek.broker.control.broker_state import NotControllerError, heartbeat_channel
 from odradek.broker.control.controller_channel import ControllerUnavailable
+from odradek.broker.ports import NotControllerError
 from odradek.metadata import controller
+from odradek.metadata.image import Endpoint
 from odradek.wire.errors import ErrorCode
 from odradek.wire.messages.broker_heartbeat_request import BrokerHeartbeatRequest
+from odradek.wire.messages.broker_heartbeat_response import BrokerHeartbeatResponse
+from odradek.wire.messages.broker_registration_request import BrokerRegistrationRequest
+from odradek.wire.messages.broker_registration_response import BrokerRegistrationResponse
 
 if TYPE_CHECKING:
     from odradek.broker.control.broker_state import BrokerState
@@ -52,13 +56,13 @@ class Sessions:
     async def run(self) -> None:
         while True:
             await asyncio.sleep(0.5)
-            quorum = self.state.quorum
-            if quorum is None or not quorum.is_leader:
+            metadata = self.state.metadata
+            if not metadata.is_leader:
                 self._epoch = -1
                 continue
             now = self._now()
-            if quorum.raft.epoch != self._epoch:  # newly active: every clock starts now
-                self._epoch = quorum.raft.epoch
+            if metadata.epoch != self._epoch:  # newly active: every clock starts now
+                self._epoch = metadata.epoch
                 self.last_seen = {b: now for b in self.state.image.brokers}
                 with contextlib.suppress(NotControllerError):
                     await self.state.write(controller.finalize_features)
@@ -72,6 +76,57 @@ class Sessions:
     async def fence(self, broker_id: int) -> None:
         with contextlib.suppress(NotControllerError):
             await self.state.write(lambda image: controller.fence_broker(image, broker_id))
+
+    async def register(self, request: BrokerRegistrationRequest) -> BrokerRegistrationResponse:
+        """A broker's registration: a new incarnation of ``broker_id`` with its
+        listeners (fencing the previous one), answered with its broker epoch."""
+        state = self.state
+        if request.cluster_id != state.cluster_id:
+            return BrokerRegistrationResponse(error_code=ErrorCode.INCONSISTENT_CLUSTER_ID)
+        if request.broker_id < 0 or not request.listeners:
+            return BrokerRegistrationResponse(error_code=ErrorCode.INVALID_REQUEST)
+        endpoints = [Endpoint(x.name, x.host, x.port, x.security_protocol)
+                     for x in request.listeners]
+        # A registration is a sign of life: the session clock starts now, so the
+        # fencing check cannot fence the new incarnation on the old one's silence.
+        self.heard(request.broker_id)
+        try:
+            outcome = await state.write(lambda image: controller.register_broker(
+                image, request.broker_id, endpoints, request.incarnation_id,
+                request.rack or None, fence_previous=True,
+                log_dirs=list(request.log_dirs or [])))
+        except NotControllerError:
+            return BrokerRegistrationResponse(error_code=ErrorCode.NOT_CONTROLLER)
+        if outcome.error:
+            return BrokerRegistrationResponse(error_code=outcome.error)
+        broker = state.image.brokers.get(request.broker_id)
+        return BrokerRegistrationResponse(broker_epoch=broker.epoch if broker else -1)
+
+    async def heartbeat(self, request: BrokerHeartbeatRequest) -> BrokerHeartbeatResponse:
+        """A broker's heartbeat: its session goes on; ``WantShutDown`` fences it
+        now (controlled shutdown); a fenced broker that heartbeats again (it was
+        cut off, not dead) is unfenced."""
+        state = self.state
+        if not state.metadata.is_leader:
+            return BrokerHeartbeatResponse(error_code=ErrorCode.NOT_CONTROLLER)
+        broker = state.image.brokers.get(request.broker_id)
+        if broker is None:
+            return BrokerHeartbeatResponse(error_code=ErrorCode.BROKER_ID_NOT_REGISTERED)
+        if request.broker_epoch != broker.epoch:
+            return BrokerHeartbeatResponse(error_code=ErrorCode.STALE_BROKER_EPOCH)
+        self.heard(request.broker_id)
+        if request.want_shut_down:
+            await self.fence(request.broker_id)
+            return BrokerHeartbeatResponse(is_caught_up=True, is_fenced=True,
+                                           should_shut_down=True)
+        if broker.fenced:
+            try:
+                await state.write(lambda image: controller.unfence_broker(
+                    image, request.broker_id))
+            except NotControllerError:
+                return BrokerHeartbeatResponse(error_code=ErrorCode.NOT_CONTROLLER)
+        fenced = state.image.brokers[request.broker_id].fenced
+        return BrokerHeartbeatResponse(is_caught_up=True, is_fenced=fenced)
 
 
 async def heartbeat_forever(state: BrokerState) -> None:
@@ -92,14 +147,13 @@ async def heartbeat_forever(state: BrokerState) -> None:
 async def send_heartbeat(state: BrokerState, *, want_shut_down: bool) -> bool:
     """One heartbeat; True if the controller answered without error."""
     broker = state.image.brokers.get(state.node_id)
-    quorum = state.quorum
-    if broker is None or quorum is None:
+    if broker is None:
         return False
     request = BrokerHeartbeatRequest(broker_id=state.node_id, broker_epoch=broker.epoch,
-                                     current_metadata_offset=quorum.applied,
+                                     current_metadata_offset=state.metadata.applied,
                                      want_shut_down=want_shut_down)
     try:
-        response = await heartbeat_channel(state).request(request, 0)
+        response = await state.heartbeats.request(request, 0)
     except ControllerUnavailable:
         return False
     return bool(response.error_code == ErrorCode.NONE)
@@ -114,8 +168,7 @@ async def rebalance_forever(state: BrokerState) -> None:
     interval_s = max(state.config.get_int("leader.imbalance.check.interval.seconds"), 1)
     while True:
         await asyncio.sleep(interval_s)
-        quorum = state.quorum
-        if quorum is None or not quorum.is_leader:
+        if not state.metadata.is_leader:
             continue
         wanted = pc.preferred_imbalance(state.image)
         if wanted:

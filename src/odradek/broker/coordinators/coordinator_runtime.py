@@ -47,8 +47,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from odradek.broker.control.broker_state import NotControllerError
-from odradek.broker.replica.partitions import Partition, PartitionGoneError, PartitionManager
+from odradek.broker.ports import CoordinatorWriteError, NotControllerError, PartitionGoneError
+from odradek.broker.replica.partitions import Partition, PartitionManager
 from odradek.common.ids import Ids
 from odradek.metadata import controller
 from odradek.metadata.controller import Outcome
@@ -63,11 +63,6 @@ _LOAD_CHUNK_BYTES = 1 << 20
 _CONTROL_KEY = struct.Struct(">hh")
 CONTROL_ABORT = 0
 CONTROL_COMMIT = 1
-
-
-class CoordinatorWriteError(Exception):
-    """A coordinator's records could not be written or committed; nothing that
-    waited on them may be acknowledged."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -43,12 +43,12 @@ from odradek.broker.aio import cancel_and_wait
 from odradek.broker.config import BrokerConfig
 from odradek.broker.coordinators.coordinator_runtime import (
     CoordinatorRuntime,
-    CoordinatorWriteError,
     Entry,
     Metadata,
     Pending,
     ensure_internal_topic,
 )
+from odradek.broker.ports import CoordinatorWriteError
 from odradek.broker.replica.partitions import Partition, PartitionManager
 from odradek.common.clock import Clock
 from odradek.coordinator import records as crecords

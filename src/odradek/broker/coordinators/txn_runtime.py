@@ -38,12 +38,13 @@ from odradek.broker.aio import cancel_and_wait
 from odradek.broker.config import BrokerConfig
 from odradek.broker.coordinators.coordinator_runtime import (
     CoordinatorRuntime,
-    CoordinatorWriteError,
     Entry,
     Metadata,
     ensure_internal_topic,
 )
-from odradek.broker.replica.partitions import Partition, PartitionGoneError, PartitionManager
+from odradek.broker.peers import BrokerUnavailable, NoPeers, Peers
+from odradek.broker.ports import CoordinatorWriteError, PartitionGoneError
+from odradek.broker.replica.partitions import Partition, PartitionManager
 from odradek.common import crashpoints
 from odradek.common.clock import Clock
 from odradek.coordinator.records import OFFSETS_TOPIC
@@ -62,7 +63,6 @@ from odradek.wire.primitives import DecodeError
 from odradek.wire.records import CONTROL_ABORT, CONTROL_COMMIT, build_batch, control_record
 
 if TYPE_CHECKING:
-    from odradek.broker.control.broker_channel import BrokerChannel  # cluster mode only
     from odradek.broker.coordinators.group_runtime import GroupRuntime
 
 log = logging.getLogger("odradek.transactions")
@@ -99,8 +99,10 @@ def append_marker(
 class TxnRuntime:
     def __init__(
         self, metadata: Metadata, partitions: PartitionManager, config: BrokerConfig,
-        clock: Clock, groups: Callable[[], GroupRuntime | None],
+        clock: Clock, groups: Callable[[], GroupRuntime | None], peers: Peers | None = None,
     ) -> None:
+        """``peers``: requests to other brokers (a cluster's broker channel;
+        default: a single node's, which has none)."""
         self.metadata = metadata
         self.partitions = partitions
         self.config = config
@@ -118,8 +120,8 @@ class TxnRuntime:
         self._timer: asyncio.Task[None] | None = None
         self._closing = False
         self.started = False
-        self.channel: BrokerChannel | None = None
-        """Cluster mode: where markers for partitions led elsewhere are sent."""
+        self.channel: Peers = peers if peers is not None else NoPeers()
+        """Where markers for partitions led elsewhere are sent."""
         self.owned: set[int] = set()
         """``__transaction_state`` partitions loaded here (led by this broker)."""
         self.write_timeout_s = config.get_int("request.timeout.ms") / 1000
@@ -161,6 +163,13 @@ class TxnRuntime:
         except (DecodeError, StorageError):
             log.exception("%s-%d: unreadable records; loaded what came before",
                           TXN_TOPIC, index)
+
+    def write_marker(self, part: Partition, producer_id: int, producer_epoch: int, commit: bool,
+                     coordinator_epoch: int, now_ms: int) -> Appended:
+        """Append one COMMIT/ABORT marker to ``part``, a partition this broker
+        leads (WriteTxnMarkers): :func:`append_marker`."""
+        return append_marker(self.partitions, self.groups(), part, producer_id, producer_epoch,
+                             commit, coordinator_epoch, now_ms)
 
     def coordinator_error(self, transactional_id: str) -> ErrorCode:
         """NOT_COORDINATOR for a transactional id whose ``__transaction_state``
@@ -384,7 +393,6 @@ class TxnRuntime:
         transaction, or no such transaction), INVALID_PRODUCER_EPOCH, or
         COORDINATOR_NOT_AVAILABLE when the coordinator cannot be asked now (the
         client retries)."""
-        from odradek.broker.control.broker_channel import BrokerUnavailable
         from odradek.wire.messages import add_partitions_to_txn_request as ap
 
         if not transactional_id or not self.coordinator_error(transactional_id):
@@ -393,7 +401,7 @@ class TxnRuntime:
         topic = image.topics.get(TXN_TOPIC)
         p = topic.partitions.get(self.partition_of(transactional_id)) if topic else None
         leader = p.leader if p is not None else -1
-        if leader < 0 or leader == self.metadata.node_id or self.channel is None:
+        if leader < 0 or leader == self.metadata.node_id:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         request = ap.AddPartitionsToTxnRequest(transactions=[ap.AddPartitionsToTxnTransaction(
             transactional_id=transactional_id, producer_id=producer_id,
@@ -411,10 +419,9 @@ class TxnRuntime:
         return _VERIFIED_AS.get(ErrorCode(code), ErrorCode.COORDINATOR_NOT_AVAILABLE)
 
     async def _send_marker(self, job: MarkerJob, topic: str, index: int, leader: int) -> bool:
-        from odradek.broker.control.broker_channel import BrokerUnavailable
         from odradek.wire.messages import write_txn_markers_request as wm
 
-        if leader < 0 or self.channel is None:
+        if leader < 0:
             raise CoordinatorWriteError(f"{topic}-{index} has no leader to mark")
         request = wm.WriteTxnMarkersRequest(markers=[wm.WritableTxnMarker(
             producer_id=job.producer_id, producer_epoch=job.producer_epoch,

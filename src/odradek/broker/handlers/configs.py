@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from odradek.broker.config import DEFAULTS, BrokerConfig
+from odradek.broker.ports import MetadataPort
 from odradek.metadata.broker_configs import (
     BROKER_CONFIGS,
     CONFIG_TYPE,
@@ -140,3 +141,11 @@ def broker_resource_error(name: str, node_id: int, *, any_broker: bool = False) 
     if int(name) != node_id and not any_broker:
         return f"Unexpected broker id, expected {node_id} or empty string, but received {name}"
     return None
+
+
+def accepts_broker_resource(state: MetadataPort, name: str) -> str | None:
+    """Why this node does not alter broker resource ``name`` (None: it does). A
+    cluster's controller also takes the ids of other registered brokers: their
+    alters reach it forwarded, as the client sent them."""
+    registered = name.isdigit() and int(name) in state.image.brokers  # one node: itself only
+    return broker_resource_error(name, state.node_id, any_broker=registered)

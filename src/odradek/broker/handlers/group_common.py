@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import uuid
 
-from odradek.broker.coordinators.group_runtime import GroupRuntime
 from odradek.broker.net.context import RequestContext
+from odradek.broker.ports import GroupPort
 
 
-async def group_runtime(ctx: RequestContext) -> GroupRuntime | None:
+async def group_runtime(ctx: RequestContext) -> GroupPort | None:
     """The group coordinator, with ``__consumer_offsets`` created if missing;
     None when it cannot serve (COORDINATOR_NOT_AVAILABLE)."""
     runtime = ctx.groups

@@ -53,11 +53,11 @@ from typing import Any
 from odradek.broker.handlers.topics import INTERNAL_TOPICS
 from odradek.broker.net.context import RequestContext
 from odradek.broker.net.registry import Access, CloseConnection, Deferred, handler
-from odradek.broker.replica.partitions import (
+from odradek.broker.ports import (
     BrokerStopping,
     NotLeaderError,
-    Partition,
     PartitionGoneError,
+    PartitionPort,
 )
 from odradek.replication.partition import Appended, Origin
 from odradek.storage.errors import StorageError
@@ -88,7 +88,7 @@ def error_response(request: ProduceRequest, code: int) -> ProduceResponse:
     ])
 
 
-def _unverified(ctx: RequestContext, part: Partition, records: memoryview,
+def _unverified(ctx: RequestContext, part: PartitionPort, records: memoryview,
                 transactional_id: str | None) -> int:
     """An error code if the records are a transactional batch of a producer whose
     ongoing transaction does not hold this partition. In a cluster, a producer
@@ -115,7 +115,7 @@ REFUSALS = frozenset({ErrorCode.NOT_ENOUGH_REPLICAS, ErrorCode.NOT_LEADER_OR_FOL
 MAX_REFUSED = 10_000
 
 
-def _pipelined_refusal(part: Partition, records: memoryview, result: Appended) -> Appended:
+def _pipelined_refusal(part: PartitionPort, records: memoryview, result: Appended) -> Appended:
     """A producer's batch refused with a retriable error (NOT_ENOUGH_REPLICAS,
     say, just after a restart) is followed by its next batch, already in
     flight; if the refusal's cause ended meanwhile (a follower rejoined the
@@ -157,7 +157,7 @@ def in_sequence_gap(refused_first: int, first: int) -> bool:
 
 
 def _append(
-    ctx: RequestContext, part: Partition, records: memoryview, acks: int,
+    ctx: RequestContext, part: PartitionPort, records: memoryview, acks: int,
     transactional_id: str | None,
 ) -> tuple[PartitionProduceResponse, Appended | None]:
     code = _unverified(ctx, part, records, transactional_id)
@@ -183,7 +183,7 @@ def _append(
     return resp, result
 
 
-async def _complete(ctx: RequestContext, part: Partition, resp: PartitionProduceResponse,
+async def _complete(ctx: RequestContext, part: PartitionPort, resp: PartitionProduceResponse,
                     result: Appended, acks: int, timeout_s: float | None) -> None:
     """Wait for what ``acks`` asks (delayed produce): the fsync ``flush.messages``
     wants and, with acks=-1, the HW past the records — or answer
@@ -319,10 +319,8 @@ async def _answer(ctx: RequestContext, request: ProduceRequest,
             if ctx.api_version < 8:
                 resp.error_message = None
             failed |= resp.error_code != 0
-    quotas = state.quotas
-    if quotas is not None:
-        ctx.throttle_ms = quotas.charge(
-            "producer_byte_rate", ctx.client_id, ctx.request_size, state.clock.monotonic_ms())
+    ctx.throttle_ms = state.quotas.charge(
+        "producer_byte_rate", ctx.client_id, ctx.request_size, state.clock.monotonic_ms())
     if acks == 0:
         if failed:
             raise CloseConnection("acks=0 produce failed")

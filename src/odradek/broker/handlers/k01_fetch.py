@@ -47,10 +47,11 @@ from __future__ import annotations
 
 import asyncio
 
+from odradek.broker.handlers.partition_common import epoch_error
 from odradek.broker.net.context import RequestContext
 from odradek.broker.net.registry import Access, handler
 from odradek.broker.net.transfer import FileRecords, collect_without_waiting, warm
-from odradek.broker.replica.partitions import METADATA_TOPIC, Partition
+from odradek.broker.ports import METADATA_TOPIC, PartitionPort
 from odradek.wire.errors import ErrorCode
 from odradek.wire.messages.fetch_request import FetchPartition, FetchRequest
 from odradek.wire.messages.fetch_response import (
@@ -67,7 +68,7 @@ MAX_WAIT_MS_CAP = 300_000
 
 
 def _read(
-    part: Partition, req: FetchPartition, budget: int, first: bool, isolation: int
+    part: PartitionPort, req: FetchPartition, budget: int, first: bool, isolation: int
 ) -> tuple[PartitionData, int]:
     state = part.state
     limit = min(req.partition_max_bytes, budget)
@@ -98,11 +99,11 @@ def _read(
 
 def _collect(
     ctx: RequestContext, request: FetchRequest
-) -> tuple[FetchResponse, int, list[Partition]]:
+) -> tuple[FetchResponse, int, list[PartitionPort]]:
     state = ctx.broker
     budget = request.max_bytes if request.max_bytes > 0 else 0
     total = 0
-    watched: list[Partition] = []
+    watched: list[PartitionPort] = []
     topics = []
     by_id = state.image.by_id if ctx.api_version >= 13 else None
     for topic in request.topics:
@@ -127,7 +128,7 @@ def _collect(
                     high_watermark=-1, records=b"",
                 ))
                 continue
-            code = _epoch_error(part, preq.current_leader_epoch)
+            code = epoch_error(part, preq.current_leader_epoch)
             if code:
                 out.append(PartitionData(partition_index=preq.partition, error_code=code,
                                          high_watermark=-1, records=b""))
@@ -167,7 +168,7 @@ def _leader_hints(ctx: RequestContext, response: FetchResponse) -> None:
     response.node_endpoints = [endpoints[n] for n in sorted(endpoints)]
 
 
-async def _wait_for_append(parts: list[Partition], timeout_ms: float) -> None:
+async def _wait_for_append(parts: list[PartitionPort], timeout_ms: float) -> None:
     loop = asyncio.get_running_loop()
     fut: asyncio.Future[None] = loop.create_future()
     for part in parts:
@@ -181,20 +182,9 @@ async def _wait_for_append(parts: list[Partition], timeout_ms: float) -> None:
             part.waiters.discard(fut)
 
 
-def _epoch_error(part: Partition, current_leader_epoch: int) -> int:
-    """KIP-320: a fetcher that knows a newer leader epoch than this replica gets
-    UNKNOWN_LEADER_EPOCH (this broker's metadata is behind), an older one
-    FENCED_LEADER_EPOCH (its own metadata is); -1 skips the check."""
-    if current_leader_epoch < 0 or current_leader_epoch == part.state.leader_epoch:
-        return 0
-    if current_leader_epoch > part.state.leader_epoch:
-        return ErrorCode.UNKNOWN_LEADER_EPOCH
-    return ErrorCode.FENCED_LEADER_EPOCH
-
-
 def _collect_replica(
     ctx: RequestContext, request: FetchRequest, replica_id: int
-) -> tuple[FetchResponse, int, list[Partition]]:
+) -> tuple[FetchResponse, int, list[PartitionPort]]:
     """A follower's fetch: each partition read up to the log end, or told where its
     log diverges; the follower's log end recorded (moving the HW, perhaps)."""
     state = ctx.broker
@@ -207,7 +197,7 @@ def _collect_replica(
         broker.epoch if broker is not None else -1)
     budget = request.max_bytes if request.max_bytes > 0 else 0
     total = 0
-    watched: list[Partition] = []
+    watched: list[PartitionPort] = []
     topics = []
     for topic in request.topics:
         out: list[PartitionData] = []
@@ -215,7 +205,7 @@ def _collect_replica(
             part = state.partitions.get(topic.topic, preq.partition)
             code = (ErrorCode.NOT_LEADER_OR_FOLLOWER
                     if part is None or not part.state.is_leader or not state.registered
-                    else _epoch_error(part, preq.current_leader_epoch))
+                    else epoch_error(part, preq.current_leader_epoch))
             if part is None or code:
                 out.append(PartitionData(partition_index=preq.partition, error_code=code,
                                          high_watermark=-1, records=b""))
@@ -256,8 +246,8 @@ ACCESS = (
 @handler(1, (4, 17), access=ACCESS)
 async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
     replica_id = max(request.replica_id, request.replica_state.replica_id)
-    if ctx.broker.quorum is not None and _is_raft_fetch(request):
-        response: FetchResponse = await ctx.broker.quorum.serve(1, request)
+    if _is_raft_fetch(request):  # the metadata log's own replication
+        response: FetchResponse = await ctx.broker.metadata.serve(1, request)
         return response
     if ctx.api_version >= 7 and request.session_id != 0:
         return FetchResponse(
@@ -297,7 +287,7 @@ def _charged(ctx: RequestContext, response: FetchResponse, total: int) -> FetchR
     """Charge a ``consumer_byte_rate`` quota. A client already over it gets no
     records, only the throttle time (see broker/net/quotas.py)."""
     quotas = ctx.broker.quotas
-    if quotas is None or not total:
+    if not total:
         return response
     now_ms = ctx.broker.clock.monotonic_ms()
     due = quotas.pending("consumer_byte_rate", ctx.client_id, now_ms)

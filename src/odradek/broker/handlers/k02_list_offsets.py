@@ -32,10 +32,9 @@ must not see the latest offset go back.
 
 from __future__ import annotations
 
-from odradek.broker.handlers.k01_fetch import _epoch_error
+from odradek.broker.handlers.partition_common import epoch_error
 from odradek.broker.net.context import RequestContext
 from odradek.broker.net.registry import Access, handler
-from odradek.broker.replica.partitions import first_record_at_or_after
 from odradek.storage.errors import StorageError
 from odradek.wire.errors import ErrorCode
 from odradek.wire.messages.list_offsets_request import ListOffsetsPartition, ListOffsetsRequest
@@ -44,6 +43,7 @@ from odradek.wire.messages.list_offsets_response import (
     ListOffsetsResponse,
     ListOffsetsTopicResponse,
 )
+from odradek.wire.records import first_record_at_or_after
 
 LATEST = -1
 
@@ -67,7 +67,7 @@ def _lookup(
     if req.timestamp < _lowest_sentinel(ctx.api_version):
         resp.error_code = ErrorCode.UNSUPPORTED_VERSION
         return resp
-    code = _epoch_error(part, req.current_leader_epoch) if ctx.api_version >= 4 else 0
+    code = epoch_error(part, req.current_leader_epoch) if ctx.api_version >= 4 else 0
     if not code and req.timestamp == LATEST and not part.state.high_watermark_known:
         # KIP-207: a new leader whose HW has not yet reached the start of its epoch:
         # its HW may be below the one the previous leader gave out (retriable).

@@ -17,10 +17,10 @@ UNSUPPORTED_VERSION otherwise). v0–1 (removed in Kafka 4) are not served.
 
 from __future__ import annotations
 
-from odradek.broker.coordinators.group_runtime import CoordinatorWriteError
 from odradek.broker.handlers.group_common import group_runtime
 from odradek.broker.net.context import RequestContext
 from odradek.broker.net.registry import Access, handler
+from odradek.broker.ports import CoordinatorWriteError
 from odradek.coordinator.coordinator import Commit, CommitRequest
 from odradek.wire.errors import ErrorCode
 from odradek.wire.messages.offset_commit_request import OffsetCommitRequest

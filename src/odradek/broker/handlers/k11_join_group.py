@@ -21,10 +21,10 @@ from __future__ import annotations
 
 import logging
 
-from odradek.broker.coordinators.group_runtime import CoordinatorWriteError
 from odradek.broker.handlers.group_common import client_host, cluster_topics, group_runtime
 from odradek.broker.net.context import RequestContext
 from odradek.broker.net.registry import Access, handler
+from odradek.broker.ports import CoordinatorWriteError
 from odradek.coordinator.membership import join_error
 from odradek.wire.errors import ErrorCode
 from odradek.wire.messages.join_group_request import JoinGroupRequest

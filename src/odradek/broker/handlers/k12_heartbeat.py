@@ -10,10 +10,10 @@ Version notes: v1 throttle time; v3 group instance id; v4 flexible.
 
 from __future__ import annotations
 
-from odradek.broker.coordinators.group_runtime import CoordinatorWriteError
 from odradek.broker.handlers.group_common import cluster_topics, group_runtime
 from odradek.broker.net.context import RequestContext
 from odradek.broker.net.registry import Access, handler
+from odradek.broker.ports import CoordinatorWriteError
 from odradek.wire.errors import ErrorCode
 from odradek.wire.messages.heartbeat_request import HeartbeatRequest
 from odradek.wire.messages.heartbeat_response import HeartbeatResponse

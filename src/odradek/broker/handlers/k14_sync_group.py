@@ -11,10 +11,10 @@ checked against the group's (INCONSISTENT_GROUP_PROTOCOL) and echoed back.
 
 from __future__ import annotations
 
-from odradek.broker.coordinators.group_runtime import CoordinatorWriteError
 from odradek.broker.handlers.group_common import cluster_topics, group_runtime
 from odradek.broker.net.context import RequestContext
 from odradek.broker.net.registry import Access, handler
+from odradek.broker.ports import CoordinatorWriteError
 from odradek.coordinator.membership import sync_error
 from odradek.wire.errors import ErrorCode
 from odradek.wire.messages.sync_group_request import SyncGroupRequest

@@ -42,11 +42,11 @@ async def _brokers_may_come(ctx: RequestContext, rf: int, deadline: float) -> bo
     """Wait (until ``deadline``, loop time) for ``rf`` live brokers while the
     controller is new (brokers are still registering); True if they came."""
     state = ctx.broker
-    quorum = state.quorum
-    if quorum is None or quorum.active_since_ms < 0:
+    since_ms = state.metadata.active_since_ms
+    if since_ms < 0:  # not a newly elected controller (a single node never is)
         return False
     loop = asyncio.get_running_loop()
-    window_s = (quorum.active_since_ms + state.config.get_int("broker.session.timeout.ms")
+    window_s = (since_ms + state.config.get_int("broker.session.timeout.ms")
                 - state.clock.monotonic_ms()) / 1000
     deadline = min(deadline, loop.time() + window_s)
     while loop.time() < deadline:

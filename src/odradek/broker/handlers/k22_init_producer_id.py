@@ -21,45 +21,15 @@ only under transactions v2 (not finalized here): answered as v4.
 
 from __future__ import annotations
 
-from functools import partial
-
-from odradek.broker.control.broker_state import BrokerState, NotControllerError
+from odradek.broker.handlers.producer_ids import ensure_producer_ids, next_producer_id
 from odradek.broker.handlers.txn_common import fenced_as, txn_runtime
 from odradek.broker.net.context import RequestContext
 from odradek.broker.net.registry import Access, handler
-from odradek.metadata import controller
-from odradek.metadata.controller import Outcome
-from odradek.metadata.image import MetadataImage
 from odradek.wire.errors import ErrorCode
 from odradek.wire.messages.init_producer_id_request import InitProducerIdRequest
 from odradek.wire.messages.init_producer_id_response import InitProducerIdResponse
 
 MAX_EPOCH = 32767
-
-
-async def ensure_producer_ids(state: BrokerState) -> None:
-    """Reserve a block of producer ids if none is left (so one can be taken
-    without waiting)."""
-    pool = state.producer_ids
-    while not pool:
-        blocks: list[range] = []
-        try:
-            await state.write(partial(_allocate, node_id=state.node_id, blocks=blocks))
-        except NotControllerError:  # cluster mode: the controller hands out blocks
-            blocks = [await state.producer_ids_from_controller()]
-        if not pool:
-            pool.extend(reversed(blocks[0]))
-
-
-async def next_producer_id(state: BrokerState) -> int:
-    await ensure_producer_ids(state)
-    return state.producer_ids.pop()
-
-
-def _allocate(image: MetadataImage, node_id: int, blocks: list[range]) -> Outcome:
-    block, outcome = controller.allocate_producer_ids(image, node_id)
-    blocks.append(block)
-    return outcome
 
 
 async def _transactional(

@@ -27,10 +27,10 @@ CLUSTER_ACTION for v4+; Odradek has no authorizer.
 
 from __future__ import annotations
 
-from odradek.broker.coordinators.txn_runtime import TxnRuntime
 from odradek.broker.handlers.txn_common import fenced_as, txn_runtime
 from odradek.broker.net.context import RequestContext
 from odradek.broker.net.registry import Access, handler
+from odradek.broker.ports import TxnPort
 from odradek.metadata.image import MetadataImage
 from odradek.wire.errors import ErrorCode
 from odradek.wire.messages.add_partitions_to_txn_request import AddPartitionsToTxnRequest
@@ -67,7 +67,7 @@ def _unknown(image: MetadataImage, wanted: list[TopicPartition]) -> dict[TopicPa
 
 
 async def _add(
-    ctx: RequestContext, runtime: TxnRuntime, tid: str, producer_id: int, epoch: int,
+    ctx: RequestContext, runtime: TxnPort, tid: str, producer_id: int, epoch: int,
     wanted: list[TopicPartition], verify_only: bool,
 ) -> dict[TopicPartition, int]:
     """The error code of each partition of one transaction."""

@@ -26,10 +26,9 @@ from __future__ import annotations
 
 import asyncio
 
-from odradek.broker.coordinators.txn_runtime import append_marker
 from odradek.broker.net.context import RequestContext
 from odradek.broker.net.registry import Access, handler
-from odradek.broker.replica.partitions import PartitionGoneError
+from odradek.broker.ports import PartitionGoneError
 from odradek.storage.errors import StorageError
 from odradek.wire.errors import ErrorCode
 from odradek.wire.messages.write_txn_markers_request import (
@@ -52,9 +51,9 @@ async def _write(ctx: RequestContext, marker: WritableTxnMarker, topic: str, ind
         known = topic in state.image.topics and index in state.image.topics[topic].partitions
         return (ErrorCode.NOT_LEADER_OR_FOLLOWER if known
                 else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-    result = append_marker(state.partitions, ctx.groups, part, marker.producer_id,
-                           marker.producer_epoch, bool(marker.transaction_result),
-                           marker.coordinator_epoch, state.clock.now_ms())
+    result = ctx.txns.write_marker(part, marker.producer_id, marker.producer_epoch,
+                                   bool(marker.transaction_result), marker.coordinator_epoch,
+                                   state.clock.now_ms())
     if result.error_code:
         return result.error_code
     try:

@@ -27,11 +27,11 @@ from __future__ import annotations
 
 import logging
 
-from odradek.broker.coordinators.coordinator_runtime import CoordinatorWriteError
 from odradek.broker.handlers.group_common import group_runtime
 from odradek.broker.handlers.txn_common import txn_runtime
 from odradek.broker.net.context import RequestContext
 from odradek.broker.net.registry import Access, handler
+from odradek.broker.ports import CoordinatorWriteError
 from odradek.coordinator.offsets import Commit, CommitRequest
 from odradek.coordinator.records import OFFSETS_TOPIC
 from odradek.wire.errors import ErrorCode

@@ -14,12 +14,15 @@ from __future__ import annotations
 
 from functools import partial
 
-from odradek.broker.control.broker_state import BrokerState
-from odradek.broker.handlers.configs import BROKER_RESOURCE, TOPIC_RESOURCE
-from odradek.broker.handlers.k44_incremental_alter_configs import accepts_broker_resource
+from odradek.broker.handlers.configs import (
+    BROKER_RESOURCE,
+    TOPIC_RESOURCE,
+    accepts_broker_resource,
+)
 from odradek.broker.handlers.topics import protect_internal
 from odradek.broker.net.context import RequestContext
 from odradek.broker.net.registry import Access, handler
+from odradek.broker.ports import MetadataPort
 from odradek.metadata import controller
 from odradek.metadata.broker_configs import alter_broker_configs
 from odradek.metadata.image import MetadataImage
@@ -55,7 +58,7 @@ def _replace_broker(image: MetadataImage, res: AlterConfigsResource) -> controll
 
 
 async def _alter(
-    state: BrokerState, res: AlterConfigsResource, validate_only: bool
+    state: MetadataPort, res: AlterConfigsResource, validate_only: bool
 ) -> tuple[int, str | None]:
     names = [c.name for c in res.configs]
     if len(set(names)) != len(names):

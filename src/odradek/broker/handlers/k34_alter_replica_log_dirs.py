@@ -52,7 +52,7 @@ async def handle(
 ) -> AlterReplicaLogDirsResponse:
     state = ctx.broker
     manager = state.partitions
-    configured = {os.path.normpath(os.path.abspath(d)): d for d in manager.logs.log_dirs}
+    configured = {os.path.normpath(os.path.abspath(d)): d for d in manager.log_dirs}
     results: dict[str, list[AlterReplicaLogDirPartitionResult]] = {}
     for wanted in request.dirs:
         path = wanted.path
@@ -85,7 +85,7 @@ def _alter(ctx: RequestContext, directory: str | None, topic: str, index: int) -
             return ErrorCode.REPLICA_NOT_AVAILABLE
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     try:
-        state.partitions.mover.alter(part, directory)
+        state.partitions.alter_log_dir(part, directory)
     except (StorageError, OSError) as exc:
         log.warning("%s-%d: cannot move to %s: %s", topic, index, directory, exc)
         return ErrorCode.KAFKA_STORAGE_ERROR

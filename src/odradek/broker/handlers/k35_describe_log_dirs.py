@@ -44,7 +44,7 @@ async def handle(
     else:
         wanted = {(t.topic, p) for t in request.topics for p in t.partitions}
     by_dir: dict[str, dict[str, list[DescribeLogDirsPartition]]] = {
-        d: {} for d in manager.logs.log_dirs}
+        d: {} for d in manager.log_dirs}
     for (topic, index) in sorted(wanted):
         part = manager.get(topic, index)
         if part is None:
@@ -62,7 +62,7 @@ async def handle(
                     partition_index=index, partition_size=future.log.size_bytes,
                     offset_lag=future.lag(current), is_future_key=True))
     results = []
-    for directory in manager.logs.log_dirs:
+    for directory in manager.log_dirs:
         result = DescribeLogDirsResult(
             error_code=0, log_dir=os.path.abspath(directory),
             topics=[DescribeLogDirsTopic(name, parts)

@@ -9,10 +9,10 @@ Version notes: v1 same as v0; v2 flexible.
 
 from __future__ import annotations
 
-from odradek.broker.coordinators.group_runtime import CoordinatorWriteError
 from odradek.broker.handlers.group_common import group_runtime
 from odradek.broker.net.context import RequestContext
 from odradek.broker.net.registry import Access, handler
+from odradek.broker.ports import CoordinatorWriteError
 from odradek.wire.errors import ErrorCode
 from odradek.wire.messages.delete_groups_request import DeleteGroupsRequest
 from odradek.wire.messages.delete_groups_response import (

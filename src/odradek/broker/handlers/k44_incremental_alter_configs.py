@@ -21,15 +21,15 @@ from collections.abc import Callable, Mapping
 from functools import partial
 
 from odradek.broker.config import DEFAULTS
-from odradek.broker.control.broker_state import BrokerState
 from odradek.broker.handlers.configs import (
     BROKER_RESOURCE,
     TOPIC_RESOURCE,
-    broker_resource_error,
+    accepts_broker_resource,
 )
 from odradek.broker.handlers.topics import protect_internal
 from odradek.broker.net.context import RequestContext
 from odradek.broker.net.registry import Access, handler
+from odradek.broker.ports import MetadataPort
 from odradek.metadata import controller
 from odradek.metadata.broker_configs import BROKER_CONFIGS, alter_broker_configs
 from odradek.metadata.topic_configs import TOPIC_CONFIGS
@@ -94,16 +94,8 @@ def _broker_list_default(name: str) -> str | None:
     return DEFAULTS.get(name, "") if d is not None and d.kind == "list" else None
 
 
-def accepts_broker_resource(state: BrokerState, name: str) -> str | None:
-    """Why this node does not alter broker resource ``name`` (None: it does). A
-    cluster's controller also takes the ids of other registered brokers: their
-    alters reach it forwarded, as the client sent them."""
-    registered = state.quorum is not None and name.isdigit() and int(name) in state.image.brokers
-    return broker_resource_error(name, state.node_id, any_broker=registered)
-
-
 async def _alter(
-    state: BrokerState, res: AlterConfigsResource, validate_only: bool
+    state: MetadataPort, res: AlterConfigsResource, validate_only: bool
 ) -> tuple[int, str | None]:
     problem = _request_error(res)
     if problem:

@@ -8,10 +8,10 @@ consumer group may not lose the offsets it is using).
 
 from __future__ import annotations
 
-from odradek.broker.coordinators.group_runtime import CoordinatorWriteError
 from odradek.broker.handlers.group_common import group_runtime
 from odradek.broker.net.context import RequestContext
 from odradek.broker.net.registry import Access, handler
+from odradek.broker.ports import CoordinatorWriteError
 from odradek.wire.errors import ErrorCode
 from odradek.wire.messages.offset_delete_request import OffsetDeleteRequest
 from odradek.wire.messages.offset_delete_response import (

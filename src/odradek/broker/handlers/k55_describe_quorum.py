@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from odradek.broker.net.context import RequestContext
 from odradek.broker.net.registry import Access, handler
-from odradek.raft.node import Role
 from odradek.wire.errors import ErrorCode
 from odradek.wire.messages import describe_quorum_response as dq
 from odradek.wire.messages.describe_quorum_request import DescribeQuorumRequest
@@ -29,40 +28,22 @@ ACCESS = (Access("DESCRIBE", "CLUSTER"),)
 
 @handler(55, (0, 2), access=ACCESS)
 async def handle(ctx: RequestContext, request: DescribeQuorumRequest) -> dq.DescribeQuorumResponse:
-    quorum = ctx.broker.quorum
-    if quorum is None:
-        return _single_node(ctx)
-    raft = quorum.raft
-    part = dq.PartitionData(0, leader_id=quorum.leader_id, leader_epoch=raft.epoch,
-                            high_watermark=raft.high_watermark)
-    if raft.role is not Role.LEADER:
+    view = ctx.broker.metadata.describe()
+    part = dq.PartitionData(0, leader_id=view.leader_id, leader_epoch=view.epoch,
+                            high_watermark=view.high_watermark)
+    if view.error_message is not None:
         part.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
-        part.error_message = f"ask the leader, node {quorum.leader_id}"
+        part.error_message = view.error_message
     else:
-        now = quorum.clock.monotonic_ms()
-        for row in raft.describe(now):
-            state = dq.ReplicaState(row.node_id, log_end_offset=row.end_offset,
-                                    last_fetch_timestamp=quorum.wall_ms(row.last_fetch_ms),
-                                    last_caught_up_timestamp=quorum.wall_ms(
-                                        row.last_caught_up_ms))
-            (part.current_voters if row.node_id in quorum.voters else part.observers).append(
-                state)
-    nodes = [dq.Node(node_id, [dq.Listener("CONTROLLER", host, port)])
-             for node_id, (host, port) in sorted(quorum.voters.items())]
+        part.error_message = None
+    for row in view.replicas:
+        state = dq.ReplicaState(row.node_id, log_end_offset=row.end_offset,
+                                last_fetch_timestamp=row.last_fetch_ms,
+                                last_caught_up_timestamp=row.last_caught_up_ms)
+        (part.current_voters if row.voter else part.observers).append(state)
+    nodes: dict[int, list[dq.Listener]] = {}
+    for node_id, name, host, port in view.nodes:
+        nodes.setdefault(node_id, []).append(dq.Listener(name, host, port))
     return dq.DescribeQuorumResponse(
-        topics=[dq.TopicData(METADATA, [part])], nodes=nodes if ctx.api_version >= 2 else [])
-
-
-def _single_node(ctx: RequestContext) -> dq.DescribeQuorumResponse:
-    state = ctx.broker
-    end = state.journal.end_offset()
-    now = state.clock.now_ms()
-    me = dq.ReplicaState(state.node_id, log_end_offset=end, last_fetch_timestamp=now,
-                         last_caught_up_timestamp=now)
-    part = dq.PartitionData(0, error_message=None, leader_id=state.node_id, leader_epoch=1,
-                            high_watermark=end, current_voters=[me])
-    nodes = [dq.Node(state.node_id, [dq.Listener(a.name, a.host, a.port)
-                                     for a in state.advertised[:1]])]
-    return dq.DescribeQuorumResponse(error_message=None,
-                                     topics=[dq.TopicData(METADATA, [part])],
-                                     nodes=nodes if ctx.api_version >= 2 else [])
+        error_message=None, topics=[dq.TopicData(METADATA, [part])],
+        nodes=[dq.Node(n, ls) for n, ls in nodes.items()] if ctx.api_version >= 2 else [])

@@ -19,9 +19,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from odradek.broker.control.broker_state import NotControllerError
 from odradek.broker.net.context import RequestContext
 from odradek.broker.net.registry import Access, handler
+from odradek.broker.ports import NotControllerError
 from odradek.metadata import partition_changes as pc
 from odradek.metadata.image import MetadataImage
 from odradek.metadata.outcome import Outcome

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from functools import partial
 
-from odradek.broker.control.broker_state import NotControllerError
-from odradek.broker.handlers.k22_init_producer_id import _allocate
+from odradek.broker.handlers.producer_ids import allocate_block
 from odradek.broker.net.context import RequestContext
 from odradek.broker.net.registry import Access, handler
+from odradek.broker.ports import NotControllerError
 from odradek.wire.errors import ErrorCode
 from odradek.wire.messages.allocate_producer_ids_request import AllocateProducerIdsRequest
 from odradek.wire.messages.allocate_producer_ids_response import AllocateProducerIdsResponse
@@ -33,7 +33,8 @@ async def handle(ctx: RequestContext, request: AllocateProducerIdsRequest,
         return AllocateProducerIdsResponse(error_code=ErrorCode.STALE_BROKER_EPOCH)
     blocks: list[range] = []
     try:
-        outcome = await state.write(partial(_allocate, node_id=request.broker_id, blocks=blocks))
+        outcome = await state.write(partial(allocate_block, node_id=request.broker_id,
+                                            blocks=blocks))
     except NotControllerError:
         return AllocateProducerIdsResponse(error_code=ErrorCode.NOT_CONTROLLER)
     if outcome.error or not blocks:

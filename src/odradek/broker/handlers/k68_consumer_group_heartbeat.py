@@ -16,10 +16,10 @@ coordinator gives a joining member its id.
 
 from __future__ import annotations
 
-from odradek.broker.coordinators.group_runtime import CoordinatorWriteError
 from odradek.broker.handlers.group_common import client_host, cluster_topics, group_runtime
 from odradek.broker.net.context import RequestContext
 from odradek.broker.net.registry import Access, handler
+from odradek.broker.ports import CoordinatorWriteError
 from odradek.coordinator.consumer.membership import Caller
 from odradek.wire.errors import ErrorCode
 from odradek.wire.messages.consumer_group_heartbeat_request import ConsumerGroupHeartbeatRequest

@@ -29,10 +29,10 @@ Version notes: v0 only (flexible).
 
 from __future__ import annotations
 
-from odradek.broker.control.broker_state import BrokerState
 from odradek.broker.handlers.topics import INTERNAL_TOPICS
 from odradek.broker.net.context import RequestContext
 from odradek.broker.net.registry import Access, handler
+from odradek.broker.ports import MetadataPort
 from odradek.metadata.controller import topic_name_error
 from odradek.metadata.image import TopicImage
 from odradek.wire.errors import ErrorCode
@@ -52,7 +52,7 @@ answer holds, whatever the request asks for."""
 
 
 def _partitions(
-    state: BrokerState, topic: TopicImage, start: int, count: int
+    state: MetadataPort, topic: TopicImage, start: int, count: int
 ) -> list[DescribeTopicPartitionsResponsePartition]:
     brokers = state.image.brokers
     out = []

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from odradek.broker.control.broker_state import BrokerState, NotControllerError
 from odradek.broker.net.context import RequestContext
+from odradek.broker.ports import MetadataPort, NotControllerError
 from odradek.metadata import controller
 from odradek.metadata.controller import ALLOW_INTERNAL_CHANGES, INTERNAL_TOPICS
 
 __all__ = ["INTERNAL_TOPICS", "auto_create", "protect_internal"]
 
 
-def protect_internal(state: BrokerState) -> bool:
+def protect_internal(state: MetadataPort) -> bool:
     """Are internal topics protected from deletion and data-dropping changes
     (unless the broker runs with ``odradek.allow.internal.topic.changes``)?"""
     return not state.config.get_bool(ALLOW_INTERNAL_CHANGES)

@@ -3,12 +3,12 @@ Kafka's per-version spelling of "fenced"."""
 
 from __future__ import annotations
 
-from odradek.broker.coordinators.txn_runtime import TxnRuntime
 from odradek.broker.net.context import RequestContext
+from odradek.broker.ports import TxnPort
 from odradek.wire.errors import ErrorCode
 
 
-async def txn_runtime(ctx: RequestContext) -> TxnRuntime | None:
+async def txn_runtime(ctx: RequestContext) -> TxnPort | None:
     """The transaction coordinator, with ``__transaction_state`` created if
     missing; None when it cannot serve (COORDINATOR_NOT_AVAILABLE)."""
     runtime = ctx.txns

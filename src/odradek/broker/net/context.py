@@ -8,9 +8,7 @@ from typing import TYPE_CHECKING
 from odradek.wire.messages.request_header import RequestHeader
 
 if TYPE_CHECKING:
-    from odradek.broker.control.broker_state import BrokerState
-    from odradek.broker.coordinators.group_runtime import GroupRuntime
-    from odradek.broker.coordinators.txn_runtime import TxnRuntime
+    from odradek.broker.ports import GroupPort, MetadataPort, TxnPort
 
 
 ANONYMOUS = "User:ANONYMOUS"
@@ -21,13 +19,14 @@ class Coordinators:
     """The coordinators' runtimes a handler reaches (built by the composition root,
     broker/app.py)."""
 
-    groups: GroupRuntime
-    txns: TxnRuntime
+    groups: GroupPort
+    txns: TxnPort
 
 
 @dataclass(slots=True)
 class RequestContext:
-    broker: BrokerState
+    broker: MetadataPort
+    """The metadata service (broker/ports.py), never the wings themselves."""
     api_version: int
     header: RequestHeader
     client_host: str
@@ -50,12 +49,12 @@ class RequestContext:
     that needs neither)."""
 
     @property
-    def groups(self) -> GroupRuntime:
+    def groups(self) -> GroupPort:
         assert self.coordinators is not None
         return self.coordinators.groups
 
     @property
-    def txns(self) -> TxnRuntime:
+    def txns(self) -> TxnPort:
         assert self.coordinators is not None
         return self.coordinators.txns
 

@@ -19,9 +19,9 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any, Protocol
 
-from odradek.broker.control.broker_state import NotControllerError
 from odradek.broker.control.controller_channel import FORWARDED_APIS, ControllerUnavailable
 from odradek.broker.net.pipeline import Call, Proceed
+from odradek.broker.ports import NotControllerError
 
 if TYPE_CHECKING:
     from odradek.broker.control.controller_channel import ControllerChannel

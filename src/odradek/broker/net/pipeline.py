@@ -250,22 +250,20 @@ UNTHROTTLED_APIS = frozenset({18})
 class RequestQuota:
     name = "quota"
 
-    def __init__(self, quotas: Callable[[], QuotaManager | None],
-                 now_ms: Callable[[], float]) -> None:
+    def __init__(self, quotas: QuotaManager, now_ms: Callable[[], float]) -> None:
         self.quotas = quotas
         self.now_ms = now_ms
 
     async def __call__(self, call: Call, proceed: Proceed) -> Any:
-        quotas = self.quotas()
-        timed = (quotas is not None and call.api_key not in UNTHROTTLED_APIS
-                 and quotas.active(REQUEST_QUOTA))
+        quotas = self.quotas
+        timed = call.api_key not in UNTHROTTLED_APIS and quotas.active(REQUEST_QUOTA)
         started = time.perf_counter() if timed else 0.0
         body = await proceed(call)
         if isinstance(body, Deferred):
             return body  # its byte-rate throttle (ctx.throttle_ms) applies when answered
         ctx = call.ctx
         throttle = ctx.throttle_ms
-        if timed and quotas is not None:
+        if timed:
             busy = max(time.perf_counter() - started - ctx.waited_s, 0.0)
             throttle = max(throttle, quotas.charge(REQUEST_QUOTA, ctx.client_id, busy * 100,
                                                    self.now_ms()))
@@ -288,7 +286,7 @@ class Stages:
     """The default stages' collaborators (built by the server)."""
 
     metrics: Registry
-    quotas: Callable[[], QuotaManager | None]
+    quotas: QuotaManager
     now_ms: Callable[[], float]
     unsupported_api_versions: Callable[[], Any]
     forward: Stage | None = None

@@ -115,8 +115,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._closed = True
             transport.close()
             return
-        quotas = self.state.quotas
-        ip_rate = quotas.connection_rate(self.ip) if quotas is not None else None
+        ip_rate = self.state.quotas.connection_rate(self.ip)
         reason = self.server.limits.admit(self.ip, int(self.server.loop_time() * 1000), ip_rate)
         if reason is not None:
             self.server.log_rejected(self.peer, reason)
@@ -360,7 +359,7 @@ class KafkaServer:
         config = state.config
         self.metrics = metrics if metrics is not None else Registry()
         self.pipeline: Pipeline = default_stages(Stages(
-            self.metrics, lambda: self.state.quotas, lambda: self.loop_time() * 1000,
+            self.metrics, self.state.quotas, lambda: self.loop_time() * 1000,
             unsupported_version_response, forward, list(stages or ())))
         self.connections: set[KafkaConnection] = set()
         self.tasks: set[asyncio.Task[None]] = set()

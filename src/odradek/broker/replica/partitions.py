@@ -33,6 +33,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from odradek.broker.aio import cancel_and_wait
+from odradek.broker.ports import (
+    METADATA_TOPIC,
+    BrokerStopping,
+    NotLeaderError,
+    PartitionGoneError,
+)
 from odradek.broker.replica.log_mover import LogMover
 from odradek.broker.replica.writer import LogWriter
 from odradek.common.clock import Clock
@@ -48,11 +54,9 @@ from odradek.storage.handles import HandleCache
 from odradek.storage.log import Log
 from odradek.storage.manager import LogManager
 from odradek.storage.writes import AppendJob
-from odradek.wire.records import decode_batch
 
 log = logging.getLogger("odradek.broker")
 
-METADATA_TOPIC = "__cluster_metadata"
 
 
 @dataclass(slots=True, eq=False)
@@ -153,36 +157,6 @@ class Partition:
         self.hw_waiters = []
 
 
-class PartitionGoneError(Exception):
-    """A produce or coordinator write waited for a partition that was removed."""
-
-
-class NotLeaderError(PartitionGoneError):
-    """A produce or coordinator write waited for the HW of a partition whose
-    leadership moved to another broker (NOT_LEADER_OR_FOLLOWER)."""
-
-
-class BrokerStopping(NotLeaderError):
-    """A produce or coordinator write waited for the HW when the broker began to
-    stop. Its records may be in the log and on followers: the produce is not
-    answered, its connection closes, as Kafka's do when a broker shuts down.
-    An error answer would say more than is known: librdkafka takes
-    NOT_LEADER_OR_FOLLOWER and UNKNOWN_TOPIC_OR_PARTITION as "not persisted",
-    and an idempotent producer that bumps its epoch meanwhile sends such records
-    again under new sequence numbers (a duplicate the chaos harness found after
-    a clean restart of the whole cluster); a closed connection is "possibly
-    persisted", retried with the same sequence, which the next leader knows."""
-
-
-def first_record_at_or_after(batch: bytes, target_timestamp: int) -> tuple[int, int] | None:
-    """Offset and timestamp of the first record with timestamp >= target (ListOffsets)."""
-    _, records = decode_batch(batch)
-    for r in records:
-        if r.timestamp >= target_timestamp:
-            return r.offset, r.timestamp
-    return None
-
-
 class PartitionManager:
     """The broker's view of the log directory, on top of storage's LogManager."""
 
@@ -191,6 +165,8 @@ class PartitionManager:
         fs: FileSystem | None = None, *, node_id: int = 1, ids: Ids | None = None,
         foreign: frozenset[tuple[str, int]] = frozenset(),
         metadata_dir: str | None = None,
+        on_leadership: Callable[[list[Partition]], None] | None = None,
+        on_isr_eligible: Callable[[], None] | None = None,
     ) -> None:
         """``log_dirs``: ``log.dirs`` (a list, or one directory). ``foreign``:
         partition directories another owner keeps (cluster mode:
@@ -219,10 +195,10 @@ class PartitionManager:
         """Moves between log directories (AlterReplicaLogDirs)."""
         self.partitions: dict[tuple[str, int], Partition] = {}
         self.default_min_isr = int(server_props.get("min.insync.replicas") or 1)
-        self.on_leadership: Callable[[list[Partition]], None] | None = None
+        self.on_leadership = on_leadership
         """Called after a reconcile with the partitions whose leader or epoch changed
         (the replica fetchers follow the new leaders)."""
-        self.on_isr_eligible: Callable[[], None] = lambda: None
+        self.on_isr_eligible: Callable[[], None] = on_isr_eligible or (lambda: None)
         """Called when a follower's fetch makes it eligible to join an ISR (the
         ISR manager decides at once rather than at its next tick)."""
         self._flushing: dict[tuple[str, int], asyncio.Future[None]] = {}
@@ -257,6 +233,15 @@ class PartitionManager:
 
     def config_for(self, overrides: dict[str, str]) -> LogConfig:
         return LogConfig.from_properties(overrides, self.defaults)
+
+    @property
+    def log_dirs(self) -> list[str]:
+        """``log.dirs``, as configured."""
+        return list(self.logs.log_dirs)
+
+    def alter_log_dir(self, part: Partition, directory: str) -> None:
+        """Move ``part`` to ``directory`` (AlterReplicaLogDirs: broker/replica/log_mover.py)."""
+        self.mover.alter(part, directory)
 
     def get(self, topic: str, index: int) -> Partition | None:
         return self.partitions.get((topic, index))
