@@ -294,6 +294,7 @@ def test_a_restart_after_the_move_finds_the_partition_in_the_new_directory(
         server.kill()
 
 
+@pytest.mark.slow  # long for the fast tier (scripts/test.sh --fast)
 def test_kill_9_mid_move_loses_nothing_and_the_move_resumes(tmp_path: Path) -> None:
     a, b = str(tmp_path / "a"), str(tmp_path / "b")
     # 1 MB/s: the copy of ~5 MB is mid-way when the broker is killed.

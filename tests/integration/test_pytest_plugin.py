@@ -8,6 +8,7 @@ import itertools
 import subprocess
 import sys
 
+import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from confluent_kafka import Consumer, Producer
 from kafka import KafkaConsumer, KafkaProducer
@@ -115,6 +116,7 @@ print("ok")
 """
 
 
+@pytest.mark.slow  # long for the fast tier (scripts/test.sh --fast)
 def test_a_hundred_start_stop_cycles_leak_nothing() -> None:
     # In a fresh interpreter: brokers other tests left running here (the
     # session fixture's) start worker threads of their own at any moment.

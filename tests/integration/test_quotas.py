@@ -99,6 +99,7 @@ class Measured:
         return sum(n for t, n in self.acked if start <= t < end) / (end - start)
 
 
+@pytest.mark.slow  # long for the fast tier (scripts/test.sh --fast)
 def test_producer_byte_rate_holds_a_producer_to_its_quota_and_not_its_neighbour() -> None:
     with Broker(**WINDOWS) as broker:
         broker.create_topic("q", partitions=1)
@@ -126,6 +127,7 @@ def test_producer_byte_rate_holds_a_producer_to_its_quota_and_not_its_neighbour(
         admin.close()
 
 
+@pytest.mark.slow  # long for the fast tier (scripts/test.sh --fast)
 def test_consumer_byte_rate_holds_a_consumer_to_its_quota() -> None:
     with Broker(**WINDOWS) as broker:
         broker.create_topic("q", partitions=1)

@@ -102,6 +102,7 @@ def _wait_dead(server: ServerProcess) -> None:
 ALL = sorted(f"r{i}".encode() for i in range(RECORDS))
 
 
+@pytest.mark.slow  # long for the fast tier (scripts/test.sh --fast)
 @pytest.mark.parametrize(("point", "commit"), [
     ("txn.after_prepare", True),
     ("txn.after_prepare", False),

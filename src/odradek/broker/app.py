@@ -22,9 +22,10 @@ from odradek.broker.control.meta_properties import DataDirError
 from odradek.broker.control.metadata_log import JournalMetadataLog, MetadataLog
 from odradek.broker.coordinators.group_runtime import GroupRuntime
 from odradek.broker.coordinators.txn_runtime import TxnRuntime
-from odradek.broker.net.context import Coordinators
+from odradek.broker.net.context import Services
 from odradek.broker.net.server import KafkaServer
 from odradek.broker.ports import METADATA_TOPIC
+from odradek.broker.replica.manager import ReplicaManager
 from odradek.broker.replica.partitions import Partition, PartitionManager
 from odradek.common.clock import Clock, SystemClock
 from odradek.common.ids import Ids, RandomIds
@@ -128,7 +129,8 @@ class BrokerApp:
         if not cluster:
             self.groups.start()
             self.txns.start()
-        self.server = KafkaServer(self.state, Coordinators(self.groups, self.txns),
+        replicas = ReplicaManager(self.partitions, self.state, self.clock.now_ms)
+        self.server = KafkaServer(self.state, Services(replicas, self.groups, self.txns),
                                   self.metrics, self.stages, self._forward_stage())
         # A single node registers once bound, before serving; a cluster node
         # registers with the controller once serving (peers must reach it).

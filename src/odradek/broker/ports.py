@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from odradek.common.clock import Clock
@@ -76,6 +77,96 @@ class BrokerStopping(NotLeaderError):
 class CoordinatorWriteError(Exception):
     """A coordinator's records could not be written or committed (the client
     gets a retriable error)."""
+
+
+# -- the replica manager: what produce and fetch handlers hand it, and get back -----------
+
+@dataclass(frozen=True, slots=True)
+class FetchParams:
+    """What a whole fetch asks."""
+
+    replica_id: int = -1
+    """The follower fetching (-1: a consumer)."""
+    broker_epoch: int = -1
+    """A follower's registration epoch as of this fetch (its log end counts for
+    the ISR only while that registration lasts)."""
+    max_wait_ms: int = 0
+    min_bytes: int = 0
+    max_bytes: int = 0
+    """The whole answer's budget (≤ 0: none but the first batch, KIP-74)."""
+    isolation: int = 0
+    """0 read_uncommitted (up to the high watermark), 1 read_committed (up to the
+    last stable offset, with the aborted transactions listed)."""
+
+    @property
+    def from_follower(self) -> bool:
+        return self.replica_id >= 0
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionFetch:
+    """One partition of a fetch."""
+
+    topic: str
+    index: int
+    fetch_offset: int
+    max_bytes: int
+    current_leader_epoch: int = -1
+    last_fetched_epoch: int = -1
+
+
+@dataclass(slots=True)
+class FetchedPartition:
+    """One partition's answer. An error before the read leaves every offset at -1."""
+
+    error_code: int = 0
+    high_watermark: int = -1
+    last_stable_offset: int = -1
+    log_start_offset: int = -1
+    aborted: list[tuple[int, int]] | None = None
+    """(producer id, first offset) of the aborted transactions the records may
+    hold (read_committed); None otherwise."""
+    records: Any = None
+    """The records (a ``FileRecords`` of file slices, broker/net/transfer.py), or None."""
+    size: int = 0
+    diverging_epoch: int = -1
+    """A follower's log diverges from this leader's: the epoch and end offset
+    to truncate to (no records then)."""
+    diverging_end_offset: int = -1
+    read: bool = False
+    """Whether the partition was read (an error before the read: false)."""
+
+    @property
+    def diverges(self) -> bool:
+        return self.diverging_epoch >= 0 or self.diverging_end_offset >= 0
+
+
+@dataclass(slots=True)
+class FetchResult:
+    partitions: list[FetchedPartition]
+    """One answer per :class:`PartitionFetch` asked, in order."""
+    size: int
+    """The bytes of records in the answer."""
+    waited_s: float = 0.0
+    """Time spent in the long poll."""
+
+
+class ReplicaManagerPort(Protocol):
+    """Produce and fetch (broker/replica/manager.py)."""
+
+    def append(self, part: Any, records: memoryview, acks: int,
+               client_id: str | None = None) -> Appended:
+        """Append a client's records to ``part`` (a :class:`PartitionPort` this
+        node leads), synchronously."""
+        ...
+
+    async def completed(self, part: Any, result: Appended, acks: int,
+                        timeout_s: float | None) -> int:
+        """Wait for what ``acks`` asks of ``result``; the error to answer (0: none)."""
+        ...
+
+    async def fetch_records(self, params: FetchParams, wanted: list[PartitionFetch],
+                            ) -> FetchResult: ...
 
 
 class Decision(Protocol):
@@ -347,7 +438,8 @@ class TxnPort(Protocol):
 
 __all__ = [
     "METADATA_TOPIC", "BrokerStopping", "ConfigPort", "CoordinatorWriteError", "Decision",
-    "GroupPort", "MetadataLogPort", "MetadataPort", "NotControllerError", "NotLeaderError",
-    "PartitionGoneError", "PartitionPort", "QuotaPort", "ReplicaPort", "SessionsPort",
-    "TxnPort",
+    "FetchParams", "FetchResult", "FetchedPartition", "GroupPort",
+    "MetadataLogPort", "MetadataPort", "NotControllerError", "NotLeaderError",
+    "PartitionFetch", "PartitionGoneError", "PartitionPort", "QuotaPort", "ReplicaManagerPort",
+    "ReplicaPort", "SessionsPort", "TxnPort",
 ]

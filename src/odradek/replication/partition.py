@@ -69,6 +69,18 @@ LOG_END = -1
 """Followers: up to the log end (Kafka's FetchIsolation.LOG_END)."""
 
 
+def leader_epoch_error(leader_epoch: int, current_leader_epoch: int) -> int:
+    """KIP-320: a fetcher that knows a newer leader epoch than this replica's
+    (``leader_epoch``) gets UNKNOWN_LEADER_EPOCH (this broker's metadata is
+    behind), an older one FENCED_LEADER_EPOCH (its own metadata is); -1 skips
+    the check."""
+    if current_leader_epoch < 0 or current_leader_epoch == leader_epoch:
+        return 0
+    if current_leader_epoch > leader_epoch:
+        return ErrorCode.UNKNOWN_LEADER_EPOCH
+    return ErrorCode.FENCED_LEADER_EPOCH
+
+
 class Origin(Enum):
     """Who appends (Kafka's AppendOrigin). Both get every check, except that
     transaction markers (control batches, which a client may never send) are

@@ -45,7 +45,6 @@ partition with AddPartitionsToTxn first, and v12 is verified exactly as v11
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 from collections.abc import Coroutine
 from typing import Any
@@ -55,12 +54,9 @@ from odradek.broker.net.context import RequestContext
 from odradek.broker.net.registry import Access, CloseConnection, Deferred, handler
 from odradek.broker.ports import (
     BrokerStopping,
-    NotLeaderError,
-    PartitionGoneError,
     PartitionPort,
 )
-from odradek.replication.partition import Appended, Origin
-from odradek.storage.errors import StorageError
+from odradek.replication.partition import Appended
 from odradek.wire.batch import ATTR_TRANSACTIONAL, BATCH_HEADER_SIZE, read_batch_header
 from odradek.wire.errors import ErrorCode
 from odradek.wire.messages.produce_request import ProduceRequest
@@ -110,52 +106,6 @@ def _unverified(ctx: RequestContext, part: PartitionPort, records: memoryview,
                                    (part.topic, part.index))
 
 
-REFUSALS = frozenset({ErrorCode.NOT_ENOUGH_REPLICAS, ErrorCode.NOT_LEADER_OR_FOLLOWER})
-"""Retriable refusals made before the sequence check: nothing was appended."""
-MAX_REFUSED = 10_000
-
-
-def _pipelined_refusal(part: PartitionPort, records: memoryview, result: Appended) -> Appended:
-    """A producer's batch refused with a retriable error (NOT_ENOUGH_REPLICAS,
-    say, just after a restart) is followed by its next batch, already in
-    flight; if the refusal's cause ended meanwhile (a follower rejoined the
-    ISR), that next batch meets a sequence gap. Kafka answers it
-    OUT_OF_ORDER_SEQUENCE_NUMBER; the Java client then waits for the first
-    batch's retry, but librdkafka bumps its epoch and sends every
-    unacknowledged record again as new ones, duplicating those a previous
-    leader had written. So a gap that starts at the batch this leader refused
-    is answered with that refusal's error (retriable: the client retries both
-    in order). Returns ``result``, or the refusal in its place. A partition
-    with no refusal on record costs nothing more on the common path."""
-    if (not part.refused and result.error_code not in REFUSALS) or (
-            len(records) < BATCH_HEADER_SIZE):
-        return result
-    header = read_batch_header(records, 0)
-    pid = header.producer_id
-    if pid < 0 or header.is_control:
-        return result
-    if result.error_code in REFUSALS:
-        if len(part.refused) >= MAX_REFUSED:
-            part.refused.clear()
-        part.refused[pid] = (header.producer_epoch, header.base_sequence, result.error_code)
-    elif result.error_code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER:
-        refused = part.refused.get(pid)
-        if (refused is not None and refused[0] == header.producer_epoch
-                and in_sequence_gap(refused[1], header.base_sequence)):
-            log.info("%s-%d: producer %d's sequence %d follows its refused batch at %d: "
-                     "answered %s, not OUT_OF_ORDER", part.topic, part.index, pid,
-                     header.base_sequence, refused[1], ErrorCode(refused[2]).name)
-            return dataclasses.replace(result, error_code=refused[2], error_message=None)
-    elif not result.error_code:
-        part.refused.pop(pid, None)
-    return result
-
-
-def in_sequence_gap(refused_first: int, first: int) -> bool:
-    """``first`` comes after ``refused_first`` (sequences wrap after 2^31-1)."""
-    return 0 < (first - refused_first) % (1 << 31) < (1 << 30)
-
-
 def _append(
     ctx: RequestContext, part: PartitionPort, records: memoryview, acks: int,
     transactional_id: str | None,
@@ -165,8 +115,7 @@ def _append(
         if code == ErrorCode.INVALID_TXN_STATE and ctx.api_version >= 11:
             code = ErrorCode.TRANSACTION_ABORTABLE
         return PartitionProduceResponse(index=part.index, error_code=code, base_offset=-1), None
-    result = ctx.broker.partitions.append_now(part, records, Origin.CLIENT, acks)
-    result = _pipelined_refusal(part, records, result)
+    result = ctx.replicas.append(part, records, acks, ctx.client_id)
     resp = PartitionProduceResponse(
         index=part.index, error_code=result.error_code, base_offset=result.first_offset,
         log_append_time_ms=result.log_append_time_ms, log_start_offset=result.log_start_offset,
@@ -174,45 +123,17 @@ def _append(
     )
     if result.error_code:
         resp.base_offset = -1
-        if result.error_code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER:
-            # Rare, and what makes an idempotent client bump its epoch (librdkafka
-            # then sends its unacknowledged records again as new ones): logged
-            # with the leader epoch so that a duplicate can be traced to it.
-            log.info("%s-%d: %s (leader epoch %d, client %s)", part.topic, part.index,
-                     result.error_message, part.state.leader_epoch, ctx.client_id)
     return resp, result
 
 
 async def _complete(ctx: RequestContext, part: PartitionPort, resp: PartitionProduceResponse,
                     result: Appended, acks: int, timeout_s: float | None) -> None:
-    """Wait for what ``acks`` asks (delayed produce): the fsync ``flush.messages``
-    wants and, with acks=-1, the HW past the records — or answer
-    REQUEST_TIMED_OUT after the request's timeout, NOT_LEADER_OR_FOLLOWER if the
-    leadership moved, NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrank below
-    ``min.insync.replicas`` meanwhile. The records stay in the log either way."""
-    st = part.state
+    """Wait for what ``acks`` asks (the replica manager's delayed produce); an
+    error replaces the offsets in the answer."""
     try:
-        if acks == -1 and not (st.is_leader and st.leader_epoch == result.leader_epoch):
-            # The leadership moved since the append: the offsets may hold other
-            # records by now, so no HW may vouch for them.
-            raise NotLeaderError(f"{part.topic}-{part.index} moved")
-        if acks != -1:
-            await ctx.broker.partitions.complete(part, result, acks)
-        elif result.write is not None or result.flush_due or (
-                st.replicated(result.last_offset) is None):
-            await asyncio.wait_for(ctx.broker.partitions.complete(part, result, acks), timeout_s)
-    except TimeoutError:
-        code: int | None = ErrorCode.REQUEST_TIMED_OUT
-    except StorageError as exc:  # the write failed (a full disk, an IO error)
-        code = exc.error_code
+        code = await ctx.replicas.completed(part, result, acks, timeout_s)
     except BrokerStopping as exc:  # not answered: the records may be persisted
         raise CloseConnection(str(exc)) from None
-    except NotLeaderError:
-        code = ErrorCode.NOT_LEADER_OR_FOLLOWER
-    except PartitionGoneError:
-        code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-    else:
-        code = part.state.replicated(result.last_offset) if acks == -1 else 0
     if code:
         resp.error_code, resp.base_offset = code, -1
         resp.error_message = None

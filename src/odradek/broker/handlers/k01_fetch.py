@@ -20,8 +20,10 @@ connection is muted that long (KIP-219). Only the leader serves a partition
 (NOT_LEADER_OR_FOLLOWER elsewhere); ``current_leader_epoch`` (v9+, KIP-320)
 newer than the leader's gets UNKNOWN_LEADER_EPOCH, older FENCED_LEADER_EPOCH.
 
-A fetch with a ``replica_id`` (``replica_state`` from v15) is a follower's
-(``_collect_replica``): each partition is read up to the log end, not the HW;
+The replica manager (broker/replica/manager.py) reads, checks, budgets and
+long-polls; this handler translates the request and the answer, adds the
+leader hints and charges the quota. A fetch with a ``replica_id``
+(``replica_state`` from v15) is a follower's: each partition is read up to the log end, not the HW;
 the follower's ``last_fetched_epoch`` is checked first, and a log that
 diverges is answered with ``diverging_epoch`` and no records; otherwise the
 follower's log end is recorded, which may move the HW (and complete acks=all
@@ -45,15 +47,11 @@ answered NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH (whose
 
 from __future__ import annotations
 
-import asyncio
-
-from odradek.broker.handlers.partition_common import epoch_error
 from odradek.broker.net.context import RequestContext
 from odradek.broker.net.registry import Access, handler
-from odradek.broker.net.transfer import FileRecords, collect_without_waiting, warm
-from odradek.broker.ports import METADATA_TOPIC, PartitionPort
+from odradek.broker.ports import METADATA_TOPIC, FetchedPartition, FetchParams, PartitionFetch
 from odradek.wire.errors import ErrorCode
-from odradek.wire.messages.fetch_request import FetchPartition, FetchRequest
+from odradek.wire.messages.fetch_request import FetchRequest
 from odradek.wire.messages.fetch_response import (
     AbortedTransaction,
     EpochEndOffset,
@@ -64,84 +62,85 @@ from odradek.wire.messages.fetch_response import (
     PartitionData,
 )
 
-MAX_WAIT_MS_CAP = 300_000
+# What a request touches, as Kafka's authorizer checks it (broker/net/registry.py).
+ACCESS = (
+    Access("READ", "TOPIC", "a consumer's fetch"),
+    Access("CLUSTER_ACTION", "CLUSTER", "a follower's fetch"),
+)
 
 
-def _read(
-    part: PartitionPort, req: FetchPartition, budget: int, first: bool, isolation: int
-) -> tuple[PartitionData, int]:
-    state = part.state
-    limit = min(req.partition_max_bytes, budget)
-    if limit <= 0 and not first:
-        hw = state.high_watermark
-        return PartitionData(
-            partition_index=req.partition, error_code=0, high_watermark=hw,
-            last_stable_offset=state.last_stable_offset,
-            log_start_offset=state.log_start_offset, aborted_transactions=None,
-            preferred_read_replica=-1, records=b"",
-        ), 0
-    read = state.read(req.fetch_offset, limit, isolation, min_one_batch=first)
-    aborted = None
-    if read.aborted is not None:
-        aborted = [AbortedTransaction(producer_id=a.producer_id, first_offset=a.first_offset)
-                   for a in read.aborted]
-    data = PartitionData(
-        partition_index=req.partition, error_code=read.error_code,
-        high_watermark=read.high_watermark, last_stable_offset=read.last_stable_offset,
-        log_start_offset=read.log_start_offset, aborted_transactions=aborted,
-        preferred_read_replica=-1, records=b"",
-    )
-    size = read.size
-    if size:
-        data.records = FileRecords(tuple(read.slices))
-    return data, size
-
-
-def _collect(
-    ctx: RequestContext, request: FetchRequest
-) -> tuple[FetchResponse, int, list[PartitionPort]]:
+@handler(1, (4, 17), access=ACCESS)
+async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
+    replica_id = max(request.replica_id, request.replica_state.replica_id)
+    if replica_id >= 0 and any(t.topic == METADATA_TOPIC for t in request.topics):
+        # A voter or observer replicating the metadata log (KRaft), not a consumer.
+        response: FetchResponse = await ctx.broker.metadata.serve(1, request)
+        return response
+    if ctx.api_version >= 7 and request.session_id != 0:
+        return FetchResponse(
+            error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND, session_id=0, responses=[]
+        )
     state = ctx.broker
-    budget = request.max_bytes if request.max_bytes > 0 else 0
-    total = 0
-    watched: list[PartitionPort] = []
-    topics = []
-    by_id = state.image.by_id if ctx.api_version >= 13 else None
+    follower = replica_id >= 0
+    broker_epoch = -1
+    if follower:
+        # The follower's registration as of this fetch (v15+ sends it; before,
+        # the one in the image).
+        broker = state.image.brokers.get(replica_id)
+        broker_epoch = request.replica_state.replica_epoch if ctx.api_version >= 15 else (
+            broker.epoch if broker is not None else -1)
+    params = FetchParams(replica_id, broker_epoch, request.max_wait_ms, request.min_bytes,
+                         request.max_bytes, request.isolation_level)
+    # v13+ names topics by id: an id the image does not know is answered here.
+    by_id = state.image.by_id if ctx.api_version >= 13 and not follower else None
+    names: list[str | None] = []
+    wanted: list[PartitionFetch] = []
     for topic in request.topics:
-        out: list[PartitionData] = []
-        name = topic.topic
-        if by_id is not None:  # v13+: the topic by id
-            found = by_id.get(topic.topic_id)
-            if found is None:
-                out.extend(PartitionData(
-                    partition_index=preq.partition, error_code=ErrorCode.UNKNOWN_TOPIC_ID,
-                    high_watermark=-1, records=b"",
-                ) for preq in topic.partitions)
-                topics.append(FetchableTopicResponse(topic_id=topic.topic_id, partitions=out))
-                continue
-            name = found
-        for preq in topic.partitions:
-            part = state.serving(name, preq.partition)
-            if part is None:
-                out.append(PartitionData(
-                    partition_index=preq.partition,
-                    error_code=state.missing_partition_error(name, preq.partition),
-                    high_watermark=-1, records=b"",
-                ))
-                continue
-            code = epoch_error(part, preq.current_leader_epoch)
-            if code:
-                out.append(PartitionData(partition_index=preq.partition, error_code=code,
-                                         high_watermark=-1, records=b""))
-                continue
-            watched.append(part)
-            data, size = _read(part, preq, budget - total, total == 0, request.isolation_level)
-            total += size
-            out.append(data)
-        topics.append(FetchableTopicResponse(topic=name, topic_id=topic.topic_id, partitions=out))
+        name: str | None = topic.topic
+        if by_id is not None:
+            name = by_id.get(topic.topic_id)
+        names.append(name)
+        if name is not None:
+            wanted.extend(PartitionFetch(name, p.partition, p.fetch_offset,
+                                         p.partition_max_bytes, p.current_leader_epoch,
+                                         p.last_fetched_epoch) for p in topic.partitions)
+    result = await ctx.replicas.fetch_records(params, wanted)
+    ctx.waited_s += result.waited_s
+    answers = iter(result.partitions)
+    topics = []
+    for topic, name in zip(request.topics, names, strict=True):
+        if name is None:
+            topics.append(FetchableTopicResponse(topic_id=topic.topic_id, partitions=[
+                PartitionData(partition_index=p.partition, error_code=ErrorCode.UNKNOWN_TOPIC_ID,
+                              high_watermark=-1, records=b"") for p in topic.partitions]))
+            continue
+        topics.append(FetchableTopicResponse(
+            topic=name, topic_id=topic.topic_id,
+            partitions=[_partition(p.partition, next(answers), follower)
+                        for p in topic.partitions]))
     response = FetchResponse(throttle_time_ms=0, error_code=0, session_id=0, responses=topics)
+    if follower:
+        return response
     if ctx.api_version >= 12:
         _leader_hints(ctx, response)
-    return response, total, watched
+    return _charged(ctx, response, result.size)
+
+
+def _partition(index: int, a: FetchedPartition, follower: bool) -> PartitionData:
+    if not a.read:
+        return PartitionData(partition_index=index, error_code=a.error_code,
+                             high_watermark=-1, records=b"")
+    data = PartitionData(
+        partition_index=index, error_code=a.error_code, high_watermark=a.high_watermark,
+        last_stable_offset=a.last_stable_offset, log_start_offset=a.log_start_offset,
+        records=b"" if a.records is None else a.records)
+    if follower:
+        if a.diverges:
+            data.diverging_epoch = EpochEndOffset(a.diverging_epoch, a.diverging_end_offset)
+    else:
+        data.aborted_transactions = None if a.aborted is None else [
+            AbortedTransaction(producer_id=pid, first_offset=first) for pid, first in a.aborted]
+    return data
 
 
 def _leader_hints(ctx: RequestContext, response: FetchResponse) -> None:
@@ -166,121 +165,6 @@ def _leader_hints(ctx: RequestContext, response: FetchResponse) -> None:
                 if e is not None:
                     endpoints[p.leader] = NodeEndpoint(p.leader, e.host, e.port, None)
     response.node_endpoints = [endpoints[n] for n in sorted(endpoints)]
-
-
-async def _wait_for_append(parts: list[PartitionPort], timeout_ms: float) -> None:
-    loop = asyncio.get_running_loop()
-    fut: asyncio.Future[None] = loop.create_future()
-    for part in parts:
-        part.waiters.add(fut)
-    try:
-        await asyncio.wait_for(fut, timeout_ms / 1000)
-    except TimeoutError:
-        pass
-    finally:
-        for part in parts:
-            part.waiters.discard(fut)
-
-
-def _collect_replica(
-    ctx: RequestContext, request: FetchRequest, replica_id: int
-) -> tuple[FetchResponse, int, list[PartitionPort]]:
-    """A follower's fetch: each partition read up to the log end, or told where its
-    log diverges; the follower's log end recorded (moving the HW, perhaps)."""
-    state = ctx.broker
-    now_ms = state.clock.now_ms()
-    # The follower's registration as of this fetch (v15+ sends it; before, the
-    # one in the image): a log end it reported counts for the ISR only while
-    # that registration lasts (a restarted follower may have lost its tail).
-    broker = state.image.brokers.get(replica_id)
-    broker_epoch = request.replica_state.replica_epoch if ctx.api_version >= 15 else (
-        broker.epoch if broker is not None else -1)
-    budget = request.max_bytes if request.max_bytes > 0 else 0
-    total = 0
-    watched: list[PartitionPort] = []
-    topics = []
-    for topic in request.topics:
-        out: list[PartitionData] = []
-        for preq in topic.partitions:
-            part = state.partitions.get(topic.topic, preq.partition)
-            code = (ErrorCode.NOT_LEADER_OR_FOLLOWER
-                    if part is None or not part.state.is_leader or not state.registered
-                    else epoch_error(part, preq.current_leader_epoch))
-            if part is None or code:
-                out.append(PartitionData(partition_index=preq.partition, error_code=code,
-                                         high_watermark=-1, records=b""))
-                continue
-            watched.append(part)
-            limit = min(preq.partition_max_bytes, max(budget - total, 0))
-            read = part.state.read_for_follower(replica_id, preq.fetch_offset,
-                                                preq.last_fetched_epoch, limit, now_ms,
-                                                broker_epoch)
-            if read.hw_moved:
-                part.hw_moved()
-            if read.expand:
-                state.partitions.on_isr_eligible()
-            data = PartitionData(
-                partition_index=preq.partition, error_code=read.error_code,
-                high_watermark=read.high_watermark, last_stable_offset=read.high_watermark,
-                log_start_offset=read.log_start_offset, records=b"")
-            if read.diverging_epoch >= 0 or read.diverging_end_offset >= 0:
-                data.diverging_epoch = EpochEndOffset(read.diverging_epoch,
-                                                      read.diverging_end_offset)
-            elif read.size:
-                data.records = FileRecords(tuple(read.slices))
-                total += read.size
-            out.append(data)
-        topics.append(FetchableTopicResponse(topic=topic.topic, topic_id=topic.topic_id,
-                                             partitions=out))
-    response = FetchResponse(throttle_time_ms=0, error_code=0, session_id=0, responses=topics)
-    return response, total, watched
-
-
-# What a request touches, as Kafka's authorizer checks it (broker/net/registry.py).
-ACCESS = (
-    Access("READ", "TOPIC", "a consumer's fetch"),
-    Access("CLUSTER_ACTION", "CLUSTER", "a follower's fetch"),
-)
-
-
-@handler(1, (4, 17), access=ACCESS)
-async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
-    replica_id = max(request.replica_id, request.replica_state.replica_id)
-    if _is_raft_fetch(request):  # the metadata log's own replication
-        response: FetchResponse = await ctx.broker.metadata.serve(1, request)
-        return response
-    if ctx.api_version >= 7 and request.session_id != 0:
-        return FetchResponse(
-            error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND, session_id=0, responses=[]
-        )
-    loop = asyncio.get_running_loop()
-    started = loop.time()
-    deadline = started + min(max(request.max_wait_ms, 0), MAX_WAIT_MS_CAP) / 1000
-    while True:
-        # The lookups read indexes and batch headers: a thread reads in what is
-        # not cached, and the collection runs again (both change nothing before
-        # a partition's read).
-        if replica_id >= 0:
-            response, total, watched = await collect_without_waiting(
-                lambda: _collect_replica(ctx, request, replica_id))
-        else:
-            response, total, watched = await collect_without_waiting(
-                lambda: _collect(ctx, request))
-        remaining_ms = (deadline - loop.time()) * 1000
-        if total >= request.min_bytes or remaining_ms <= 0 or not watched:
-            if total:
-                await warm([p.records for t in response.responses for p in t.partitions
-                            if isinstance(p.records, FileRecords)])
-            return response if replica_id >= 0 else _charged(ctx, response, total)
-        before = loop.time()
-        await _wait_for_append(watched, remaining_ms)
-        ctx.waited_s += loop.time() - before
-
-
-def _is_raft_fetch(request: FetchRequest) -> bool:
-    """A voter or observer replicating the metadata log (KRaft), not a consumer."""
-    return (request.replica_id >= 0 or request.replica_state.replica_id >= 0) and any(
-        t.topic == METADATA_TOPIC for t in request.topics)
 
 
 def _charged(ctx: RequestContext, response: FetchResponse, total: int) -> FetchResponse:

@@ -32,9 +32,9 @@ must not see the latest offset go back.
 
 from __future__ import annotations
 
-from odradek.broker.handlers.partition_common import epoch_error
 from odradek.broker.net.context import RequestContext
 from odradek.broker.net.registry import Access, handler
+from odradek.replication.partition import leader_epoch_error
 from odradek.storage.errors import StorageError
 from odradek.wire.errors import ErrorCode
 from odradek.wire.messages.list_offsets_request import ListOffsetsPartition, ListOffsetsRequest
@@ -67,7 +67,8 @@ def _lookup(
     if req.timestamp < _lowest_sentinel(ctx.api_version):
         resp.error_code = ErrorCode.UNSUPPORTED_VERSION
         return resp
-    code = epoch_error(part, req.current_leader_epoch) if ctx.api_version >= 4 else 0
+    code = (leader_epoch_error(part.state.leader_epoch, req.current_leader_epoch)
+            if ctx.api_version >= 4 else 0)
     if not code and req.timestamp == LATEST and not part.state.high_watermark_known:
         # KIP-207: a new leader whose HW has not yet reached the start of its epoch:
         # its HW may be below the one the previous leader gave out (retriable).

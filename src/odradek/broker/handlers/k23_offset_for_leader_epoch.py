@@ -15,9 +15,9 @@ Version notes: v1 ``leader_epoch`` in answers; v2 ``current_leader_epoch``; v3
 
 from __future__ import annotations
 
-from odradek.broker.handlers.partition_common import epoch_error
 from odradek.broker.net.context import RequestContext
 from odradek.broker.net.registry import Access, handler
+from odradek.replication.partition import leader_epoch_error
 from odradek.wire.messages.offset_for_leader_epoch_request import OffsetForLeaderEpochRequest
 from odradek.wire.messages.offset_for_leader_epoch_response import (
     EpochEndOffset,
@@ -42,7 +42,7 @@ async def handle(ctx: RequestContext, request: OffsetForLeaderEpochRequest,
                 out.append(EpochEndOffset(
                     state.missing_partition_error(topic.topic, p.partition), p.partition))
                 continue
-            code = epoch_error(part, p.current_leader_epoch)
+            code = leader_epoch_error(part.state.leader_epoch, p.current_leader_epoch)
             if code:
                 out.append(EpochEndOffset(code, p.partition))
                 continue

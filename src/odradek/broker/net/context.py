@@ -8,17 +8,19 @@ from typing import TYPE_CHECKING
 from odradek.wire.messages.request_header import RequestHeader
 
 if TYPE_CHECKING:
-    from odradek.broker.ports import GroupPort, MetadataPort, TxnPort
+    from odradek.broker.ports import GroupPort, MetadataPort, ReplicaManagerPort, TxnPort
 
 
 ANONYMOUS = "User:ANONYMOUS"
 
 
 @dataclass(slots=True)
-class Coordinators:
-    """The coordinators' runtimes a handler reaches (built by the composition root,
-    broker/app.py)."""
+class Services:
+    """The services a handler reaches besides the metadata (built by the
+    composition root, broker/app.py): the replica manager and the coordinators'
+    runtimes."""
 
+    replicas: ReplicaManagerPort
     groups: GroupPort
     txns: TxnPort
 
@@ -44,19 +46,24 @@ class RequestContext:
     """Who sent it, as ``Type:name`` (Kafka's KafkaPrincipal): ``User:ANONYMOUS``
     on a PLAINTEXT listener; an authenticating listener sets its own."""
 
-    coordinators: Coordinators | None = None
-    """The group and transaction coordinators (None only in a handler unit test
-    that needs neither)."""
+    services: Services | None = None
+    """The replica manager and the coordinators (None only in a handler unit
+    test that needs none of them)."""
+
+    @property
+    def replicas(self) -> ReplicaManagerPort:
+        assert self.services is not None
+        return self.services.replicas
 
     @property
     def groups(self) -> GroupPort:
-        assert self.coordinators is not None
-        return self.coordinators.groups
+        assert self.services is not None
+        return self.services.groups
 
     @property
     def txns(self) -> TxnPort:
-        assert self.coordinators is not None
-        return self.coordinators.txns
+        assert self.services is not None
+        return self.services.txns
 
     @property
     def client_id(self) -> str | None:

@@ -45,7 +45,7 @@ from odradek.broker.config import ConfigError
 from odradek.broker.control.broker_state import BrokerState
 from odradek.broker.handlers.k18_api_versions import unsupported_version_response
 from odradek.broker.net.connlimits import ConnectionLimits
-from odradek.broker.net.context import ANONYMOUS, Coordinators, RequestContext
+from odradek.broker.net.context import ANONYMOUS, RequestContext, Services
 from odradek.broker.net.pipeline import Call, Pipeline, Stage, Stages, default_stages
 from odradek.broker.net.registry import CloseConnection, Deferred, registration
 from odradek.broker.net.transfer import write_parts
@@ -299,7 +299,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
                              listener=self.listener,
                              security_protocol=self.security_protocol,
                              principal=self.principal,
-                             coordinators=self.server.coordinators)
+                             services=self.server.services)
         # registration() imports the API's module on its first request.
         call = Call(req, registration(req.api_key), ctx)
         try:
@@ -347,7 +347,7 @@ class KafkaServer:
     """Listeners bound to one :class:`BrokerState`, and the request pipeline
     every connection's requests go through."""
 
-    def __init__(self, state: BrokerState, coordinators: Coordinators,
+    def __init__(self, state: BrokerState, services: Services,
                  metrics: Registry | None = None,
                  stages: list[tuple[Stage, str]] | None = None,
                  forward: Stage | None = None) -> None:
@@ -355,7 +355,7 @@ class KafkaServer:
         (broker/net/forward.py); ``stages``: (stage, the stage it goes before)
         added to the pipeline."""
         self.state = state
-        self.coordinators = coordinators
+        self.services = services
         config = state.config
         self.metrics = metrics if metrics is not None else Registry()
         self.pipeline: Pipeline = default_stages(Stages(
@@ -510,7 +510,7 @@ class KafkaServer:
             # wait its whole timeout for them. (A single node's HW is its log
             # end: nothing waits for it, and this only wakes the long polls.)
             part.stopping()
-        self.coordinators.groups.release_waiting()
+        self.services.groups.release_waiting()
         for conn in list(self.connections):
             conn._wake.set()
         tasks = [c._task for c in list(self.connections) if c._task]

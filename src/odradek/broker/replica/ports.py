@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from odradek.broker.config import BrokerConfig
-    from odradek.broker.replica.partitions import PartitionManager
+    from odradek.broker.replica.partitions import Partition, PartitionManager
     from odradek.common.clock import Clock
     from odradek.metadata.image import MetadataImage
     from odradek.wire.messages.alter_partition_request import AlterPartitionRequest
@@ -44,6 +44,24 @@ class MetadataView(Protocol):
 
     @property
     def node_id(self) -> int: ...
+
+
+class Leadership(Protocol):
+    """Which partitions this node answers for (the metadata service decides)."""
+
+    def serving(self, topic: str, index: int) -> Partition | None:
+        """The partition if this node leads it now, else None."""
+        ...
+
+    def missing_partition_error(self, topic: str, index: int) -> int:
+        """The error for a partition this node does not serve."""
+        ...
+
+    @property
+    def registered(self) -> bool:
+        """Whether this process's registration is in the metadata (a cluster node
+        leads nothing before)."""
+        ...
 
 
 AlterPartition = Callable[["AlterPartitionRequest"], Awaitable["AlterPartitionResponse | None"]]
