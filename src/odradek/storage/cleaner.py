@@ -57,11 +57,11 @@ import os
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from odradek.storage.config import CleanerSettings
 from odradek.storage.fs import FileSystem
-from odradek.storage.names import LOG_SUFFIX, segment_path
+from odradek.storage.names import CLEANED_SUFFIX, LOG_SUFFIX, segment_path
 from odradek.storage.segment import Segment
 from odradek.wire.batch import (
     ATTR_DELETE_HORIZON,
@@ -82,10 +82,38 @@ from odradek.wire.records import (
 )
 
 if TYPE_CHECKING:
-    from odradek.storage.log import Log
+    from odradek.storage.config import LogConfig
+    from odradek.storage.fs import FileSystem
 
-CLEANED_SUFFIX = ".cleaned"
-SWAP_SUFFIX = ".swap"
+
+class Log(Protocol):
+    """What the cleaner reads of a log, and its swap
+    (``odradek.storage.log.Log`` is one); a protocol, so that the cleaner does
+    not import the log it cleans."""
+
+    config: LogConfig
+    fs: FileSystem
+    dir_path: str
+    cleaner_checkpoint: int
+    """Where the last pass ended (the first dirty offset), -1 before any."""
+
+    @property
+    def segments(self) -> Sequence[Segment]: ...
+
+    @property
+    def active_segment(self) -> Segment: ...
+
+    @property
+    def recovery_point(self) -> int: ...
+
+    @property
+    def log_start_offset(self) -> int: ...
+
+    @property
+    def log_end_offset(self) -> int: ...
+
+    def replace_segments(self, old: Sequence[Segment], cleaned_path: str) -> bool: ...
+
 __all__ = ["CleanJob", "CleanerSettings", "CleanerView", "OffsetMap", "plan_pass"]
 
 WRITE_BUFFER_BYTES = 512 * 1024

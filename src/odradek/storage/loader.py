@@ -41,15 +41,16 @@ import itertools
 from bisect import bisect_right
 from dataclasses import dataclass, field
 
-from odradek.storage.cleaner import CLEANED_SUFFIX, SWAP_SUFFIX
 from odradek.storage.config import LogConfig
 from odradek.storage.damage import Damage
 from odradek.storage.fs import FileSystem
 from odradek.storage.handles import HandleCache
 from odradek.storage.names import (
+    CLEANED_SUFFIX,
     DELETED_SUFFIX,
     INDEX_SUFFIX,
     LOG_SUFFIX,
+    SWAP_SUFFIX,
     TIME_INDEX_SUFFIX,
     TMP_SUFFIX,
     TXN_INDEX_SUFFIX,

@@ -60,7 +60,7 @@ from odradek.storage.checkpoint import (
     parse_partition_metadata,
     write_atomically,
 )
-from odradek.storage.cleaner import SWAP_SUFFIX, CleanerView
+from odradek.storage.cleaner import CleanerView
 from odradek.storage.config import INT_MAX, LogConfig
 from odradek.storage.damage import Damage
 from odradek.storage.epochs import LeaderEpochCache
@@ -79,6 +79,7 @@ from odradek.storage.names import (
     LEADER_EPOCH_CHECKPOINT,
     LOG_SUFFIX,
     PARTITION_METADATA_FILE,
+    SWAP_SUFFIX,
     parse_log_dir_name,
     segment_path,
 )

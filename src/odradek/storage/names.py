@@ -31,6 +31,10 @@ TIME_INDEX_SUFFIX: Final = ".timeindex"
 TXN_INDEX_SUFFIX: Final = ".txnindex"
 DELETED_SUFFIX: Final = ".deleted"
 TMP_SUFFIX: Final = ".tmp"
+CLEANED_SUFFIX: Final = ".cleaned"
+"""A cleaner pass's output before its swap (``<base>.log.cleaned``)."""
+SWAP_SUFFIX: Final = ".swap"
+"""A cleaned segment decided but not yet renamed in (``<base>.log.swap``)."""
 COMPANION_SUFFIXES: Final = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
 """Files that live and die with a segment's ``.log``: renamed, deleted and swapped
 with it. ``.txnindex`` (aborted transactions) is written once transactions land."""

@@ -27,13 +27,43 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from odradek.storage.index import NO_TIMESTAMP
 from odradek.storage.segment import Segment
 
 if TYPE_CHECKING:
-    from odradek.storage.log import Log
+    from odradek.storage.config import LogConfig
+    from odradek.storage.fs import FileSystem
+
+
+class Log(Protocol):
+    """What retention reads of a log, and the two changes it makes
+    (``odradek.storage.log.Log`` is one); a protocol, so that this policy does
+    not import the log it rules."""
+
+    config: LogConfig
+    fs: FileSystem
+    pending_deletes: list[tuple[int, list[str]]]
+    """(monotonic ms due, paths) of removed segments' files waiting for
+    ``file.delete.delay.ms``."""
+
+    @property
+    def segments(self) -> Sequence[Segment]: ...
+
+    @property
+    def log_start_offset(self) -> int: ...
+
+    @property
+    def next_offset(self) -> int: ...
+
+    @property
+    def high_watermark(self) -> int: ...
+
+    @property
+    def size_bytes(self) -> int: ...
+
+    def remove_segments(self, victims: Sequence[Segment]) -> None: ...
 
 Predicate = Callable[[Segment, int], bool]
 
