@@ -189,7 +189,24 @@ class ConfigPort(Protocol):
     def node_id(self) -> int: ...
 
     @property
-    def props(self) -> dict[str, str]: ...
+    def props(self) -> dict[str, str]:
+        """The effective configuration."""
+        ...
+
+    @property
+    def explicit(self) -> dict[str, str]:
+        """What the properties file and overrides set."""
+        ...
+
+    @property
+    def dynamic_default(self) -> dict[str, str]:
+        """The cluster-wide dynamic broker configs."""
+        ...
+
+    @property
+    def dynamic_broker(self) -> dict[str, str]:
+        """This broker's dynamic configs."""
+        ...
 
     def get(self, name: str) -> str: ...
 
@@ -298,9 +315,7 @@ class MetadataPort(Protocol):
     """The metadata service as handlers see it."""
 
     @property
-    def config(self) -> Any:
-        """The broker's configuration (a :class:`ConfigPort`, with listeners)."""
-        ...
+    def config(self) -> ConfigPort: ...
 
     @property
     def node_id(self) -> int: ...

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from odradek.broker.config import DEFAULTS, BrokerConfig
-from odradek.broker.ports import MetadataPort
+from odradek.broker.config import DEFAULTS
+from odradek.broker.ports import ConfigPort, MetadataPort
 from odradek.metadata.broker_configs import (
     BROKER_CONFIGS,
     CONFIG_TYPE,
@@ -56,7 +56,7 @@ class Entry:
     synonyms: list[Synonym]
 
 
-def broker_layers(config: BrokerConfig) -> list[Layer]:
+def broker_layers(config: ConfigPort) -> list[Layer]:
     """The sources of a broker config, highest precedence first."""
     defaults = {k: v for k, v in DEFAULTS.items() if v or k not in _NULL_WHEN_UNSET}
     return [(SOURCE_DYNAMIC_BROKER, config.dynamic_broker),
@@ -64,14 +64,14 @@ def broker_layers(config: BrokerConfig) -> list[Layer]:
             (SOURCE_STATIC_BROKER, config.explicit), (SOURCE_DEFAULT, defaults)]
 
 
-def _broker_value(name: str, config: BrokerConfig) -> str | None:
+def _broker_value(name: str, config: ConfigPort) -> str | None:
     for _, layer in broker_layers(config):
         if name in layer:
             return layer[name]
     return None
 
 
-def _topic_default(synonym: str, config: BrokerConfig) -> str | None:
+def _topic_default(synonym: str, config: ConfigPort) -> str | None:
     """The broker's effective value for a topic config's synonym: the first of its
     synonyms that any source sets (``log.retention.ms`` over ``.minutes`` over
     ``.hours``), converted to the topic config's unit."""
@@ -82,7 +82,7 @@ def _topic_default(synonym: str, config: BrokerConfig) -> str | None:
     return None
 
 
-def topic_config_entries(overrides: Mapping[str, str], config: BrokerConfig) -> list[Entry]:
+def topic_config_entries(overrides: Mapping[str, str], config: ConfigPort) -> list[Entry]:
     """Every topic config, sorted by name: its value, source and synonyms. A config
     the topic sets is a topic config (source 1) whatever its value."""
     layers = broker_layers(config)
@@ -99,7 +99,7 @@ def topic_config_entries(overrides: Mapping[str, str], config: BrokerConfig) -> 
     return out
 
 
-def broker_config_entries(config: BrokerConfig) -> list[Entry]:
+def broker_config_entries(config: ConfigPort) -> list[Entry]:
     """This broker's configs (resource ``"<node.id>"``), sorted by name: every config
     Odradek honours, and any other key its static config sets."""
     layers = broker_layers(config)
@@ -115,7 +115,7 @@ def broker_config_entries(config: BrokerConfig) -> list[Entry]:
     return out
 
 
-def default_config_entries(config: BrokerConfig) -> list[Entry]:
+def default_config_entries(config: ConfigPort) -> list[Entry]:
     """The cluster default (resource ``""``): only the dynamic defaults that are set,
     with their synonyms among the dynamic defaults, as Kafka lists them."""
     layers = broker_layers(config)
