@@ -35,10 +35,12 @@ for arg in "$@"; do
         args+=("$arg")
     fi
 done
-# Most tests wait on sockets, so 4 workers keep 2 cores busy. Tests marked
+# Most tests wait on sockets, so 4 workers keep 2 cores busy; worksteal with the
+# long tests first in each worker's share (tests/conftest.py) keeps them busy to
+# the end. Tests marked
 # timing assert wall-clock bounds: they run afterwards, alone.
 # --durations: the slowest tests, so the suite's time (goal: under 10 min) is watched.
-python3 -m pytest -n "${ODRADEK_TEST_WORKERS:-4}" --durations=25 -m "$marks" \
+python3 -m pytest -n "${ODRADEK_TEST_WORKERS:-4}" --dist worksteal --durations=25 -m "$marks" \
     "${args[@]}" || status=1
 # Exit code 5: no timing test among those asked for.
 rc=0

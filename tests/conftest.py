@@ -20,6 +20,8 @@ settings.register_profile("ci", derandomize=True, deadline=None, database=None,
 settings.register_profile("explore", deadline=None, max_examples=1000)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
+pytest_plugins = ["tests.support.ordering"]  # the long tests first, spread over workers
+
 
 # -- tiers and parallel runs ---------------------------------------------------
 #
