@@ -151,13 +151,39 @@ class FetchResult:
     """Time spent in the long poll."""
 
 
+@dataclass(frozen=True, slots=True)
+class ProduceEntry:
+    """One partition's records in a Produce request."""
+
+    topic: str
+    index: int
+    records: memoryview | None
+
+
+@dataclass(slots=True)
+class Produced:
+    """One partition's append: its answer, and what its completion waits on."""
+
+    error_code: int = 0
+    error_message: str | None = None
+    base_offset: int = -1
+    log_append_time_ms: int = -1
+    log_start_offset: int = -1
+    part: Any = None
+    """The partition appended to (a :class:`PartitionPort`); None if refused first."""
+    result: Appended | None = None
+    """The append (None: refused before it)."""
+
+
 class ReplicaManagerPort(Protocol):
     """Produce and fetch (broker/replica/manager.py)."""
 
-    def append(self, part: Any, records: memoryview, acks: int,
-               client_id: str | None = None) -> Appended:
-        """Append a client's records to ``part`` (a :class:`PartitionPort` this
-        node leads), synchronously."""
+    def append_records(self, entries: list[ProduceEntry], acks: int,
+                       internal_topics: frozenset[str],
+                       verify: Callable[[Any, memoryview], int],
+                       client_id: str | None = None) -> list[Produced]:
+        """Append each entry's records where this node leads the partition,
+        synchronously, in order; one answer per entry."""
         ...
 
     async def completed(self, part: Any, result: Appended, acks: int,
@@ -455,6 +481,6 @@ __all__ = [
     "METADATA_TOPIC", "BrokerStopping", "ConfigPort", "CoordinatorWriteError", "Decision",
     "FetchParams", "FetchResult", "FetchedPartition", "GroupPort",
     "MetadataLogPort", "MetadataPort", "NotControllerError", "NotLeaderError",
-    "PartitionFetch", "PartitionGoneError", "PartitionPort", "QuotaPort", "ReplicaManagerPort",
-    "ReplicaPort", "SessionsPort", "TxnPort",
+    "PartitionFetch", "PartitionGoneError", "PartitionPort", "ProduceEntry", "Produced",
+    "QuotaPort", "ReplicaManagerPort", "ReplicaPort", "SessionsPort", "TxnPort",
 ]

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from odradek.broker.ports import FetchParams, PartitionFetch
+from odradek.broker.ports import FetchParams, PartitionFetch, ProduceEntry
 from odradek.broker.replica.manager import ReplicaManager
 from odradek.broker.replica.partitions import Partition, PartitionManager
 from odradek.common.clock import ManualClock
@@ -167,6 +167,35 @@ def test_the_first_partition_with_records_is_read_whole_past_the_budget() -> Non
         first, second = tiny.partitions
         assert first.size > 500 and tiny.size == first.size  # KIP-74: one whole batch
         assert second.read and second.records is None  # the budget is spent
+        await manager.partitions.close()
+
+    asyncio.run(main())
+
+
+def test_append_records_refuses_before_appending_and_appends_the_rest_in_order() -> None:
+    async def main() -> None:
+        manager, part, _ = setup(ManualClock())
+        verified: list[tuple[str, int]] = []
+
+        def verify(p: Partition, records: memoryview) -> int:
+            verified.append((p.topic, p.index))
+            return ErrorCode.INVALID_TXN_STATE if b"txn" in bytes(records) else 0
+
+        out = manager.append_records([
+            ProduceEntry("__consumer_offsets", 0, batch(b"x")),
+            ProduceEntry("nope", 0, batch(b"x")),
+            ProduceEntry("t", 0, None),
+            ProduceEntry("t", 0, batch(b"txn")),
+            ProduceEntry("t", 0, batch(b"a")),
+            ProduceEntry("t", 0, batch(b"b")),
+        ], 1, frozenset({"__consumer_offsets"}), verify)
+        assert [p.error_code for p in out] == [
+            ErrorCode.INVALID_TOPIC_EXCEPTION, ErrorCode.NOT_LEADER_OR_FOLLOWER,
+            ErrorCode.CORRUPT_MESSAGE, ErrorCode.INVALID_TXN_STATE, 0, 0]
+        assert all(p.result is None and p.base_offset == -1 for p in out[:4])
+        assert [p.base_offset for p in out[4:]] == [0, 1]  # the refused batch took no offset
+        assert verified == [("t", 0)] * 3  # only batches that reach the partition
+        assert part.state.log_end_offset == 2
         await manager.partitions.close()
 
     asyncio.run(main())

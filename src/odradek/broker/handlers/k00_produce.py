@@ -55,6 +55,7 @@ from odradek.broker.net.registry import Access, CloseConnection, Deferred, handl
 from odradek.broker.ports import (
     BrokerStopping,
     PartitionPort,
+    ProduceEntry,
 )
 from odradek.replication.partition import Appended
 from odradek.wire.batch import ATTR_TRANSACTIONAL, BATCH_HEADER_SIZE, read_batch_header
@@ -87,9 +88,18 @@ def error_response(request: ProduceRequest, code: int) -> ProduceResponse:
 def _unverified(ctx: RequestContext, part: PartitionPort, records: memoryview,
                 transactional_id: str | None) -> int:
     """An error code if the records are a transactional batch of a producer whose
-    ongoing transaction does not hold this partition. In a cluster, a producer
-    whose transaction coordinator is another broker is not verified here (as
-    before KIP-890: the batch is taken; docs/transactions.md)."""
+    ongoing transaction does not hold this partition (TRANSACTION_ABORTABLE from
+    v11, INVALID_TXN_STATE before). In a cluster, a producer whose transaction
+    coordinator is another broker is not verified here (as before KIP-890: the
+    batch is taken; docs/transactions.md)."""
+    code = _verify(ctx, part, records, transactional_id)
+    if code == ErrorCode.INVALID_TXN_STATE and ctx.api_version >= 11:
+        return ErrorCode.TRANSACTION_ABORTABLE
+    return code
+
+
+def _verify(ctx: RequestContext, part: PartitionPort, records: memoryview,
+            transactional_id: str | None) -> int:
     if len(records) < BATCH_HEADER_SIZE or not records[22] & ATTR_TRANSACTIONAL:
         return 0  # not transactional (a bad frame is the partition layer's to report)
     header = read_batch_header(records, 0)
@@ -104,26 +114,6 @@ def _unverified(ctx: RequestContext, part: PartitionPort, records: memoryview,
         return 0
     return txns.coordinator.verify(header.producer_id, header.producer_epoch,
                                    (part.topic, part.index))
-
-
-def _append(
-    ctx: RequestContext, part: PartitionPort, records: memoryview, acks: int,
-    transactional_id: str | None,
-) -> tuple[PartitionProduceResponse, Appended | None]:
-    code = _unverified(ctx, part, records, transactional_id)
-    if code:
-        if code == ErrorCode.INVALID_TXN_STATE and ctx.api_version >= 11:
-            code = ErrorCode.TRANSACTION_ABORTABLE
-        return PartitionProduceResponse(index=part.index, error_code=code, base_offset=-1), None
-    result = ctx.replicas.append(part, records, acks, ctx.client_id)
-    resp = PartitionProduceResponse(
-        index=part.index, error_code=result.error_code, base_offset=result.first_offset,
-        log_append_time_ms=result.log_append_time_ms, log_start_offset=result.log_start_offset,
-        error_message=result.error_message,
-    )
-    if result.error_code:
-        resp.base_offset = -1
-    return resp, result
 
 
 async def _complete(ctx: RequestContext, part: PartitionPort, resp: PartitionProduceResponse,
@@ -185,38 +175,30 @@ async def handle(ctx: RequestContext, request: ProduceRequest
         # that one OUT_OF_ORDER_SEQUENCE_NUMBER, and librdkafka then bumps its
         # epoch and sends its unacknowledged records again as new ones.
         await state.wait_in_service(min(IN_SERVICE_WAIT_S, timeout_s))
+    entries = [ProduceEntry(topic.name, pdata.index,
+                            None if pdata.records is None else memoryview(pdata.records))  # type: ignore[arg-type]
+               for topic in request.topic_data for pdata in topic.partition_data]
+    produced = iter(ctx.replicas.append_records(
+        entries, acks, INTERNAL_TOPICS,
+        lambda part, records: _unverified(ctx, part, records, request.transactional_id),
+        ctx.client_id))
     for topic in request.topic_data:
         parts = []
         for pdata in topic.partition_data:
-            part = state.serving(topic.name, pdata.index)
-            if topic.name in INTERNAL_TOPICS:
-                # Only the coordinators write there (Kafka: "Cannot append to
-                # internal topic").
-                resp = PartitionProduceResponse(
-                    index=pdata.index, base_offset=-1,
-                    error_code=ErrorCode.INVALID_TOPIC_EXCEPTION,
-                )
-            elif part is None:
-                resp = PartitionProduceResponse(
-                    index=pdata.index, base_offset=-1,
-                    error_code=state.missing_partition_error(topic.name, pdata.index),
-                )
-            elif pdata.records is None:
-                resp = PartitionProduceResponse(
-                    index=pdata.index, base_offset=-1, error_code=ErrorCode.CORRUPT_MESSAGE
-                )
-            else:
-                resp, result = _append(ctx, part, memoryview(pdata.records), acks,  # type: ignore[arg-type]
-                                       request.transactional_id)
-                # Only what must wait is awaited: an acks=0 append with no fsync due
-                # is answered without yielding to the loop, so requests a client
-                # pipelined before closing its connection are all taken in order
-                # (its write is queued in order; nobody waits for it).
-                writing |= result is not None and result.write is not None
-                if result is not None and not result.error_code and (
-                        acks == -1 or result.flush_due
-                        or (acks == 1 and result.write is not None)):
-                    waits.append(_complete(ctx, part, resp, result, acks, timeout_s))
+            p = next(produced)
+            resp = PartitionProduceResponse(
+                index=pdata.index, error_code=p.error_code, base_offset=p.base_offset,
+                log_append_time_ms=p.log_append_time_ms, log_start_offset=p.log_start_offset,
+                error_message=p.error_message)
+            result = p.result
+            # Only what must wait is awaited: an acks=0 append with no fsync due
+            # is answered without yielding to the loop, so requests a client
+            # pipelined before closing its connection are all taken in order
+            # (its write is queued in order; nobody waits for it).
+            writing |= result is not None and result.write is not None
+            if result is not None and not result.error_code and (
+                    acks == -1 or result.flush_due or (acks == 1 and result.write is not None)):
+                waits.append(_complete(ctx, p.part, resp, result, acks, timeout_s))
             parts.append(resp)
         responses.append(TopicProduceResponse(topic.name, parts))
     if writing:

@@ -50,6 +50,8 @@ from odradek.broker.ports import (
     NotLeaderError,
     PartitionFetch,
     PartitionGoneError,
+    Produced,
+    ProduceEntry,
 )
 from odradek.broker.replica.partitions import Partition, PartitionManager
 from odradek.broker.replica.ports import Leadership
@@ -72,6 +74,36 @@ class ReplicaManager:
         self.now_ms = now_ms
 
     # -- produce -----------------------------------------------------------------------
+
+    def append_records(self, entries: list[ProduceEntry], acks: int,
+                       internal_topics: frozenset[str],
+                       verify: Callable[[Partition, memoryview], int],
+                       client_id: str | None = None) -> list[Produced]:
+        """Append each entry's records (:meth:`append`), in order, with nothing
+        else running in between: a partition this node does not lead gets the
+        metadata service's error, an internal topic INVALID_TOPIC_EXCEPTION (only
+        coordinators write there, as Kafka's "Cannot append to internal topic"),
+        a missing records field CORRUPT_MESSAGE, and ``verify`` (the transaction
+        coordinator's KIP-890 check) its error before anything is appended."""
+        out = []
+        for entry in entries:
+            part = self.leadership.serving(entry.topic, entry.index)
+            if entry.topic in internal_topics:
+                out.append(Produced(ErrorCode.INVALID_TOPIC_EXCEPTION))
+            elif part is None:
+                out.append(Produced(self.leadership.missing_partition_error(
+                    entry.topic, entry.index)))
+            elif entry.records is None:
+                out.append(Produced(ErrorCode.CORRUPT_MESSAGE))
+            elif code := verify(part, entry.records):
+                out.append(Produced(code))
+            else:
+                result = self.append(part, entry.records, acks, client_id)
+                out.append(Produced(
+                    result.error_code, result.error_message,
+                    -1 if result.error_code else result.first_offset,
+                    result.log_append_time_ms, result.log_start_offset, part, result))
+        return out
 
     def append(self, part: Partition, records: memoryview, acks: int,
                client_id: str | None = None) -> Appended:
