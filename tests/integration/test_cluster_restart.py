@@ -23,7 +23,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from odradek.wire.messages.create_topics_request import CreatableTopic, CreateTopicsRequest
 from odradek.wire.messages.find_coordinator_request import FindCoordinatorRequest
-from tests.support.cluster import LocalCluster, wait_for
+from tests.support.cluster import LocalCluster, active_controller, wait_for
 from tests.support.rawclient import RawClient
 
 pytestmark = pytest.mark.timeout(300)
@@ -470,5 +470,27 @@ def test_a_wiped_leader_back_within_its_session_copies_the_epochs_right(
     except BaseException:
         print(cluster.logs())
         raise
+    finally:
+        cluster.stop()
+
+
+def test_an_admin_request_sent_as_the_controller_stops_waits_for_the_next_one(
+        tmp_path: Path) -> None:
+    """The active controller is stopped (SIGTERM: it resigns) and a DeleteTopics
+    goes at once to the other nodes, while the quorum has no leader yet. The
+    node it reaches waits for the next controller and forwards the request
+    there, as Kafka's forwarding waits, instead of answering NOT_CONTROLLER
+    (which confluent-kafka's AdminClient hands to the application as is)."""
+    cluster = LocalCluster(tmp_path, controllers=3, overrides=REPLICATED)
+    cluster.format()
+    cluster.start()
+    try:
+        create(cluster, "doomed", 1)
+        controller = active_controller(cluster.bootstrap)
+        assert cluster.terminate(controller) == 0
+        others = ",".join(n.address for n in cluster.brokers if n.node_id != controller)
+        survivors = AdminClient({"bootstrap.servers": others})
+        survivors.delete_topics(["doomed"], request_timeout=20)["doomed"].result(30)
+        assert "doomed" not in survivors.list_topics(timeout=10).topics
     finally:
         cluster.stop()

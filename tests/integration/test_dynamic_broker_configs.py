@@ -329,7 +329,7 @@ def test_cluster_dynamic_configs_are_forwarded_replicated_and_applied_per_broker
     """A cluster: alters sent to a broker that is not the controller reach the
     controller, the ConfigRecords reach every node, and each applies the cluster
     default and only its own per-broker value."""
-    from tests.support.cluster import LocalCluster, wait_for
+    from tests.support.cluster import LocalCluster, active_controller, wait_for
 
     cluster = LocalCluster(tmp_path, controllers=3)
     cluster.format()
@@ -339,7 +339,7 @@ def test_cluster_dynamic_configs_are_forwarded_replicated_and_applied_per_broker
         wait_for("3 brokers", lambda: len(admin.list_topics(timeout=5).brokers) == 3 or None, 60)
         futures = admin.create_topics([NewTopic("spread", 3, 3)])
         futures["spread"].result(30)
-        controller = admin.describe_cluster().result(10).controller.id
+        controller = active_controller(cluster.bootstrap)
         node = next(n for n in cluster.nodes if n != controller)
         other = next(n for n in cluster.nodes if n not in (node, controller))
         raw = RawClient(cluster.nodes[node].address)

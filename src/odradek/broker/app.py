@@ -156,8 +156,17 @@ class BrokerApp:
             return None
         from odradek.broker.net.forward import ForwardToController
 
+        # As long as the quorum takes to replace a lost leader (its followers'
+        # fetch timeout, then an election and its backoff): a request sent just
+        # after the controller stopped waits for the next one, as Kafka's
+        # forwarding waits, instead of being answered NOT_CONTROLLER.
+        get = self.config.get_int
+        wait_ms = (get("controller.quorum.fetch.timeout.ms")
+                   + get("controller.quorum.election.timeout.ms")
+                   + get("controller.quorum.election.backoff.max.ms"))
         return ForwardToController(state.metadata, state.channel,
-                                   frozenset(self.config.controller_listener_names()))
+                                   frozenset(self.config.controller_listener_names()),
+                                   wait_s=wait_ms / 1000)
 
     def _leadership_changed(self, moved: list[Partition]) -> None:
         """Partitions whose leader changed (cluster mode): followers fetch from the

@@ -41,6 +41,11 @@ async def _describe(client: KafkaClient, args: argparse.Namespace) -> int:
         cluster_id, controller = meta.cluster_id or "", meta.controller_id
         brokers = [(b.node_id, b.host, b.port, b.rack) for b in meta.brokers]
     brokers.sort()
+    quorum = await _quorum(client)
+    if quorum is not None:
+        # Brokers name a live broker as the controller (as Kafka's KRaft brokers
+        # do); the quorum names the active one.
+        controller = quorum[0]
     if args.json:
         emit_json({"cluster_id": cluster_id, "controller": controller, "brokers": [
             {"id": i, "host": h, "port": p, "rack": r} for i, h, p, r in brokers
@@ -49,7 +54,6 @@ async def _describe(client: KafkaClient, args: argparse.Namespace) -> int:
     print(f"Cluster id: {cluster_id}")
     print(f"Controller: {controller}")
     table(["ID", "HOST", "PORT", "RACK"], [[i, h, p, r or "-"] for i, h, p, r in brokers])
-    quorum = await _quorum(client)
     if quorum is not None:
         leader, epoch, hw, rows = quorum
         print(f"\nQuorum: leader {leader}, epoch {epoch}, high watermark {hw}")

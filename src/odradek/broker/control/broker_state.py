@@ -362,13 +362,17 @@ class BrokerState:
 
     @property
     def client_controller_id(self) -> int:
-        """The controller id told to clients (Metadata, DescribeCluster). Clients
-        cannot reach a controller-only node, so, as Kafka's KRaft brokers do, they
-        are then given a live broker, which forwards what only the controller may
-        decide."""
-        controller = self.controller_id
-        if controller < 0 or self.endpoint_of(controller) is not None:
-            return controller
+        """The controller id told to clients (Metadata, DescribeCluster). As
+        Kafka's KRaft brokers do (KIP-590: clients never reach the controller
+        itself), a live broker, which forwards what only the controller may
+        decide: this node once it is a registered, unfenced broker (it is
+        answering, so it is alive), else the first live broker (-1: none). Never
+        the quorum's leader as such: followers name a leader that has just
+        stopped until their fetch timeout, and librdkafka's admin client then
+        waits for that dead node (for its whole request timeout) instead of
+        asking again. DescribeQuorum names the active controller."""
+        if self.metadata.is_local or self.endpoint_of(self.node_id) is not None:
+            return self.node_id
         live = self.live_endpoints()
         return live[0][0] if live else -1
 

@@ -4,7 +4,9 @@ returns its answer (KIP-590 forwarding, :mod:`odradek.broker.control.controller_
 
 When no controller is known, or the one known cannot be reached, the stage
 waits for the quorum's next change of leader (not polling), for at most
-:attr:`ForwardToController.wait_s`, then lets this node answer: a node that
+:attr:`ForwardToController.wait_s` (the root sets it to the time a quorum
+takes to replace a lost leader: fetch timeout, election timeout and backoff),
+then lets this node answer: a node that
 became controller meanwhile decides the request itself; one that did not
 answers NOT_CONTROLLER, which clients retry after refreshing their metadata,
 as against Kafka. A handler that finds this node no longer controller
