@@ -64,6 +64,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from odradek.coordinator.classic.membership import Leaving
 from odradek.coordinator.consumer.model import (
     Assignment,
     ConsumerGroupState,
@@ -72,7 +73,6 @@ from odradek.coordinator.consumer.model import (
     pairs,
 )
 from odradek.coordinator.group import GroupState
-from odradek.coordinator.membership import Leaving
 from odradek.wire.errors import ErrorCode
 from odradek.wire.messages.consumer_protocol_assignment import ConsumerProtocolAssignment
 from odradek.wire.messages.consumer_protocol_assignment import (

@@ -11,7 +11,7 @@ part                   owns
                        committed offsets), loading ``__consumer_offsets`` partitions,
                        replay of records, member ids
 ``classic``            :class:`~.membership.ClassicMembership`: JoinGroup, SyncGroup,
-                       Heartbeat, LeaveGroup, and their timers (:mod:`.rebalance`)
+                       Heartbeat, LeaveGroup, and their timers (:mod:`.classic.rebalance`)
 ``consumer``           :class:`~.consumer.membership.ConsumerMembership`: KIP-848's
                        ConsumerGroupHeartbeat, its timers, epochs of commits and fetches
 ``offsets``            :class:`~.offsets.Offsets`: OffsetCommit, OffsetFetch,
@@ -39,10 +39,10 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any, Protocol
 
 from odradek.coordinator.admin import GroupAdmin
+from odradek.coordinator.classic.membership import ClassicMembership, Leaving
 from odradek.coordinator.consumer.membership import Caller, ConsumerMembership, Topics
 from odradek.coordinator.core import Effects, GroupConfig
 from odradek.coordinator.group import Group, GroupState, Token
-from odradek.coordinator.membership import ClassicMembership, Leaving
 from odradek.coordinator.offsets import (
     Commit,
     CommitRequest,

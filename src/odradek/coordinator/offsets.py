@@ -11,7 +11,7 @@ OffsetCommit validates the committer: anyone may commit for a group with no
 members when the generation is negative (Kafka's "simple" consumers and admin
 tools; a missing group is created, Empty); otherwise the group's membership
 protocol decides (:class:`CommitValidator`, today
-:meth:`~odradek.coordinator.membership.ClassicMembership.validate_commit`).
+:meth:`~odradek.coordinator.classic.membership.ClassicMembership.validate_commit`).
 Each partition then gets one record. OffsetFetch reads the offsets; a
 partition never committed reads -1. OffsetDelete refuses partitions of topics
 the group's members subscribe to.

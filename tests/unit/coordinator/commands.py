@@ -35,9 +35,9 @@ import itertools
 from dataclasses import dataclass
 from typing import Any
 
+from odradek.coordinator.classic.membership import Leaving
 from odradek.coordinator.coordinator import Commit, CommitRequest, GroupCoordinator
 from odradek.coordinator.core import Effects, GroupConfig
-from odradek.coordinator.membership import Leaving
 from odradek.coordinator.records import GroupRecord, OffsetRecord
 from odradek.wire.errors import ErrorCode
 from odradek.wire.messages.heartbeat_response import HeartbeatResponse

@@ -1,6 +1,6 @@
 """JoinGroup (key 11), versions 0–9.
 
-Behaviour: the classic rebalance of :mod:`odradek.coordinator.membership`; a
+Behaviour: the classic rebalance of :mod:`odradek.coordinator.classic.membership`; a
 JoinGroup waits until the rebalance completes (all members joined, or the
 rebalance timeout). v4+ with no member id gets MEMBER_ID_REQUIRED and an id
 (KIP-394); ``group.instance.id`` makes a static member (KIP-345).
@@ -25,7 +25,7 @@ from odradek.broker.handlers.group_common import client_host, cluster_topics, gr
 from odradek.broker.net.context import RequestContext
 from odradek.broker.net.registry import Access, handler
 from odradek.broker.ports import CoordinatorWriteError
-from odradek.coordinator.membership import join_error
+from odradek.coordinator.classic.membership import join_error
 from odradek.wire.errors import ErrorCode
 from odradek.wire.messages.join_group_request import JoinGroupRequest
 from odradek.wire.messages.join_group_response import JoinGroupResponse

@@ -17,7 +17,7 @@ from odradek.broker.handlers.group_common import group_runtime
 from odradek.broker.net.context import RequestContext
 from odradek.broker.net.registry import Access, handler
 from odradek.broker.ports import CoordinatorWriteError
-from odradek.coordinator.membership import Leaving
+from odradek.coordinator.classic.membership import Leaving
 from odradek.wire.errors import ErrorCode
 from odradek.wire.messages.leave_group_request import LeaveGroupRequest
 from odradek.wire.messages.leave_group_response import LeaveGroupResponse

@@ -15,7 +15,7 @@ from odradek.broker.handlers.group_common import cluster_topics, group_runtime
 from odradek.broker.net.context import RequestContext
 from odradek.broker.net.registry import Access, handler
 from odradek.broker.ports import CoordinatorWriteError
-from odradek.coordinator.membership import sync_error
+from odradek.coordinator.classic.membership import sync_error
 from odradek.wire.errors import ErrorCode
 from odradek.wire.messages.sync_group_request import SyncGroupRequest
 from odradek.wire.messages.sync_group_response import SyncGroupResponse

@@ -26,9 +26,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from odradek.coordinator.core import Effects
-from odradek.coordinator.group import Group, GroupState, Member, Token
-from odradek.coordinator.rebalance import (
+from odradek.coordinator.classic.rebalance import (
     Rebalancer,
     group_record,
     join_error,
@@ -37,6 +35,8 @@ from odradek.coordinator.rebalance import (
     sync_response,
     transition,
 )
+from odradek.coordinator.core import Effects
+from odradek.coordinator.group import Group, GroupState, Member, Token
 from odradek.coordinator.store import GroupStore
 from odradek.wire.errors import ErrorCode
 from odradek.wire.messages.heartbeat_response import HeartbeatResponse
