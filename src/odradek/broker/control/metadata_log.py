@@ -19,6 +19,10 @@ broker's metadata service, broker/control/broker_state.py) in log order:
 the image, ``caught_up`` once the image holds everything the log had
 committed when this node started.
 
+Starting the quorum, resigning its leadership and asking whether a majority
+is still in touch are the quorum backend's own: the composition root calls them
+on it directly, and a journal has nothing of the kind.
+
 Invariant: the image a listener holds is always a prefix of the committed log;
 no backend applies a record before it is durable where the backend keeps it.
 """
@@ -145,8 +149,6 @@ class MetadataLog(Protocol):
         EndQuorumEpoch, FetchSnapshot, Fetch of ``__cluster_metadata``)."""
         ...
 
-    def start(self) -> None: ...
-
     async def wait_ready(self) -> None:
         """Until the image has caught up (at once on a single node)."""
         ...
@@ -155,12 +157,6 @@ class MetadataLog(Protocol):
         """Until the leader or this node's role changes (at most ``timeout_s``);
         whether it did."""
         ...
-
-    def majority_in_touch(self, within_ms: int) -> bool:
-        """False only for a leader whose writes could not commit now."""
-        ...
-
-    async def resign(self) -> None: ...
 
     async def stop(self) -> None: ...
 
@@ -252,21 +248,12 @@ class JournalMetadataLog:
         return api.response_class(api_key)(  # type: ignore[call-arg]
             error_code=ErrorCode.INVALID_REQUEST)
 
-    def start(self) -> None:
-        pass
-
     async def wait_ready(self) -> None:
         pass
 
     async def view_change(self, timeout_s: float) -> bool:
         await asyncio.sleep(timeout_s)  # the leader never changes
         return False
-
-    def majority_in_touch(self, within_ms: int) -> bool:
-        return True
-
-    async def resign(self) -> None:
-        pass
 
     async def stop(self) -> None:
         self.journal.close()
