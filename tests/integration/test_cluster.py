@@ -21,7 +21,7 @@ from odradek.wire.messages.describe_quorum_request import (
     PartitionData,
     TopicData,
 )
-from tests.support.cluster import LocalCluster, active_controller, wait_for
+from tests.support.cluster import LocalCluster, active_controller, quorum_leader, wait_for
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -194,11 +194,10 @@ def test_each_client_uses_three_nodes_as_one_cluster(combined: LocalCluster, cli
 def test_killing_the_active_controller_elects_another(combined: LocalCluster) -> None:
     old = active_controller(combined.bootstrap)
     combined.kill(old)
-    survivors = [n.address for n in combined.brokers if n.node_id != old]
+    survivors = ",".join(n.address for n in combined.brokers if n.node_id != old)
     started = time.monotonic()
     new = wait_for("a new active controller", lambda: (
-        c := _quorum_leader(survivors)) not in (-1, old) and c, 30)
-    survivors = ",".join(survivors)
+        c := quorum_leader(survivors)) not in (-1, old) and c, 30)
     elected_s = time.monotonic() - started
     assert elected_s < 15, elected_s
     # Topic creation works again. (Until the dead broker is fenced, after
@@ -586,17 +585,6 @@ def test_a_damaged_snapshot_stops_the_node_with_one_line(tmp_path: Path) -> None
         raise
     finally:
         cluster.stop()
-
-
-def _quorum_leader(addresses: list[str]) -> int:
-    """The active controller as DescribeQuorum names it via any of ``addresses``
-    (-1: none answers yet)."""
-    for address in addresses:
-        try:
-            return active_controller(address, timeout_s=0.5)
-        except AssertionError:
-            continue
-    return -1
 
 
 def _quorum_views(cluster: LocalCluster) -> dict[int, tuple[int, int, int]]:

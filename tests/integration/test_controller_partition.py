@@ -25,43 +25,12 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from odradek.client.connection import Connection
-from odradek.wire.messages import describe_quorum_request as dq
-from tests.support.cluster import LocalCluster, wait_for
+from tests.support.cluster import LocalCluster, active_controller, wait_for
 
 pytestmark = pytest.mark.timeout(300)
 
 CUT_S = 30.0
 PARTITIONS = 6
-
-
-def active_controller(cluster: LocalCluster, among: list[int]) -> int:
-    import asyncio
-
-    request = dq.DescribeQuorumRequest([dq.TopicData("__cluster_metadata",
-                                                     [dq.PartitionData(0)])])
-
-    async def ask(port: int) -> int:
-        conn = await Connection.open(f"127.0.0.1:{port}", "test", timeout_s=5)
-        try:
-            resp = await asyncio.wait_for(conn.request(request, 1), 5)
-        finally:
-            await conn.close()
-        part = resp.topics[0].partitions[0]
-        return int(part.leader_id) if resp.error_code == 0 and part.error_code == 0 else -1
-
-    def find() -> int | None:
-        for node_id in among:
-            port = cluster.nodes[node_id].controller_port
-            assert port is not None
-            try:
-                leader = asyncio.run(ask(port))
-            except Exception:
-                continue
-            if leader >= 0:
-                return leader
-        return None
-    return wait_for("the active controller", find, 60, 0.2)
 
 
 def test_an_isolated_controller_fences_no_broker_of_the_majority(tmp_path: Path) -> None:
@@ -74,7 +43,7 @@ def test_an_isolated_controller_fences_no_broker_of_the_majority(tmp_path: Path)
     try:
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
         admin.create_topics([NewTopic("t", PARTITIONS, 3)])["t"].result(30)
-        controller = active_controller(cluster, [1, 2, 3])
+        controller = active_controller(cluster.bootstrap, 60)
         majority = [n for n in cluster.nodes if n != controller]
         meta = admin.list_topics("t", timeout=20).topics["t"].partitions
         wait_for("leaders", lambda: all(p.leader >= 0 for p in admin.list_topics(
