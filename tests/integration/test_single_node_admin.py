@@ -80,3 +80,35 @@ def test_describe_producers_and_topics(broker: Broker, admin: KafkaAdminClient) 
     assert [(t["name"], len(t["partitions"])) for t in topics] == [(TOPIC, 2)]
     paged = admin.describe_topic_partitions([TOPIC])
     assert {p["partition_index"] for t in paged["topics"] for p in t["partitions"]} == {0, 1}
+
+
+def test_a_single_node_refuses_a_peers_kraft_requests_and_keeps_serving(broker: Broker) -> None:
+    """A single node runs no quorum and takes no other broker: a Vote, a
+    follower's Fetch of ``__cluster_metadata``, a BrokerRegistration and a
+    BrokerHeartbeat get INVALID_REQUEST, and the node goes on serving."""
+    import uuid
+
+    from odradek.wire.messages import broker_heartbeat_request as hb
+    from odradek.wire.messages import broker_registration_request as br
+    from odradek.wire.messages import fetch_request as fq
+    from odradek.wire.messages import vote_request as vq
+    from odradek.wire.messages.metadata_request import MetadataRequest
+
+    cluster_id = broker.app.state.cluster_id if broker.app.state else ""
+    requests = [
+        (52, 2, vq.VoteRequest(cluster_id, 1, [vq.TopicData("__cluster_metadata", [
+            vq.PartitionData(0, 5, 2, last_offset_epoch=4, last_offset=10)])])),
+        (1, 12, fq.FetchRequest(cluster_id, replica_id=2, topics=[fq.FetchTopic(
+            "__cluster_metadata", partitions=[fq.FetchPartition(0, -1, 0, 0)])])),
+        (62, 2, br.BrokerRegistrationRequest(
+            broker_id=2, cluster_id=cluster_id, incarnation_id=uuid.uuid4(),
+            listeners=[br.Listener("PLAINTEXT", "h", 1, 0)])),
+        (63, 0, hb.BrokerHeartbeatRequest(broker_id=2, broker_epoch=0)),
+    ]
+    raw = RawClient(broker.bootstrap_servers)
+    try:
+        for api_key, version, body in requests:
+            assert raw.request(body, version).error_code == ErrorCode.INVALID_REQUEST, api_key
+        assert [b.node_id for b in raw.request(MetadataRequest(topics=[]), 12).brokers] == [1]
+    finally:
+        raw.close()
