@@ -37,7 +37,8 @@ from dataclasses import dataclass
 
 from odradek.replication.producer_state import ProducerStateTable
 from odradek.storage.fs import FileSystem
-from odradek.storage.log import AppendInfo, FileSlice, Log
+from odradek.storage.log import AppendInfo, Log
+from odradek.storage.slices import FileSlice
 from odradek.wire.batch import read_batch_header
 from odradek.wire.primitives import DecodeError
 from odradek.wire.records import CONTROL_ABORT, CONTROL_COMMIT, read_marker

@@ -53,7 +53,8 @@ from odradek.replication.future import FutureReplica
 from odradek.replication.producer_state import AbortedTxn, ProducerStateTable, Verdict
 from odradek.storage.cleaner import CleanerView
 from odradek.storage.errors import StorageError
-from odradek.storage.log import FileSlice, Log
+from odradek.storage.log import Log
+from odradek.storage.slices import FileSlice
 from odradek.storage.txnfiles import encode_snapshot
 from odradek.storage.writes import AppendJob
 from odradek.wire.batch import ATTR_CONTROL, BatchHeader, read_batch_header
@@ -227,13 +228,9 @@ class PartitionState:
             self._update_high_watermark()
 
     def _hook(self, log: Log) -> None:
-        """Install this partition's callbacks on ``log`` (its log at start, and the
-        future log once renamed in): producer snapshots, the writer's rollback
-        after a failed write, the cleaner's view, removed aborts."""
-        log.snapshot_source = self._snapshot_bytes
-        log.on_rollback = self._reload_producers
-        log.cleaner_view = self._cleaner_view
-        log.on_aborts_removed = self._aborts_removed
+        """Listen to ``log`` (its log at start, and the future log once renamed in):
+        this state is its :class:`~odradek.storage.log.LogListener`."""
+        log.attach(self)
 
     # -- moving between log directories ---------------------------------------------------
 
@@ -736,17 +733,22 @@ class PartitionState:
 
     # -- start-up ---------------------------------------------------------------------
 
-    def _aborts_removed(self, marker_offsets: set[int]) -> None:
+    # -- what the log asks and tells (LogListener) ------------------------------------------
+
+    def writes_rolled_back(self) -> None:
+        self._reload_producers()
+
+    def aborts_removed(self, marker_offsets: set[int]) -> None:
         """The cleaner removed these ABORT markers (their data was already gone):
         read_committed fetches no longer report their transactions."""
         self.producers.aborted = [a for a in self.producers.aborted
                                   if a.last_offset not in marker_offsets]
 
-    def _cleaner_view(self) -> CleanerView:
+    def cleaner_view(self) -> CleanerView:
         return CleanerView(self.last_stable_offset, [
             (a.producer_id, a.first_offset, a.last_offset) for a in self.producers.aborted])
 
-    def _snapshot_bytes(self) -> bytes:
+    def producer_snapshot(self) -> bytes:
         return encode_snapshot(self.producers.snapshot())
 
     def _rebuild(self) -> None:

@@ -19,9 +19,10 @@ from odradek.storage.errors import (
 )
 from odradek.storage.flush import FlushJob, FlushPolicy, IoJob
 from odradek.storage.fs import FileHandle, FileSystem, OsFileSystem
-from odradek.storage.log import AppendInfo, FileSlice, Log
+from odradek.storage.log import AppendInfo, Log
 from odradek.storage.manager import CheckpointJob, LogManager, Tick
 from odradek.storage.memfs import MemoryFileSystem
+from odradek.storage.slices import FileSlice
 from odradek.storage.timestamps import (
     EARLIEST_LOCAL_TIMESTAMP,
     EARLIEST_TIMESTAMP,

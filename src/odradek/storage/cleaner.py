@@ -91,11 +91,15 @@ class Log(Protocol):
     (``odradek.storage.log.Log`` is one); a protocol, so that the cleaner does
     not import the log it cleans."""
 
-    config: LogConfig
     fs: FileSystem
-    dir_path: str
     cleaner_checkpoint: int
     """Where the last pass ended (the first dirty offset), -1 before any."""
+
+    @property
+    def config(self) -> LogConfig: ...
+
+    @property
+    def dir_path(self) -> str: ...
 
     @property
     def segments(self) -> Sequence[Segment]: ...

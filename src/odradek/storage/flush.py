@@ -18,6 +18,12 @@ while it runs are covered by the next one, so many appends share one fsync.
 ``flush.ms`` and gives the next deadline instead of sleeping. A roll makes a
 flush due at once, as in Kafka, which flushes a segment when it stops being
 active whatever the policy says.
+
+:class:`FlushSchedule` is one log's flush bookkeeping: the recovery point
+(every offset below it is fsynced), the messages appended since the last
+flush, the flush in flight, and whether the directory needs a sync. Invariant:
+``recovery_point <= log end``; while a flush runs, a truncation or a roll below
+what it covers lowers the cap it may move the recovery point to.
 """
 
 from __future__ import annotations
@@ -90,3 +96,86 @@ class FlushJob:
         if not self.done:
             self.done = True
             self.owner.complete_flush(self, error)
+
+
+@dataclass(slots=True)
+class FlushSchedule:
+    """One log's flush state (:class:`~odradek.storage.local_log.LocalLog` owns one)."""
+
+    recovery_point: int
+    """Every offset below this is durable (fsynced)."""
+    last_flush_ms: int
+    """Monotonic start of the last completed flush."""
+    policy: FlushPolicy
+    unflushed_messages: int = 0
+    in_flight: FlushJob | None = None
+    recovery_cap: int | None = None
+    """The lowest offset a truncation or roll cut the log to while :attr:`in_flight`
+    ran: that flush makes nothing durable past it."""
+    dir_dirty: bool = False
+    """The directory's entries changed (a segment created, renamed or deleted)."""
+    checkpoint_wanted: bool = False
+    """A flush took the recovery point past a rolled segment: the log manager writes
+    the recovery-point checkpoint at its next tick."""
+
+    def cap(self, offset: int) -> None:
+        """Nothing at or past ``offset`` may count as durable (a roll, a truncation)."""
+        self.recovery_point = min(self.recovery_point, offset)
+        if self.in_flight is not None:
+            low = self.recovery_cap
+            self.recovery_cap = offset if low is None else min(low, offset)
+
+    def due(self, active_base: int, now_ms: int) -> bool:
+        """Is a flush wanted now? (``flush.messages`` / ``flush.ms`` reached, or a
+        rolled segment not yet flushed.) Never while one runs."""
+        if self.in_flight is not None:
+            return False
+        if self.recovery_point < active_base:
+            return True
+        return self.policy.due(unflushed_messages=self.unflushed_messages,
+                               last_flush_ms=self.last_flush_ms, now_ms=now_ms)
+
+    def append_waits(self, active_base: int, now_ms: int) -> bool:
+        """Must the answer to an append just made wait for an fsync? As :meth:`due`,
+        but a flush in flight does not make it no: that flush does not cover the
+        append, so only what it does not cover counts, and the caller waits for
+        it and then for the next one (group commit)."""
+        if self.recovery_point < active_base:
+            return True
+        in_flight = self.in_flight
+        return self.policy.due(
+            unflushed_messages=self.unflushed_messages - (in_flight.messages if in_flight
+                                                          else 0),
+            last_flush_ms=self.last_flush_ms, now_ms=now_ms)
+
+    def deadline_ms(self, active_base: int, now_ms: int) -> int | None:
+        """Monotonic time at which a flush becomes due by ``flush.ms``, if one will."""
+        if self.recovery_point < active_base:
+            return now_ms
+        return self.policy.deadline_ms(unflushed_messages=self.unflushed_messages,
+                                       last_flush_ms=self.last_flush_ms)
+
+    def began(self, job: FlushJob) -> None:
+        self.in_flight = job
+        self.recovery_cap = None
+
+    def completed(self, job: FlushJob, log_end: int, active_base: int) -> None:
+        """``job`` ran without error: move the recovery point to what it covered."""
+        if self.in_flight is job:
+            self.in_flight = None
+        durable = job.up_to_offset
+        if self.recovery_cap is not None:
+            # Truncated or rolled while the job ran: what it synced may not cover it.
+            durable = min(durable, self.recovery_cap)
+            self.recovery_cap = None
+        before = self.recovery_point
+        self.recovery_point = min(max(self.recovery_point, durable), log_end)
+        if before < active_base <= self.recovery_point:
+            self.checkpoint_wanted = True
+        self.unflushed_messages = max(self.unflushed_messages - job.messages, 0)
+        self.last_flush_ms = job.started_ms
+
+    def failed(self, job: FlushJob) -> None:
+        if self.in_flight is job:
+            self.in_flight = None
+        self.dir_dirty = True

@@ -70,7 +70,7 @@ from odradek.storage.errors import KafkaStorageError
 from odradek.storage.flush import IoJob
 from odradek.storage.fs import FileSystem, OsFileSystem, makedirs_durable
 from odradek.storage.handles import HandleCache
-from odradek.storage.log import Log
+from odradek.storage.log import Log, LogIo
 from odradek.storage.logdirs import choose_dir, scan
 from odradek.storage.names import (
     CLEANER_OFFSET_CHECKPOINT,
@@ -264,10 +264,10 @@ class LogManager:
             log_start_offset=offsets[LOG_START_OFFSET_CHECKPOINT].get(tp, 0),
             high_watermark=offsets[HIGH_WATERMARK_CHECKPOINT].get(tp),
             skip_damage=self.config.skip_damage,
+            # A future log is filled inline on the mover's thread.
+            io=LogIo() if future else self._io(),
         )
         log.cleaner_checkpoint = offsets[CLEANER_OFFSET_CHECKPOINT].get(tp, -1)
-        if not future:  # a future log is filled on the mover's thread
-            self._tune(log)
         return log
 
     def _read_checkpoint(self, directory: str, name: str) -> dict[TopicPartition, int] | None:
@@ -306,16 +306,16 @@ class LogManager:
                 handles=self.handles,
                 topic_id=topic_id,
                 skip_damage=self.config.skip_damage,
+                io=self._io(),
             )
-            self._tune(log)
             self._logs[(topic, partition)] = log
         return log
 
-    def _tune(self, log: Log) -> None:
-        """The settings of a log this manager serves appends to: its page-cache
+    def _io(self) -> LogIo:
+        """The disk settings of a log this manager serves appends to: its page-cache
         window and how far its segments reserve blocks ahead."""
-        log.cache_window = self.page_cache.window_for()
-        log.allocate_ahead_bytes = self.config.preallocate_bytes
+        return LogIo(allocate_ahead_bytes=self.config.preallocate_bytes,
+                     cache_window=self.page_cache.window_for())
 
     def _all_logs(self) -> Iterator[Log]:
         yield from self._logs.values()
@@ -408,7 +408,7 @@ class LogManager:
         tp = (topic, partition)
         old, new = self._logs[tp], self._futures[tp]
         parent = new.parent_dir
-        old.snapshot_source = None  # its producer snapshot would go to the -delete dir
+        old.attach(None)  # its producer snapshot would go to the -delete dir
         old.close()
         self._rename_for_deletion(old)  # the decision (synced)
         crashpoints.reach("logdir.after_decide")
@@ -421,7 +421,7 @@ class LogManager:
         private.close_all()
         del self._futures[tp]
         self._logs[tp] = new
-        self._tune(new)
+        new.io = self._io()
         now = self.clock.monotonic_ms()
         for name in self._next:
             self._next[name] = now  # both directories' checkpoints name it where it is
@@ -503,11 +503,11 @@ class LogManager:
         wall = self.clock.now_ms()
         best: tuple[float, Log, CleanerView] | None = None
         for log in self._logs.values():
-            if log.offline or not log.config.compact or log.cleaner_view is None:
+            if log.offline or not log.config.compact or log.listener is None:
                 continue
             if (log.topic, log.partition) in self._futures:
                 continue  # paused while it moves to another directory, as in Kafka
-            view = log.cleaner_view()
+            view = log.listener.cleaner_view()
             first_dirty = log.cleaner_checkpoint
             if not log.log_start_offset <= first_dirty <= log.log_end_offset:
                 first_dirty = log.log_start_offset

@@ -1,4 +1,4 @@
-"""Deleting whole segments: retention by time and size, log start, delayed removal.
+"""Which whole segments retention deletes: by log start, time and size (a pure policy).
 
 A segment may go only when every offset in it is below the high watermark.
 Kafka's rules, in order, each deleting from the oldest segment and stopping at
@@ -12,20 +12,21 @@ the first one that does not qualify:
    ``retention.bytes``.
 
 :func:`segments_to_delete` is the policy, without side effects; the log
-applies it. Rules 2 and 3 apply only when ``cleanup.policy`` includes ``delete``: a
-compact-only log (``__consumer_offsets``) is never shortened by age or size.
+applies it (:meth:`~odradek.storage.log.Log.delete_old_segments`). Rules 2
+and 3 apply only when ``cleanup.policy`` includes ``delete``: a compact-only
+log (``__consumer_offsets``) is never shortened by age or size.
 
 The active segment is never deleted while active: when every segment
 qualifies, the log first rolls (so the data goes and appends continue in a new
 empty segment at the same log end offset), which is what Kafka does.
 
 Deleted segments are renamed ``*.deleted`` and removed ``file.delete.delay.ms``
-later, so a ``sendfile`` already under way finishes on the open descriptor.
+later, so a ``sendfile`` already under way finishes on the open descriptor
+(:class:`~odradek.storage.local_log.LocalLog` does both).
 """
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
@@ -34,19 +35,14 @@ from odradek.storage.segment import Segment
 
 if TYPE_CHECKING:
     from odradek.storage.config import LogConfig
-    from odradek.storage.fs import FileSystem
 
 
 class Log(Protocol):
-    """What retention reads of a log, and the two changes it makes
-    (``odradek.storage.log.Log`` is one); a protocol, so that this policy does
-    not import the log it rules."""
+    """What retention reads of a log (``odradek.storage.log.Log`` is one); a
+    protocol, so that this policy does not import the log it rules."""
 
-    config: LogConfig
-    fs: FileSystem
-    pending_deletes: list[tuple[int, list[str]]]
-    """(monotonic ms due, paths) of removed segments' files waiting for
-    ``file.delete.delay.ms``."""
+    @property
+    def config(self) -> LogConfig: ...
 
     @property
     def segments(self) -> Sequence[Segment]: ...
@@ -62,8 +58,6 @@ class Log(Protocol):
 
     @property
     def size_bytes(self) -> int: ...
-
-    def remove_segments(self, victims: Sequence[Segment]) -> None: ...
 
 Predicate = Callable[[Segment, int], bool]
 
@@ -113,74 +107,8 @@ def segments_to_delete(log: Log, now_ms: int, *, start_only: bool = False) -> li
     return list(segments[:n])
 
 
-def delete_start_breached(log: Log) -> int:
-    victims = segments_to_delete(log, 0, start_only=True)
-    log.remove_segments(victims)
-    return len(victims)
-
-
 def _newest_ms(seg: Segment) -> int:
     ts = seg.max_timestamp()[0]
     if ts > NO_TIMESTAMP:
         return ts
     return seg.fs.mtime_ms(seg.log_path)
-
-
-def delete_old_segments(log: Log, now_ms: int) -> int:
-    victims = segments_to_delete(log, now_ms)
-    log.remove_segments(victims)
-    return len(victims)
-
-
-def take_due_deletes(log: Log, now_mono_ms: int) -> tuple[list[str], int | None]:
-    """Take the paths whose ``file.delete.delay.ms`` has passed out of the log's
-    list, for the caller to remove (off the event loop); also the next due time."""
-    due_paths: list[str] = []
-    remaining: list[tuple[int, list[str]]] = []
-    for due, paths in log.pending_deletes:
-        if due > now_mono_ms:
-            remaining.append((due, paths))
-        else:
-            due_paths.extend(paths)
-    log.pending_deletes = remaining
-    return due_paths, min((due for due, _ in remaining), default=None)
-
-
-def run_pending_deletes(log: Log, now_mono_ms: int) -> int | None:
-    remaining: list[tuple[int, list[str]]] = []
-    for due, paths in log.pending_deletes:
-        if due > now_mono_ms:
-            remaining.append((due, paths))
-            continue
-        for path in paths:
-            with contextlib.suppress(FileNotFoundError):
-                log.fs.remove(path)
-    log.pending_deletes = remaining
-    return min((due for due, _ in remaining), default=None)
-
-
-def truncate_segment(seg: Segment, position: int, next_offset: int) -> None:
-    """Cut ``seg`` at ``position`` (a batch boundary; ``next_offset`` is the base offset
-    of the batch that started there) and bring its indexes and counters along."""
-    oi = seg.offset_index()
-    ti = seg.time_index()
-    seg.log_handle().truncate(position)
-    seg.dirty = True
-    seg.size = position
-    oi.truncate_to_offset(next_offset)
-    ti.truncate_to_offset(next_offset)
-    last = oi.last()
-    start = 0 if last is None else last[1]
-    max_ts, max_off = ti.last() or (NO_TIMESTAMP, seg.base_offset)
-    for _, h in seg.iter_headers(start, position):
-        if h.max_timestamp > max_ts:
-            max_ts, max_off = h.max_timestamp, h.last_offset
-    seg.install_indexes(
-        oi,
-        ti,
-        bytes_since_index=position - start,
-        max_ts=(max_ts, max_off),
-        next_offset=next_offset,
-    )
-    if position == 0:
-        seg.forget_rolling_timestamp()

@@ -32,12 +32,18 @@ next append tries again) or takes it offline (any other error), and starts a
 new generation; every skipped job then completes with the same error. Without
 a sink the log writes inline (``run`` then ``complete``, as before): the
 metadata journal, tests, and the in-memory simulations use that.
+
+:class:`WriteQueue` is one log's queue of pending jobs (oldest first), with
+the generation and the writer-side :class:`WriteStream`; the log
+(:class:`~odradek.storage.local_log.LocalLog`) assigns and publishes, the
+queue keeps the order.
 """
 
 from __future__ import annotations
 
 import contextlib
 import threading
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
@@ -225,3 +231,62 @@ def _run_together(group: Sequence[AppendJob]) -> None:
             for job in group:
                 job.ran = True
             stream.ran.notify_all()
+
+
+class WriteQueue:
+    """One log's pending appends, oldest first: the jobs assigned offsets whose
+    bytes are not yet published. Jobs complete in the order they were queued."""
+
+    def __init__(self, fs: FileSystem) -> None:
+        self.jobs: deque[AppendJob] = deque()
+        self.messages = 0
+        """Records in the pending jobs (a flush begun now does not cover them)."""
+        self.generation = 0
+        """Bumped by a failed write: later jobs of the old generation are skipped."""
+        self.stream = WriteStream(fs)
+        self.sink: WriteSink | None = None
+        """Where jobs are written, off the loop; None writes each inline."""
+
+    def __bool__(self) -> bool:
+        return bool(self.jobs)
+
+    @property
+    def last(self) -> AppendJob | None:
+        """The newest job not yet completed: once it completes, so has every other."""
+        return self.jobs[-1] if self.jobs else None
+
+    def submit(self, job: AppendJob) -> AppendJob | None:
+        """Queue ``job`` and hand it to the sink (returned: pending), or, without a
+        sink, write and complete it now (None). Raises the job's failure when an
+        inline write fails."""
+        self.messages += job.records
+        self.jobs.append(job)
+        if self.sink is not None:
+            self.sink.submit(job)
+            return job
+        error: OSError | None = None
+        try:
+            job.run()
+        except OSError as e:
+            error = e
+        job.complete(error)
+        if job.failure is not None:
+            raise job.failure from error
+        return None
+
+    def take(self, job: AppendJob, where: str) -> bool:
+        """``job`` completed: take it off the head of the queue. Returns whether it
+        is of the current generation (False: an earlier write failed, so it was
+        skipped)."""
+        head = self.jobs.popleft() if self.jobs else None
+        if head is not job:
+            raise AssertionError(f"{where}: append completed out of order")
+        self.messages -= job.records
+        return job.generation == self.generation
+
+    def drain(self) -> None:
+        """Wait (blocking this thread) for every pending job, completing each in order."""
+        while self.jobs:
+            job = self.jobs[0]
+            job.wait_ran()
+            job.complete(job.error)

@@ -87,7 +87,23 @@ def test_markers_after_their_data_is_gone() -> None:
 
     log.append_aborted(AbortedEntry(6, 3, abort, abort + 1))
     removed: list[set[int]] = []
-    log.on_aborts_removed = removed.append
+
+    class Listener:
+        """The partition's side, as far as this test needs it."""
+
+        def producer_snapshot(self) -> bytes:
+            return b""
+
+        def writes_rolled_back(self) -> None:
+            raise AssertionError("no write fails here")
+
+        def cleaner_view(self) -> CleanerView:
+            raise AssertionError("the test hands the cleaner its view")
+
+        def aborts_removed(self, marker_offsets: set[int]) -> None:
+            removed.append(marker_offsets)
+
+    log.attach(Listener())
 
     _clean(log, clock, aborted)
     markers, values = _contents(log)

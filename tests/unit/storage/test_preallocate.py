@@ -22,6 +22,7 @@ from odradek.common.clock import ManualClock
 from odradek.storage import Log, LogConfig, MemoryFileSystem
 from odradek.storage.config import LogManagerConfig
 from odradek.storage.fs import OsFileSystem
+from odradek.storage.local_log import LogIo
 from odradek.storage.manager import LogManager
 from odradek.storage.segment import MIN_ALLOCATE_AHEAD
 from odradek.wire.records import Record, build_batch, decode_batches
@@ -69,7 +70,7 @@ def open_log(ahead: int, **config: Any) -> tuple[Log, MemoryFileSystem, Watching
     fs = MemoryFileSystem(clock)
     watching = WatchingFs(fs)
     log = Log.open(watching, "/d/t-0", LogConfig(**config), clock)  # type: ignore[arg-type]
-    log.allocate_ahead_bytes = ahead
+    log.io = LogIo(allocate_ahead_bytes=ahead)
     return log, fs, watching
 
 

@@ -56,7 +56,7 @@ def open_log(**config: Any) -> tuple[Log, MemoryFileSystem, HeldSink, CountingFs
     sink = HeldSink()
     log.write_sink = sink
     counting = CountingFs(fs)
-    log._stream.fs = counting  # type: ignore[assignment]
+    log.local.queue.stream.fs = counting  # type: ignore[assignment]
     return log, fs, sink, counting
 
 

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from odradek.storage.fs import ReadWouldBlock, reads_must_not_wait
-from odradek.storage.log import FileSlice
+from odradek.storage.slices import FileSlice
 
 T = TypeVar("T")
 
