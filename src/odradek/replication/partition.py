@@ -321,7 +321,7 @@ class PartitionState:
             # Appends still being written belong to the epochs before this one.
             self.epoch_start_offset = self.log.next_offset
             if epoch > self.log.epochs.latest_epoch:
-                self.log._assign_epoch(epoch, self.log.next_offset)
+                self.log.assign_epoch(epoch, self.log.next_offset)
         else:
             self.replicas = {b: self.replicas.get(b) or Replica(b) for b in sorted(wanted)}
             # A newer partition epoch settles any pending change: the controller

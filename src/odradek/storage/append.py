@@ -19,6 +19,11 @@ a patched copy of its first 16 bytes (``baseOffset``, ``batchLength``,
 ``partitionLeaderEpoch``; none covered by the CRC) and a view of the rest, so
 a ``pwritev`` appends them without copying the payload. LogAppendTime batches
 need a new CRC, so they are copied whole and patched.
+
+:func:`append_as_leader` and :func:`append_replicated` are the two appends of a
+log (:class:`~odradek.storage.log.Log` calls them): assign offsets or check
+the ones given, write through the :class:`~odradek.storage.local_log.LocalLog`,
+note new leader epochs, and describe what was done as an :class:`AppendInfo`.
 """
 
 from __future__ import annotations
@@ -27,12 +32,17 @@ import struct
 from typing import Final, NamedTuple
 
 from odradek.storage.config import LogConfig
+from odradek.storage.epochs import LeaderEpochCache
 from odradek.storage.errors import (
     CorruptRecordError,
     InvalidRecordError,
     InvalidTimestampError,
+    RecordListTooLargeError,
     RecordTooLargeError,
 )
+from odradek.storage.local_log import LocalLog
+from odradek.storage.segment import BatchMeta
+from odradek.storage.writes import AppendJob
 from odradek.wire.batch import (
     ATTR_COMPRESSION_MASK,
     ATTR_CONTROL,
@@ -50,6 +60,27 @@ _EPOCH: Final = struct.Struct(">i")
 _PREFIX: Final = 16  # baseOffset, batchLength, partitionLeaderEpoch: outside the CRC
 _MIN_RECORD_BYTES: Final = 7  # length, attributes, ts delta, offset delta, key, value, headers
 _FAR: Final = 2**62
+
+
+class AppendInfo(NamedTuple):
+    """What an append did (a NamedTuple: the append path builds one per request)."""
+
+    first_offset: int
+    """Offset of the first record appended; -1 when ``records`` held no batch."""
+    last_offset: int
+    log_append_time_ms: int
+    """The broker time written into the batches for LogAppendTime topics, else -1."""
+    max_timestamp: int
+    records: int
+    batches: int
+    size_bytes: int
+    log_start_offset: int
+    flush_due: bool
+    """A flush is due now (``flush.messages`` reached, or a segment was rolled), counting
+    only what a flush in flight does not cover. With ``flush.messages`` set, Kafka
+    acknowledges such an append only after the flush."""
+    write: AppendJob | None = None
+    """The pending write of these bytes (a write sink is set); None once written."""
 
 
 class Checked(NamedTuple):
@@ -175,3 +206,75 @@ def patch_log_append_time(
         offset += count
         metas.append((offset - 1, now_ms, size))
     return [copy], metas
+
+
+def empty_append(log_start: int) -> AppendInfo:
+    return AppendInfo(-1, -1, -1, -1, 0, 0, 0, log_start, False)
+
+
+def append_as_leader(local: LocalLog, epochs: LeaderEpochCache, view: memoryview,
+                     checked: Checked, leader_epoch: int, now_ms: int,
+                     log_start: int) -> AppendInfo:
+    """Append ``view`` (``checked``, non-empty) as the leader: offsets from the next
+    offset, ``leader_epoch`` (>= 0) written into each batch's
+    partitionLeaderEpoch, and for LogAppendTime topics the broker's time as each
+    batch's max timestamp."""
+    first = local.next_offset
+    if local.config.log_append_time:
+        chunks, metas = patch_log_append_time(view, checked, first, leader_epoch, now_ms)
+        append_time = max_ts = now_ms
+    else:
+        chunks, metas = patch_create_time(view, checked, first, leader_epoch)
+        append_time, max_ts = -1, checked.max_timestamp
+    job = local.write(chunks, metas, len(view), max_ts, now_ms, checked.records)
+    if leader_epoch > epochs.latest_epoch:
+        assign_epoch(local, epochs, leader_epoch, first)
+    return AppendInfo(first, local.next_offset - 1, append_time, max_ts, checked.records,
+                      len(metas), len(view), log_start, local.append_waits_for_flush(), job)
+
+
+def append_replicated(local: LocalLog, epochs: LeaderEpochCache, view: memoryview,
+                      now_ms: int, log_start: int) -> AppendInfo:
+    """Append batches that already carry their offsets (a follower, or a Raft log).
+    Offsets must increase from the next offset on (each batch at or above the end
+    of the one before); gaps are allowed, as a compacted leader leaves them. Only
+    framing and CRC are checked (not ``max.message.bytes``: the leader took the
+    batch); timestamps and each batch's partitionLeaderEpoch are kept (and noted
+    in the epoch cache)."""
+    if len(view) > local.config.segment_bytes:
+        raise RecordListTooLargeError(f"{len(view)} bytes exceed segment.bytes")
+    metas: list[BatchMeta] = []
+    expected = local.next_offset
+    max_ts = -1
+    records_count = 0
+    new_epochs: list[tuple[int, int]] = []
+    first = -1
+    pos = 0
+    while pos < len(view):
+        h = check_batch(view, pos)
+        if h.base_offset < expected:
+            raise CorruptRecordError(
+                f"replicated batch at offset {h.base_offset}, expected {expected} or later")
+        if first < 0:
+            first = h.base_offset
+        new_epochs.append((h.partition_leader_epoch, h.base_offset))
+        metas.append((h.last_offset, h.max_timestamp, h.size))
+        max_ts = max(max_ts, h.max_timestamp)
+        records_count += h.records_count
+        expected = h.next_offset
+        pos += h.size
+    job = local.write([view], metas, len(view), max_ts, now_ms, records_count)
+    for epoch, base in new_epochs:
+        if epoch > epochs.latest_epoch:
+            assign_epoch(local, epochs, epoch, base)
+    return AppendInfo(first, local.next_offset - 1, -1, max_ts, records_count, len(metas),
+                      len(view), log_start, local.append_waits_for_flush(), job)
+
+
+def assign_epoch(local: LocalLog, epochs: LeaderEpochCache, epoch: int, start: int) -> None:
+    """Note ``epoch`` starting at ``start`` in the cache (an IO error takes the log
+    offline)."""
+    try:
+        epochs.assign(epoch, start)
+    except OSError as e:
+        raise local.io_failed("leader-epoch-checkpoint write", e) from e

@@ -1,5 +1,9 @@
 """Opening a partition directory: list segments, then trust or recover them.
 
+:func:`open_dir` is the whole of it (:meth:`odradek.storage.log.Log.open` calls
+it): the segments, and the log start, recovery point and high watermark taken
+from the checkpoints as far as the segments bear them out.
+
 Start-up work by case:
 
 * Leftovers first: ``*.deleted``, ``*.tmp`` and ``*.cleaned`` files are
@@ -38,18 +42,26 @@ truncations durable (leader-epoch checkpoint) before followers rely on ``skip``.
 from __future__ import annotations
 
 import itertools
+import posixpath
+import uuid
 from bisect import bisect_right
 from dataclasses import dataclass, field
 
+from odradek.storage.checkpoint import (
+    format_partition_metadata,
+    parse_partition_metadata,
+    write_atomically,
+)
 from odradek.storage.config import LogConfig
 from odradek.storage.damage import Damage
-from odradek.storage.fs import FileSystem
+from odradek.storage.fs import FileSystem, makedirs_durable
 from odradek.storage.handles import HandleCache
 from odradek.storage.names import (
     CLEANED_SUFFIX,
     DELETED_SUFFIX,
     INDEX_SUFFIX,
     LOG_SUFFIX,
+    PARTITION_METADATA_FILE,
     SWAP_SUFFIX,
     TIME_INDEX_SUFFIX,
     TMP_SUFFIX,
@@ -252,3 +264,65 @@ def _drop_after(segments: list[Segment], keep_last: Segment, report: LoadReport)
                 seg.fs.remove(path)
         report.deleted_segments += 1
     return segments[: i + 1]
+
+
+@dataclass(frozen=True)
+class OpenedDir:
+    """What :func:`open_dir` found: the log's segments (never empty) and bounds."""
+
+    segments: list[Segment]
+    report: LoadReport
+    log_start_offset: int
+    recovery_point: int
+    high_watermark: int
+    topic_id: uuid.UUID | None
+
+
+def open_dir(fs: FileSystem, handles: HandleCache, dir_path: str, config: LogConfig,
+             now_ms: int, *, clean_shutdown: bool, recovery_point: int, log_start_offset: int,
+             high_watermark: int | None, topic_id: uuid.UUID | None,
+             skip_damage: bool) -> OpenedDir:
+    """Open (creating if needed) a partition directory. ``recovery_point``,
+    ``log_start_offset`` and ``high_watermark`` come from the log directory's
+    checkpoint files; ``clean_shutdown`` from its marker; ``skip_damage`` from
+    ``log.recovery.damaged.batches``. ``topic_id`` is checked against (or written
+    to) ``partition.metadata``."""
+    created = makedirs_durable(fs, dir_path)
+    segments, report = load_segments(fs, handles, dir_path, config, now_ms=now_ms,
+                                     clean=clean_shutdown, recovery_point=recovery_point,
+                                     skip_damage=skip_damage)
+    start = max(log_start_offset, segments[0].base_offset if segments else log_start_offset)
+    if not segments or start > segments[-1].next_offset:
+        # Nothing on disk, or everything below the checkpointed start is gone:
+        # start empty at the log start so offsets never repeat.
+        for seg in segments:
+            seg.rename_deleted()
+        for name in fs.listdir(dir_path):
+            if name.endswith(DELETED_SUFFIX):
+                fs.remove(f"{dir_path}/{name}")
+        segments = [Segment.create(fs, handles, dir_path, start,
+                                   max_index_bytes=config.segment_index_bytes,
+                                   index_interval_bytes=config.index_interval_bytes,
+                                   now_ms=now_ms)]
+    leo = segments[-1].next_offset
+    recovery = min(max(recovery_point, start), leo) if not created else leo
+    if clean_shutdown:
+        recovery = leo
+    hw = min(max(high_watermark if high_watermark is not None else start, start), leo)
+    return OpenedDir(segments, report, start, recovery, hw,
+                     _partition_metadata(fs, dir_path, topic_id))
+
+
+def _partition_metadata(fs: FileSystem, dir_path: str,
+                        topic_id: uuid.UUID | None) -> uuid.UUID | None:
+    path = posixpath.join(dir_path, PARTITION_METADATA_FILE)
+    if fs.exists(path):
+        try:
+            stored = parse_partition_metadata(fs.read_file(path))
+        except ValueError:
+            stored = None
+        if stored is not None and (topic_id is None or stored == topic_id):
+            return stored
+    if topic_id is not None:
+        write_atomically(fs, path, format_partition_metadata(topic_id))
+    return topic_id

@@ -37,53 +37,44 @@ will be added. Reads return :class:`~odradek.storage.slices.FileSlice` s for
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import posixpath
 import uuid
 from bisect import bisect_right
 from collections.abc import Sequence
-from typing import NamedTuple, Protocol
+from typing import Protocol
 
-from odradek.common import crashpoints
 from odradek.common.clock import Clock
 from odradek.storage import retention, timestamps
 from odradek.storage.append import (
+    AppendInfo,
     Checked,
-    check_batch,
+    append_as_leader,
+    append_replicated,
+    assign_epoch,
     check_client_batches,
-    patch_create_time,
-    patch_log_append_time,
-)
-from odradek.storage.checkpoint import (
-    format_partition_metadata,
-    parse_partition_metadata,
-    write_atomically,
+    empty_append,
 )
 from odradek.storage.cleaner import CleanerView
 from odradek.storage.config import LogConfig
 from odradek.storage.damage import Damage
 from odradek.storage.epochs import LeaderEpochCache
 from odradek.storage.errors import (
-    CorruptRecordError,
     KafkaStorageError,
     OffsetOutOfRangeError,
     RecordListTooLargeError,
 )
 from odradek.storage.flush import FlushJob
-from odradek.storage.fs import FileSystem, makedirs_durable
+from odradek.storage.fs import FileSystem
 from odradek.storage.handles import HandleCache
-from odradek.storage.loader import LoadReport, load_segments
+from odradek.storage.loader import LoadReport, open_dir
 from odradek.storage.local_log import LocalLog, LogIo
 from odradek.storage.names import (
     LEADER_EPOCH_CHECKPOINT,
-    LOG_SUFFIX,
-    PARTITION_METADATA_FILE,
-    SWAP_SUFFIX,
-    segment_path,
 )
-from odradek.storage.segment import BatchMeta, Segment
+from odradek.storage.segment import Segment
 from odradek.storage.slices import FileSlice
+from odradek.storage.swap import swap_cleaned
 from odradek.storage.timestamps import RecordTimestampSearch, TimestampOffset
 from odradek.storage.txnfiles import AbortedEntry, TxnFiles
 from odradek.storage.writes import AppendJob, WriteSink
@@ -92,27 +83,6 @@ from odradek.wire.primitives import Buffer, DecodeError
 _log = logging.getLogger("odradek.storage")
 
 __all__ = ["AppendInfo", "FileSlice", "Log", "LogIo", "LogListener"]
-
-
-class AppendInfo(NamedTuple):
-    """What an append did (a NamedTuple: the append path builds one per request)."""
-
-    first_offset: int
-    """Offset of the first record appended; -1 when ``records`` held no batch."""
-    last_offset: int
-    log_append_time_ms: int
-    """The broker time written into the batches for LogAppendTime topics, else -1."""
-    max_timestamp: int
-    records: int
-    batches: int
-    size_bytes: int
-    log_start_offset: int
-    flush_due: bool
-    """A flush is due now (``flush.messages`` reached, or a segment was rolled), counting
-    only what a flush in flight does not cover. With ``flush.messages`` set, Kafka
-    acknowledges such an append only after the flush."""
-    write: AppendJob | None = None
-    """The pending write of these bytes (a write sink is set); None once written."""
 
 
 class LogListener(Protocol):
@@ -207,69 +177,16 @@ class Log:
         ``skip_damage`` from ``log.recovery.damaged.batches`` (see ``loader.py``).
         """
         handles = handles or HandleCache(fs, 64)
-        created = makedirs_durable(fs, dir_path)
-        now = clock.now_ms()
-        segments, report = load_segments(
-            fs,
-            handles,
-            dir_path,
-            config,
-            now_ms=now,
-            clean=clean_shutdown,
-            recovery_point=recovery_point,
-            skip_damage=skip_damage,
-        )
-        start = max(log_start_offset, segments[0].base_offset if segments else log_start_offset)
-        if not segments or start > segments[-1].next_offset:
-            # Nothing on disk, or everything below the checkpointed start is gone:
-            # start empty at the log start so offsets never repeat.
-            for seg in segments:
-                seg.rename_deleted()
-            for name in fs.listdir(dir_path):
-                if name.endswith(".deleted"):
-                    fs.remove(f"{dir_path}/{name}")
-            segments = [Segment.create(fs, handles, dir_path, start,
-                                       max_index_bytes=config.segment_index_bytes,
-                                       index_interval_bytes=config.index_interval_bytes,
-                                       now_ms=now)]
-        leo = segments[-1].next_offset
-        recovery = min(max(recovery_point, start), leo) if not created else leo
-        if clean_shutdown:
-            recovery = leo
-        hw = min(max(high_watermark if high_watermark is not None else start, start), leo)
-        topic_id = cls._partition_metadata(fs, dir_path, topic_id)
-        log = cls(
-            fs,
-            handles,
-            clock,
-            dir_path,
-            config,
-            segments,
-            log_start_offset=start,
-            recovery_point=recovery,
-            high_watermark=hw,
-            topic_id=topic_id,
-            load_report=report,
-            io=io,
-        )
+        opened = open_dir(fs, handles, dir_path, config, clock.now_ms(),
+                          clean_shutdown=clean_shutdown, recovery_point=recovery_point,
+                          log_start_offset=log_start_offset, high_watermark=high_watermark,
+                          topic_id=topic_id, skip_damage=skip_damage)
+        log = cls(fs, handles, clock, dir_path, config, opened.segments,
+                  log_start_offset=opened.log_start_offset,
+                  recovery_point=opened.recovery_point, high_watermark=opened.high_watermark,
+                  topic_id=opened.topic_id, load_report=opened.report, io=io)
         log.local.flushes.dir_dirty = True
         return log
-
-    @staticmethod
-    def _partition_metadata(
-        fs: FileSystem, dir_path: str, topic_id: uuid.UUID | None
-    ) -> uuid.UUID | None:
-        path = posixpath.join(dir_path, PARTITION_METADATA_FILE)
-        if fs.exists(path):
-            try:
-                stored = parse_partition_metadata(fs.read_file(path))
-            except ValueError:
-                stored = None
-            if stored is not None and (topic_id is None or stored == topic_id):
-                return stored
-        if topic_id is not None:
-            write_atomically(fs, path, format_partition_metadata(topic_id))
-        return topic_id
 
     def attach(self, listener: LogListener | None) -> None:
         """The partition that wraps this log (None: none any more, so no producer
@@ -456,103 +373,33 @@ class Log:
     def append(
         self, records: Buffer, *, leader_epoch: int = -1, checked: Checked | None = None
     ) -> AppendInfo:
-        """Append a produce request's records field (one or more batches) as the leader.
-
-        Offsets are assigned from the next offset; ``leader_epoch`` >= 0 is written
-        into each batch's partitionLeaderEpoch. For LogAppendTime topics each batch
-        gets the broker's time as max timestamp. All or nothing: one bad batch
-        rejects all. ``checked`` is :meth:`check`'s answer for these very bytes,
-        when the caller already ran it. Checks and byte handling:
-        :mod:`odradek.storage.append`.
-        """
-        local = self.local
-        local.check_online()
-        view = memoryview(records)
-        size = len(view)
-        if size == 0:
-            return self._empty_append()
-        now = self.clock.now_ms()
-        if checked is None:
-            checked = self.check(view)
-        first = local.next_offset
-        if local.config.log_append_time:
-            chunks, metas = patch_log_append_time(view, checked, first, leader_epoch, now)
-            append_time = max_ts = now
-        else:
-            chunks, metas = patch_create_time(view, checked, first, leader_epoch)
-            append_time, max_ts = -1, checked.max_timestamp
-        job = local.write(chunks, metas, size, max_ts, now, checked.records)
-        if leader_epoch > self.epochs.latest_epoch:
-            self._assign_epoch(leader_epoch, first)
-        return self._appended(first, checked.records, len(metas), size, append_time, max_ts,
-                              job)
-
-    def _assign_epoch(self, epoch: int, start_offset: int) -> None:
-        try:
-            self.epochs.assign(epoch, start_offset)
-        except OSError as e:
-            raise self.local.io_failed("leader-epoch-checkpoint write", e) from e
-
-    def append_replicated(self, records: Buffer) -> AppendInfo:
-        """Append batches that already carry their offsets (a follower, or a Raft
-        log). Offsets must increase from the next offset on (each batch at or
-        above the end of the one before); gaps are allowed, as a compacted leader
-        leaves them. Only framing and CRC are checked (not ``max.message.bytes``:
-        the leader took the batch); timestamps and each batch's
-        partitionLeaderEpoch are kept (and noted in the epoch cache)."""
-        local = self.local
-        local.check_online()
+        """Append a produce request's records field (one or more batches) as the leader:
+        offsets from the next offset, ``leader_epoch`` (>= 0) in each batch. All or
+        nothing. ``checked`` is :meth:`check`'s answer for these very bytes, when
+        the caller already ran it. See :func:`odradek.storage.append.append_as_leader`."""
+        self.local.check_online()
         view = memoryview(records)
         if len(view) == 0:
-            return self._empty_append()
-        if len(view) > local.config.segment_bytes:
-            raise RecordListTooLargeError(f"{len(view)} bytes exceed segment.bytes")
-        metas: list[BatchMeta] = []
-        expected = local.next_offset
-        max_ts = -1
-        records_count = 0
-        epochs: list[tuple[int, int]] = []
-        first = -1
-        pos = 0
-        while pos < len(view):
-            h = check_batch(view, pos)
-            if h.base_offset < expected:
-                raise CorruptRecordError(
-                    f"replicated batch at offset {h.base_offset}, expected {expected} or later"
-                )
-            if first < 0:
-                first = h.base_offset
-            epochs.append((h.partition_leader_epoch, h.base_offset))
-            metas.append((h.last_offset, h.max_timestamp, h.size))
-            max_ts = max(max_ts, h.max_timestamp)
-            records_count += h.records_count
-            expected = h.next_offset
-            pos += h.size
-        job = local.write([view], metas, len(view), max_ts, self.clock.now_ms(), records_count)
-        for epoch, base in epochs:
-            if epoch > self.epochs.latest_epoch:
-                self._assign_epoch(epoch, base)
-        return self._appended(first, records_count, len(metas), len(view), -1, max_ts, job)
+            return empty_append(self._log_start)
+        if checked is None:
+            checked = self.check(view)
+        return append_as_leader(self.local, self.epochs, view, checked, leader_epoch,
+                                self.clock.now_ms(), self._log_start)
 
-    def _empty_append(self) -> AppendInfo:
-        return AppendInfo(-1, -1, -1, -1, 0, 0, 0, self._log_start, False)
+    def append_replicated(self, records: Buffer) -> AppendInfo:
+        """Append batches that already carry their offsets (a follower, or a Raft log);
+        see :func:`odradek.storage.append.append_replicated`."""
+        self.local.check_online()
+        view = memoryview(records)
+        if len(view) == 0:
+            return empty_append(self._log_start)
+        return append_replicated(self.local, self.epochs, view, self.clock.now_ms(),
+                                 self._log_start)
 
-    def _appended(
-        self, first: int, records: int, batches: int, size: int, append_time: int, max_ts: int,
-        job: AppendJob | None,
-    ) -> AppendInfo:
-        return AppendInfo(
-            first_offset=first,
-            last_offset=self.local.next_offset - 1,
-            log_append_time_ms=append_time,
-            max_timestamp=max_ts,
-            records=records,
-            batches=batches,
-            size_bytes=size,
-            log_start_offset=self._log_start,
-            flush_due=self.local.append_waits_for_flush(),
-            write=job,
-        )
+    def assign_epoch(self, epoch: int, start_offset: int) -> None:
+        """A leader's new epoch starts at ``start_offset`` (noted before its first
+        append, so a follower asking for the epoch's end finds it)."""
+        assign_epoch(self.local, self.epochs, epoch, start_offset)
 
     def drain_writes(self) -> None:
         """Wait (blocking this thread) for every pending write (see
@@ -700,53 +547,13 @@ class Log:
 
     def replace_segments(self, old: Sequence[Segment], cleaned_path: str) -> bool:
         """Swap the cleaner's ``<base>.log.cleaned`` in for ``old`` (consecutive,
-        inactive segments based at ``<base>``); see :mod:`odradek.storage.cleaner`
-        for the protocol. False (and the cleaned file removed) when the log
-        changed meanwhile (retention, truncation, deletion took a segment)."""
-        local = self.local
-        local.check_online()
-        local.drain_writes()
-        segments = local.segments
-        n = len(old)
-        i = next((k for k, seg in enumerate(segments) if seg is old[0]), -1)
-        if i < 0 or list(segments[i:i + n]) != list(old) or i + n >= len(segments):
-            with contextlib.suppress(OSError):
-                self.fs.remove(cleaned_path)
-            return False
-        base = old[0].base_offset
-        live = segment_path(self.dir_path, base, LOG_SUFFIX)
-        swap = live + SWAP_SUFFIX
-        local.rewrites += 1
-        crashpoints.reach("cleaner.after_write")
-        config = local.config
-        try:
-            entries = self.txn_files.aborted([s.base_offset for s in old])
-            self.fs.rename(cleaned_path, swap)
-            self.fs.sync_dir(self.dir_path)  # the decision: recovery finishes it
-            crashpoints.reach("cleaner.after_decide")
-            local.schedule_delete(old)
-            crashpoints.reach("cleaner.after_delete")
-            self.fs.rename(swap, live)
-            crashpoints.reach("cleaner.after_rename")
-            seg = Segment(self.fs, local.handles, self.dir_path, base,
-                          max_index_bytes=config.segment_index_bytes,
-                          index_interval_bytes=config.index_interval_bytes,
-                          size=self.fs.size(live), created_ms=old[0].created_ms)
-            seg.rebuild_indexes()
-            seg.next_offset = segments[i + n].base_offset
-            kept_markers = {h.base_offset for _, h in seg.iter_headers(0) if h.is_control}
-            gone = {e.last_offset for e in entries if e.last_offset not in kept_markers}
-            for entry in entries:
-                if entry.last_offset in kept_markers:
-                    self.txn_files.append_aborted(base, entry)
-            self.fs.sync_dir(self.dir_path)
-        except (OSError, DecodeError) as e:
-            error = e if isinstance(e, OSError) else OSError(str(e))
-            raise local.io_failed("segment swap", error) from e
-        local.swap(i, n, seg)
+        inactive segments based at ``<base>``; :mod:`odradek.storage.swap`).
+        False (and the cleaned file removed) when the log changed meanwhile."""
+        self.local.check_online()
+        gone = swap_cleaned(self.local, self.txn_files, old, cleaned_path)
         if gone and self.listener is not None:
             self.listener.aborts_removed(gone)
-        return True
+        return gone is not None
 
     def _epochs_start_at(self, offset: int) -> None:
         try:
