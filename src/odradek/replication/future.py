@@ -89,10 +89,10 @@ class FutureReplica:
         """Step 1 (event loop): what to copy next; None once caught up (same log end,
         no rewrite since the last round)."""
         end = self.log.log_end_offset
-        if (self.seen_rewrites not in (-1, current.rewrites)
+        if (self.seen_rewrites not in (-1, current.local.rewrites)
                 or end > current.log_end_offset or end < current.log_start_offset):
             self.must_restart = True
-        self.seen_rewrites = current.rewrites
+        self.seen_rewrites = current.local.rewrites
         restart = -1
         if self.must_restart:
             restart = end = current.log_start_offset

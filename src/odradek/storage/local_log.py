@@ -24,7 +24,6 @@ append or a roll, which leaves it online so the next append tries again.
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import logging
 import posixpath
@@ -36,6 +35,7 @@ from typing import Protocol
 from odradek.common.clock import Clock
 from odradek.storage.config import INT_MAX, LogConfig
 from odradek.storage.damage import Damage
+from odradek.storage.deletes import DeleteQueue
 from odradek.storage.errors import CorruptRecordError, KafkaStorageError, OffsetOutOfRangeError
 from odradek.storage.flush import FlushJob, FlushPolicy, FlushSchedule
 from odradek.storage.fs import FileSystem
@@ -44,7 +44,7 @@ from odradek.storage.index import NO_TIMESTAMP
 from odradek.storage.names import FUTURE_DIR_SUFFIX, parse_log_dir_name
 from odradek.storage.pagecache import CacheWindow
 from odradek.storage.segment import BatchMeta, Segment
-from odradek.storage.slices import FileSlice
+from odradek.storage.slices import FileSlice, slice_of
 from odradek.storage.writes import AppendJob, WriteQueue
 from odradek.wire.primitives import Buffer, DecodeError
 
@@ -100,9 +100,7 @@ class LocalLog:
         self.flushes = FlushSchedule(recovery_point, clock.monotonic_ms(),
                                      FlushPolicy(config.flush_messages, config.flush_ms))
         self._offline = False
-        self.pending_deletes: list[tuple[int, list[str]]] = []
-        """(monotonic ms due, paths) of taken-out segments' files waiting for
-        ``file.delete.delay.ms``."""
+        self.deletes = DeleteQueue(fs)
         self.rewrites = 0
         """Bumped whenever batches already in the log change in place (truncation, a
         cleaner swap): a copy taken from it meanwhile (a log moving to another log
@@ -169,9 +167,7 @@ class LocalLog:
         self.dir_path, self.handles = dir_path, handles
         for seg in self._segments:
             seg.relocate(dir_path, handles)
-        self.pending_deletes = [
-            (due, [posixpath.join(dir_path, posixpath.basename(p)) for p in paths])
-            for due, paths in self.pending_deletes]
+        self.deletes.relocate(dir_path)
         self.flushes.dir_dirty = True
 
     def check_online(self) -> None:
@@ -349,8 +345,8 @@ class LocalLog:
         try:
             while offset < limit and i < len(self._segments):
                 seg = self._segments[i]
-                taken, more = self._read_segment(
-                    seg, offset, limit, budget, min_one_batch and not out)
+                taken, more = slice_of(seg, self.handles, offset, limit, budget,
+                                       min_one_batch and not out)
                 if taken is not None:
                     out.append(taken)
                     budget -= taken.length
@@ -365,30 +361,6 @@ class LocalLog:
         except OSError as e:
             raise KafkaStorageError(f"read of {self.dir_path} failed: {e}") from e
         return out
-
-    def _read_segment(self, seg: Segment, offset: int, limit: int, budget: int,
-                      min_one: bool) -> tuple[FileSlice | None, bool]:
-        """(the slice of ``seg`` to return, whether to go on to the next segment)."""
-        found = seg.find_batch(offset)
-        if found is None:
-            return None, True  # nothing at or after ``offset`` here: try the next one
-        start, header = found
-        if header.last_offset >= limit:
-            return None, False
-        end = seg.size
-        if limit < seg.next_offset:
-            stop = seg.find_batch(limit)
-            end = stop[0] if stop is not None else seg.size
-        file = self.handles.get(seg.log_path)
-        if end - start <= budget:
-            return (FileSlice(seg.log_path, start, end - start, header.base_offset, file),
-                    end == seg.size)
-        cut, first_size = seg.boundary_at_or_before(start, start + max(budget, 0))
-        if cut == start and min_one:
-            cut = start + first_size
-        if cut == start:
-            return None, False
-        return FileSlice(seg.log_path, start, cut - start, header.base_offset, file), False
 
     def note_damage(self, path: str, offset: int, error: Exception) -> None:
         """Record damage found while serving or scanning ``path`` (left in place), and
@@ -426,6 +398,8 @@ class LocalLog:
         self.flushes.dir_dirty = True
 
     def schedule_delete(self, victims: Sequence[Segment]) -> None:
+        """Rename ``victims``' files ``*.deleted``, to be removed after
+        ``file.delete.delay.ms`` (:class:`~odradek.storage.deletes.DeleteQueue`)."""
         paths: list[str] = []
         try:
             for seg in victims:
@@ -433,34 +407,10 @@ class LocalLog:
         except OSError as e:
             raise self.io_failed("segment delete", e) from e
         self.flushes.dir_dirty = True
-        due = self.clock.monotonic_ms() + self.config.file_delete_delay_ms
-        self.pending_deletes.append((due, paths))
-        if self.config.file_delete_delay_ms == 0:
-            self.run_pending_deletes()
-
-    def take_due_deletes(self) -> tuple[list[str], int | None]:
-        """The ``*.deleted`` paths whose ``file.delete.delay.ms`` has passed, taken off
-        the list for the caller to remove (off the event loop), and the monotonic
-        time of the next pending removal, or None."""
         now = self.clock.monotonic_ms()
-        due_paths: list[str] = []
-        remaining: list[tuple[int, list[str]]] = []
-        for due, paths in self.pending_deletes:
-            if due > now:
-                remaining.append((due, paths))
-            else:
-                due_paths.extend(paths)
-        self.pending_deletes = remaining
-        return due_paths, min((due for due, _ in remaining), default=None)
-
-    def run_pending_deletes(self) -> int | None:
-        """Remove the files :meth:`take_due_deletes` would hand out, here and now.
-        Returns the monotonic time of the next pending removal, or None."""
-        paths, next_due = self.take_due_deletes()
-        for path in paths:
-            with contextlib.suppress(FileNotFoundError):
-                self.fs.remove(path)
-        return next_due
+        self.deletes.add(paths, now + self.config.file_delete_delay_ms)
+        if self.config.file_delete_delay_ms == 0:
+            self.deletes.run_due(now)
 
     # -- truncation ----------------------------------------------------------------------
 

@@ -57,7 +57,6 @@ from odradek.storage.append import (
 )
 from odradek.storage.cleaner import CleanerView
 from odradek.storage.config import LogConfig
-from odradek.storage.damage import Damage
 from odradek.storage.epochs import LeaderEpochCache
 from odradek.storage.errors import (
     KafkaStorageError,
@@ -107,22 +106,10 @@ class Log:
     """One partition's log. Not thread safe: use it from one thread (the event loop);
     only :meth:`FlushJob.run` and the write sink's jobs may run elsewhere."""
 
-    def __init__(
-        self,
-        fs: FileSystem,
-        handles: HandleCache,
-        clock: Clock,
-        dir_path: str,
-        config: LogConfig,
-        segments: list[Segment],
-        *,
-        log_start_offset: int,
-        recovery_point: int,
-        high_watermark: int,
-        topic_id: uuid.UUID | None,
-        load_report: LoadReport,
-        io: LogIo | None = None,
-    ) -> None:
+    def __init__(self, fs: FileSystem, handles: HandleCache, clock: Clock, dir_path: str,
+                 config: LogConfig, segments: list[Segment], *, log_start_offset: int,
+                 recovery_point: int, high_watermark: int, topic_id: uuid.UUID | None,
+                 load_report: LoadReport, io: LogIo | None = None) -> None:
         self.local = LocalLog(fs, handles, clock, dir_path, config, segments,
                               recovery_point=recovery_point, owner=self, io=io or LogIo(),
                               damage=load_report.damage)
@@ -154,22 +141,11 @@ class Log:
             _log.warning("%s: cannot trim transaction files: %s", dir_path, e)
 
     @classmethod
-    def open(
-        cls,
-        fs: FileSystem,
-        dir_path: str,
-        config: LogConfig,
-        clock: Clock,
-        *,
-        handles: HandleCache | None = None,
-        clean_shutdown: bool = False,
-        recovery_point: int = 0,
-        log_start_offset: int = 0,
-        high_watermark: int | None = None,
-        topic_id: uuid.UUID | None = None,
-        skip_damage: bool = False,
-        io: LogIo | None = None,
-    ) -> Log:
+    def open(cls, fs: FileSystem, dir_path: str, config: LogConfig, clock: Clock, *,
+             handles: HandleCache | None = None, clean_shutdown: bool = False,
+             recovery_point: int = 0, log_start_offset: int = 0,
+             high_watermark: int | None = None, topic_id: uuid.UUID | None = None,
+             skip_damage: bool = False, io: LogIo | None = None) -> Log:
         """Open (creating if needed) the log in ``dir_path``, named ``<topic>-<partition>``.
 
         ``recovery_point``, ``log_start_offset`` and ``high_watermark`` come from the
@@ -206,14 +182,6 @@ class Log:
     @property
     def config(self) -> LogConfig:
         return self.local.config
-
-    @property
-    def io(self) -> LogIo:
-        return self.local.io
-
-    @io.setter
-    def io(self, io: LogIo) -> None:
-        self.local.io = io
 
     @property
     def write_sink(self) -> WriteSink | None:
@@ -280,38 +248,9 @@ class Log:
         return self.local.size_bytes
 
     @property
-    def is_future(self) -> bool:
-        """A copy being filled for a move to another log directory (``-future``)."""
-        return self.local.is_future
-
-    @property
     def parent_dir(self) -> str:
         """The log directory (``log.dirs`` entry) holding this log."""
         return posixpath.dirname(self.local.dir_path)
-
-    @property
-    def damage(self) -> list[Damage]:
-        """Damage found by recovery (cut out) or while serving (left in place)."""
-        return self.local.damage
-
-    @property
-    def rewrites(self) -> int:
-        """Bumped whenever batches already in the log change in place."""
-        return self.local.rewrites
-
-    @property
-    def pending_deletes(self) -> list[tuple[int, list[str]]]:
-        return self.local.pending_deletes
-
-    @property
-    def checkpoint_wanted(self) -> bool:
-        """A flush took the recovery point past a rolled segment: the log manager
-        writes the recovery-point checkpoint at its next tick."""
-        return self.local.flushes.checkpoint_wanted
-
-    @checkpoint_wanted.setter
-    def checkpoint_wanted(self, wanted: bool) -> None:
-        self.local.flushes.checkpoint_wanted = wanted
 
     def relocate(self, dir_path: str, handles: HandleCache) -> None:
         """The partition directory was renamed ``dir_path`` (a future log becoming the
@@ -423,14 +362,8 @@ class Log:
 
     # -- reads --------------------------------------------------------------------------
 
-    def read(
-        self,
-        offset: int,
-        max_bytes: int,
-        *,
-        max_offset: int | None = None,
-        min_one_batch: bool = True,
-    ) -> list[FileSlice]:
+    def read(self, offset: int, max_bytes: int, *, max_offset: int | None = None,
+             min_one_batch: bool = True) -> list[FileSlice]:
         """Byte ranges holding the batches from the one containing ``offset`` on.
 
         Whole batches only, none with an offset at or past ``max_offset`` (the HW for
@@ -464,13 +397,8 @@ class Log:
 
     # -- timestamps ---------------------------------------------------------------------
 
-    def list_offsets(
-        self,
-        timestamp: int,
-        *,
-        max_offset: int | None = None,
-        record_search: RecordTimestampSearch | None = None,
-    ) -> TimestampOffset:
+    def list_offsets(self, timestamp: int, *, max_offset: int | None = None,
+                     record_search: RecordTimestampSearch | None = None) -> TimestampOffset:
         """ListOffsets for one partition: a timestamp >= 0 or one of Kafka's sentinels
         (see :mod:`odradek.storage.timestamps`). ``max_offset`` is the last fetchable
         offset (HW for consumers)."""
@@ -478,25 +406,10 @@ class Log:
         leo = self.local.log_end_offset
         limit = leo if max_offset is None else min(max_offset, leo)
         try:
-            return timestamps.list_offsets(
-                self.local.segments, self._log_start, limit, timestamp, record_search
-            )
+            return timestamps.list_offsets(self.local.segments, self._log_start, limit,
+                                           timestamp, record_search)
         except (OSError, DecodeError) as e:
             raise KafkaStorageError(f"timestamp lookup in {self.dir_path} failed: {e}") from e
-
-    def offset_for_timestamp(
-        self,
-        timestamp: int,
-        *,
-        max_offset: int | None = None,
-        record_search: RecordTimestampSearch | None = None,
-    ) -> TimestampOffset | None:
-        """The first batch (at or after log start, below ``max_offset``) whose max
-        timestamp is >= ``timestamp``; None if there is none."""
-        if timestamp < 0:
-            raise ValueError("use list_offsets for negative (sentinel) timestamps")
-        result = self.list_offsets(timestamp, max_offset=max_offset, record_search=record_search)
-        return None if result.offset < 0 else result
 
     # -- deletion and truncation --------------------------------------------------------
 
@@ -523,16 +436,6 @@ class Log:
         victims = retention.segments_to_delete(self, self.clock.now_ms())
         self.remove_segments(victims)
         return len(victims)
-
-    def take_due_deletes(self) -> tuple[list[str], int | None]:
-        """The ``*.deleted`` paths due for removal (now the caller's to remove), and
-        the monotonic time of the next pending removal, or None."""
-        return self.local.take_due_deletes()
-
-    def run_pending_deletes(self) -> int | None:
-        """Remove ``*.deleted`` files whose ``file.delete.delay.ms`` has passed. Returns
-        the monotonic time of the next pending removal, or None."""
-        return self.local.run_pending_deletes()
 
     def remove_segments(self, victims: Sequence[Segment]) -> None:
         """Take the oldest ``victims`` out of the log and schedule their files' deletion."""
@@ -613,10 +516,6 @@ class Log:
         """Is a flush wanted now? (``flush.messages`` / ``flush.ms`` reached, or a rolled
         segment not yet flushed.)"""
         return self.local.flush_due()
-
-    def next_flush_deadline_ms(self) -> int | None:
-        """Monotonic time at which a flush becomes due by ``flush.ms``, if one will."""
-        return self.local.next_flush_deadline_ms()
 
     def begin_flush(self) -> FlushJob | None:
         """Prepare a flush of everything appended so far (see :mod:`odradek.storage.flush`)."""

@@ -421,7 +421,7 @@ class LogManager:
         private.close_all()
         del self._futures[tp]
         self._logs[tp] = new
-        new.io = self._io()
+        new.local.io = self._io()
         now = self.clock.monotonic_ms()
         for name in self._next:
             self._next[name] = now  # both directories' checkpoints name it where it is
@@ -456,18 +456,19 @@ class LogManager:
             try:
                 if retention_due:
                     log.delete_old_segments()
-                if log.pending_deletes:
-                    files, due = log.take_due_deletes()
+                local = log.local  # the file chores are the local log's
+                if local.deletes.pending:
+                    files, due = local.deletes.take_due(now)
                     due_files.extend(files)
                     deadline = min(deadline, due if due is not None else deadline)
-                if log.checkpoint_wanted:
-                    log.checkpoint_wanted = False
+                if local.flushes.checkpoint_wanted:
+                    local.flushes.checkpoint_wanted = False
                     roll_flushed = True
-                if log.flush_due():
-                    job = log.begin_flush()
+                if local.flush_due():
+                    job = local.begin_flush()
                     if job is not None:
                         jobs.append(job)
-                due = log.next_flush_deadline_ms()
+                due = local.next_flush_deadline_ms()
                 if due is not None:
                     deadline = min(deadline, max(due, now + 1))
             except KafkaStorageError:
@@ -631,7 +632,7 @@ class LogManager:
                 with contextlib.suppress(KafkaStorageError):
                     log.flush()
             log.close()
-            if log.is_future:
+            if log.local.is_future:
                 log.handles.close_all()
             healthy = healthy and not log.offline
         try:

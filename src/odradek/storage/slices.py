@@ -3,6 +3,7 @@
 Storage and the network shell share this one type: reads return slices
 covering whole batches, and the shell writes them with ``sendfile``
 (:mod:`odradek.broker.net.transfer`), or copies them where it must.
+:func:`slice_of` is the part of a read that falls in one segment.
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from odradek.storage.fs import FileHandle
+from odradek.storage.handles import HandleCache
+from odradek.storage.segment import Segment
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,3 +39,30 @@ class FileSlice:
         """The slice without its first ``skip`` bytes (what a partial send left)."""
         return FileSlice(self.path, self.position + skip, self.length - skip,
                          self.first_offset, self.file)
+
+
+def slice_of(seg: Segment, handles: HandleCache, offset: int, limit: int, budget: int,
+             min_one: bool) -> tuple[FileSlice | None, bool]:
+    """The whole batches of ``seg`` from the one holding ``offset`` on, none at or past
+    ``limit``, at most ``budget`` bytes (the first whole past it if ``min_one``),
+    and whether a read goes on to the next segment."""
+    found = seg.find_batch(offset)
+    if found is None:
+        return None, True  # nothing at or after ``offset`` here: try the next one
+    start, header = found
+    if header.last_offset >= limit:
+        return None, False
+    end = seg.size
+    if limit < seg.next_offset:
+        stop = seg.find_batch(limit)
+        end = stop[0] if stop is not None else seg.size
+    file = handles.get(seg.log_path)
+    if end - start <= budget:
+        return (FileSlice(seg.log_path, start, end - start, header.base_offset, file),
+                end == seg.size)
+    cut, first_size = seg.boundary_at_or_before(start, start + max(budget, 0))
+    if cut == start and min_one:
+        cut = start + first_size
+    if cut == start:
+        return None, False
+    return FileSlice(seg.log_path, start, cut - start, header.base_offset, file), False

@@ -160,7 +160,7 @@ def test_a_move_interrupted_at_any_step_completes_or_keeps_the_old_log(
     monkeypatch.undo()
     mgr = manager(fs, clock)
     log = mgr.get_log("t", 0)
-    assert log is not None and log.parent_dir == where and not log.is_future
+    assert log is not None and log.parent_dir == where and not log.local.is_future
     assert values(log) == expected
     assert not mgr.futures()
     assert sorted(n for n in fs.listdir(A) if n.startswith("t-")) == []  # -delete removed

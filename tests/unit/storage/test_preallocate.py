@@ -70,7 +70,7 @@ def open_log(ahead: int, **config: Any) -> tuple[Log, MemoryFileSystem, Watching
     fs = MemoryFileSystem(clock)
     watching = WatchingFs(fs)
     log = Log.open(watching, "/d/t-0", LogConfig(**config), clock)  # type: ignore[arg-type]
-    log.io = LogIo(allocate_ahead_bytes=ahead)
+    log.local.io = LogIo(allocate_ahead_bytes=ahead)
     return log, fs, watching
 
 

@@ -170,9 +170,9 @@ def test_deleted_segments_linger_for_file_delete_delay_ms() -> None:
         "/d/t-0/00000000000000000002.timeindex.deleted",
     ]
     clock.advance(59_999)
-    assert log.run_pending_deletes() == clock.monotonic_ms() + 1
+    assert log.local.deletes.run_due(clock.monotonic_ms()) == clock.monotonic_ms() + 1
     clock.advance(1)
-    assert log.run_pending_deletes() is None
+    assert log.local.deletes.run_due(clock.monotonic_ms()) is None
     assert not any(p.endswith(".deleted") for p in fs.walk_files())
 
 
