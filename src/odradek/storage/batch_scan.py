@@ -157,7 +157,7 @@ class BatchTable:
 
     def stateful(self) -> list[BatchRow]:
         """The rows that touch producer state (producer id >= 0, or control)."""
-        return [r for r in self.rows if r[9] >= 0 or r[5] & ATTR_CONTROL]
+        return [r for r in self.rows if r.producer_id >= 0 or r.attributes & ATTR_CONTROL]
 
     def stateful_at(self) -> list[tuple[int, BatchRow]]:
         """Each stateful row with the number of records before it in the field: its
@@ -166,9 +166,9 @@ class BatchTable:
         out: list[tuple[int, BatchRow]] = []
         rel = 0
         for r in self.rows:
-            if r[9] >= 0 or r[5] & ATTR_CONTROL:
+            if r.producer_id >= 0 or r.attributes & ATTR_CONTROL:
                 out.append((rel, r))
-            rel += r[12]
+            rel += r.records_count
         return out
 
     def __repr__(self) -> str:
@@ -266,7 +266,10 @@ def _require_keys(view: memoryview) -> None:
     LogValidator decodes the records for compacted topics too). Every batch is
     decoded before any key is looked at, so a field whose second batch does not
     decode is refused as undecodable even if its first has a keyless record;
-    the decompression limit is shared by all batches of the field."""
+    the decompression limit is shared by all batches of the field.
+    ``decode_batches`` checks each header and CRC again: odradek.wire offers no
+    decoding of records from a header already read, and this runs only for
+    compacted topics, where decoding every record costs far more anyway."""
     try:
         batches = decode_batches(view)
     except DecodeError as exc:
@@ -338,17 +341,21 @@ def _short_tail(view: memoryview, pos: int) -> None:
 
 
 def segment_parts(view: memoryview, table: BatchTable, segment_bytes: int) -> list[memoryview]:
-    """A scanned replicated field cut at batch boundaries into parts of at most
-    ``segment_bytes`` each (a batch larger than that is a part of its own), so
-    each part fits a segment. A field that fits is one part, itself. Each part
-    starts a new part only where the batch would overflow the current one."""
+    """A scanned replicated field (``table`` is ``scan_replica(view)``) cut at batch
+    boundaries into parts a segment can take, as a follower appends a fetch
+    larger than ``segment.bytes``: a field that fits is one part, itself;
+    otherwise a batch starts a new part when it would take the current one past
+    ``segment_bytes`` (a batch larger than that is a part of its own). The
+    partition's ``_segment_sized`` reads each header again, unchecked, to cut
+    the same way (and loops forever on a batch claiming batchLength -12); here
+    only checked rows are read."""
     if len(view) <= segment_bytes:
         return [view]
     parts: list[memoryview] = []
     begin = 0
     for row in table.rows:
-        pos = row[0]
-        if pos > begin and pos + row[1] - begin > segment_bytes:
+        pos = row.pos
+        if pos > begin and pos + row.size - begin > segment_bytes:
             parts.append(view[begin:pos])
             begin = pos
     parts.append(view[begin:])
