@@ -308,7 +308,7 @@ def test_scan_replica_judges_every_field_as_the_check_batch_loop_does(data: byte
     event(label(new))
 
 
-@PROPERTY
+@settings(PROPERTY, max_examples=200)
 @given(batches=st.lists(valid_batches(), max_size=6), segment_bytes=st.integers(61, 1500))
 def test_segment_parts_cut_where_the_partition_cuts(batches: list[bytes],
                                                     segment_bytes: int) -> None:
