@@ -180,7 +180,7 @@ class ReplicaManagerPort(Protocol):
 
     def append_records(self, entries: list[ProduceEntry], acks: int,
                        internal_topics: frozenset[str],
-                       verify: Callable[[Any, memoryview], int],
+                       verify: Callable[[Any, int, int], int],
                        client_id: str | None = None) -> list[Produced]:
         """Append each entry's records where this node leads the partition,
         synchronously, in order; one answer per entry."""

@@ -36,10 +36,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from odradek.replication.producer_state import ProducerStateTable
+from odradek.storage.batch_scan import scan_replica
 from odradek.storage.fs import FileSystem
 from odradek.storage.log import AppendInfo, Log
 from odradek.storage.slices import FileSlice
-from odradek.wire.batch import read_batch_header
 from odradek.wire.primitives import DecodeError
 from odradek.wire.records import CONTROL_ABORT, CONTROL_COMMIT, read_marker
 
@@ -137,18 +137,18 @@ class FutureReplica:
         if not data:
             return None
         view = memoryview(data)
-        first = read_batch_header(view, 0)
+        rows = scan_replica(view).rows  # the one read of the headers
+        first = rows[0]
         if first.base_offset < self.log.log_end_offset <= first.last_offset:
             self.log.truncate_to(first.base_offset)
-        info = self.log.append_replicated(view)
-        pos = 0
-        while pos < len(view):
-            h = read_batch_header(view, pos)
+        info = self.log.append_replicated(view, rows)
+        for row in rows:
+            h = row.header()
             commit: bool | None = None
             coordinator_epoch = -1
             if h.is_control:
                 try:
-                    kind, coordinator_epoch = read_marker(view, pos)
+                    kind, coordinator_epoch = read_marker(view, row.pos, h)
                     if kind in (CONTROL_ABORT, CONTROL_COMMIT):
                         commit = kind == CONTROL_COMMIT
                 except DecodeError:
@@ -157,7 +157,6 @@ class FutureReplica:
                                             coordinator_epoch=coordinator_epoch)
             if aborted is not None:
                 self.log.append_aborted(aborted)
-            pos += h.size
         self.copied_bytes += len(view)
         return info
 

@@ -44,23 +44,23 @@ from __future__ import annotations
 import bisect
 import contextlib
 import dataclasses
-import struct
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 
 from odradek.replication.future import FutureReplica
 from odradek.replication.producer_state import AbortedTxn, ProducerStateTable, Verdict
+from odradek.storage.batch_scan import BatchRow, scan_replica, segment_parts
 from odradek.storage.cleaner import CleanerView
 from odradek.storage.errors import StorageError
-from odradek.storage.log import Log
+from odradek.storage.log import AppendInfo, Log
 from odradek.storage.slices import FileSlice
 from odradek.storage.txnfiles import encode_snapshot
 from odradek.storage.writes import AppendJob
-from odradek.wire.batch import ATTR_CONTROL, BatchHeader, read_batch_header
+from odradek.wire.batch import BatchHeader
 from odradek.wire.errors import ErrorCode
 from odradek.wire.primitives import Buffer, DecodeError
-from odradek.wire.records import CONTROL_ABORT, CONTROL_COMMIT, decode_batches, read_marker
+from odradek.wire.records import CONTROL_ABORT, CONTROL_COMMIT, read_marker
 
 READ_UNCOMMITTED = 0
 """Consumers: up to the high watermark (Kafka's isolation level 0)."""
@@ -116,6 +116,9 @@ class Appended:
     write: AppendJob | None = None
     """The write still pending for these records (the log has a write sink): the
     answer waits for it, and carries its failure if it fails. None: written."""
+    first_batch: BatchRow | None = None
+    """The first batch's header as the scan read it (None: refused before the scan,
+    or an empty field): what later looks at the producer read instead of bytes."""
 
     @property
     def appended(self) -> bool:
@@ -542,13 +545,14 @@ class PartitionState:
 
     # -- appends ------------------------------------------------------------------------
 
-    def append_as_leader(self, records: memoryview, origin: Origin,
-                         required_acks: int = 1) -> Appended:
+    def append_as_leader(self, records: memoryview, origin: Origin, required_acks: int = 1,
+                         verify: Callable[[int, int], int] | None = None) -> Appended:
         """Validate and append a records field (one or more batches); see the module
         docstring for the order of checks. With ``required_acks`` -1 and an ISR
         below ``min.insync.replicas`` nothing is appended (NOT_ENOUGH_REPLICAS).
-        Never raises for bad input: errors come back as Kafka codes in
-        :class:`Appended`."""
+        ``verify(producer id, epoch)``: KIP-890's check of a transactional
+        batch's producer, an error code or 0, asked after the batch scan. Never
+        raises for bad input: errors come back as Kafka codes in :class:`Appended`."""
         plog = self.log
         if not self.is_leader:
             return Appended(ErrorCode.NOT_LEADER_OR_FOLLOWER, "not the leader")
@@ -556,97 +560,101 @@ class PartitionState:
             return Appended(ErrorCode.NOT_ENOUGH_REPLICAS,
                             f"the ISR has {len(self.isr)} of the {self.min_isr} replicas "
                             f"min.insync.replicas asks for")
-        try:
-            checked = (plog.check(records, allow_control=origin is Origin.COORDINATOR)
-                       if len(records) else None)
+        if not len(records):
+            return self._appended(plog.append(records), None)
+        try:  # the one read of the batch headers (odradek.storage.batch_scan)
+            table = plog.check(records, allow_control=origin is Origin.COORDINATOR,
+                               require_keys=origin is Origin.CLIENT and plog.config.compact)
         except StorageError as exc:
             return Appended(exc.error_code, str(exc))
-        if checked is not None and origin is Origin.CLIENT and plog.config.compact:
-            problem = _keyless(records)
-            if problem:
-                return Appended(ErrorCode.INVALID_RECORD, problem)
-        # Only batches with a producer id (or markers) touch producer state: a plain
-        # batch is looked at no further than its producer id and attributes.
+        first = table.rows[0]
+        if verify is not None and first.is_transactional and first.producer_id >= 0:
+            code = verify(first.producer_id, first.producer_epoch)
+            if code:
+                return Appended(code, first_batch=first)
+        # Only batches with a producer id (or markers) touch producer state.
         stateful: list[tuple[int, BatchHeader, bool | None, int]] = []
-        if checked is not None:
-            rel = 0
-            for pos, _, count, _ in checked.batches:
-                attributes, = _ATTRIBUTES.unpack_from(records, pos + 21)
-                producer_id, = _PRODUCER_ID.unpack_from(records, pos + 43)
-                if producer_id >= 0 or attributes & ATTR_CONTROL:
-                    h = read_batch_header(records, pos)
-                    try:
-                        commit, coordinator_epoch = _marker(records, pos, h)
-                    except DecodeError as exc:
-                        return Appended(ErrorCode.CORRUPT_MESSAGE, f"bad control record: {exc}")
-                    stateful.append((rel, h, commit, coordinator_epoch))
-                rel += count
+        for rel, row in table.stateful_at():
+            h = row.header()
+            try:
+                commit, coordinator_epoch = _marker(records, row.pos, h)
+            except DecodeError as exc:
+                return Appended(ErrorCode.CORRUPT_MESSAGE, f"bad control record: {exc}")
+            stateful.append((rel, h, commit, coordinator_epoch))
         for _, h, _, coordinator_epoch in stateful:
             check = self.producers.check(h, coordinator_epoch)
             if check.verdict is Verdict.APPEND:
                 continue
-            if check.verdict is Verdict.DUPLICATE and checked and len(checked.batches) == 1:
+            if check.verdict is Verdict.DUPLICATE and len(table.rows) == 1:
                 assert check.duplicate_of is not None
                 last = check.duplicate_of.last_offset
                 return Appended(
                     first_offset=check.duplicate_of.first_offset,
                     last_offset=last,
                     log_start_offset=plog.log_start_offset, duplicate=True,
-                    leader_epoch=self.leader_epoch,
+                    leader_epoch=self.leader_epoch, first_batch=first,
                     # Its original may still be being written: answer after that.
                     write=plog.last_pending_write if last >= plog.log_end_offset else None)
-            return Appended(_VERDICT_CODES[check.verdict], check.message or None)
+            return Appended(_VERDICT_CODES[check.verdict], check.message or None,
+                            first_batch=first)
         try:
-            info = plog.append(records, leader_epoch=self.leader_epoch, checked=checked)
+            info = plog.append(records, leader_epoch=self.leader_epoch, checked=table)
         except StorageError as exc:
-            return Appended(exc.error_code, str(exc))
+            return Appended(exc.error_code, str(exc), first_batch=first)
         for rel, h, commit, coordinator_epoch in stateful:
             aborted = self.producers.record(
                 dataclasses.replace(h, base_offset=info.first_offset + rel),
                 commit=commit, coordinator_epoch=coordinator_epoch)
             if aborted is not None:
                 plog.append_aborted(aborted)
+        return self._appended(info, first)
+
+    def _appended(self, info: AppendInfo, first: BatchRow | None) -> Appended:
         return Appended(
             first_offset=info.first_offset, last_offset=info.last_offset,
             log_append_time_ms=info.log_append_time_ms,
             log_start_offset=info.log_start_offset,
             hw_moved=self._update_high_watermark(), flush_due=info.flush_due,
-            leader_epoch=self.leader_epoch, write=info.write)
+            leader_epoch=self.leader_epoch, write=info.write, first_batch=first)
 
     def append_as_follower(self, records: memoryview, leader_hw: int,
                            leader_log_start: int = -1) -> Appended:
         """Append batches fetched from the leader (offsets kept, gaps allowed), then
         take the leader's HW as far as this log reaches, and its log start (records
-        the leader deleted go here too, once below the HW). A fetch larger than
-        ``segment.bytes`` is appended in parts at batch boundaries (each part
-        fits a segment), so a small segment size never stalls a follower."""
-        self._cut_inside_first_batch(records)
+        the leader deleted go here too, once below the HW). The fetch is scanned
+        once (framing and CRC; a bad batch refuses all of it, as Kafka's follower
+        does); one larger than ``segment.bytes`` is appended in parts at batch
+        boundaries (each part fits a segment), so a small segment size never
+        stalls a follower."""
+        self.leader_high_watermark = leader_hw
         first, last, flush_due, start = -1, -1, False, self.log_start_offset
         write = None
-        self.leader_high_watermark = leader_hw
-        for chunk in self._segment_sized(records):
+        try:
+            table = scan_replica(records)
+        except StorageError as exc:
+            return Appended(exc.error_code, str(exc))
+        if table.rows:
+            self._cut_inside(table.rows[0])
+        for chunk, rows in segment_parts(records, table, self.log.config.segment_bytes):
             try:
-                info = self.log.append_replicated(chunk)
+                info = self.log.append_replicated(chunk, rows)
             except StorageError as exc:
                 return Appended(exc.error_code, str(exc), first_offset=first,
                                 last_offset=last, write=write)
-            if info.first_offset >= 0:
-                first = info.first_offset if first < 0 else first
-                last, start = info.last_offset, info.log_start_offset
-                flush_due |= info.flush_due
-                write = info.write or write
-                pos = 0
-                while pos < len(chunk):
-                    h = read_batch_header(chunk, pos)
-                    try:
-                        commit, coordinator_epoch = _marker(chunk, pos, h)
-                    except DecodeError:
-                        commit, coordinator_epoch = None, -1
-                    aborted = self.producers.record(h, commit=commit,
-                                                    coordinator_epoch=coordinator_epoch)
-                    if aborted is not None:
-                        self.log.append_aborted(aborted)
-                    pos += h.size
+            first = info.first_offset if first < 0 else first
+            last, start = info.last_offset, info.log_start_offset
+            flush_due |= info.flush_due
+            write = info.write or write
+            for row in rows:
+                h = row.header()
+                try:
+                    commit, coordinator_epoch = _marker(records, row.pos, h)
+                except DecodeError:
+                    commit, coordinator_epoch = None, -1
+                aborted = self.producers.record(h, commit=commit,
+                                                coordinator_epoch=coordinator_epoch)
+                if aborted is not None:
+                    self.log.append_aborted(aborted)
         moved = self.log.advance_high_watermark(min(leader_hw, self.log_end_offset))
         if moved:
             self.producers.high_watermark_moved(self.high_watermark)
@@ -668,36 +676,15 @@ class PartitionState:
             self.producers.high_watermark_moved(self.high_watermark)
         return moved
 
-    def _cut_inside_first_batch(self, records: memoryview) -> None:
+    def _cut_inside(self, first: BatchRow) -> None:
         """The first batch fetched starts below this log's end and ends at or past it:
         the fetch was from inside one of the leader's batches, so what this log
         holds from that batch's base on is not the leader's (an empty log starts
         over at the base). A follower gets there after starting over at, or
         truncating to, a leader's log start that DeleteRecords moved inside a
         batch; the leader's log start is taken again once below the HW."""
-        try:
-            h = read_batch_header(records, 0)
-        except DecodeError:
-            return  # the log's own checks report it
-        if h.base_offset < self.log.next_offset <= h.last_offset:
-            self.truncate_to(h.base_offset)
-
-    def _segment_sized(self, records: memoryview) -> Iterable[memoryview]:
-        limit = self.log.config.segment_bytes
-        if len(records) <= limit:
-            yield records
-            return
-        begin = pos = 0
-        while pos < len(records):
-            try:
-                size = read_batch_header(records, pos).size
-            except DecodeError:
-                break  # the log's own checks report it
-            if pos > begin and pos + size - begin > limit:
-                yield records[begin:pos]
-                begin = pos
-            pos += size
-        yield records[begin:]
+        if first.base_offset < self.log.next_offset <= first.last_offset:
+            self.truncate_to(first.base_offset)
 
     # -- reads and deletion ------------------------------------------------------------
 
@@ -813,8 +800,6 @@ class PartitionState:
                 plog.note_damage(seg.log_path, offset, exc)
 
 
-_ATTRIBUTES = struct.Struct(">h")  # at +21 of a batch
-_PRODUCER_ID = struct.Struct(">q")  # at +43 of a batch
 
 _VERDICT_CODES = {
     Verdict.INVALID_EPOCH: ErrorCode.INVALID_PRODUCER_EPOCH,
@@ -824,26 +809,12 @@ _VERDICT_CODES = {
 }
 
 
-def _keyless(records: memoryview) -> str | None:
-    """Kafka's refusal of a record without a key on a compacted topic (the records
-    are decoded, as Kafka's LogValidator does for compacted topics)."""
-    try:
-        batches = decode_batches(records)
-    except DecodeError as exc:
-        return f"records do not decode: {exc}"
-    for _, batch in batches:
-        for r in batch:
-            if r.key is None:
-                return "Compacted topic cannot accept message without key"
-    return None
-
-
 def _marker(buf: Buffer, pos: int, h: BatchHeader) -> tuple[bool | None, int]:
     """(commit?, coordinator epoch) of a control batch; (None, -1) for data. A
     control record of another type (KRaft's) is no marker."""
     if not h.is_control:
         return None, -1
-    kind, coordinator_epoch = read_marker(buf, pos)
+    kind, coordinator_epoch = read_marker(buf, pos, h)
     if kind not in (CONTROL_ABORT, CONTROL_COMMIT):
         return None, coordinator_epoch
     return kind == CONTROL_COMMIT, coordinator_epoch

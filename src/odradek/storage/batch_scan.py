@@ -62,7 +62,7 @@ from odradek.wire.batch import (
     BatchHeader,
 )
 from odradek.wire.primitives import DecodeError
-from odradek.wire.records import decode_batches
+from odradek.wire.records import DEFAULT_MAX_DECOMPRESSED_BYTES, decode_records
 
 # The whole header in one unpack, fields in the order of odradek.wire.batch.
 _HEADER: Final = struct.Struct(">qiibIhiqqqhii")
@@ -257,25 +257,28 @@ def scan_client(
             max_ts = batch_ts
         pos = stop
     if require_keys and rows:
-        _require_keys(view)
+        _require_keys(view, rows)
     return BatchTable(rows, batches, records, max_ts)
 
 
-def _require_keys(view: memoryview) -> None:
+def _require_keys(view: memoryview, rows: list[BatchRow]) -> None:
     """Kafka's refusal of a record without a key on a compacted topic (Kafka's
     LogValidator decodes the records for compacted topics too). Every batch is
-    decoded before any key is looked at, so a field whose second batch does not
-    decode is refused as undecodable even if its first has a keyless record;
-    the decompression limit is shared by all batches of the field.
-    ``decode_batches`` checks each header and CRC again: odradek.wire offers no
-    decoding of records from a header already read, and this runs only for
-    compacted topics, where decoding every record costs far more anyway."""
+    decoded (from its row: no header read again) before any key is looked at, so
+    a field whose second batch does not decode is refused as undecodable even if
+    its first has a keyless record; the decompression limit is shared by all
+    batches of the field."""
+    budget = DEFAULT_MAX_DECOMPRESSED_BYTES
+    decoded = []
     try:
-        batches = decode_batches(view)
+        for row in rows:
+            records, inflated = decode_records(view, row.pos, row.header(), budget)
+            budget -= inflated
+            decoded.append(records)
     except DecodeError as exc:
         raise InvalidRecordError(f"records do not decode: {exc}") from exc
-    for _, batch in batches:
-        for r in batch:
+    for records in decoded:
+        for r in records:
             if r.key is None:
                 raise InvalidRecordError("Compacted topic cannot accept message without key")
 
@@ -340,23 +343,25 @@ def _short_tail(view: memoryview, pos: int) -> None:
     raise CorruptRecordError(f"batch at offset {pos} claims {length} bytes beyond the input")
 
 
-def segment_parts(view: memoryview, table: BatchTable, segment_bytes: int) -> list[memoryview]:
+def segment_parts(view: memoryview, table: BatchTable, segment_bytes: int
+                  ) -> list[tuple[memoryview, list[BatchRow]]]:
     """A scanned replicated field (``table`` is ``scan_replica(view)``) cut at batch
-    boundaries into parts a segment can take, as a follower appends a fetch
-    larger than ``segment.bytes``: a field that fits is one part, itself;
-    otherwise a batch starts a new part when it would take the current one past
-    ``segment_bytes`` (a batch larger than that is a part of its own). The
-    partition's ``_segment_sized`` reads each header again, unchecked, to cut
-    the same way (and loops forever on a batch claiming batchLength -12); here
-    only checked rows are read."""
+    boundaries into parts a segment can take, each with its rows, as a follower
+    appends a fetch larger than ``segment.bytes``: a field that fits is one
+    part, itself; otherwise a batch starts a new part when it would take the
+    current one past ``segment_bytes`` (a batch larger than that is a part of
+    its own). Only checked rows are read (the partition's old cut read each
+    header again, unchecked, and looped forever on a batch claiming
+    batchLength -12)."""
+    rows = table.rows
     if len(view) <= segment_bytes:
-        return [view]
-    parts: list[memoryview] = []
-    begin = 0
-    for row in table.rows:
+        return [(view, rows)]
+    parts: list[tuple[memoryview, list[BatchRow]]] = []
+    begin, taken = 0, 0
+    for i, row in enumerate(rows):
         pos = row.pos
         if pos > begin and pos + row.size - begin > segment_bytes:
-            parts.append(view[begin:pos])
-            begin = pos
-    parts.append(view[begin:])
+            parts.append((view[begin:pos], rows[taken:i]))
+            begin, taken = pos, i
+    parts.append((view[begin:], rows[taken:]))
     return parts

@@ -48,13 +48,12 @@ from odradek.common.clock import Clock
 from odradek.storage import retention, timestamps
 from odradek.storage.append import (
     AppendInfo,
-    Checked,
     append_as_leader,
     append_replicated,
     assign_epoch,
-    check_client_batches,
     empty_append,
 )
+from odradek.storage.batch_scan import BatchRow, BatchTable, scan_client, scan_replica
 from odradek.storage.cleaner import CleanerView
 from odradek.storage.config import LogConfig
 from odradek.storage.epochs import LeaderEpochCache
@@ -296,21 +295,24 @@ class Log:
 
     # -- append -----------------------------------------------------------------------
 
-    def check(self, records: Buffer, *, allow_control: bool = False) -> Checked:
+    def check(self, records: Buffer, *, allow_control: bool = False,
+              require_keys: bool = False) -> BatchTable:
         """Every check a client's records field must pass before anything else looks
-        at it (sizes, framing, magic, CRC, counts, timestamps; see
-        :mod:`odradek.storage.append`). Raises a StorageError with Kafka's code."""
+        at it (its size against ``segment.bytes``, then the batch scan: framing,
+        magic, CRC, counts, timestamps, keys on compacted topics; see
+        :func:`odradek.storage.batch_scan.scan_client`), and the table later
+        stages read. Raises a StorageError with Kafka's code."""
         view = memoryview(records)
         size = len(view)
         config = self.local.config
         if size > config.segment_bytes:
             raise RecordListTooLargeError(
                 f"{size} bytes of records exceed segment.bytes {config.segment_bytes}")
-        return check_client_batches(view, config, self.clock.now_ms(),
-                                    allow_control=allow_control)
+        return scan_client(view, config, self.clock.now_ms(), allow_control=allow_control,
+                           require_keys=require_keys)
 
     def append(
-        self, records: Buffer, *, leader_epoch: int = -1, checked: Checked | None = None
+        self, records: Buffer, *, leader_epoch: int = -1, checked: BatchTable | None = None
     ) -> AppendInfo:
         """Append a produce request's records field (one or more batches) as the leader:
         offsets from the next offset, ``leader_epoch`` (>= 0) in each batch. All or
@@ -325,14 +327,18 @@ class Log:
         return append_as_leader(self.local, self.epochs, view, checked, leader_epoch,
                                 self.clock.now_ms(), self._log_start)
 
-    def append_replicated(self, records: Buffer) -> AppendInfo:
+    def append_replicated(self, records: Buffer,
+                          rows: Sequence[BatchRow] | None = None) -> AppendInfo:
         """Append batches that already carry their offsets (a follower, or a Raft log);
-        see :func:`odradek.storage.append.append_replicated`."""
+        ``rows`` are their scan (:func:`~odradek.storage.batch_scan.scan_replica`),
+        when the caller made it. See :func:`odradek.storage.append.append_replicated`."""
         self.local.check_online()
         view = memoryview(records)
         if len(view) == 0:
             return empty_append(self._log_start)
-        return append_replicated(self.local, self.epochs, view, self.clock.now_ms(),
+        if rows is None:
+            rows = scan_replica(view).rows
+        return append_replicated(self.local, self.epochs, view, rows, self.clock.now_ms(),
                                  self._log_start)
 
     def assign_epoch(self, epoch: int, start_offset: int) -> None:

@@ -145,11 +145,21 @@ def _decode_batch_at(
 ) -> tuple[BatchHeader, list[Record], int]:
     """(header, records, bytes produced by decompression) of the batch at ``pos``."""
     header = validate_batch(buf, pos)
+    records, inflated = decode_records(buf, pos, header, max_decompressed_bytes)
+    return header, records, inflated
+
+
+def decode_records(
+    buf: Buffer, pos: int, header: BatchHeader,
+    max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
+) -> tuple[list[Record], int]:
+    """The records of the batch at ``pos`` whose header, already read and checked
+    (framing, magic, CRC), is ``header``, and the bytes decompression produced."""
     body = memoryview(buf)[pos + BATCH_HEADER_SIZE : pos + header.size]
     if not header.compression:
-        return header, _decode_records(body.tobytes(), header), 0
+        return _decode_records(body.tobytes(), header), 0
     data = decompress(header.compression, body, max_decompressed_bytes)
-    return header, _decode_records(data, header), len(data)
+    return _decode_records(data, header), len(data)
 
 
 def _decode_records(data: bytes, header: BatchHeader) -> list[Record]:
@@ -361,10 +371,15 @@ def control_record_type(record: Record) -> int:
     return result
 
 
-def read_marker(buf: Buffer, pos: int = 0) -> tuple[int, int]:
-    """(type, coordinator epoch) of the control batch at ``pos`` (its first record).
-    Raises DecodeError if it holds no readable control record."""
-    _, records = decode_batch(buf, pos)
+def read_marker(buf: Buffer, pos: int = 0, header: BatchHeader | None = None
+                ) -> tuple[int, int]:
+    """(type, coordinator epoch) of the control batch at ``pos`` (its first record);
+    ``header``: the batch's header, already read and checked. Raises DecodeError
+    if it holds no readable control record."""
+    if header is None:
+        _, records = decode_batch(buf, pos)
+    else:
+        records, _ = decode_records(buf, pos, header)
     if not records:
         raise DecodeError("control batch without records")
     kind = control_record_type(records[0])

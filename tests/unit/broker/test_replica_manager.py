@@ -13,6 +13,7 @@ from odradek.broker.replica.partitions import Partition, PartitionManager
 from odradek.common.clock import ManualClock
 from odradek.replication.partition import Origin, leader_epoch_error
 from odradek.wire.errors import ErrorCode
+from odradek.wire.records import Record, build_batch
 from tests.unit.broker.test_wings import batch, three_replica_topic
 
 
@@ -175,26 +176,35 @@ def test_the_first_partition_with_records_is_read_whole_past_the_budget() -> Non
 def test_append_records_refuses_before_appending_and_appends_the_rest_in_order() -> None:
     async def main() -> None:
         manager, part, _ = setup(ManualClock())
-        verified: list[tuple[str, int]] = []
+        verified: list[tuple[str, int, int, int]] = []
 
-        def verify(p: Partition, records: memoryview) -> int:
-            verified.append((p.topic, p.index))
-            return ErrorCode.INVALID_TXN_STATE if b"txn" in bytes(records) else 0
+        def verify(p: Partition, producer_id: int, producer_epoch: int) -> int:
+            verified.append((p.topic, p.index, producer_id, producer_epoch))
+            return ErrorCode.INVALID_TXN_STATE if producer_id == 7 else 0
+
+        def txn(producer_id: int) -> memoryview:
+            return memoryview(build_batch([Record(0, 0, None, b"t")], producer_id=producer_id,
+                                          producer_epoch=3, base_sequence=0,
+                                          transactional=True))
 
         out = manager.append_records([
             ProduceEntry("__consumer_offsets", 0, batch(b"x")),
             ProduceEntry("nope", 0, batch(b"x")),
             ProduceEntry("t", 0, None),
-            ProduceEntry("t", 0, batch(b"txn")),
+            ProduceEntry("t", 0, txn(7)),
             ProduceEntry("t", 0, batch(b"a")),
-            ProduceEntry("t", 0, batch(b"b")),
+            ProduceEntry("t", 0, txn(8)),
         ], 1, frozenset({"__consumer_offsets"}), verify)
         assert [p.error_code for p in out] == [
             ErrorCode.INVALID_TOPIC_EXCEPTION, ErrorCode.NOT_LEADER_OR_FOLLOWER,
             ErrorCode.CORRUPT_MESSAGE, ErrorCode.INVALID_TXN_STATE, 0, 0]
-        assert all(p.result is None and p.base_offset == -1 for p in out[:4])
+        assert all(p.result is None for p in out[:3])
+        assert out[3].result is not None and not out[3].result.appended
+        assert all(p.base_offset == -1 for p in out[:4])
         assert [p.base_offset for p in out[4:]] == [0, 1]  # the refused batch took no offset
-        assert verified == [("t", 0)] * 3  # only batches that reach the partition
+        # Asked only of transactional batches that reach the partition, with the
+        # producer the scan read.
+        assert verified == [("t", 0, 7, 3), ("t", 0, 8, 3)]
         assert part.state.log_end_offset == 2
         await manager.partitions.close()
 

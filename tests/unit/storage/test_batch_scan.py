@@ -1,8 +1,8 @@
 """The one-pass batch scan against the checks it replaces.
 
-The oracle is today's code, imported from where it lives: a client's field is
-judged by ``check_client_batches`` and then, on compacted topics, by the
-partition layer's ``_keyless``; a replicated field by ``check_batch`` batch
+The oracle is the code the scan replaced (tests/support/reference_checks.py): a
+client's field was judged by ``check_client_batches`` and then, on compacted
+topics, by the partition layer's ``_keyless``; a replicated field by ``check_batch`` batch
 after batch, as ``Log.append_replicated`` runs it; a follower's parts by the
 partition's ``_segment_sized``. The property tests build fields of valid
 batches (every codec, control and transactional bits, producer ids with and
@@ -15,7 +15,6 @@ totals) must be the same. The explicit tests name each rule once.
 from __future__ import annotations
 
 import dataclasses
-import types
 from collections.abc import Iterable
 from typing import Any
 
@@ -23,8 +22,7 @@ import pytest
 from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
-from odradek.replication.partition import PartitionState, _keyless
-from odradek.storage.append import check_batch, check_client_batches, patch_create_time
+from odradek.storage.append import patch_create_time
 from odradek.storage.batch_scan import (
     BatchRow,
     BatchTable,
@@ -50,6 +48,12 @@ from odradek.wire.batch import (
     read_batch_header,
 )
 from odradek.wire.records import CONTROL_COMMIT, Record, build_batch, control_record
+from tests.support.reference_checks import (
+    check_batch,
+    check_client_batches,
+    keyless,
+    segment_sized,
+)
 
 NOW = 1_700_000_000_000
 CODECS = [comp.NONE, comp.GZIP, comp.SNAPPY, comp.LZ4, comp.ZSTD]
@@ -95,7 +99,7 @@ def old_client(view: memoryview, cfg: LogConfig, now_ms: int, allow_control: boo
     try:
         checked = check_client_batches(view, cfg, now_ms, allow_control=allow_control)
         if require_keys and len(view):
-            problem = _keyless(view)
+            problem = keyless(view)
             if problem:
                 raise InvalidRecordError(problem)
     except Exception as exc:  # any exception is a verdict to compare
@@ -153,9 +157,7 @@ def check_table(view: memoryview, table: BatchTable) -> None:
 
 
 def old_segment_sized(view: memoryview, segment_bytes: int) -> list[bytes]:
-    fake = types.SimpleNamespace(log=types.SimpleNamespace(
-        config=types.SimpleNamespace(segment_bytes=segment_bytes)))
-    parts: Iterable[memoryview] = PartitionState._segment_sized(fake, view)  # type: ignore[arg-type]
+    parts: Iterable[memoryview] = segment_sized(view, segment_bytes)
     return [bytes(p) for p in parts]
 
 
@@ -315,8 +317,11 @@ def test_segment_parts_cut_where_the_partition_cuts(batches: list[bytes],
     view = memoryview(b"".join(batches))
     table = scan_replica(view)
     parts = segment_parts(view, table, segment_bytes)
-    assert [bytes(p) for p in parts] == old_segment_sized(view, segment_bytes)
-    assert b"".join(parts) == bytes(view)
+    assert [bytes(p) for p, _ in parts] == old_segment_sized(view, segment_bytes)
+    assert b"".join(p for p, _ in parts) == bytes(view)
+    assert [r for _, rows in parts for r in rows] == table.rows
+    for part, rows in parts:  # each part's rows are its batches
+        assert sum(r.size for r in rows) == len(part)
 
 
 # -- explicit rules: a client's field --------------------------------------------------
@@ -376,9 +381,8 @@ def test_the_table_stands_where_checked_does() -> None:
     table = scan_client(view, LogConfig(), NOW)
     checked = check_client_batches(view, LogConfig(), NOW)
     assert table.batches == checked.batches
-    # Typed for Checked until the table is wired in; it reads only .batches.
-    ours = patch_create_time(view, table, 10, 2)  # type: ignore[arg-type]
-    theirs = patch_create_time(view, checked, 10, 2)
+    ours = patch_create_time(view, table, 10, 2)
+    theirs = patch_create_time(view, checked, 10, 2)  # type: ignore[arg-type]
     assert [bytes(c) for c in ours[0]] == [bytes(c) for c in theirs[0]] and ours[1] == theirs[1]
     assert table  # a Checked is always true; partition code relies on it
 
@@ -636,7 +640,7 @@ def test_a_replicated_field_ignores_max_message_bytes_and_needs_no_config() -> N
 
 def test_a_field_that_fits_a_segment_is_one_part() -> None:
     view = memoryview(batch() + batch())
-    (part,) = segment_parts(view, scan_replica(view), len(view))
+    ((part, _),) = segment_parts(view, scan_replica(view), len(view))
     assert part.obj is view.obj and len(part) == len(view)
 
 
@@ -644,6 +648,7 @@ def test_a_batch_larger_than_a_segment_is_a_part_of_its_own() -> None:
     small, big = batch(), batch([b"k"] * 50)
     view = memoryview(small + big + small)
     parts = segment_parts(view, scan_replica(view), len(small) + 10)
-    assert [len(p) for p in parts] == [len(small), len(big), len(small)]
-    assert [bytes(p) for p in parts] == old_segment_sized(view, len(small) + 10)
+    assert [len(p) for p, _ in parts] == [len(small), len(big), len(small)]
+    assert [bytes(p) for p, _ in parts] == old_segment_sized(view, len(small) + 10)
+    assert [len(rows) for _, rows in parts] == [1, 1, 1]
 

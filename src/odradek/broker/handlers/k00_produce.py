@@ -58,7 +58,6 @@ from odradek.broker.ports import (
     ProduceEntry,
 )
 from odradek.replication.partition import Appended
-from odradek.wire.batch import ATTR_TRANSACTIONAL, BATCH_HEADER_SIZE, read_batch_header
 from odradek.wire.errors import ErrorCode
 from odradek.wire.messages.produce_request import ProduceRequest
 from odradek.wire.messages.produce_response import (
@@ -85,35 +84,29 @@ def error_response(request: ProduceRequest, code: int) -> ProduceResponse:
     ])
 
 
-def _unverified(ctx: RequestContext, part: PartitionPort, records: memoryview,
-                transactional_id: str | None) -> int:
-    """An error code if the records are a transactional batch of a producer whose
-    ongoing transaction does not hold this partition (TRANSACTION_ABORTABLE from
-    v11, INVALID_TXN_STATE before). In a cluster, a producer whose transaction
-    coordinator is another broker is not verified here (as before KIP-890: the
-    batch is taken; docs/transactions.md)."""
-    code = _verify(ctx, part, records, transactional_id)
+def _unverified(ctx: RequestContext, part: PartitionPort, producer_id: int,
+                producer_epoch: int, transactional_id: str | None) -> int:
+    """An error code if a transactional batch's producer has no ongoing transaction
+    holding this partition (TRANSACTION_ABORTABLE from v11, INVALID_TXN_STATE
+    before). In a cluster, a producer whose transaction coordinator is another
+    broker is not verified here (as before KIP-890: the batch is taken;
+    docs/transactions.md). The replica manager asks this once the batch scan has
+    read the batch's header."""
+    code = _verify(ctx, part, producer_id, producer_epoch, transactional_id)
     if code == ErrorCode.INVALID_TXN_STATE and ctx.api_version >= 11:
         return ErrorCode.TRANSACTION_ABORTABLE
     return code
 
 
-def _verify(ctx: RequestContext, part: PartitionPort, records: memoryview,
+def _verify(ctx: RequestContext, part: PartitionPort, producer_id: int, producer_epoch: int,
             transactional_id: str | None) -> int:
-    if len(records) < BATCH_HEADER_SIZE or not records[22] & ATTR_TRANSACTIONAL:
-        return 0  # not transactional (a bad frame is the partition layer's to report)
-    header = read_batch_header(records, 0)
-    if not header.is_transactional or header.producer_id < 0:
-        return 0
-    entry = part.state.producers.producers.get(header.producer_id)
-    if (entry is not None and entry.txn_first_offset >= 0
-            and entry.epoch == header.producer_epoch):
+    entry = part.state.producers.producers.get(producer_id)
+    if entry is not None and entry.txn_first_offset >= 0 and entry.epoch == producer_epoch:
         return 0
     txns = ctx.txns
     if transactional_id is not None and txns.coordinator_error(transactional_id):
         return 0
-    return txns.coordinator.verify(header.producer_id, header.producer_epoch,
-                                   (part.topic, part.index))
+    return txns.coordinator.verify(producer_id, producer_epoch, (part.topic, part.index))
 
 
 async def _complete(ctx: RequestContext, part: PartitionPort, resp: PartitionProduceResponse,
@@ -180,7 +173,7 @@ async def handle(ctx: RequestContext, request: ProduceRequest
                for topic in request.topic_data for pdata in topic.partition_data]
     produced = iter(ctx.replicas.append_records(
         entries, acks, INTERNAL_TOPICS,
-        lambda part, records: _unverified(ctx, part, records, request.transactional_id),
+        lambda part, pid, epoch: _unverified(ctx, part, pid, epoch, request.transactional_id),
         ctx.client_id))
     for topic in request.topic_data:
         parts = []

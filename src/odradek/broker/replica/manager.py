@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import logging
 from collections.abc import Callable
 
@@ -77,14 +78,16 @@ class ReplicaManager:
 
     def append_records(self, entries: list[ProduceEntry], acks: int,
                        internal_topics: frozenset[str],
-                       verify: Callable[[Partition, memoryview], int],
+                       verify: Callable[[Partition, int, int], int],
                        client_id: str | None = None) -> list[Produced]:
         """Append each entry's records (:meth:`append`), in order, with nothing
         else running in between: a partition this node does not lead gets the
         metadata service's error, an internal topic INVALID_TOPIC_EXCEPTION (only
         coordinators write there, as Kafka's "Cannot append to internal topic"),
-        a missing records field CORRUPT_MESSAGE, and ``verify`` (the transaction
-        coordinator's KIP-890 check) its error before anything is appended."""
+        a missing records field CORRUPT_MESSAGE, and ``verify(partition, producer
+        id, epoch)`` (the transaction coordinator's KIP-890 check of a
+        transactional batch, asked once the batch is scanned) its error before
+        anything is appended."""
         out = []
         for entry in entries:
             part = self.leadership.serving(entry.topic, entry.index)
@@ -95,10 +98,9 @@ class ReplicaManager:
                     entry.topic, entry.index)))
             elif entry.records is None:
                 out.append(Produced(ErrorCode.CORRUPT_MESSAGE))
-            elif code := verify(part, entry.records):
-                out.append(Produced(code))
             else:
-                result = self.append(part, entry.records, acks, client_id)
+                result = self.append(part, entry.records, acks, client_id,
+                                     functools.partial(verify, part))
                 out.append(Produced(
                     result.error_code, result.error_message,
                     -1 if result.error_code else result.first_offset,
@@ -106,14 +108,15 @@ class ReplicaManager:
         return out
 
     def append(self, part: Partition, records: memoryview, acks: int,
-               client_id: str | None = None) -> Appended:
+               client_id: str | None = None,
+               verify: Callable[[int, int], int] | None = None) -> Appended:
         """Append a client's records as the leader (validated, checked against the
         idempotent-producer state, offsets assigned) and wake the fetches waiting
         on ``part``. Synchronous: nothing else runs between the checks and the
         append. A retriable refusal made before the sequence check is kept, so
         the producer's next batch, already in flight, is answered alike
         (:func:`_pipelined_refusal`)."""
-        result = self.partitions.append_now(part, records, Origin.CLIENT, acks)
+        result = self.partitions.append_now(part, records, Origin.CLIENT, acks, verify)
         result = _pipelined_refusal(part, records, result)
         if result.error_code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER:
             # Rare, and what makes an idempotent client bump its epoch (librdkafka
@@ -268,7 +271,8 @@ def _pipelined_refusal(part: Partition, records: memoryview, result: Appended) -
     if (not part.refused and result.error_code not in REFUSALS) or (
             len(records) < BATCH_HEADER_SIZE):
         return result
-    header = read_batch_header(records, 0)
+    # The scan's row; a refusal made before the scan reads the header itself.
+    header = result.first_batch or read_batch_header(records, 0)
     pid = header.producer_id
     if pid < 0 or header.is_control:
         return result

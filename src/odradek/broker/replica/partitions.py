@@ -431,12 +431,12 @@ class PartitionManager:
         return result
 
     def append_now(self, part: Partition, records: memoryview, origin: Origin,
-                   acks: int = 1) -> Appended:
+                   acks: int = 1, verify: Callable[[int, int], int] | None = None) -> Appended:
         """Append as the leader (:meth:`PartitionState.append_as_leader`) and wake the
         fetches waiting on ``part`` (consumers if the HW moved, followers in any
         case). Synchronous, so a coordinator can append and replay with nothing
         in between."""
-        result = part.state.append_as_leader(records, origin, acks)
+        result = part.state.append_as_leader(records, origin, acks, verify)
         if result.hw_moved:
             part.hw_moved()
         elif result.appended and result.write is None:
