@@ -114,10 +114,30 @@ class Admin:
         return {(tp.topic, tp.partition): f.result().offset for tp, f in futures.items()}
 
     def earliest(self, tps: Iterable[tuple[str, int]]) -> Offsets:
-        return self.list_offsets(tps, OffsetSpec.earliest())
+        return self._bound(tps, OffsetSpec.earliest, "earliest")
 
     def latest(self, tps: Iterable[tuple[str, int]]) -> Offsets:
-        return self.list_offsets(tps, OffsetSpec.latest())
+        return self._bound(tps, OffsetSpec.latest, "latest")
+
+    def _bound(self, tps: Iterable[tuple[str, int]], spec: Any, what: str) -> Offsets:
+        """Earliest or latest offsets, every one known: a partition whose leader is
+        moving may be answered with no offset (librdkafka's -1001) and no error;
+        that is asked again (until the admin timeout) rather than taken for an
+        offset that went back (which would be reported as data loss)."""
+        wanted = list(tps)
+        deadline = time.monotonic() + _ADMIN_TIMEOUT_S
+        out: Offsets = {}
+        while True:
+            out.update(self.list_offsets(wanted, spec()))
+            wanted = [tp for tp in wanted if out[tp] < 0]
+            if not wanted:
+                return out
+            if time.monotonic() > deadline:
+                raise KafkaException(KafkaError(KafkaError._TIMED_OUT, (
+                    f"no {what} offset known for " +
+                    ", ".join(f"{t}-{p}" for t, p in wanted) +
+                    f" within {_ADMIN_TIMEOUT_S:g} s")))
+            time.sleep(0.2)
 
     def resolve(self, position: Position, tps: list[tuple[str, int]]) -> Offsets:
         """Concrete offsets of ``tps`` for a starting or ending position."""
