@@ -35,13 +35,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from odradek.replication import producer_log
 from odradek.replication.producer_state import ProducerStateTable
 from odradek.storage.batch_scan import scan_replica
 from odradek.storage.fs import FileSystem
 from odradek.storage.log import AppendInfo, Log
 from odradek.storage.slices import FileSlice
-from odradek.wire.primitives import DecodeError
-from odradek.wire.records import CONTROL_ABORT, CONTROL_COMMIT, read_marker
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,21 +141,7 @@ class FutureReplica:
         if first.base_offset < self.log.log_end_offset <= first.last_offset:
             self.log.truncate_to(first.base_offset)
         info = self.log.append_replicated(view, rows)
-        for row in rows:
-            h = row.header()
-            commit: bool | None = None
-            coordinator_epoch = -1
-            if h.is_control:
-                try:
-                    kind, coordinator_epoch = read_marker(view, row.pos, h)
-                    if kind in (CONTROL_ABORT, CONTROL_COMMIT):
-                        commit = kind == CONTROL_COMMIT
-                except DecodeError:
-                    pass
-            aborted = self.producers.record(h, commit=commit,
-                                            coordinator_epoch=coordinator_epoch)
-            if aborted is not None:
-                self.log.append_aborted(aborted)
+        producer_log.record_replicated(self.producers, self.log, view, rows)
         self.copied_bytes += len(view)
         return info
 

@@ -41,106 +41,31 @@ is its LEO. With one replica (a single node) it follows the LEO at once.
 
 from __future__ import annotations
 
-import bisect
-import contextlib
-import dataclasses
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from enum import Enum
+__all__ = ["LOG_END", "READ_COMMITTED", "READ_UNCOMMITTED", "Appended", "Origin",
+           "PartitionState", "Read", "Replica", "ReplicaRead", "leader_epoch_error"]
 
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+
+from odradek.replication import follower, producer_log
+from odradek.replication.effects import (
+    LOG_END,
+    READ_COMMITTED,
+    READ_UNCOMMITTED,
+    Appended,
+    Origin,
+    Read,
+    ReplicaRead,
+    leader_epoch_error,
+)
 from odradek.replication.future import FutureReplica
-from odradek.replication.producer_state import AbortedTxn, ProducerStateTable, Verdict
-from odradek.storage.batch_scan import BatchRow, scan_replica, segment_parts
+from odradek.replication.producer_state import ProducerStateTable
+from odradek.storage.batch_scan import BatchRow
 from odradek.storage.cleaner import CleanerView
 from odradek.storage.errors import StorageError
 from odradek.storage.log import AppendInfo, Log
-from odradek.storage.slices import FileSlice
 from odradek.storage.txnfiles import encode_snapshot
-from odradek.storage.writes import AppendJob
-from odradek.wire.batch import BatchHeader
 from odradek.wire.errors import ErrorCode
-from odradek.wire.primitives import Buffer, DecodeError
-from odradek.wire.records import CONTROL_ABORT, CONTROL_COMMIT, read_marker
-
-READ_UNCOMMITTED = 0
-"""Consumers: up to the high watermark (Kafka's isolation level 0)."""
-READ_COMMITTED = 1
-"""Consumers: up to the last stable offset (isolation level 1)."""
-LOG_END = -1
-"""Followers: up to the log end (Kafka's FetchIsolation.LOG_END)."""
-
-
-def leader_epoch_error(leader_epoch: int, current_leader_epoch: int) -> int:
-    """KIP-320: a fetcher that knows a newer leader epoch than this replica's
-    (``leader_epoch``) gets UNKNOWN_LEADER_EPOCH (this broker's metadata is
-    behind), an older one FENCED_LEADER_EPOCH (its own metadata is); -1 skips
-    the check."""
-    if current_leader_epoch < 0 or current_leader_epoch == leader_epoch:
-        return 0
-    if current_leader_epoch > leader_epoch:
-        return ErrorCode.UNKNOWN_LEADER_EPOCH
-    return ErrorCode.FENCED_LEADER_EPOCH
-
-
-class Origin(Enum):
-    """Who appends (Kafka's AppendOrigin). Both get every check, except that
-    transaction markers (control batches, which a client may never send) are
-    let through for ``COORDINATOR`` only. Coordinators append to
-    ``__consumer_offsets``, the metadata journal and ``__transaction_state``,
-    and the transaction coordinator writes markers to any partition."""
-
-    CLIENT = "client"
-    COORDINATOR = "coordinator"
-
-
-@dataclass(frozen=True, slots=True)
-class Appended:
-    """What an append did. ``error_code`` 0 means the records are in the log (or, with
-    ``duplicate``, were already: the offsets are the original ones)."""
-
-    error_code: int = 0
-    error_message: str | None = None
-    first_offset: int = -1
-    last_offset: int = -1
-    log_append_time_ms: int = -1
-    log_start_offset: int = -1
-    duplicate: bool = False
-    hw_moved: bool = False
-    """The HW moved: fetches waiting on this partition can be answered."""
-    flush_due: bool = False
-    """``flush.messages`` was reached: the answer waits for an fsync."""
-    leader_epoch: int = -1
-    """The leader epoch the records were appended (or found, for a duplicate) at:
-    an answer that waits for the HW is only valid while this replica still leads
-    at that epoch (after a change the offsets may hold other records)."""
-    write: AppendJob | None = None
-    """The write still pending for these records (the log has a write sink): the
-    answer waits for it, and carries its failure if it fails. None: written."""
-    first_batch: BatchRow | None = None
-    """The first batch's header as the scan read it (None: refused before the scan,
-    or an empty field): what later looks at the producer read instead of bytes."""
-
-    @property
-    def appended(self) -> bool:
-        return self.error_code == 0 and not self.duplicate and self.last_offset >= 0
-
-
-@dataclass(frozen=True, slots=True)
-class Read:
-    """A fetch's view of the partition: byte ranges of whole batches, bounded by the
-    HW (read_uncommitted) or the LSO (read_committed)."""
-
-    error_code: int
-    slices: Sequence[FileSlice]
-    high_watermark: int
-    last_stable_offset: int
-    log_start_offset: int
-    aborted: Sequence[AbortedTxn] | None = None
-    """READ_COMMITTED only: the aborted transactions the data may include."""
-
-    @property
-    def size(self) -> int:
-        return sum(s.length for s in self.slices)
 
 
 @dataclass(slots=True)
@@ -158,28 +83,6 @@ class Replica:
     broker_epoch: int = -1
     """The follower's broker epoch (its registration) as of that fetch (-1: not
     told). What it says of the log end holds for that incarnation only."""
-
-
-@dataclass(frozen=True, slots=True)
-class ReplicaRead:
-    """The leader's answer to a follower's fetch: batches up to the log end, or the
-    epoch where the follower's log diverges (``diverging_epoch`` >= 0: truncate
-    to ``diverging_end_offset`` or below, nothing else in the answer)."""
-
-    error_code: int
-    slices: Sequence[FileSlice]
-    high_watermark: int
-    log_start_offset: int
-    log_end_offset: int
-    diverging_epoch: int = -1
-    diverging_end_offset: int = -1
-    hw_moved: bool = False
-    expand: bool = False
-    """The follower is now eligible to join the ISR: the shell proposes it."""
-
-    @property
-    def size(self) -> int:
-        return sum(s.length for s in self.slices)
 
 
 @dataclass(slots=True)
@@ -225,7 +128,7 @@ class PartitionState:
             self.replicas = {self.local_id: Replica(self.local_id)}
         if not self.isr:
             self.isr = {self.local_id}
-        self._rebuild()
+        producer_log.rebuild(self.producers, self.log)
         if self.is_leader:
             self.epoch_start_offset = self.log.next_offset
             self._update_high_watermark()
@@ -499,48 +402,27 @@ class PartitionState:
     # -- follower truncation -----------------------------------------------------------
 
     def truncate_to_divergence(self, epoch: int, end_offset: int) -> int:
-        """The leader says this log diverges after (``epoch``, ``end_offset``): cut it
-        where it stops agreeing (the end of the same epoch here, or of the
-        largest one below; the next fetch checks again). Returns the new log end."""
-        self.log.drain_writes()
-        mine, my_end = self.log.epochs.end_offset_for(epoch, self.log_end_offset)
-        if mine < 0:
-            entries = self.log.epochs.entries
-            my_end = entries[0][1] if entries else self.log_end_offset
-        self.truncate_to(min(end_offset, my_end))
-        return self.log_end_offset
+        """The leader says this log diverges after (``epoch``, ``end_offset``); see
+        :func:`odradek.replication.follower.truncate_to_divergence`."""
+        return follower.truncate_to_divergence(self, epoch, end_offset)
 
     def truncate_to(self, offset: int) -> None:
-        """Cut the log at ``offset`` (a follower's truncation) and rebuild the
-        producer state from what is left. At or past the log end no batch goes, but
-        leader epochs starting at the log end do (:meth:`Log.truncate_to`): this
-        replica led in them and appended nothing, and a follower naming such an
-        epoch as its last fetched one would be told to truncate forever."""
-        self.log.drain_writes()
-        if offset >= self.log_end_offset:
-            self.log.truncate_to(self.log_end_offset)
-            return
-        self.log.truncate_to(offset)
-        self._reload_producers()
+        """Cut the log at ``offset``; see :func:`odradek.replication.follower.truncate_to`."""
+        follower.truncate_to(self, offset)
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """A follower below the leader's log start: start over there, empty."""
-        self.log.truncate_fully_and_start_at(offset)
-        self._reload_producers()
+        follower.truncate_fully_and_start_at(self, offset)
 
     def out_of_range(self, leader_log_start: int, leader_hw: int) -> None:
-        """The leader answered OFFSET_OUT_OF_RANGE to this follower's fetch: below the
-        leader's log start, start over there, empty; past its end, cut back to
-        its HW (Kafka's ``fetchOffsetAndTruncate``)."""
-        self.log.drain_writes()
-        if self.log_end_offset < leader_log_start:
-            self.truncate_fully_and_start_at(leader_log_start)
-        else:
-            self.truncate_to(max(leader_hw, 0))
+        """The leader answered OFFSET_OUT_OF_RANGE; see
+        :func:`odradek.replication.follower.out_of_range`."""
+        follower.out_of_range(self, leader_log_start, leader_hw)
 
-    def _reload_producers(self) -> None:
+    def reload_producers(self) -> None:
+        """The producer table again from the log (after truncation or a failed write)."""
         self.producers = ProducerStateTable()
-        self._rebuild()
+        producer_log.rebuild(self.producers, self.log)
         self.producers.high_watermark_moved(self.high_watermark)
 
     # -- appends ------------------------------------------------------------------------
@@ -573,40 +455,18 @@ class PartitionState:
             if code:
                 return Appended(code, first_batch=first)
         # Only batches with a producer id (or markers) touch producer state.
-        stateful: list[tuple[int, BatchHeader, bool | None, int]] = []
-        for rel, row in table.stateful_at():
-            h = row.header()
-            try:
-                commit, coordinator_epoch = _marker(records, row.pos, h)
-            except DecodeError as exc:
-                return Appended(ErrorCode.CORRUPT_MESSAGE, f"bad control record: {exc}")
-            stateful.append((rel, h, commit, coordinator_epoch))
-        for _, h, _, coordinator_epoch in stateful:
-            check = self.producers.check(h, coordinator_epoch)
-            if check.verdict is Verdict.APPEND:
-                continue
-            if check.verdict is Verdict.DUPLICATE and len(table.rows) == 1:
-                assert check.duplicate_of is not None
-                last = check.duplicate_of.last_offset
-                return Appended(
-                    first_offset=check.duplicate_of.first_offset,
-                    last_offset=last,
-                    log_start_offset=plog.log_start_offset, duplicate=True,
-                    leader_epoch=self.leader_epoch, first_batch=first,
-                    # Its original may still be being written: answer after that.
-                    write=plog.last_pending_write if last >= plog.log_end_offset else None)
-            return Appended(_VERDICT_CODES[check.verdict], check.message or None,
-                            first_batch=first)
+        batches = producer_log.stateful(records, table)
+        if isinstance(batches, Appended):
+            return batches
+        refused = producer_log.check(self.producers, plog, batches, len(table.rows) == 1,
+                                     self.leader_epoch, first)
+        if refused is not None:
+            return refused
         try:
             info = plog.append(records, leader_epoch=self.leader_epoch, checked=table)
         except StorageError as exc:
             return Appended(exc.error_code, str(exc), first_batch=first)
-        for rel, h, commit, coordinator_epoch in stateful:
-            aborted = self.producers.record(
-                dataclasses.replace(h, base_offset=info.first_offset + rel),
-                commit=commit, coordinator_epoch=coordinator_epoch)
-            if aborted is not None:
-                plog.append_aborted(aborted)
+        producer_log.record(self.producers, plog, batches, info.first_offset)
         return self._appended(info, first)
 
     def _appended(self, info: AppendInfo, first: BatchRow | None) -> Appended:
@@ -619,50 +479,9 @@ class PartitionState:
 
     def append_as_follower(self, records: memoryview, leader_hw: int,
                            leader_log_start: int = -1) -> Appended:
-        """Append batches fetched from the leader (offsets kept, gaps allowed), then
-        take the leader's HW as far as this log reaches, and its log start (records
-        the leader deleted go here too, once below the HW). The fetch is scanned
-        once (framing and CRC; a bad batch refuses all of it, as Kafka's follower
-        does); one larger than ``segment.bytes`` is appended in parts at batch
-        boundaries (each part fits a segment), so a small segment size never
-        stalls a follower."""
-        self.leader_high_watermark = leader_hw
-        first, last, flush_due, start = -1, -1, False, self.log_start_offset
-        write = None
-        try:
-            table = scan_replica(records)
-        except StorageError as exc:
-            return Appended(exc.error_code, str(exc))
-        if table.rows:
-            self._cut_inside(table.rows[0])
-        for chunk, rows in segment_parts(records, table, self.log.config.segment_bytes):
-            try:
-                info = self.log.append_replicated(chunk, rows)
-            except StorageError as exc:
-                return Appended(exc.error_code, str(exc), first_offset=first,
-                                last_offset=last, write=write)
-            first = info.first_offset if first < 0 else first
-            last, start = info.last_offset, info.log_start_offset
-            flush_due |= info.flush_due
-            write = info.write or write
-            for row in rows:
-                h = row.header()
-                try:
-                    commit, coordinator_epoch = _marker(records, row.pos, h)
-                except DecodeError:
-                    commit, coordinator_epoch = None, -1
-                aborted = self.producers.record(h, commit=commit,
-                                                coordinator_epoch=coordinator_epoch)
-                if aborted is not None:
-                    self.log.append_aborted(aborted)
-        moved = self.log.advance_high_watermark(min(leader_hw, self.log_end_offset))
-        if moved:
-            self.producers.high_watermark_moved(self.high_watermark)
-        if self.log_start_offset < leader_log_start <= self.high_watermark:
-            with contextlib.suppress(StorageError):
-                self.delete_records(leader_log_start)
-        return Appended(first_offset=first, last_offset=last, log_start_offset=start,
-                        hw_moved=moved, flush_due=flush_due, write=write)
+        """Append batches fetched from the leader; see
+        :func:`odradek.replication.follower.append`."""
+        return follower.append(self, records, leader_hw, leader_log_start)
 
     def writes_completed(self) -> bool:
         """Pending writes completed (the log end moved, or a failed one rolled it
@@ -675,16 +494,6 @@ class PartitionState:
         if moved:
             self.producers.high_watermark_moved(self.high_watermark)
         return moved
-
-    def _cut_inside(self, first: BatchRow) -> None:
-        """The first batch fetched starts below this log's end and ends at or past it:
-        the fetch was from inside one of the leader's batches, so what this log
-        holds from that batch's base on is not the leader's (an empty log starts
-        over at the base). A follower gets there after starting over at, or
-        truncating to, a leader's log start that DeleteRecords moved inside a
-        batch; the leader's log start is taken again once below the HW."""
-        if first.base_offset < self.log.next_offset <= first.last_offset:
-            self.truncate_to(first.base_offset)
 
     # -- reads and deletion ------------------------------------------------------------
 
@@ -718,12 +527,10 @@ class PartitionState:
         self.producers.forget_below(low)
         return low
 
-    # -- start-up ---------------------------------------------------------------------
-
     # -- what the log asks and tells (LogListener) ------------------------------------------
 
     def writes_rolled_back(self) -> None:
-        self._reload_producers()
+        self.reload_producers()
 
     def aborts_removed(self, marker_offsets: set[int]) -> None:
         """The cleaner removed these ABORT markers (their data was already gone):
@@ -737,84 +544,3 @@ class PartitionState:
 
     def producer_snapshot(self) -> bytes:
         return encode_snapshot(self.producers.snapshot())
-
-    def _rebuild(self) -> None:
-        """Producer state (and, if its file was missing, the leader-epoch cache) from
-        the newest producer snapshot at or above the log start and the batch
-        headers after it (every header when there is none, or the epoch cache
-        must be rebuilt). Aborted transactions below the snapshot come from the
-        ``.txnindex`` files; an ABORT marker replayed here whose entry is missing
-        (a crash between the marker and its entry) gets it written. A segment
-        whose framing is damaged (found here after a clean shutdown, when nothing
-        was validated) is recorded on the log and skipped from the damage on: the
-        partition opens, and only fetches that reach the damage fail."""
-        plog = self.log
-        try:
-            indexed = plog.txn_files.aborted(plog.segment_bases)
-            snap = (plog.txn_files.latest_snapshot(plog.log_end_offset)
-                    if plog.epochs.loaded else None)
-        except OSError:
-            indexed, snap = [], None
-        start = plog.log_start_offset
-        if snap is not None and snap[0] >= start:
-            start = snap[0]
-            self.producers.load_snapshot(
-                snap[1], [a for a in indexed if start > a.last_offset >= plog.log_start_offset])
-        known = set(indexed)
-        epochs: list[tuple[int, int]] = []
-        for h in self._iter_headers(start):
-            commit, coordinator_epoch = None, -1
-            if h.is_control:
-                commit, coordinator_epoch = self._stored_marker(h)
-            aborted = self.producers.record(h, commit=commit,
-                                            coordinator_epoch=coordinator_epoch)
-            if aborted is not None and aborted not in known:
-                plog.append_aborted(aborted)
-            epochs.append((h.partition_leader_epoch, h.base_offset))
-        if not plog.epochs.loaded:
-            # An unwritable file leaves the entries in memory; they are written
-            # again at the next epoch change.
-            with contextlib.suppress(OSError):
-                plog.epochs.rebuild_from(epochs)
-
-    def _stored_marker(self, h: BatchHeader) -> tuple[bool | None, int]:
-        """The type of the marker stored at ``h`` (None: unreadable, treated as no
-        marker; the damage is the log's to report)."""
-        try:
-            data = self.log.read_records(h.base_offset, h.size, max_offset=h.next_offset)
-            return _marker(data, 0, h)
-        except (DecodeError, StorageError):
-            return None, -1
-
-    def _iter_headers(self, start: int) -> Iterable[BatchHeader]:
-        plog = self.log
-        first = max(bisect.bisect_right(plog.segment_bases, start) - 1, 0)
-        for seg in plog.segments[first:]:
-            offset = seg.base_offset
-            try:
-                for _, header in seg.iter_headers(0):
-                    offset = header.next_offset
-                    if header.last_offset >= start:
-                        yield header
-            except DecodeError as exc:
-                plog.note_damage(seg.log_path, offset, exc)
-
-
-
-_VERDICT_CODES = {
-    Verdict.INVALID_EPOCH: ErrorCode.INVALID_PRODUCER_EPOCH,
-    Verdict.OUT_OF_ORDER: ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
-    Verdict.COORDINATOR_FENCED: ErrorCode.TRANSACTION_COORDINATOR_FENCED,
-    Verdict.DUPLICATE: ErrorCode.DUPLICATE_SEQUENCE_NUMBER,
-}
-
-
-def _marker(buf: Buffer, pos: int, h: BatchHeader) -> tuple[bool | None, int]:
-    """(commit?, coordinator epoch) of a control batch; (None, -1) for data. A
-    control record of another type (KRaft's) is no marker."""
-    if not h.is_control:
-        return None, -1
-    kind, coordinator_epoch = read_marker(buf, pos, h)
-    if kind not in (CONTROL_ABORT, CONTROL_COMMIT):
-        return None, coordinator_epoch
-    return kind == CONTROL_COMMIT, coordinator_epoch

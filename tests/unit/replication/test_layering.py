@@ -11,9 +11,11 @@ import ast
 from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[3] / "src" / "odradek"
-# The partition layer: the state machine, and the future replica it owns (the
-# copy of its log being filled in another log directory).
-OWNERS = {SRC / "replication" / "partition.py", SRC / "replication" / "future.py"}
+# The partition layer: the state machine, its follower side (replication/follower.py:
+# a follower's appends and truncation), and the future replica it owns (the copy
+# of its log being filled in another log directory).
+OWNERS = {SRC / "replication" / "partition.py", SRC / "replication" / "follower.py",
+          SRC / "replication" / "future.py"}
 LOG_MUTATORS = {
     "advance_high_watermark", "append_replicated", "truncate_to",
     "truncate_fully_and_start_at", "delete_records_before",
