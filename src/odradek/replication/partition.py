@@ -1,22 +1,18 @@
-"""One partition's replicated state: the one owner of everything but the files.
+"""One partition's replicated state: leadership, the ISR and the high watermark.
 
 After Kafka's split (``LocalLog`` under ``UnifiedLog`` under ``Partition``), a
-:class:`PartitionState` owns, for one partition:
-
-* the log (:class:`~odradek.storage.log.Log`: segments, indexes, the
-  leader-epoch cache, log start and log end offsets);
-* the idempotent-producer table (:mod:`odradek.replication.producer_state`);
-* the leader epoch, the replica set with each replica's log end offset, and
-  the ISR;
-* the high watermark (HW) and the last stable offset (LSO: the HW held back
-  by the first offset of the earliest open transaction, and of a decided one
-  whose marker the HW has not passed), with the aborted transactions a
-  read_committed fetch is told about.
+:class:`PartitionState` owns, for one partition: its log
+(:class:`~odradek.storage.log.Log`), the producer table (fed by
+:mod:`~odradek.replication.producer_log`), the leader epoch, the replicas with
+each one's log end, the ISR, the high watermark (HW) and the last stable
+offset (LSO: the HW held back by the earliest open transaction, and by a
+decided one whose marker the HW has not passed). A follower's appends and
+truncation are in :mod:`~odradek.replication.follower`.
 
 Everything that appends to a partition's log or moves its HW goes through
 here (import-linter and ``tests/unit/replication/test_layering.py`` hold the
 rest of the code to that). It is plain code: no asyncio, no clock reads; calls
-return effects (:class:`Appended`, :class:`Read`) that the IO shell
+return effects (:mod:`~odradek.replication.effects`) that the IO shell
 (:mod:`odradek.broker.replica.partitions`) acts on: answer, wake fetches, fsync.
 
 Invariants, checked by the simulation tests after every step::
@@ -26,17 +22,12 @@ Invariants, checked by the simulation tests after every step::
     local replica in ISR while leader; ISR is a subset of the replicas
     last_stable_offset <= high_watermark
 
-Appends, in order (:meth:`PartitionState.append_as_leader`):
-
-1. full validation of the records field (sizes, framing, magic 2, CRC,
-   counts, timestamps; :meth:`Log.check`) — before anything else, so a
-   retried batch with a bad CRC is CORRUPT_MESSAGE, never a duplicate;
-2. the producer-state check (epochs, sequences, duplicates of the last five);
-3. the append (offsets from the LEO, this leader's epoch in each batch);
-4. producer state recorded with the real offsets; the HW recomputed.
-
-The HW is min over the ISR of each member's log end offset; the leader's own
-is its LEO. With one replica (a single node) it follows the LEO at once.
+A leader's append (:meth:`PartitionState.append_as_leader`), in order: the
+batch scan (:meth:`Log.check`: sizes, framing, CRC, counts, timestamps; first,
+so a retried batch with a bad CRC is CORRUPT_MESSAGE, never a duplicate),
+KIP-890 verification, the producer-state check, the append (offsets from the
+next offset, this leader's epoch in each batch), producer state recorded with
+the real offsets, the HW recomputed (with one replica it follows the LEO).
 """
 
 from __future__ import annotations
@@ -61,10 +52,8 @@ from odradek.replication.effects import (
 from odradek.replication.future import FutureReplica
 from odradek.replication.producer_state import ProducerStateTable
 from odradek.storage.batch_scan import BatchRow
-from odradek.storage.cleaner import CleanerView
 from odradek.storage.errors import StorageError
 from odradek.storage.log import AppendInfo, Log
-from odradek.storage.txnfiles import encode_snapshot
 from odradek.wire.errors import ErrorCode
 
 
@@ -134,9 +123,9 @@ class PartitionState:
             self._update_high_watermark()
 
     def _hook(self, log: Log) -> None:
-        """Listen to ``log`` (its log at start, and the future log once renamed in):
-        this state is its :class:`~odradek.storage.log.LogListener`."""
-        log.attach(self)
+        """Listen to ``log`` (its log at start, and the future log once renamed in)
+        through :class:`~odradek.replication.producer_log.Listener`."""
+        log.attach(producer_log.Listener(self))
 
     # -- moving between log directories ---------------------------------------------------
 
@@ -526,21 +515,3 @@ class PartitionState:
         low = self.log.delete_records_before(self.high_watermark if offset == -1 else offset)
         self.producers.forget_below(low)
         return low
-
-    # -- what the log asks and tells (LogListener) ------------------------------------------
-
-    def writes_rolled_back(self) -> None:
-        self.reload_producers()
-
-    def aborts_removed(self, marker_offsets: set[int]) -> None:
-        """The cleaner removed these ABORT markers (their data was already gone):
-        read_committed fetches no longer report their transactions."""
-        self.producers.aborted = [a for a in self.producers.aborted
-                                  if a.last_offset not in marker_offsets]
-
-    def cleaner_view(self) -> CleanerView:
-        return CleanerView(self.last_stable_offset, [
-            (a.producer_id, a.first_offset, a.last_offset) for a in self.producers.aborted])
-
-    def producer_snapshot(self) -> bytes:
-        return encode_snapshot(self.producers.snapshot())

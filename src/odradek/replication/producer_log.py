@@ -13,7 +13,10 @@ once, never from the bytes again:
 * :func:`record_replicated` notes a follower's (or a future log's) batches;
 * :func:`rebuild` rebuilds the table at start-up (or after a failed write) from
   the newest producer snapshot and the batch headers after it, and writes a
-  missing ``.txnindex`` entry for an ABORT marker it replays.
+  missing ``.txnindex`` entry for an ABORT marker it replays;
+* :class:`Listener` is what the log hears from the partition and tells it
+  (:class:`~odradek.storage.log.LogListener`): the snapshot to store at a roll,
+  a rollback after a failed write, the cleaner's view, removed ABORT markers.
 
 An aborted transaction the table reports is written to the ``.txnindex`` of the
 segment holding its marker (:meth:`~odradek.storage.log.Log.append_aborted`).
@@ -25,12 +28,15 @@ import bisect
 import contextlib
 import dataclasses
 from collections.abc import Iterable, Sequence
+from typing import Protocol
 
 from odradek.replication.effects import Appended
 from odradek.replication.producer_state import ProducerStateTable, Verdict
 from odradek.storage.batch_scan import BatchRow, BatchTable
+from odradek.storage.cleaner import CleanerView
 from odradek.storage.errors import StorageError
 from odradek.storage.log import Log
+from odradek.storage.txnfiles import encode_snapshot
 from odradek.wire.batch import BatchHeader
 from odradek.wire.errors import ErrorCode
 from odradek.wire.primitives import Buffer, DecodeError
@@ -39,6 +45,40 @@ from odradek.wire.records import CONTROL_ABORT, CONTROL_COMMIT, read_marker
 Stateful = list[tuple[int, BatchHeader, bool | None, int]]
 """(records before the batch in its field, header, commit? for a marker, coordinator
 epoch) of each batch that touches producer state."""
+
+
+class _State(Protocol):
+    producers: ProducerStateTable
+
+    @property
+    def last_stable_offset(self) -> int: ...
+
+    def reload_producers(self) -> None: ...
+
+
+class Listener:
+    """A partition's :class:`~odradek.storage.log.LogListener` (its producer state's
+    side of the log)."""
+
+    def __init__(self, state: _State) -> None:
+        self.state = state
+
+    def producer_snapshot(self) -> bytes:
+        return encode_snapshot(self.state.producers.snapshot())
+
+    def writes_rolled_back(self) -> None:
+        self.state.reload_producers()
+
+    def cleaner_view(self) -> CleanerView:
+        state = self.state
+        return CleanerView(state.last_stable_offset, [
+            (a.producer_id, a.first_offset, a.last_offset) for a in state.producers.aborted])
+
+    def aborts_removed(self, marker_offsets: set[int]) -> None:
+        """The cleaner removed these ABORT markers (their data was already gone):
+        read_committed fetches no longer report their transactions."""
+        producers = self.state.producers
+        producers.aborted = [a for a in producers.aborted if a.last_offset not in marker_offsets]
 
 
 def stateful(records: memoryview, table: BatchTable) -> Stateful | Appended:
