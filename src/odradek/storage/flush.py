@@ -77,6 +77,9 @@ class FlushJob:
     dirs: Sequence[str]
     messages: int
     started_ms: int
+    partition: tuple[str, int] = ("", -1)
+    """(topic, partition) of the log flushed: a flush of it and this one are one at
+    a time."""
     done: bool = field(default=False)
 
     def run(self) -> None:

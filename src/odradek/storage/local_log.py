@@ -521,7 +521,8 @@ class LocalLog:
         flushes.dir_dirty = False
         job = FlushJob(fs=self.fs, owner=self, up_to_offset=self._leo, files=files, dirs=dirs,
                        messages=flushes.unflushed_messages - self.queue.messages,
-                       started_ms=self.clock.monotonic_ms())
+                       started_ms=self.clock.monotonic_ms(),
+                       partition=(self.topic, self.partition))
         flushes.began(job)
         return job
 

@@ -499,11 +499,7 @@ class PartitionManager:
         while True:
             tick = self.logs.tick()
             for job in tick.jobs:
-                key = None
-                if isinstance(job, FlushJob):
-                    owner = job.owner
-                    assert isinstance(owner, Log)
-                    key = (owner.topic, owner.partition)
+                key = job.partition if isinstance(job, FlushJob) else None
                 await self._run_job(job, key)
             wait_ms = tick.next_deadline_ms - self.clock.monotonic_ms()
             await asyncio.sleep(min(max(wait_ms, 1), 1000) / 1000)
