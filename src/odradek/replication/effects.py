@@ -11,6 +11,10 @@ the shell (:mod:`odradek.broker.replica.partitions`) must now do:
 * :class:`ReplicaRead` (a follower's fetch): byte ranges or the divergence,
   whether the HW moved, whether the follower may join the ISR (propose it).
 
+Each says what changed as a :class:`Changed` (``changed``), as do the calls that
+return nothing else (``update_follower``, ``writes_completed``); the shell acts
+on it in one place (:meth:`odradek.broker.replica.partitions.PartitionManager.act`).
+
 Also the isolation levels a read is bounded by, and KIP-320's leader-epoch check.
 """
 
@@ -18,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from enum import Enum
+from enum import Enum, IntFlag, auto
 
 from odradek.replication.producer_state import AbortedTxn
 from odradek.storage.batch_scan import BatchRow
@@ -44,6 +48,27 @@ def leader_epoch_error(leader_epoch: int, current_leader_epoch: int) -> int:
     if current_leader_epoch > leader_epoch:
         return ErrorCode.UNKNOWN_LEADER_EPOCH
     return ErrorCode.FENCED_LEADER_EPOCH
+
+
+class Changed(IntFlag):
+    """What a call on a partition's state changed, for its shell to act on. Falsy
+    when nothing did."""
+
+    NONE = 0
+    HW = auto()
+    """The high watermark moved: wake consumers' long polls, complete the waits
+    for it (acks=all produces, coordinator writes)."""
+    READABLE = auto()
+    """Bytes were published at the log end: wake the long polls (followers')."""
+    ISR_ELIGIBLE = auto()
+    """A follower may join the ISR: the ISR manager proposes it."""
+    FLUSH = auto()
+    """``flush.messages`` was reached: whoever answers for the append waits for an
+    fsync (a producer's answer, a follower's next fetch)."""
+
+
+def hw_change(moved: bool) -> Changed:
+    return Changed.HW if moved else Changed.NONE
 
 
 class Origin(Enum):
@@ -88,6 +113,16 @@ class Appended:
     def appended(self) -> bool:
         return self.error_code == 0 and not self.duplicate and self.last_offset >= 0
 
+    @property
+    def changed(self) -> Changed:
+        """(A pending write publishes its bytes when it completes, not now.)"""
+        change = Changed.HW if self.hw_moved else Changed.NONE
+        if self.appended and self.write is None:
+            change |= Changed.READABLE
+        if self.flush_due:
+            change |= Changed.FLUSH
+        return change
+
 
 @dataclass(frozen=True, slots=True)
 class Read:
@@ -127,3 +162,8 @@ class ReplicaRead:
     @property
     def size(self) -> int:
         return sum(s.length for s in self.slices)
+
+    @property
+    def changed(self) -> Changed:
+        change = Changed.HW if self.hw_moved else Changed.NONE
+        return change | Changed.ISR_ELIGIBLE if self.expand else change

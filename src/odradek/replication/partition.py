@@ -32,7 +32,7 @@ the real offsets, the HW recomputed (with one replica it follows the LEO).
 
 from __future__ import annotations
 
-__all__ = ["LOG_END", "READ_COMMITTED", "READ_UNCOMMITTED", "Appended", "Origin",
+__all__ = ["LOG_END", "READ_COMMITTED", "READ_UNCOMMITTED", "Appended", "Changed", "Origin",
            "PartitionState", "Read", "Replica", "ReplicaRead", "leader_epoch_error"]
 
 from collections.abc import Callable, Iterable, Mapping
@@ -44,9 +44,11 @@ from odradek.replication.effects import (
     READ_COMMITTED,
     READ_UNCOMMITTED,
     Appended,
+    Changed,
     Origin,
     Read,
     ReplicaRead,
+    hw_change,
     leader_epoch_error,
 )
 from odradek.replication.future import FutureReplica
@@ -253,14 +255,14 @@ class PartitionState:
         return was != (self.is_leader, self.leader_id, self.leader_epoch)
 
     def update_follower(self, broker_id: int, log_end_offset: int, now_ms: int,
-                        broker_epoch: int = -1) -> bool:
+                        broker_epoch: int = -1) -> Changed:
         """A follower fetched from ``log_end_offset`` (its LEO) in its registration
-        ``broker_epoch``. Returns whether the HW moved. It was caught up now if it
-        fetched from the leader's log end, or at its previous fetch if it fetched
-        from the leader's log end as of then."""
+        ``broker_epoch``. Returns whether the HW moved (:attr:`Changed.HW`). It was
+        caught up now if it fetched from the leader's log end, or at its previous
+        fetch if it fetched from the leader's log end as of then."""
         replica = self.replicas.get(broker_id)
         if replica is None or broker_id == self.local_id or not self.is_leader:
-            return False
+            return Changed.NONE
         leo = self.log_end_offset
         offset = min(log_end_offset, leo)
         if offset >= leo:
@@ -271,7 +273,7 @@ class PartitionState:
         replica.broker_epoch = broker_epoch
         replica.last_fetch_leader_leo = leo
         replica.last_fetch_ms = now_ms
-        return self._update_high_watermark()
+        return hw_change(self._update_high_watermark())
 
     def read_for_follower(self, broker_id: int, fetch_offset: int, last_fetched_epoch: int,
                           max_bytes: int, now_ms: int, broker_epoch: int = -1) -> ReplicaRead:
@@ -303,10 +305,10 @@ class PartitionState:
             slices = self.log.read(fetch_offset, max(max_bytes, 0), max_offset=leo,
                                    min_one_batch=True)
         except StorageError as exc:
-            moved = self.update_follower(broker_id, fetch_offset, now_ms, broker_epoch)
+            moved = bool(self.update_follower(broker_id, fetch_offset, now_ms, broker_epoch))
             return ReplicaRead(exc.error_code, (), self.high_watermark, start, leo,
                                hw_moved=moved)
-        moved = self.update_follower(broker_id, fetch_offset, now_ms, broker_epoch)
+        moved = bool(self.update_follower(broker_id, fetch_offset, now_ms, broker_epoch))
         return ReplicaRead(0, slices, self.high_watermark, start, leo, hw_moved=moved,
                            expand=self._may_join_isr(broker_id))
 
@@ -472,17 +474,17 @@ class PartitionState:
         :func:`odradek.replication.follower.append`."""
         return follower.append(self, records, leader_hw, leader_log_start)
 
-    def writes_completed(self) -> bool:
+    def writes_completed(self) -> Changed:
         """Pending writes completed (the log end moved, or a failed one rolled it
         back): the leader's HW follows its log end, a follower's the leader's HW.
-        Returns whether the HW moved."""
+        Their bytes are readable now."""
         if self.is_leader:
-            return self._update_high_watermark()
+            return hw_change(self._update_high_watermark()) | Changed.READABLE
         moved = self.log.advance_high_watermark(
             min(self.leader_high_watermark, self.log_end_offset))
         if moved:
             self.producers.high_watermark_moved(self.high_watermark)
-        return moved
+        return hw_change(moved) | Changed.READABLE
 
     # -- reads and deletion ------------------------------------------------------------
 

@@ -52,6 +52,7 @@ from odradek.broker.aio import cancel_and_wait, wait_event
 from odradek.broker.peers import OVERRIDES, broker_address, parse_overrides
 from odradek.broker.replica.partitions import Partition
 from odradek.client.connection import Connection
+from odradek.replication.effects import Changed
 from odradek.wire.errors import ErrorCode
 from odradek.wire.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic
 from odradek.wire.messages.fetch_response import PartitionData
@@ -270,14 +271,14 @@ class ReplicaFetchers:
             return True
         records = data.records or b""
         assert isinstance(records, (bytes, bytearray, memoryview))
-        result = st.append_as_follower(memoryview(records), data.high_watermark,
-                                       data.log_start_offset)
+        result = self.state.partitions.append_as_follower(
+            part, memoryview(records), data.high_watermark, data.log_start_offset)
         if result.write is not None:
             appended.append(part)
         if result.error_code:
             log.warning("%s-%d: cannot append the leader's batches: %s", part.topic,
                         part.index, result.error_message)
             return False
-        if result.flush_due:
+        if result.changed & Changed.FLUSH:
             flush_due.append(part)
         return True

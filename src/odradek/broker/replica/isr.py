@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 
 from odradek.broker.aio import cancel_and_wait, wait_event
 from odradek.broker.replica.partitions import Partition
+from odradek.replication.effects import Changed, hw_change
 from odradek.wire.messages import alter_partition_request as ap
 from odradek.wire.messages import alter_partition_response as apr
 
@@ -82,7 +83,8 @@ class IsrManager:
             proposal = st.propose_isr(now, self.lag_ms, live)
             if proposal is not None:
                 proposals.append((part, proposal))
-                part.hw_moved()  # an added member may have moved the HW
+                # An added member counts for the HW at once (the maximal ISR).
+                state.partitions.act(part, Changed.HW)
         if proposals:
             await self._send(proposals)
 
@@ -121,5 +123,4 @@ class IsrManager:
                                          partition_epoch=p.partition_epoch,
                                          now_ms=state.clock.now_ms())
                 st.pending_isr = None
-                if moved:
-                    part.hw_moved()
+                state.partitions.act(part, hw_change(moved))

@@ -233,10 +233,7 @@ class ReplicaManager:
             read = part.state.read_for_follower(params.replica_id, w.fetch_offset,
                                                 w.last_fetched_epoch, limit, now_ms,
                                                 params.broker_epoch)
-            if read.hw_moved:
-                part.hw_moved()
-            if read.expand:
-                self.partitions.on_isr_eligible()
+            self.partitions.act(part, read.changed)
             answer = FetchedPartition(
                 read.error_code, read.high_watermark, read.high_watermark,
                 read.log_start_offset, read=True)

@@ -44,6 +44,7 @@ from odradek.broker.replica.writer import LogWriter
 from odradek.common.clock import Clock
 from odradek.common.ids import Ids
 from odradek.metadata.image import MetadataImage
+from odradek.replication.effects import Changed, hw_change
 from odradek.replication.partition import Appended, Origin, PartitionState
 from odradek.storage.checkpoint import kafka_uuid_string
 from odradek.storage.config import LogConfig, LogManagerConfig, log_config_from_server
@@ -308,8 +309,8 @@ class PartitionManager:
                     if not part.state.is_leader:
                         part.leadership_lost()
                     moved.append(part)
-                if part.state.high_watermark != hw:
-                    part.hw_moved()  # a new leader, or an ISR change
+                # A new leader, or an ISR change, may have moved the HW.
+                self.act(part, hw_change(part.state.high_watermark != hw))
         for key in [k for k in self.partitions if k not in wanted]:
             part = self.partitions.pop(key)
             part.state.become_follower(part.state.leader_epoch, -1)  # fetchers let go
@@ -390,10 +391,7 @@ class PartitionManager:
         for part, jobs in done:
             for job in jobs:
                 job.complete(job.error)
-            if part.state.writes_completed():
-                part.hw_moved()
-            else:
-                part.notify()
+            self.act(part, part.state.writes_completed())
             for job in jobs:
                 fut = job.token
                 if isinstance(fut, asyncio.Future) and not fut.done():
@@ -437,10 +435,7 @@ class PartitionManager:
         case). Synchronous, so a coordinator can append and replay with nothing
         in between."""
         result = part.state.append_as_leader(records, origin, acks, verify)
-        if result.hw_moved:
-            part.hw_moved()
-        elif result.appended and result.write is None:
-            part.notify()  # (a pending write wakes them when it completes)
+        self.act(part, result.changed)
         return result
 
     async def complete(self, part: Partition, result: Appended, acks: int = -1) -> None:
@@ -460,8 +455,30 @@ class PartitionManager:
     def follower_fetched(self, part: Partition, broker_id: int, log_end_offset: int) -> None:
         """A follower's fetch from ``log_end_offset``: its LEO may move the HW, which
         completes delayed produces and coordinator writes."""
-        if part.state.update_follower(broker_id, log_end_offset, self.clock.now_ms()):
+        self.act(part, part.state.update_follower(broker_id, log_end_offset,
+                                                  self.clock.now_ms()))
+
+    def append_as_follower(self, part: Partition, records: memoryview, leader_hw: int,
+                           leader_log_start: int) -> Appended:
+        """Append what a follower fetched from its leader, and act on what changed."""
+        result = part.state.append_as_follower(records, leader_hw, leader_log_start)
+        self.act(part, result.changed)
+        return result
+
+    def act(self, part: Partition, changed: Changed) -> None:
+        """The one place what a partition's state change calls for is done
+        (:class:`~odradek.replication.effects.Changed`): a moved high watermark
+        wakes the long polls and completes the waits it now covers (acks=all
+        produces, coordinator writes); bytes published wake the long polls
+        (followers waiting at the log end); a follower eligible for the ISR is
+        proposed by the ISR manager. ``FLUSH`` is waited for by whoever answers
+        for the append (the producer's answer, the follower's next fetch)."""
+        if changed & Changed.HW:
             part.hw_moved()
+        elif changed & Changed.READABLE:
+            part.notify()
+        if changed & Changed.ISR_ELIGIBLE:
+            self.on_isr_eligible()
 
     # -- fsync and housekeeping, off the event loop -----------------------------------
 
