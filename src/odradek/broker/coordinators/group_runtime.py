@@ -56,6 +56,7 @@ from odradek.coordinator.core import Effects, GroupConfig
 from odradek.coordinator.group import Token
 from odradek.coordinator.offsets import CommitRequest, PartitionExists
 from odradek.coordinator.records import OFFSETS_TOPIC, CoordinatorRecord, OffsetRecord
+from odradek.metadata.image import MetadataImage
 
 log = logging.getLogger("odradek.groups")
 
@@ -110,6 +111,10 @@ class GroupRuntime:
         are loaded (their groups answer COORDINATOR_LOAD_IN_PROGRESS meanwhile);
         those it stopped leading are unloaded (NOT_COORDINATOR)."""
         self.runtime.leadership_changed(p.index for p in moved if p.topic == OFFSETS_TOPIC)
+
+    def on_metadata(self, image: MetadataImage) -> None:
+        """A new metadata image, for the shard (the runtime fans it out)."""
+        self.runtime.on_metadata(image)
 
     def _arm_expiry(self) -> None:
         interval_ms = self.config.get_int("offsets.retention.check.interval.ms")

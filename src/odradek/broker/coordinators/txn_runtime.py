@@ -56,6 +56,7 @@ from odradek.coordinator.txn.coordinator import (
     TxnConfig,
 )
 from odradek.coordinator.txn.records import TXN_TOPIC, TxnRecord
+from odradek.metadata.image import MetadataImage
 from odradek.replication.partition import Appended, Origin
 from odradek.storage.errors import StorageError
 from odradek.wire.errors import ErrorCode
@@ -168,6 +169,10 @@ class TxnRuntime:
         loaded and the markers of its decided transactions resumed; one it no
         longer leads is unloaded (its transactions are the new leader's)."""
         self.runtime.leadership_changed(p.index for p in moved if p.topic == TXN_TOPIC)
+
+    def on_metadata(self, image: MetadataImage) -> None:
+        """A new metadata image, for the shard (the runtime fans it out)."""
+        self.runtime.on_metadata(image)
 
     async def close(self) -> None:
         await self.runtime.close()
