@@ -12,8 +12,9 @@ import asyncio
 from collections.abc import Callable
 
 from odradek.broker.config import BrokerConfig
-from odradek.broker.coordinators.coordinator_runtime import CoordinatorRuntime, Entry, Marker
+from odradek.broker.coordinators.coordinator_runtime import Entry, Marker
 from odradek.broker.coordinators.group_runtime import GroupRuntime
+from odradek.broker.coordinators.partition_writer import PartitionManagerWriter
 from odradek.broker.ports import NotLeaderError
 from odradek.broker.replica.partitions import PartitionManager
 from odradek.common.clock import ManualClock
@@ -97,7 +98,7 @@ def test_a_single_replica_answers_at_once() -> None:
 def test_loading_yields_records_and_transaction_markers_in_offset_order() -> None:
     async def scenario() -> None:
         _, partitions = await make_runtime()
-        runtime = CoordinatorRuntime(OFFSETS_TOPIC, partitions)
+        runtime = PartitionManagerWriter(OFFSETS_TOPIC, partitions)
         runtime.append(0, [(b"k1", b"v1"), (b"k2", None)], 0, producer_id=9,
                        producer_epoch=2, base_sequence=0)
         part = runtime.partition(0)

@@ -1,279 +1,454 @@
-"""The coordinator runtime: what every coordinator needs from its partitions.
+"""The coordinator runtime: one IO shell driving coordinator shards over their partitions.
 
-A coordinator (the group coordinator on ``__consumer_offsets`` today, the
-transaction coordinator on ``__transaction_state`` next) is a pure state
-machine whose state is the replay of its records. :class:`CoordinatorRuntime`
-is the shell part they share, after Kafka's ``CoordinatorRuntime``:
+A coordinator (the group coordinator on ``__consumer_offsets``, the
+transaction coordinator on ``__transaction_state``, a share coordinator
+later) is a pure state machine whose state is the replay of the records of
+its internal topic: a :class:`~odradek.broker.coordinators.shard.CoordinatorShard`.
+Everything else is written once, here, after the shape of Kafka's
+``CoordinatorRuntime``:
 
-* **loading**: :meth:`CoordinatorRuntime.read_partition` yields a coordinator
-  partition's records up to its high watermark as :class:`Entry` (offset,
-  producer id and epoch, key, value) and transaction markers as :class:`Marker`
-  (the batch's producer, commit or abort), in offset order, for the
-  coordinator to replay;
-* **writing**: :meth:`CoordinatorRuntime.append` appends one batch of records
-  to a coordinator partition through the partition layer
-  (:class:`~odradek.replication.partition.Origin` ``COORDINATOR``) and returns a
-  :class:`Pending`; the caller replays the records at once (append and replay
-  run with nothing in between, so the state follows the log's order), and
-  :meth:`CoordinatorRuntime.committed` waits until the records are at or below
-  the high watermark (and fsynced if ``flush.messages`` asks) — only then may
-  the request be answered. On one node the HW passes at once; in a cluster it
-  waits for the ISR.
+* **the internal topic**: :meth:`CoordinatorRuntime.ensure_topic`;
+* **load**: a partition this broker leads (at start, or when it becomes its
+  leader) is replayed from its log start to its log end in chunks of
+  ``load_chunk_bytes``, yielding to the event loop between chunks. Meanwhile
+  it is *loading*: the shard holds its requests and
+  :meth:`CoordinatorRuntime.write` refuses it (:class:`CoordinatorLoadingError`);
+* **unload**: a partition whose leadership moved away is dropped, and a load
+  in flight for it stops;
+* **write → replay → committed**: :meth:`CoordinatorRuntime.write` appends one
+  batch and replays its records into the shard with nothing in between, so the
+  state follows the log's order; :meth:`CoordinatorRuntime.committed` waits
+  until it is committed (:mod:`~odradek.broker.coordinators.committed`), and
+  only then may the request be answered;
+* **reload**: a write that fails while this broker still leads the partition,
+  with records in its log not yet committed, drops the partition's state and
+  loads it again once the log is committed to its end (what never committed is
+  left out);
+* **timers**: :class:`~odradek.broker.coordinators.timers.Timers`, one task;
+* **metadata**: :meth:`CoordinatorRuntime.on_metadata` hands a new image to the shard.
 
-* **reading only what is committed**: a coordinator applies its records to
-  its state when it appends them (its next decisions build on them), so its
-  state runs ahead of the high watermark by the writes in flight.
-  :meth:`CoordinatorRuntime.settled` waits (bounded) until a partition's HW
-  has passed every record this coordinator appended to it: what a read then
-  sees is committed. A read that cannot settle (the partition lost its ISR, or
-  this broker is cut off from it) answers a retriable error instead of state
-  that may never commit (Kafka's runtime reads at the last committed offset of
-  its timeline structures). After a write that failed while this broker still
-  leads the partition, the coordinator drops the partition's state and loads
-  it again from the log once the log is committed up to its end
-  (:meth:`CoordinatorRuntime.log_committed`), which reverts what never committed.
+The runtime reaches partitions only through :class:`PartitionWriter`
+(:class:`~odradek.broker.coordinators.partition_writer.PartitionManagerWriter`
+over the replica wing; an in-memory one in the tests). A marker another
+coordinator writes to one of its partitions (the transaction coordinator's
+COMMIT/ABORT in ``__consumer_offsets``) is told with
+:meth:`CoordinatorRuntime.note_marker`: replayed at once, or, while the
+partition loads, after the load if the load did not read it.
 
-Control batches hold one record whose key is ``version:int16, type:int16``
-(type 0 abort, 1 commit) and whose value is ``version:int16,
-coordinatorEpoch:int32``.
+Invariants: a partition is in at most one of loading, loaded, unloaded; each
+load carries an epoch and stops as soon as a newer load, an unload or close
+supersedes it; records are replayed in offset order; nothing is written to a
+loading partition.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import struct
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from enum import Enum
+from typing import Any, Generic, Protocol, TypeVar
 
-from odradek.broker.ports import CoordinatorWriteError, NotControllerError, PartitionGoneError
-from odradek.broker.replica.partitions import Partition, PartitionManager
-from odradek.common.ids import Ids
-from odradek.metadata import controller
-from odradek.metadata.controller import Outcome
-from odradek.metadata.image import MetadataImage
-from odradek.replication.partition import Appended, Origin
-from odradek.storage.errors import StorageError
+from odradek.broker.aio import cancel_and_wait
+from odradek.broker.coordinators.committed import Commits
+from odradek.broker.coordinators.internal_topic import Metadata, ensure_internal_topic
+from odradek.broker.coordinators.shard import CoordinatorShard, Entry, Marker
+from odradek.broker.coordinators.timers import Fire, Timers
+from odradek.broker.ports import CoordinatorWriteError
+from odradek.common.clock import Clock
+from odradek.metadata.image import MetadataImage, TopicImage
 from odradek.wire.batch import NO_PRODUCER_ID
-from odradek.wire.records import Record, build_batch, decode_batch
+from odradek.wire.primitives import DecodeError
+
+__all__ = [
+    "CoordinatorLoadingError", "CoordinatorRuntime", "CoordinatorShard", "Entry", "Marker",
+    "Metadata", "PartitionWriter", "ReadChunk", "Written", "routine",
+]
 
 log = logging.getLogger("odradek.coordinators")
-_LOAD_CHUNK_BYTES = 1 << 20
-_CONTROL_KEY = struct.Struct(">hh")
-CONTROL_ABORT = 0
-CONTROL_COMMIT = 1
+LOAD_CHUNK_BYTES = 1 << 20
+RELOAD_WAIT_S = 5.0
+"""How long a reload waits at a time for the log to be committed to its end."""
+
+R = TypeVar("R")
 
 
 @dataclass(frozen=True, slots=True)
-class Entry:
-    """One data record of a coordinator partition."""
+class ReadChunk:
+    """Records of a partition from some offset on, in offset order."""
 
-    offset: int
-    producer_id: int
-    producer_epoch: int
-    key: bytes | None
-    value: bytes | None
-
-
-@dataclass(frozen=True, slots=True)
-class Marker:
-    """A transaction marker: ``producer_id``'s transaction ended at ``offset``."""
-
-    offset: int
-    producer_id: int
-    producer_epoch: int
-    committed: bool
+    records: list[Entry | Marker]
+    next_offset: int
+    """Where the next read starts (past every batch read, empty ones too)."""
+    error: Exception | None = None
+    """Why the read stopped short (an unreadable batch): ``records`` are what came before."""
 
 
 @dataclass(frozen=True, slots=True)
-class Pending:
-    """Records appended to a coordinator partition, not yet known to be committed."""
+class Written:
+    """A batch appended to a coordinator partition, not yet known to be committed."""
 
-    partition: Partition
-    result: Appended
-
-
-class Metadata(Protocol):
-    """What a coordinator's shell needs of the broker's metadata (BrokerState has it)."""
-
-    @property
-    def image(self) -> MetadataImage: ...
+    index: int
+    first_offset: int
+    last_offset: int
+    handle: Any = None
+    """The port's own handle, for :meth:`PartitionWriter.completed`."""
 
     @property
-    def node_id(self) -> int: ...
-
-    @property
-    def ids(self) -> Ids: ...
-
-    async def write(self, decide: Callable[[MetadataImage], Outcome]) -> Outcome: ...
-
-    async def create_topic_at_controller(self, name: str, partitions: int,
-                                         configs: dict[str, str],
-                                         replication_factor: int = -1) -> bool: ...
+    def end(self) -> int:
+        return self.last_offset + 1
 
 
-async def ensure_internal_topic(
-    metadata: Metadata, topic: str, partitions: int, configs: Mapping[str, str],
-    replication_factor: int = -1,
-) -> bool:
-    """Create a coordinator's internal topic if it does not exist; True when it does
-    (also when another request created it meanwhile)."""
-    if topic in metadata.image.topics:
-        return True
-    try:
-        outcome = await metadata.write(lambda image: controller.create_topic(
-            image, topic, partitions, replication_factor, configs, node_id=metadata.node_id,
-            default_partitions=1, topic_id=metadata.ids.uuid(),
-        ))
-    except NotControllerError:  # cluster mode: the controller creates it
-        return await metadata.create_topic_at_controller(topic, partitions, dict(configs),
-                                                         replication_factor)
-    if outcome.error and topic not in metadata.image.topics:
-        log.error("cannot create %s: %s", topic, outcome.message)
-        return False
-    return True
+class CoordinatorLoadingError(CoordinatorWriteError):
+    """A write to a partition whose state is being loaded (or loaded again)."""
 
 
-class CoordinatorRuntime:
-    """Loading and writing for the coordinator of one internal ``topic``."""
+def routine(exc: CoordinatorWriteError) -> bool:
+    """A write failure that is routine in a cluster (the leadership moved, or the
+    partition is loading): the client finds its coordinator again and retries."""
+    return isinstance(exc, CoordinatorLoadingError) or "moved" in str(exc)
 
-    def __init__(self, topic: str, partitions: PartitionManager) -> None:
-        self.topic = topic
-        self.partitions = partitions
-        self.written_end: dict[int, int] = {}
-        """Per partition index: the offset after the last batch this coordinator
-        appended there."""
 
-    def partition(self, index: int) -> Partition:
-        part = self.partitions.get(self.topic, index)
-        if part is None:
-            raise CoordinatorWriteError(f"{self.topic}-{index} does not exist")
-        return part
+class PartitionWriter(Protocol):
+    """What the runtime needs of a coordinator topic's partitions, by index."""
 
-    # -- loading --------------------------------------------------------------------
+    def is_leader(self, index: int) -> bool:
+        """This broker hosts and leads the partition."""
+        ...
 
-    def read_partition(self, index: int) -> Iterator[Entry | Marker]:
-        """The records of ``topic-index`` from its log start up to its log end (a new
-        leader's HW may lag behind it for a moment, but what its log holds is
-        what its followers will hold; on one node the HW is the log end). Raises
-        StorageError or DecodeError where the log cannot be read on."""
-        part = self.partitions.get(self.topic, index)
-        if part is None:
-            return
-        plog = part.log
-        offset = plog.log_start_offset
-        while offset < part.state.log_end_offset:
-            end = part.state.log_end_offset
-            data = plog.read_records(offset, _LOAD_CHUNK_BYTES, max_offset=end)
-            if not data:
-                break
-            pos = 0
-            while pos < len(data):
-                header, batch = decode_batch(data, pos)
-                pos += header.size
-                offset = header.next_offset
-                pid, epoch = header.producer_id, header.producer_epoch
-                if header.is_control:
-                    for r in batch:
-                        if r.key is not None and len(r.key) >= _CONTROL_KEY.size:
-                            _, kind = _CONTROL_KEY.unpack_from(r.key)
-                            yield Marker(r.offset, pid, epoch, kind == CONTROL_COMMIT)
-                    continue
-                for r in batch:
-                    yield Entry(r.offset, pid, epoch, r.key, r.value)
+    def leader_epoch(self, index: int) -> int: ...
 
-    # -- writing --------------------------------------------------------------------
+    def log_start(self, index: int) -> int: ...
+
+    def log_end(self, index: int) -> int | None:
+        """The written log end; None when the partition is not hosted here."""
+        ...
+
+    def high_watermark(self, index: int) -> int | None: ...
+
+    def read(self, index: int, offset: int, max_bytes: int) -> ReadChunk: ...
 
     def append(
         self, index: int, records: Sequence[tuple[bytes | None, bytes | None]], now_ms: int,
         *, producer_id: int = NO_PRODUCER_ID, producer_epoch: int = -1,
         base_sequence: int = -1, transactional: bool = False,
-    ) -> Pending:
-        """Append ``records`` (key, value) as one batch to ``topic-index``. Raises
-        CoordinatorWriteError if the partition is missing or the append fails."""
-        part = self.partition(index)
-        batch = build_batch(
-            [Record(i, now_ms, k, v) for i, (k, v) in enumerate(records)],
-            producer_id=producer_id, producer_epoch=producer_epoch,
-            base_sequence=base_sequence, transactional=transactional,
-        )
-        try:
-            result = self.partitions.append_now(part, memoryview(batch), Origin.COORDINATOR)
-        except StorageError as exc:  # the partition layer answers codes; be safe
-            raise CoordinatorWriteError(str(exc)) from exc
-        if result.error_code:
-            raise CoordinatorWriteError(
-                f"{self.topic}-{index}: append failed ({result.error_code}): "
-                f"{result.error_message}")
-        self.written_end[index] = max(self.written_end.get(index, 0), result.last_offset + 1)
-        return Pending(part, result)
+    ) -> Written:
+        """Append ``records`` as one batch with the coordinator origin. Raises
+        CoordinatorWriteError if the partition is missing or refuses it."""
+        ...
 
-    def _written(self, index: int) -> int:
-        """Where this coordinator's appends to ``index`` end, as far as the log
-        still holds them: a log truncated since (leadership moved and came back)
-        no longer has what was appended past its end, and nothing waits for it."""
-        part = self.partitions.get(self.topic, index)
-        end = self.written_end.get(index, 0)
-        return min(end, part.state.log_end_offset) if part is not None else end
+    async def completed(self, written: Written) -> None:
+        """Return once ``written`` is written, fsynced where due and below the HW.
+        Raises CoordinatorWriteError (the write failed, the leadership moved)."""
+        ...
+
+    async def wait_for_high_watermark(self, index: int, offset: int) -> None:
+        """Return once the HW is past ``offset``. Raises CoordinatorWriteError when
+        the partition goes or this broker stops leading it."""
+        ...
+
+
+class Status(Enum):
+    LOADING = "loading"
+    LOADED = "loaded"
+    UNLOADED = "unloaded"
+
+
+class CoordinatorRuntime(Generic[R]):
+    """One coordinator's runtime: its ``topic``'s partitions, its shard, its timers."""
+
+    def __init__(
+        self, topic: str, num_partitions: int, writer: PartitionWriter,
+        shard: CoordinatorShard[R], metadata: Metadata, clock: Clock,
+        *, load_chunk_bytes: int = LOAD_CHUNK_BYTES,
+    ) -> None:
+        self.topic = topic
+        self.num_partitions = num_partitions
+        self.writer = writer
+        self.shard = shard
+        self.metadata = metadata
+        self.clock = clock
+        self.load_chunk_bytes = load_chunk_bytes
+        self.started = False
+        self.closing = False
+        self.loaded = asyncio.Event()
+        """Set once the loads begun by :meth:`start` are done."""
+        self.commits = Commits(topic, writer)
+        self.timers = Timers(clock, self.spawn)
+        self._status: dict[int, Status] = {}
+        self._epoch: dict[int, int] = {}
+        self._deferred: dict[int, list[Marker]] = {}
+        self._topic_at_start = False
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._timer_task: asyncio.Task[None] | None = None
+
+    # -- life cycle ---------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the timers and load every partition this broker leads (in the
+        background); the others are unloaded. Without the topic every partition
+        is served empty until it exists."""
+        self.started = True
+        self._timer_task = asyncio.get_running_loop().create_task(self.timers.run())
+        topic = self.metadata.image.topics.get(self.topic)
+        self._topic_at_start = topic is not None
+        if topic is None:
+            for index in self._indexes(None):
+                self._set_loaded(index)
+            self.loaded.set()
+            return
+        plan = []
+        for index in self._indexes(topic):
+            if self.writer.is_leader(index):
+                plan.append((index, self._begin_load(index)))
+            elif index in topic.partitions:
+                self._unload(index)
+            else:  # (configured, but not in the topic: nothing to replay)
+                self._set_loaded(index)
+        self.spawn(self._load_all(plan))
+
+    async def _load_all(self, plan: list[tuple[int, int]]) -> None:
+        try:
+            for index, epoch in plan:
+                await self._load(index, epoch)
+        finally:
+            self.loaded.set()
+
+    def _indexes(self, topic: TopicImage | None) -> list[int]:
+        indexes = set(range(self.num_partitions))
+        if topic is not None:
+            indexes |= set(topic.partitions)
+        return sorted(indexes)
+
+    async def ensure_topic(self, configs: Mapping[str, str], replication_factor: int = -1,
+                           ) -> bool:
+        """Create the topic if it does not exist; True when it does. Created after
+        :meth:`start`, its partitions are new and empty: those led here are
+        served at once, the others are another broker's."""
+        if self.topic in self.metadata.image.topics:
+            return True
+        if not await ensure_internal_topic(self.metadata, self.topic, self.num_partitions,
+                                           configs, replication_factor):
+            return False
+        # Before start() (a cluster node still replaying the metadata log, where
+        # the topic "appears" as the replay reaches it) nothing changes here:
+        # start() loads what this broker leads, and until then requests wait.
+        topic = self.metadata.image.topics.get(self.topic)
+        if self.started and not self._topic_at_start and topic is not None:
+            for index in self._indexes(topic):
+                if index in topic.partitions and not self.writer.is_leader(index):
+                    self._unload(index)
+                else:
+                    self._set_loaded(index)
+        return True
+
+    def leadership_changed(self, indexes: Iterable[int]) -> None:
+        """Partitions of the topic whose leader changed (cluster mode): those this
+        broker now leads are loaded, the others unloaded."""
+        if not self.started:
+            return
+        for index in indexes:
+            if self.writer.is_leader(index):
+                self.spawn(self._load(index, self._begin_load(index)))
+            elif self._status.get(index) is not Status.UNLOADED:
+                log.info("%s-%d: no longer led here; unloaded", self.topic, index)
+                self._unload(index)
+
+    def on_metadata(self, image: MetadataImage) -> None:
+        """A new metadata image: the shard's to look at."""
+        self.shard.on_metadata(image)
+
+    def spawn(self, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+        """Run ``coro`` as a task of this runtime (cancelled by :meth:`close`)."""
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._task_done)
+        return task
+
+    def _task_done(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and (exc := task.exception()) is not None:
+            log.error("%s: a coordinator task failed", self.topic, exc_info=exc)
+
+    def schedule(self, key: str, deadline_ms: int, fire: Fire) -> None:
+        """Run ``fire`` at ``deadline_ms`` (see :class:`Timers`)."""
+        self.timers.schedule(key, deadline_ms, fire)
+
+    async def close(self) -> None:
+        """Stop the timers, the loads and every task. Writes still waiting for
+        their commit (one that cannot come once the other replicas are gone) are
+        not waited for: nothing was answered for them, and the log keeps them."""
+        self.closing = True
+        await cancel_and_wait(self._timer_task)
+        while pending := [t for t in self._tasks if not t.done()]:
+            await cancel_and_wait(*pending)
+
+    # -- partition states ---------------------------------------------------------------
+
+    def leads(self, index: int) -> bool:
+        return self.writer.is_leader(index)
+
+    def is_loading(self, index: int) -> bool:
+        return self._status.get(index) is Status.LOADING
+
+    def _new_epoch(self, index: int, status: Status) -> int:
+        epoch = self._epoch[index] = self._epoch.get(index, 0) + 1
+        self._status[index] = status
+        self._deferred.pop(index, None)
+        return epoch
+
+    def _begin_load(self, index: int) -> int:
+        epoch = self._new_epoch(index, Status.LOADING)
+        self.shard.on_loading(index)
+        return epoch
+
+    def _set_loaded(self, index: int) -> None:
+        """Nothing to replay for ``index`` (new, or not hosted): serve it as it is."""
+        self._new_epoch(index, Status.LOADED)
+        self.shard.on_loaded(index)
+
+    def _unload(self, index: int) -> None:
+        self._new_epoch(index, Status.UNLOADED)
+        self.shard.on_unloaded(index)
+
+    def _current(self, index: int, epoch: int) -> bool:
+        return (not self.closing and self._epoch.get(index) == epoch
+                and self._status.get(index) is Status.LOADING)
+
+    # -- loading ------------------------------------------------------------------------
+
+    async def _load(self, index: int, epoch: int) -> None:
+        """Replay ``index`` from its log start to its log end, a chunk at a time
+        (other tasks run in between), then serve it."""
+        await asyncio.sleep(0)
+        offset = self.writer.log_start(index)
+        records = 0
+        while self._current(index, epoch):
+            end = self.writer.log_end(index)
+            if end is None or offset >= end:
+                break
+            chunk = self.writer.read(index, offset, self.load_chunk_bytes)
+            for record in chunk.records:
+                self._replay(index, record)
+            records += len(chunk.records)
+            if chunk.error is not None:
+                log.error("%s-%d: unreadable records; loaded what came before",
+                          self.topic, index, exc_info=chunk.error)
+                break
+            if chunk.next_offset <= offset:
+                break
+            offset = chunk.next_offset
+            await asyncio.sleep(0)  # let requests in between chunks
+        if not self._current(index, epoch):
+            return  # superseded: unloaded, loaded again, or closing
+        self._status[index] = Status.LOADED
+        self.shard.on_loaded(index)
+        for marker in self._deferred.pop(index, ()):
+            if marker.offset >= offset:  # (appended during the load, not read by it)
+                self.shard.replay_marker(index, marker.producer_id, marker.committed,
+                                         marker.offset)
+        log.info("%s-%d: loaded (%d records)", self.topic, index, records)
+
+    def _replay(self, index: int, record: Entry | Marker) -> None:
+        if isinstance(record, Marker):
+            self.shard.replay_marker(index, record.producer_id, record.committed, record.offset)
+            return
+        try:
+            decoded = self.shard.decode(record.key, record.value)
+        except DecodeError:
+            log.warning("%s-%d offset %d: not a record of this coordinator; skipped",
+                        self.topic, index, record.offset)
+            return
+        if decoded is not None:
+            self.shard.replay(index, record.offset, record.producer_id, record.producer_epoch,
+                              decoded)
+
+    def reload_if_diverged(self, index: int) -> None:
+        """A write to ``index`` failed. If this broker still leads it and the log
+        holds records not yet committed, the state may hold what will never
+        commit: drop it (requests wait) and load it again from the log once the
+        log is committed to its end."""
+        if (self.is_loading(index) or not self.writer.is_leader(index)
+                or self.is_settled(index)):
+            return
+        log.warning("%s-%d: a write failed; its state is loaded again from the committed log",
+                    self.topic, index)
+        self.spawn(self._reload(index, self._begin_load(index)))
+
+    async def _reload(self, index: int, epoch: int) -> None:
+        while self._current(index, epoch):
+            if await self.log_committed(index, RELOAD_WAIT_S):
+                await self._load(index, epoch)
+                return
+            if not self.writer.is_leader(index):
+                return  # leadership_changed unloads it
+
+    # -- writing ------------------------------------------------------------------------
+
+    def write(self, index: int, records: Sequence[R], *, producer_id: int = NO_PRODUCER_ID,
+              producer_epoch: int = -1, transactional: bool = False) -> Written:
+        """Append ``records`` as one batch to ``index`` and replay them into the
+        shard, with nothing in between. Raises CoordinatorWriteError (nothing
+        appended, nothing replayed)."""
+        if self.is_loading(index):
+            raise CoordinatorLoadingError(f"{self.topic}-{index} is loading")
+        try:
+            written = self.writer.append(
+                index, [self.shard.encode(r) for r in records], self.clock.now_ms(),
+                producer_id=producer_id, producer_epoch=producer_epoch,
+                transactional=transactional)
+        except CoordinatorWriteError:
+            self.reload_if_diverged(index)
+            raise
+        self.commits.wrote(index, written.end)
+        for i, record in enumerate(records):
+            self.shard.replay(index, written.first_offset + i, producer_id, producer_epoch,
+                              record)
+        return written
+
+    async def committed(self, written: Sequence[Written], timeout_s: float | None = None,
+                        ) -> None:
+        """Wait until every batch is committed (:meth:`Commits.completed`). Raises
+        CoordinatorWriteError; the partitions whose state may then hold what
+        never commits are reloaded."""
+        try:
+            await self.commits.completed(written, timeout_s)
+        except CoordinatorWriteError:
+            for w in written:
+                self.reload_if_diverged(w.index)
+            raise
+
+    def note_marker(self, index: int, producer_id: int, commit: bool, end: int) -> None:
+        """Another coordinator appended ``producer_id``'s marker to ``index``, ending
+        at ``end``: replayed now, or after a load in progress if it did not read it."""
+        self.commits.wrote(index, end)
+        if self.is_loading(index):
+            self._deferred.setdefault(index, []).append(Marker(end - 1, producer_id, -1, commit))
+            return
+        self.shard.replay_marker(index, producer_id, commit, end - 1)
+
+    # -- what is committed --------------------------------------------------------------
+
+    @property
+    def written_end(self) -> dict[int, int]:
+        return self.commits.written_end
 
     def is_settled(self, index: int) -> bool:
-        """Is every record this coordinator appended to ``index`` committed?"""
-        part = self.partitions.get(self.topic, index)
-        return part is not None and part.state.high_watermark >= self._written(index)
+        return self.commits.is_settled(index)
 
     async def settled(self, index: int, timeout_s: float) -> bool:
-        """Wait until the partition's high watermark passes every record this
-        coordinator appended to it (True), or until ``timeout_s`` pass or this
-        broker stops leading it (False)."""
-        return await self._hw_reaches(index, lambda: self._written(index), timeout_s)
+        return await self.commits.settled(index, timeout_s)
 
     async def log_committed(self, index: int, timeout_s: float) -> bool:
-        """Wait until the partition's high watermark reaches its log end: what the
-        log holds is then committed, and loading it reverts nothing committed."""
-        return await self._hw_reaches(index, lambda: self._log_end(index), timeout_s)
+        return await self.commits.log_committed(index, timeout_s)
 
-    def _log_end(self, index: int) -> int:
-        part = self.partitions.get(self.topic, index)
-        return part.state.log_end_offset if part is not None else 0
-
-    async def _hw_reaches(self, index: int, target: Callable[[], int], timeout_s: float,
-                          ) -> bool:
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout_s
-        while True:
-            part = self.partitions.get(self.topic, index)
-            if part is None or not part.state.is_leader:
+    async def settled_all(self, timeout_s: float) -> bool:
+        """:meth:`settled` for every loaded partition hosted here; False also while
+        a partition loads."""
+        for index in sorted(self._status):
+            if (self._status[index] is Status.LOADED and self.writer.log_end(index) is not None
+                    and not self.is_settled(index)
+                    and not await self.settled(index, timeout_s)):
                 return False
-            want = target()
-            if part.state.high_watermark >= want:
-                return True
-            left = deadline - loop.time()
-            if left <= 0:
-                return False
-            try:
-                await asyncio.wait_for(part.wait_for_high_watermark(want - 1), left)
-            except (TimeoutError, PartitionGoneError):
-                return False
-
-    async def committed(self, pending: Sequence[Pending], timeout_s: float | None = None,
-                        ) -> None:
-        """Wait until every pending append is fsynced where due and at or below the
-        HW. Raises CoordinatorWriteError if an fsync fails, a partition goes, or
-        ``timeout_s`` passes first (Kafka's ``offsets.commit.timeout.ms``: an ISR
-        below ``min.insync.replicas`` holds the HW, and the request is answered
-        with a retriable error rather than never)."""
-        async def wait() -> None:
-            for p in pending:
-                await self.partitions.complete(p.partition, p.result, acks=-1)
-
-        try:
-            if timeout_s is None:
-                await wait()
-            else:
-                await asyncio.wait_for(wait(), timeout_s)
-        except TimeoutError:
-            raise CoordinatorWriteError(
-                f"{self.topic}: not committed within {timeout_s:g} s") from None
-        except (OSError, StorageError, PartitionGoneError) as exc:
-            raise CoordinatorWriteError(str(exc)) from exc
+        return not any(s is Status.LOADING for s in self._status.values())

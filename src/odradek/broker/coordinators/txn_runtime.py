@@ -1,21 +1,26 @@
-"""The transaction coordinator's shell: ``__transaction_state`` and the markers.
+"""The transaction coordinator's shell: decisions, markers, the cleanup timer.
 
 :class:`TxnRuntime` runs the pure
-:class:`~odradek.coordinator.txn.coordinator.TransactionCoordinator` on the
-shared :class:`~odradek.broker.coordinators.coordinator_runtime.CoordinatorRuntime`:
+:class:`~odradek.coordinator.txn.coordinator.TransactionCoordinator` as a shard
+(:class:`~odradek.broker.coordinators.txn_shard.TxnShard`) of a
+:class:`~odradek.broker.coordinators.coordinator_runtime.CoordinatorRuntime` on
+``__transaction_state``, which loads (at start-up, and where this broker
+becomes leader), unloads, writes and times it. What is the transaction
+coordinator's own stays here:
 
-* **load**: at start-up every partition of ``__transaction_state`` is replayed;
-  transactions found PrepareCommit/PrepareAbort get their markers again;
-* **decide**: :meth:`TxnRuntime.run` appends a decision's record and replays it
-  with nothing in between, then waits until the record is committed (at or
-  below the HW, fsynced where due) before the request is answered;
+* **decide**: :meth:`TxnRuntime.run` writes a decision's record (appended and
+  replayed with nothing in between), then waits until the record is committed
+  (at or below the HW, fsynced where due) before the request is answered;
 * **markers**: a decided transaction's :class:`MarkerJob` runs as a task: one
   control batch (COMMIT or ABORT, Kafka's format) per partition, appended
   through the partition layer with the coordinator origin and waited on like
-  ``acks=all``; markers that reach ``__consumer_offsets`` are handed to the
-  group coordinator (transactional offsets become visible, or are dropped);
-  then CompleteCommit/CompleteAbort is written. A marker that cannot be written
-  is retried; a partition whose topic is gone is skipped, as Kafka does;
+  ``acks=all``, or sent by WriteTxnMarkers to the partition's leader when that
+  is another broker; markers that reach ``__consumer_offsets`` are handed to
+  the group coordinator (transactional offsets become visible, or are
+  dropped); then CompleteCommit/CompleteAbort is written. A marker that cannot
+  be written is retried; a partition whose topic is gone is skipped, as Kafka
+  does. Transactions a load finds PrepareCommit/PrepareAbort get their
+  markers again;
 * **timer**: every ``transaction.abort.timed.out.transaction.cleanup.interval.ms``
   transactions past their timeout are fenced and aborted; every
   ``transaction.remove.expired.transaction.cleanup.interval.ms`` idle ids
@@ -34,32 +39,27 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from odradek.broker.aio import cancel_and_wait
 from odradek.broker.config import BrokerConfig
-from odradek.broker.coordinators.coordinator_runtime import (
-    CoordinatorRuntime,
-    Entry,
-    Metadata,
-    ensure_internal_topic,
-)
+from odradek.broker.coordinators.coordinator_runtime import CoordinatorRuntime, Metadata, routine
+from odradek.broker.coordinators.partition_writer import PartitionManagerWriter
+from odradek.broker.coordinators.txn_shard import TxnShard
 from odradek.broker.peers import BrokerUnavailable, NoPeers, Peers
 from odradek.broker.ports import CoordinatorWriteError, PartitionGoneError
 from odradek.broker.replica.partitions import Partition, PartitionManager
 from odradek.common import crashpoints
 from odradek.common.clock import Clock
 from odradek.coordinator.records import OFFSETS_TOPIC
-from odradek.coordinator.txn import records as trecords
 from odradek.coordinator.txn.coordinator import (
     Decision,
     MarkerJob,
     TransactionCoordinator,
     TxnConfig,
 )
-from odradek.coordinator.txn.records import TXN_TOPIC, partition_for
+from odradek.coordinator.txn.records import TXN_TOPIC, TxnRecord
+from odradek.metadata.image import MetadataImage
 from odradek.replication.partition import Appended, Origin
 from odradek.storage.errors import StorageError
 from odradek.wire.errors import ErrorCode
-from odradek.wire.primitives import DecodeError
 from odradek.wire.records import CONTROL_ABORT, CONTROL_COMMIT, build_batch, control_record
 
 if TYPE_CHECKING:
@@ -114,55 +114,35 @@ class TxnRuntime:
             id_expiration_ms=config.get_int("transactional.id.expiration.ms"),
             partitions=self.num_partitions,
         ))
-        self.runtime = CoordinatorRuntime(TXN_TOPIC, partitions)
-        self.loaded = asyncio.Event()
-        self._tasks: set[asyncio.Task[None]] = set()
-        self._timer: asyncio.Task[None] | None = None
-        self._closing = False
-        self.started = False
+        self.runtime: CoordinatorRuntime[TxnRecord] = CoordinatorRuntime(
+            TXN_TOPIC, self.num_partitions, PartitionManagerWriter(TXN_TOPIC, partitions),
+            TxnShard(self.coordinator, self._spawn), metadata, clock)
         self.channel: Peers = peers if peers is not None else NoPeers()
         """Where markers for partitions led elsewhere are sent."""
-        self.owned: set[int] = set()
-        """``__transaction_state`` partitions loaded here (led by this broker)."""
         self.write_timeout_s = config.get_int("request.timeout.ms") / 1000
         """How long a write to ``__transaction_state`` waits for its commit before
         the request gets a retriable error (Kafka's coordinator uses the broker's
         ``request.timeout.ms``)."""
-        self.reloading: set[int] = set()
-        """Partitions whose state is dropped after a failed write, to be loaded
-        again once their log is committed (their ids answer
-        COORDINATOR_LOAD_IN_PROGRESS meanwhile)."""
+        self._next_expiry_ms = 0
 
     # -- life cycle ---------------------------------------------------------------------
 
+    @property
+    def loaded(self) -> asyncio.Event:
+        """Set once the partitions led at start are loaded."""
+        return self.runtime.loaded
+
+    @property
+    def started(self) -> bool:
+        return self.runtime.started
+
     def start(self) -> None:
-        """Load ``__transaction_state`` if it exists and resume unfinished markers."""
-        self.started = True
-        if TXN_TOPIC in self.metadata.image.topics:
-            self._load()
-        self.loaded.set()
-        self._timer = asyncio.get_running_loop().create_task(self._timer_loop())
-
-    def _load(self) -> None:
-        for index in range(len(self.metadata.image.topics[TXN_TOPIC].partitions)):
-            if self._leads(index):  # else another broker leads it (cluster mode)
-                self._load_partition(index)
-        for job in self.coordinator.pending_markers():
-            self._spawn(job)
-
-    def _leads(self, index: int) -> bool:
-        part = self.runtime.partitions.get(TXN_TOPIC, index)
-        return part is not None and part.state.is_leader
-
-    def _load_partition(self, index: int) -> None:
-        self.owned.add(index)
-        try:
-            for entry in self.runtime.read_partition(index):
-                if isinstance(entry, Entry) and entry.key is not None:
-                    self._replay_entry(index, entry)
-        except (DecodeError, StorageError):
-            log.exception("%s-%d: unreadable records; loaded what came before",
-                          TXN_TOPIC, index)
+        """Load the ``__transaction_state`` partitions led here (in the background)
+        if the topic exists (their unfinished markers resume), and start the timer."""
+        self.runtime.start()
+        self._next_expiry_ms = self.clock.now_ms() + self.config.get_int(
+            "transaction.remove.expired.transaction.cleanup.interval.ms")
+        self._arm_cleanup()
 
     def write_marker(self, part: Partition, producer_id: int, producer_epoch: int, commit: bool,
                      coordinator_epoch: int, now_ms: int) -> Appended:
@@ -173,65 +153,41 @@ class TxnRuntime:
 
     def coordinator_error(self, transactional_id: str) -> ErrorCode:
         """NOT_COORDINATOR for a transactional id whose ``__transaction_state``
-        partition another broker leads (cluster mode; the client looks it up again)."""
+        partition another broker leads (cluster mode; the client looks it up
+        again), COORDINATOR_LOAD_IN_PROGRESS while its partition loads."""
         if not self.started or TXN_TOPIC not in self.metadata.image.topics:
             return ErrorCode.NONE
         index = self.partition_of(transactional_id)
-        if not self._leads(index):
+        if not self.runtime.leads(index):
             return ErrorCode.NOT_COORDINATOR
-        if index in self.reloading:
+        if self.runtime.is_loading(index):
             return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
         return ErrorCode.NONE
 
     def leadership_changed(self, moved: list[Partition]) -> None:
         """Cluster mode: a ``__transaction_state`` partition this broker now leads is
         loaded and the markers of its decided transactions resumed; one it no
-        longer leads is dropped (its transactions are the new leader's)."""
-        if not self.started:
-            return
-        for part in moved:
-            if part.topic != TXN_TOPIC:
-                continue
-            index = part.index
-            self._forget(index)
-            self.reloading.discard(index)
-            if part.state.is_leader:
-                self._load_partition(index)
-                for job in self.coordinator.pending_markers():
-                    if self.partition_of(job.transactional_id) == index:
-                        self._spawn(job)
-                log.info("%s-%d: loaded (now led here)", TXN_TOPIC, index)
+        longer leads is unloaded (its transactions are the new leader's)."""
+        self.runtime.leadership_changed(p.index for p in moved if p.topic == TXN_TOPIC)
 
-    def _replay_entry(self, index: int, entry: Entry) -> None:
-        try:
-            record = trecords.decode(entry.key or b"", entry.value)
-        except DecodeError:
-            log.warning("%s-%d offset %d: not a transaction record; skipped",
-                        TXN_TOPIC, index, entry.offset)
-            return
-        self.coordinator.replay(record)
+    def on_metadata(self, image: MetadataImage) -> None:
+        """A new metadata image, for the shard (the runtime fans it out)."""
+        self.runtime.on_metadata(image)
 
     async def close(self) -> None:
-        self._closing = True
-        await cancel_and_wait(*self._tasks, self._timer)
+        await self.runtime.close()
 
     async def ensure_topic(self) -> bool:
         """Create ``__transaction_state`` if it does not exist; True when it does."""
         configs = dict(TXN_TOPIC_CONFIGS)
         configs["segment.bytes"] = str(self.config.get_int(
             "transaction.state.log.segment.bytes"))
-        if TXN_TOPIC in self.metadata.image.topics:
-            return True
         configs["min.insync.replicas"] = str(self.config.get_int("transaction.state.log.min.isr"))
-        created = await ensure_internal_topic(
-            self.metadata, TXN_TOPIC, self.num_partitions, configs,
-            self.config.get_int("transaction.state.log.replication.factor"))
-        if created:
-            self.owned |= {i for i in range(self.num_partitions) if self._leads(i)}
-        return created
+        return await self.runtime.ensure_topic(
+            configs, self.config.get_int("transaction.state.log.replication.factor"))
 
     def partition_of(self, transactional_id: str) -> int:
-        return partition_for(transactional_id, self.num_partitions)
+        return self.coordinator.partition_of(transactional_id)
 
     # -- decisions ----------------------------------------------------------------------
 
@@ -241,8 +197,8 @@ class TxnRuntime:
         was made on state that writes in flight may have changed: it is answered
         only once they are committed (no answer rests on a record that may be
         truncated away). A write that fails while this broker still leads the
-        partition reverts the partition's state (:meth:`_reload_when_committed`);
-        the client gets a retriable error either way."""
+        partition reverts the partition's state (the runtime reloads it); the
+        client gets a retriable error either way."""
         index = self.partition_of(transactional_id)
         if decision.record is None:
             if not self.runtime.is_settled(index) and not await self.runtime.settled(
@@ -250,15 +206,11 @@ class TxnRuntime:
                 return self._unavailable(index)
         else:
             try:
-                pending = self.runtime.append(
-                    index, [trecords.encode(decision.record)], self.clock.now_ms())
-                self.coordinator.replay(decision.record)
-                await self.runtime.committed([pending], self.write_timeout_s)
+                written = self.runtime.write(index, [decision.record])
+                await self.runtime.committed([written], self.write_timeout_s)
             except CoordinatorWriteError as exc:
-                (log.info if "moved" in str(exc) else log.error)(
+                (log.info if routine(exc) else log.error)(
                     "transaction coordinator write failed: %s", exc)
-                if self._leads(index) and not self.runtime.is_settled(index):
-                    self._reload_when_committed(index)
                 return self._unavailable(index)
         if decision.markers is not None:
             crashpoints.reach("txn.after_prepare")
@@ -268,68 +220,28 @@ class TxnRuntime:
     def _unavailable(self, index: int) -> ErrorCode:
         """NOT_COORDINATOR once another broker leads ``index``, else
         COORDINATOR_NOT_AVAILABLE: both send the client to look again and retry."""
-        return (ErrorCode.COORDINATOR_NOT_AVAILABLE if self._leads(index)
+        return (ErrorCode.COORDINATOR_NOT_AVAILABLE if self.runtime.leads(index)
                 else ErrorCode.NOT_COORDINATOR)
-
-    def _reload_when_committed(self, index: int) -> None:
-        """A write to ``index`` failed while this broker leads it: forget its
-        transactions and load them again from the log once the log is committed
-        to its end (what never committed is then left out)."""
-        if index in self.reloading:
-            return
-        log.warning("%s-%d: a write failed; its transactions are loaded again from the "
-                    "committed log", TXN_TOPIC, index)
-        self.reloading.add(index)
-        self._forget(index)
-        task = asyncio.get_running_loop().create_task(self._reload(index))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    async def _reload(self, index: int) -> None:
-        try:
-            while self._leads(index) and not self._closing:
-                if await self.runtime.log_committed(index, SETTLE_S):
-                    self._forget(index)
-                    self._load_partition(index)
-                    for job in self.coordinator.pending_markers():
-                        if self.partition_of(job.transactional_id) == index:
-                            self._spawn(job)
-                    log.info("%s-%d: loaded again", TXN_TOPIC, index)
-                    return
-        finally:
-            self.reloading.discard(index)
-
-    def _forget(self, index: int) -> None:
-        for tid in [t for t in self.coordinator.transactions if self.partition_of(t) == index]:
-            meta = self.coordinator.transactions.pop(tid)
-            if self.coordinator.by_producer.get(meta.producer_id) == tid:
-                del self.coordinator.by_producer[meta.producer_id]
-        self.owned.discard(index)
 
     async def settled(self, timeout_s: float = SETTLE_S) -> bool:
         """Wait until every write to the partitions led here is committed (what
         ListTransactions and DescribeTransactions then read is committed)."""
-        for index in sorted(self.owned):
-            if not self.runtime.is_settled(index) and not await self.runtime.settled(
-                    index, timeout_s):
-                return False
-        return not self.reloading
+        return await self.runtime.settled_all(timeout_s)
 
     def _spawn(self, job: MarkerJob) -> None:
         # The coordinator epoch in markers is the leader epoch of the transaction's
         # __transaction_state partition: a partition leader refuses markers from a
         # coordinator older than the last one it saw (TRANSACTION_COORDINATOR_FENCED).
-        part = self.partitions.get(TXN_TOPIC, self.partition_of(job.transactional_id))
-        if part is not None and part.state.leader_epoch > job.coordinator_epoch:
-            job = dataclasses.replace(job, coordinator_epoch=part.state.leader_epoch)
-        task = asyncio.get_running_loop().create_task(self._send_markers(job))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        epoch = self.runtime.writer.leader_epoch(self.partition_of(job.transactional_id))
+        if epoch > job.coordinator_epoch:
+            job = dataclasses.replace(job, coordinator_epoch=epoch)
+        self.runtime.spawn(self._send_markers(job))
 
     def _still_coordinator(self, job: MarkerJob) -> bool:
         """False once this broker stopped leading the transaction's partition (its
         new coordinator resumes the markers) or is closing."""
-        return not self._closing and self._leads(self.partition_of(job.transactional_id))
+        return not self.runtime.closing and self.runtime.leads(
+            self.partition_of(job.transactional_id))
 
     async def _send_markers(self, job: MarkerJob) -> None:
         for n, (topic, index) in enumerate(sorted(job.partitions)):
@@ -443,26 +355,34 @@ class TxnRuntime:
 
     # -- the timer ----------------------------------------------------------------------
 
-    async def _timer_loop(self) -> None:
-        abort_every = self.config.get_int(
-            "transaction.abort.timed.out.transaction.cleanup.interval.ms") / 1000
-        expire_every = self.config.get_int(
-            "transaction.remove.expired.transaction.cleanup.interval.ms") / 1000
-        loop = asyncio.get_running_loop()
-        next_expiry = loop.time() + expire_every
-        while True:
-            await asyncio.sleep(abort_every)
+    def _arm_cleanup(self) -> None:
+        every_ms = self.config.get_int(
+            "transaction.abort.timed.out.transaction.cleanup.interval.ms")
+        self.runtime.schedule("txn-cleanup", self.clock.now_ms() + every_ms, self._cleanup)
+
+    async def _cleanup(self) -> None:
+        """Abort the transactions past their timeout; every
+        ``transaction.remove.expired.transaction.cleanup.interval.ms``, tombstone
+        the ids idle too long. (Partitions still loading wait for the next pass.)"""
+        try:
             now = self.clock.now_ms()
             for decision in self.coordinator.abort_expired(now):
                 assert decision.record is not None
-                log.info("aborting transaction %r: timed out",
-                         decision.record.transactional_id)
-                await self.run(decision.record.transactional_id, decision)
-            if loop.time() >= next_expiry:
-                next_expiry = loop.time() + expire_every
+                tid = decision.record.transactional_id
+                if self.runtime.is_loading(self.partition_of(tid)):
+                    continue
+                log.info("aborting transaction %r: timed out", tid)
+                await self.run(tid, decision)
+            if self.clock.now_ms() >= self._next_expiry_ms:
+                self._next_expiry_ms = self.clock.now_ms() + self.config.get_int(
+                    "transaction.remove.expired.transaction.cleanup.interval.ms")
                 for decision in self.coordinator.expire_ids(now):
                     assert decision.record is not None
-                    await self.run(decision.record.transactional_id, decision)
+                    tid = decision.record.transactional_id
+                    if not self.runtime.is_loading(self.partition_of(tid)):
+                        await self.run(tid, decision)
+        finally:
+            self._arm_cleanup()
 
 
 _VERIFIED_AS = {

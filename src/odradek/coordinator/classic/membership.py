@@ -319,13 +319,17 @@ class ClassicMembership:
     # -- timers -------------------------------------------------------------------------
 
     def poll(self, now_ms: int) -> Effects:
-        """Expire sessions, pending member ids and rebalance deadlines due by ``now_ms``."""
+        """Expire sessions, pending member ids and rebalance deadlines due by ``now_ms``
+        (not in groups whose partition is still loading: their sessions start
+        when it is loaded)."""
         fx = Effects()
         for group in list(self.store.groups.values()):
-            self.rebalance.expire(fx, group, now_ms)
+            if not self.store.is_loading(group.group_id):
+                self.rebalance.expire(fx, group, now_ms)
         return fx
 
     def next_deadline_ms(self) -> int | None:
         """The earliest time :meth:`poll` has work to do; None when there is none."""
-        due = [self.rebalance.next_deadline(g) for g in self.store.groups.values()]
+        due = [self.rebalance.next_deadline(g) for g in self.store.groups.values()
+               if not self.store.is_loading(g.group_id)]
         return min((t for t in due if t is not None), default=None)

@@ -35,7 +35,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from enum import IntEnum
 
-from odradek.coordinator.txn.records import TxnRecord, partitions_schema
+from odradek.coordinator.txn.records import TxnRecord, partition_for, partitions_schema
 from odradek.wire.errors import ErrorCode
 from odradek.wire.internal.transaction_log_value import TransactionLogValue
 
@@ -153,10 +153,24 @@ class TransactionCoordinator:
             last_epoch,
         )
 
-    def pending_markers(self) -> list[MarkerJob]:
-        """Marker jobs of every decided, not yet completed transaction (after a load)."""
+    def pending_markers(self, partition: int | None = None) -> list[MarkerJob]:
+        """Marker jobs of every decided, not yet completed transaction (after a load)
+        of ``__transaction_state`` partition ``partition`` (None: of every one)."""
         return [self._job(m) for m in self.transactions.values()
-                if m.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT)]
+                if m.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT)
+                and (partition is None or self.partition_of(m.transactional_id) == partition)]
+
+    def partition_of(self, transactional_id: str) -> int:
+        """The ``__transaction_state`` partition of ``transactional_id``."""
+        return partition_for(transactional_id, self.config.partitions)
+
+    def unload(self, partition: int) -> None:
+        """Forget the transactions of ``partition`` (another broker coordinates
+        them now, or they are about to be replayed again)."""
+        for tid in [t for t in self.transactions if self.partition_of(t) == partition]:
+            meta = self.transactions.pop(tid)
+            if self.by_producer.get(meta.producer_id) == tid:
+                del self.by_producer[meta.producer_id]
 
     # -- InitProducerId -----------------------------------------------------------------
 
