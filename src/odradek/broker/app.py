@@ -126,6 +126,7 @@ class BrokerApp:
         groups = self.groups = GroupRuntime(self.state, self.partitions, self.config, self.clock)
         self.txns = TxnRuntime(self.state, self.partitions, self.config, self.clock,
                                lambda: groups, self.peers)
+        self.state.on_image += [self.groups.on_metadata, self.txns.on_metadata]
         if not cluster:
             self.groups.start()
             self.txns.start()

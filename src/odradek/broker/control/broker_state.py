@@ -146,6 +146,9 @@ class BrokerState:
     on_config_change: list[Callable[[set[str]], None]] = field(default_factory=list)
     """Called with the names of the broker configs whose effective value a dynamic
     config change moved (the server's connection limits, the replica fetchers)."""
+    on_image: list[Callable[[MetadataImage], None]] = field(default_factory=list)
+    """Called with the image after each change once it has caught up (the
+    coordinators' metadata fan-out, :meth:`CoordinatorRuntime.on_metadata`)."""
     in_service: asyncio.Event = field(default_factory=asyncio.Event)
     """Set once this process's registration is in the metadata, unfenced, with
     the image caught up (:attr:`registered` first true); never cleared."""
@@ -401,6 +404,7 @@ class BrokerState:
             self.partitions.reconcile(self.image, may_lead=self.registered)
             if not self.in_service.is_set() and self.registered:
                 self.in_service.set()
+            self._image_changed()
 
     def caught_up(self, offset: int) -> None:
         """The image has caught up with the metadata log (a quorum's: at least a
@@ -414,6 +418,7 @@ class BrokerState:
                                   may_lead=self.registered)
         if self.registered:
             self.in_service.set()
+        self._image_changed()
 
     def restore(self, records: Iterable[Any]) -> None:
         """Start over from a metadata snapshot's records."""
@@ -423,6 +428,11 @@ class BrokerState:
         self.apply_broker_configs()
         if self.metadata_ready:
             self.partitions.reconcile(self.image, may_lead=self.registered)
+            self._image_changed()
+
+    def _image_changed(self) -> None:
+        for listener in self.on_image:
+            listener(self.image)
 
     def image_records(self) -> list[Any]:
         return list(self.image.to_records())
