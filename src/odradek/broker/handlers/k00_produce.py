@@ -49,6 +49,7 @@ import logging
 from collections.abc import Coroutine
 from typing import Any
 
+from odradek.broker.handlers.leader_hints import LeaderHints
 from odradek.broker.handlers.topics import INTERNAL_TOPICS
 from odradek.broker.net.context import RequestContext
 from odradek.broker.net.registry import Access, CloseConnection, Deferred, handler
@@ -125,23 +126,13 @@ async def _complete(ctx: RequestContext, part: PartitionPort, resp: PartitionPro
 def _leader_hints(ctx: RequestContext, responses: list[TopicProduceResponse]) -> list[NodeEndpoint]:
     """KIP-951 (v10+): the current leader of every partition answered
     NOT_LEADER_OR_FOLLOWER, and the endpoints of those leaders that are live."""
-    state = ctx.broker
-    topics = state.image.topics
-    endpoints: dict[int, NodeEndpoint] = {}
+    hints = LeaderHints(ctx)
     for topic in responses:
-        t = topics.get(topic.name)
         for resp in topic.partition_responses:
-            if resp.error_code != ErrorCode.NOT_LEADER_OR_FOLLOWER:
-                continue
-            p = t.partitions.get(resp.index) if t is not None else None
-            if p is None:
-                continue
-            resp.current_leader = LeaderIdAndEpoch(p.leader, p.leader_epoch)
-            if p.leader >= 0 and p.leader not in endpoints:
-                e = state.endpoint_of(p.leader)
-                if e is not None:
-                    endpoints[p.leader] = NodeEndpoint(p.leader, e.host, e.port, None)
-    return [endpoints[n] for n in sorted(endpoints)]
+            if resp.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER and (
+                    leader := hints.leader(topic.name, resp.index)) is not None:
+                resp.current_leader = LeaderIdAndEpoch(*leader)
+    return [NodeEndpoint(n, host, port, None) for n, host, port in hints.endpoints()]
 
 
 # What a request touches, as Kafka's authorizer checks it (broker/net/registry.py).

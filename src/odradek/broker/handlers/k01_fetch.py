@@ -47,6 +47,7 @@ answered NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH (whose
 
 from __future__ import annotations
 
+from odradek.broker.handlers.leader_hints import LeaderHints
 from odradek.broker.net.context import RequestContext
 from odradek.broker.net.registry import Access, handler
 from odradek.broker.ports import METADATA_TOPIC, FetchedPartition, FetchParams, PartitionFetch
@@ -146,25 +147,17 @@ def _partition(index: int, a: FetchedPartition, follower: bool) -> PartitionData
 def _leader_hints(ctx: RequestContext, response: FetchResponse) -> None:
     """KIP-951: a partition answered NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH
     carries the leader and epoch of the metadata image in ``current_leader``
-    (v12+), and v16+ lists the live leaders' endpoints, so clients go there at
-    once instead of refreshing metadata first."""
-    state = ctx.broker
-    endpoints: dict[int, NodeEndpoint] = {}
+    (v12+), and v16+ lists the live leaders' endpoints."""
+    hints = LeaderHints(ctx)
     for topic in response.responses:
-        t = state.image.topics.get(topic.topic) if topic.topic else None
         for data in topic.partitions:
-            if data.error_code not in (ErrorCode.NOT_LEADER_OR_FOLLOWER,
-                                       ErrorCode.FENCED_LEADER_EPOCH) or t is None:
-                continue
-            p = t.partitions.get(data.partition_index)
-            if p is None:
-                continue
-            data.current_leader = LeaderIdAndEpoch(p.leader, p.leader_epoch)
-            if p.leader >= 0 and p.leader not in endpoints and ctx.api_version >= 16:
-                e = state.endpoint_of(p.leader)
-                if e is not None:
-                    endpoints[p.leader] = NodeEndpoint(p.leader, e.host, e.port, None)
-    response.node_endpoints = [endpoints[n] for n in sorted(endpoints)]
+            if topic.topic and data.error_code in (ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                                                   ErrorCode.FENCED_LEADER_EPOCH) and (
+                    leader := hints.leader(topic.topic, data.partition_index,
+                                           endpoint=ctx.api_version >= 16)) is not None:
+                data.current_leader = LeaderIdAndEpoch(*leader)
+    response.node_endpoints = [NodeEndpoint(n, host, port, None)
+                               for n, host, port in hints.endpoints()]
 
 
 def _charged(ctx: RequestContext, response: FetchResponse, total: int) -> FetchResponse:
