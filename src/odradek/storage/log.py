@@ -54,7 +54,7 @@ from odradek.storage.append import (
     empty_append,
 )
 from odradek.storage.batch_scan import BatchRow, BatchTable, scan_client, scan_replica
-from odradek.storage.cleaner import CleanerView
+from odradek.storage.cleaner_policy import CleanerView
 from odradek.storage.config import LogConfig
 from odradek.storage.epochs import LeaderEpochCache
 from odradek.storage.errors import (
