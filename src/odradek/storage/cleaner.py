@@ -78,7 +78,9 @@ from odradek.storage.cleaner_policy import (
     CleanerView,
     Log,
     cleanable_segments,
+    dirtiest_log,
     dirty_ratio,
+    first_dirty_offset,
     first_uncleanable,
     needs_cleaning,
 )
@@ -106,7 +108,9 @@ __all__ = [
     "build_offset_map",
     "clean_group",
     "cleanable_segments",
+    "dirtiest_log",
     "dirty_ratio",
+    "first_dirty_offset",
     "first_uncleanable",
     "group_segments",
     "key_digest",
@@ -172,9 +176,7 @@ def plan_pass(
     pool: CleanerPool | None = None,
 ) -> CleanJob | None:
     """A pass over ``log`` if it is due (``force``: if it has anything dirty)."""
-    first_dirty = log.cleaner_checkpoint
-    if not log.log_start_offset <= first_dirty <= log.log_end_offset:
-        first_dirty = log.log_start_offset
+    first_dirty = first_dirty_offset(log)
     uncleanable = first_uncleanable(log, view, now_ms)
     if force:
         due = dirty_ratio(log, first_dirty, uncleanable)[1] > 0

@@ -14,13 +14,14 @@ written here, and only a segment's first batch header is read (for
 * **Due.** A log is due (:func:`needs_cleaning`) when its dirty ratio, dirty
   bytes over cleanable bytes below the first uncleanable offset, reaches
   ``min.cleanable.dirty.ratio``, or when a dirty segment's first record is
-  older than ``max.compaction.lag.ms``.
+  older than ``max.compaction.lag.ms``. Of the logs due, the one with the
+  highest ratio is cleaned next (:func:`dirtiest_log`).
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Iterable, MutableMapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -88,6 +89,15 @@ def cleanable_segments(segments: Sequence[Segment], first_uncleanable: int) -> l
     return out
 
 
+def first_dirty_offset(log: Log) -> int:
+    """Where a pass over ``log`` starts: where the last one ended, or the log start
+    when that is outside the log (before any pass, or after a truncation)."""
+    first_dirty = log.cleaner_checkpoint
+    if not log.log_start_offset <= first_dirty <= log.log_end_offset:
+        first_dirty = log.log_start_offset
+    return first_dirty
+
+
 def first_uncleanable(log: Log, view: CleanerView, now_ms: int) -> int:
     """min(active segment base, LSO, recovery point (only flushed segments are
     cleaned, so no flush is ever under way on a segment the cleaner replaces),
@@ -133,3 +143,18 @@ def _first_timestamp(seg: Segment) -> int:
         return read_batch_header(seg.read(0, 61), 0).base_timestamp
     except (OSError, DecodeError):
         return seg.max_timestamp()[0]
+
+
+def dirtiest_log(candidates: Iterable[tuple[Log, CleanerView]], now_ms: int,
+                 stats: MutableMapping[str, float]) -> tuple[Log, CleanerView] | None:
+    """The candidate due for cleaning with the highest dirty ratio, with its view
+    (Kafka's ``grabFilthiestCompactedLog``), or None; ``stats["max_dirty_ratio"]``
+    keeps the highest ratio seen."""
+    best: tuple[float, Log, CleanerView] | None = None
+    for log, view in candidates:
+        ratio = needs_cleaning(log, first_dirty_offset(log), first_uncleanable(log, view, now_ms),
+                               now_ms)
+        stats["max_dirty_ratio"] = max(stats["max_dirty_ratio"], ratio)
+        if ratio >= 0 and (best is None or ratio > best[0]):
+            best = (ratio, log, view)
+    return None if best is None else (best[1], best[2])
