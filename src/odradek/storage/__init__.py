@@ -7,6 +7,7 @@ Entry points for the broker: :class:`LogManager` (one log directory) and
 """
 
 from odradek.storage.config import LogConfig, LogManagerConfig, log_config_from_server
+from odradek.storage.dir_checkpoints import CheckpointJob
 from odradek.storage.errors import (
     CorruptRecordError,
     InvalidRecordError,
@@ -20,7 +21,7 @@ from odradek.storage.errors import (
 from odradek.storage.flush import FlushJob, FlushPolicy, IoJob
 from odradek.storage.fs import FileHandle, FileSystem, OsFileSystem
 from odradek.storage.log import AppendInfo, Log
-from odradek.storage.manager import CheckpointJob, LogManager, Tick
+from odradek.storage.manager import LogManager, Tick
 from odradek.storage.memfs import MemoryFileSystem
 from odradek.storage.slices import FileSlice
 from odradek.storage.timestamps import (

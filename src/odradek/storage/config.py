@@ -5,7 +5,8 @@
 reads them from a mapping of topic-level names; :func:`log_config_from_server`
 reads the broker-level ``log.*`` names of a ``server.properties`` that supply the
 defaults. :class:`LogManagerConfig` holds the broker-wide settings of the log
-manager (``log.dir``, checkpoint and retention-check intervals).
+manager (``log.dir``, checkpoint and retention-check intervals), and
+:class:`LogIo` how the manager has one log use the disk.
 
 Kafka accepts some settings we ignore on purpose (``preallocate``,
 ``compression.type`` other than ``producer``); they are parsed and kept so a
@@ -20,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
-from odradek.storage.pagecache import DEFAULT_WINDOW_BYTES
+from odradek.storage.pagecache import DEFAULT_WINDOW_BYTES, CacheWindow
 
 LONG_MAX: Final = 2**63 - 1
 INT_MAX: Final = 2**31 - 1
@@ -329,3 +330,15 @@ class LogManagerConfig:
             if key in props:
                 changes[attr] = _as_int(key, props[key])
         return dataclasses.replace(cls(), **changes)  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True, slots=True)
+class LogIo:
+    """How the log manager has a log use the disk, fixed when the log is opened."""
+
+    allocate_ahead_bytes: int = 0
+    """``odradek.log.preallocate.bytes``: the most the active segment reserves on disk
+    ahead of its appends (:meth:`Segment.allocate_for`); 0 reserves nothing."""
+    cache_window: CacheWindow | None = None
+    """The newest bytes this log keeps in the page cache
+    (:mod:`odradek.storage.pagecache`); None leaves the cache to the kernel."""

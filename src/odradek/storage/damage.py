@@ -75,6 +75,18 @@ class Damage:
                 f"the .kafka_cleanshutdown marker to recover the segment, or restore the file")
 
 
+def unread_damage(path: str, offset: int, error: Exception) -> Damage:
+    """Damage found while serving or scanning ``path`` near ``offset`` (left in
+    place, ``"unread"``), its position and reason taken from ``error``'s text
+    (``"<path>: <reason> at <position>"``; -1 when it names none)."""
+    text = str(error)
+    position = -1
+    if " at " in text:
+        tail = text.rsplit(" at ", 1)[1]
+        position = int(tail) if tail.isdigit() else -1
+    return Damage(path, position, 0, offset, None, "unread", text.removeprefix(f"{path}: "))
+
+
 def next_valid_in(buf: bytes, start: int, min_base_offset: int = 0) -> int | None:
     """Position ``>= start`` in ``buf`` of the first batch that validates whole and
     whose base offset is at least ``min_base_offset`` (for tools reading a file

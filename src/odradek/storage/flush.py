@@ -2,9 +2,10 @@
 
 The event loop must not block on ``fsync``. So a flush has three steps:
 
-1. ``Log.begin_flush()`` on the loop: writes pending index entries (page cache
-   only) and returns a :class:`FlushJob` naming the files and directories to
-   sync and the offset the flush covers (the log end offset at that moment).
+1. ``Log.begin_flush()`` on the loop (:meth:`FlushSchedule.prepare`): writes
+   pending index entries (page cache only) and returns a :class:`FlushJob`
+   naming the files and directories to sync and the offset the flush covers
+   (the log end offset at that moment).
 2. ``job.run()`` on an executor thread: only ``fsync`` calls, by path; it
    touches no log state.
 3. ``job.complete(error)`` back on the loop: advances the recovery point, or on
@@ -32,6 +33,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from odradek.common.clock import Clock
 from odradek.storage.config import LONG_MAX
 from odradek.storage.fs import FileSystem
 
@@ -46,6 +48,18 @@ class IoJob(Protocol):
 
 class _FlushOwner(Protocol):
     def complete_flush(self, job: FlushJob, error: BaseException | None) -> None: ...
+
+
+class _Flushed(Protocol):
+    """A segment as a flush sees it (:class:`~odradek.storage.segment.Segment` is one)."""
+
+    dirty: bool
+    next_offset: int
+
+    @property
+    def paths(self) -> tuple[str, ...]: ...
+
+    def write_indexes(self) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,6 +171,33 @@ class FlushSchedule:
             return now_ms
         return self.policy.deadline_ms(unflushed_messages=self.unflushed_messages,
                                        last_flush_ms=self.last_flush_ms)
+
+    def prepare(self, fs: FileSystem, owner: _FlushOwner, segments: Sequence[_Flushed], *,
+                log_end: int, dir_path: str, pending_messages: int, clock: Clock,
+                partition: tuple[str, int]) -> FlushJob | None:
+        """A flush of everything written so far (step 1 of the module doc): the
+        segments' pending index entries are written and the job is in flight.
+        None if one is running or there is nothing to flush. ``pending_messages``
+        are appended but not yet written (the flush does not cover them). Raises
+        OSError if an index write fails (the segments stay dirty)."""
+        if self.in_flight is not None:
+            return None
+        if log_end <= self.recovery_point and not self.dir_dirty:
+            self.unflushed_messages = 0
+            return None
+        files: list[str] = []
+        for seg in segments:
+            if seg.dirty or seg.next_offset > self.recovery_point:
+                seg.write_indexes()
+                seg.dirty = False
+                files.extend(seg.paths)
+        dirs = [dir_path] if self.dir_dirty else []
+        self.dir_dirty = False
+        job = FlushJob(fs=fs, owner=owner, up_to_offset=log_end, files=files, dirs=dirs,
+                       messages=self.unflushed_messages - pending_messages,
+                       started_ms=clock.monotonic_ms(), partition=partition)
+        self.began(job)
+        return job
 
     def began(self, job: FlushJob) -> None:
         self.in_flight = job

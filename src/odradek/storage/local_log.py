@@ -29,38 +29,24 @@ import logging
 import posixpath
 from bisect import bisect_right
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Protocol
 
 from odradek.common.clock import Clock
-from odradek.storage.config import INT_MAX, LogConfig
-from odradek.storage.damage import Damage
+from odradek.storage.config import LogConfig, LogIo
+from odradek.storage.damage import Damage, unread_damage
 from odradek.storage.deletes import DeleteQueue
 from odradek.storage.errors import CorruptRecordError, KafkaStorageError, OffsetOutOfRangeError
 from odradek.storage.flush import FlushJob, FlushPolicy, FlushSchedule
 from odradek.storage.fs import FileSystem
 from odradek.storage.handles import HandleCache
-from odradek.storage.index import NO_TIMESTAMP
 from odradek.storage.names import FUTURE_DIR_SUFFIX, parse_log_dir_name
-from odradek.storage.pagecache import CacheWindow
 from odradek.storage.segment import BatchMeta, Segment
-from odradek.storage.slices import FileSlice, slice_of
+from odradek.storage.segment_ops import cut_at_batch, should_roll
+from odradek.storage.slices import FileSlice, read_slices
 from odradek.storage.writes import AppendJob, WriteQueue
 from odradek.wire.primitives import Buffer, DecodeError
 
 _log = logging.getLogger("odradek.storage")
-
-
-@dataclass(frozen=True, slots=True)
-class LogIo:
-    """How the log manager has a log use the disk, fixed when the log is opened."""
-
-    allocate_ahead_bytes: int = 0
-    """``odradek.log.preallocate.bytes``: the most the active segment reserves on disk
-    ahead of its appends (:meth:`Segment.allocate_for`); 0 reserves nothing."""
-    cache_window: CacheWindow | None = None
-    """The newest bytes this log keeps in the page cache
-    (:mod:`odradek.storage.pagecache`); None leaves the cache to the kernel."""
 
 
 class LocalLogOwner(Protocol):
@@ -200,7 +186,9 @@ class LocalLog:
         :attr:`next_offset`, described by ``metas``): roll if due, reserve their
         place and queue the write. Returns the job while its write is pending,
         else None. Raises a StorageError when an inline write fails."""
-        self._maybe_roll(size, max_ts, metas[-1][0], now)
+        if should_roll(self._segments[-1], self.config, self._reserved, size, max_ts,
+                       metas[-1][0], now):
+            self.roll()
         seg = self._segments[-1]
         if self.io.allocate_ahead_bytes > 0:
             seg.allocate_for(self._reserved + size, self.io.allocate_ahead_bytes,
@@ -277,22 +265,6 @@ class LocalLog:
 
     # -- roll -------------------------------------------------------------------------
 
-    def _maybe_roll(self, size: int, max_ts: int, last_offset: int, now: int) -> None:
-        seg = self._segments[-1]
-        if self._reserved == 0:
-            return
-        cfg = self.config
-        rolling = seg.rolling_timestamp()
-        waited = max_ts - rolling if rolling >= 0 else now - seg.created_ms
-        if (
-            self._reserved > cfg.segment_bytes - size
-            or waited > cfg.segment_ms
-            or seg.offset_index().is_full
-            or seg.time_index().is_full
-            or last_offset - seg.base_offset > INT_MAX
-        ):
-            self.roll()
-
     def roll(self) -> Segment:
         """Start a new active segment at the next offset (no-op if the active one is
         empty)."""
@@ -337,43 +309,23 @@ class LocalLog:
         if offset > self._leo:
             raise OffsetOutOfRangeError(f"offset {offset} is past the end {self._leo} "
                                         f"of {self.dir_path}")
-        limit = min(limit, self._leo)
-        out: list[FileSlice] = []
-        budget = max_bytes
-        i = max(bisect_right(self._bases, offset) - 1, 0)
-        seg = self._segments[i]
         try:
-            while offset < limit and i < len(self._segments):
-                seg = self._segments[i]
-                taken, more = slice_of(seg, self.handles, offset, limit, budget,
-                                       min_one_batch and not out)
-                if taken is not None:
-                    out.append(taken)
-                    budget -= taken.length
-                if not more:
-                    break
-                i += 1
-                if i < len(self._segments):
-                    offset = self._segments[i].base_offset
-        except DecodeError as e:
-            self.note_damage(seg.log_path, offset, e)
-            raise CorruptRecordError(f"{seg.log_path} is damaged near offset {offset}") from e
+            return read_slices(self._segments, self._bases, self.handles, offset,
+                               min(limit, self._leo), max_bytes, min_one_batch, self._damaged)
         except OSError as e:
             raise KafkaStorageError(f"read of {self.dir_path} failed: {e}") from e
-        return out
+
+    def _damaged(self, path: str, offset: int, error: DecodeError) -> CorruptRecordError:
+        """A read met damage in ``path`` near ``offset``: note it; the error to raise."""
+        self.note_damage(path, offset, error)
+        return CorruptRecordError(f"{path} is damaged near offset {offset}")
 
     def note_damage(self, path: str, offset: int, error: Exception) -> None:
         """Record damage found while serving or scanning ``path`` (left in place), and
         log it once per file."""
         if any(d.path == path for d in self.damage):
             return
-        text = str(error)
-        position = -1
-        if " at " in text:
-            tail = text.rsplit(" at ", 1)[1]
-            position = int(tail) if tail.isdigit() else -1
-        found = Damage(path, position, 0, offset, None, "unread",
-                       text.removeprefix(f"{path}: "))
+        found = unread_damage(path, offset, error)
         self.damage.append(found)
         _log.warning("%s", found.describe())
 
@@ -431,7 +383,7 @@ class LocalLog:
             del self._bases[i + 1:]
             self.schedule_delete(victims)
             if found is not None:
-                _cut(seg, found[0], found[1].base_offset)
+                cut_at_batch(seg, found[0], found[1].base_offset)
             if seg.next_offset < keep_until:
                 # ``offset`` is in a gap: the log ends there. An empty segment based
                 # at it keeps that log end across a crash (recovery reads ends
@@ -499,32 +451,16 @@ class LocalLog:
         there is nothing to flush. Run ``job.run()`` on a thread, then
         ``job.complete(error)`` here."""
         self.check_online()
-        flushes = self.flushes
-        if flushes.in_flight is not None:
-            return None
-        if self._leo <= flushes.recovery_point and not flushes.dir_dirty:
-            flushes.unflushed_messages = 0
-            return None
-        files: list[str] = []
         try:
-            for seg in self._segments:
-                if seg.dirty or seg.next_offset > flushes.recovery_point:
-                    seg.write_indexes()
-                    seg.dirty = False
-                    files.extend(seg.paths)
+            return self.flushes.prepare(
+                self.fs, self, self._segments, log_end=self._leo, dir_path=self.dir_path,
+                pending_messages=self.queue.messages, clock=self.clock,
+                partition=(self.topic, self.partition))
         except OSError as e:
             full = self.space_failed("index write", e)
             if full is not None:
                 raise full from e  # segments stay dirty: the next flush writes them
             raise self.io_failed("index write", e) from e
-        dirs = [self.dir_path] if flushes.dir_dirty else []
-        flushes.dir_dirty = False
-        job = FlushJob(fs=self.fs, owner=self, up_to_offset=self._leo, files=files, dirs=dirs,
-                       messages=flushes.unflushed_messages - self.queue.messages,
-                       started_ms=self.clock.monotonic_ms(),
-                       partition=(self.topic, self.partition))
-        flushes.began(job)
-        return job
 
     def complete_flush(self, job: FlushJob, error: BaseException | None) -> None:
         if error is not None:
@@ -556,24 +492,3 @@ class LocalLog:
                 self._offline = True
         self.handles.discard_under(self.dir_path)
 
-
-def _cut(seg: Segment, position: int, next_offset: int) -> None:
-    """Cut ``seg`` at ``position`` (a batch boundary; ``next_offset`` is the base offset
-    of the batch that started there) and bring its indexes and counters along."""
-    oi = seg.offset_index()
-    ti = seg.time_index()
-    seg.log_handle().truncate(position)
-    seg.dirty = True
-    seg.size = position
-    oi.truncate_to_offset(next_offset)
-    ti.truncate_to_offset(next_offset)
-    last = oi.last()
-    start = 0 if last is None else last[1]
-    max_ts, max_off = ti.last() or (NO_TIMESTAMP, seg.base_offset)
-    for _, h in seg.iter_headers(start, position):
-        if h.max_timestamp > max_ts:
-            max_ts, max_off = h.max_timestamp, h.last_offset
-    seg.install_indexes(oi, ti, bytes_since_index=position - start,
-                        max_ts=(max_ts, max_off), next_offset=next_offset)
-    if position == 0:
-        seg.forget_rolling_timestamp()

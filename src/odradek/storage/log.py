@@ -54,8 +54,8 @@ from odradek.storage.append import (
     empty_append,
 )
 from odradek.storage.batch_scan import BatchRow, BatchTable, scan_client, scan_replica
-from odradek.storage.cleaner import CleanerView
-from odradek.storage.config import LogConfig
+from odradek.storage.cleaner_policy import CleanerView
+from odradek.storage.config import LogConfig, LogIo
 from odradek.storage.epochs import LeaderEpochCache
 from odradek.storage.errors import (
     KafkaStorageError,
@@ -66,7 +66,7 @@ from odradek.storage.flush import FlushJob
 from odradek.storage.fs import FileSystem
 from odradek.storage.handles import HandleCache
 from odradek.storage.loader import LoadReport, open_dir
-from odradek.storage.local_log import LocalLog, LogIo
+from odradek.storage.local_log import LocalLog
 from odradek.storage.names import (
     LEADER_EPOCH_CHECKPOINT,
 )

@@ -14,7 +14,10 @@ where each partition goes and how a partition moves between them)::
     <topic>-<partition>.<hex>-delete/  a deleted partition, removed after file.delete.delay.ms
 
 Each directory's checkpoints list the logs in that directory, future logs
-included (a partition's current and future logs are never in the same one).
+included (a partition's current and future logs are never in the same one);
+:mod:`odradek.storage.dir_checkpoints` reads them, says what goes in them and
+when each is written. :mod:`odradek.storage.future_logs` has the file steps of
+a move between directories.
 
 Start-up (:meth:`LogManager.startup`) reads each directory's checkpoints,
 removes its clean-shutdown marker (and syncs that removal) before touching any
@@ -43,32 +46,26 @@ import logging
 import posixpath
 import uuid
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from odradek.common import crashpoints
 from odradek.common.clock import Clock
 from odradek.common.ids import Ids, RandomIds
-from odradek.storage.checkpoint import (
-    CheckpointFormatError,
-    TopicPartition,
-    clean_shutdown_path,
-    format_offsets,
-    read_offsets,
-    write_atomically,
-    write_clean_shutdown,
-)
-from odradek.storage.cleaner import (
-    CleanerPool,
-    CleanerView,
-    CleanJob,
-    first_uncleanable,
-    needs_cleaning,
-    plan_pass,
-)
+from odradek.storage.checkpoint import TopicPartition, clean_shutdown_path, write_clean_shutdown
+from odradek.storage.cleaner import CleanerPool, CleanJob, plan_pass
+from odradek.storage.cleaner_policy import dirtiest_log
 from odradek.storage.config import CleanerSettings, LogConfig, LogManagerConfig
+from odradek.storage.deletes import DeletedDirs, RemoveDeletedJob
+from odradek.storage.dir_checkpoints import (
+    CheckpointJob,
+    CheckpointSchedule,
+    checkpoint_contents,
+    checkpoint_files,
+    read_dir_checkpoints,
+)
 from odradek.storage.errors import KafkaStorageError
 from odradek.storage.flush import IoJob
 from odradek.storage.fs import FileSystem, OsFileSystem, makedirs_durable
+from odradek.storage.future_logs import FUTURE_HANDLES, open_future_log, swap_in_future
 from odradek.storage.handles import HandleCache
 from odradek.storage.log import Log, LogIo
 from odradek.storage.logdirs import choose_dir, scan
@@ -78,7 +75,6 @@ from odradek.storage.names import (
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
     deleted_dir_name,
-    future_dir_name,
     partition_dir_name,
     stray_dir_name,
 )
@@ -86,52 +82,6 @@ from odradek.storage.pagecache import PageCacheTrimmer
 
 _log = logging.getLogger("odradek.storage")
 _IDLE_MS = 60_000
-
-
-@dataclass(slots=True)
-class CheckpointJob:
-    """Replace some checkpoint files (write, fsync, rename, sync dir) off the loop."""
-
-    fs: FileSystem
-    manager: LogManager
-    files: list[tuple[str, bytes]]
-    done: bool = field(default=False)
-
-    def run(self) -> None:
-        for path, data in self.files:
-            write_atomically(self.fs, path, data)
-
-    def complete(self, error: BaseException | None = None) -> None:
-        if not self.done:
-            self.done = True
-            self.manager.checkpoint_done(error)
-
-
-@dataclass
-class RemoveDeletedJob:
-    """Remove what ``file.delete.delay.ms`` has let go, off the loop: the
-    directories of deleted logs (``paths``) and the ``*.deleted`` files of
-    segments dropped by retention (``files``). Unlinking a large file drops its
-    page cache and can take long enough to stall every connection. After a
-    failure the directories are tried again a minute later; a leftover
-    segment file is only disk space until the log directory goes."""
-
-    fs: FileSystem
-    paths: list[str]
-    retry: Callable[[list[str]], None]
-    files: list[str] = field(default_factory=list)
-
-    def run(self) -> None:
-        for file in self.files:
-            with contextlib.suppress(FileNotFoundError):
-                self.fs.remove(file)
-        for path in self.paths:
-            if self.fs.exists(path):
-                self.fs.rmtree(path)
-
-    def complete(self, error: BaseException | None = None) -> None:
-        if error is not None:
-            self.retry(self.paths)
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,14 +126,9 @@ class LogManager:
         self.handles = HandleCache(fs, config.max_open_files)
         self._logs: dict[TopicPartition, Log] = {}
         self._futures: dict[TopicPartition, Log] = {}
-        self._dir_deletes: list[tuple[int, str]] = []
-        self._checkpoint_in_flight = False
+        self._dir_deletes = DeletedDirs(fs)
         now = clock.monotonic_ms()
-        self._next = {
-            RECOVERY_POINT_CHECKPOINT: now + config.recovery_point_checkpoint_interval_ms,
-            LOG_START_OFFSET_CHECKPOINT: now + config.log_start_offset_checkpoint_interval_ms,
-            HIGH_WATERMARK_CHECKPOINT: now + config.high_watermark_checkpoint_interval_ms,
-        }
+        self._checkpoints = CheckpointSchedule(config, now)
         self._next_retention_ms = now + config.retention_check_interval_ms
         self.had_clean_shutdown = False
         self.failed: BaseException | None = None
@@ -221,20 +166,8 @@ class LogManager:
         checkpoints: dict[str, tuple[bool, dict[str, dict[TopicPartition, int]]]] = {}
         for directory in self.dirs:
             makedirs_durable(fs, directory)
+            checkpoints[directory] = read_dir_checkpoints(fs, directory)
             marker = clean_shutdown_path(directory)
-            clean = fs.exists(marker)
-            recovery = self._read_checkpoint(directory, RECOVERY_POINT_CHECKPOINT)
-            if recovery is None:
-                clean, recovery = False, {}
-            checkpoints[directory] = (clean, {
-                RECOVERY_POINT_CHECKPOINT: recovery,
-                LOG_START_OFFSET_CHECKPOINT:
-                    self._read_checkpoint(directory, LOG_START_OFFSET_CHECKPOINT) or {},
-                HIGH_WATERMARK_CHECKPOINT:
-                    self._read_checkpoint(directory, HIGH_WATERMARK_CHECKPOINT) or {},
-                CLEANER_OFFSET_CHECKPOINT:
-                    self._read_checkpoint(directory, CLEANER_OFFSET_CHECKPOINT) or {},
-            })
             if fs.exists(marker):
                 fs.remove(marker)
                 fs.sync_dir(directory)
@@ -257,7 +190,7 @@ class LogManager:
             path,
             config,
             self.clock,
-            handles=HandleCache(self.fs, 16) if future else self.handles,
+            handles=HandleCache(self.fs, FUTURE_HANDLES) if future else self.handles,
             # A future log renamed in at start-up was never closed as the current log.
             clean_shutdown=clean and not promoted,
             recovery_point=offsets[RECOVERY_POINT_CHECKPOINT].get(tp, 0),
@@ -269,13 +202,6 @@ class LogManager:
         )
         log.cleaner_checkpoint = offsets[CLEANER_OFFSET_CHECKPOINT].get(tp, -1)
         return log
-
-    def _read_checkpoint(self, directory: str, name: str) -> dict[TopicPartition, int] | None:
-        """Entries of a checkpoint; None when it is unreadable (then recover everything)."""
-        try:
-            return read_offsets(self.fs, posixpath.join(directory, name))
-        except (CheckpointFormatError, UnicodeDecodeError):
-            return None
 
     # -- logs -----------------------------------------------------------------------------
 
@@ -346,9 +272,9 @@ class LogManager:
         self.fs.rename(log.dir_path, target)
         self.fs.sync_dir(parent)
         delay = log.config.file_delete_delay_ms if delay_ms is None else delay_ms
-        self._dir_deletes.append((self.clock.monotonic_ms() + delay, target))
+        self._dir_deletes.add(target, self.clock.monotonic_ms() + delay)
         if delay == 0:
-            self._run_dir_deletes(self.clock.monotonic_ms())
+            self._dir_deletes.run_due(self.clock.monotonic_ms())
 
     def move_aside(self, topic: str, partition: int) -> str:
         """Close the log and rename its directory ``<topic>-<partition>.<hex>-stray``
@@ -381,11 +307,8 @@ class LogManager:
         tp = (topic, partition)
         current = self._logs[tp]
         assert tp not in self._futures and directory != current.parent_dir
-        path = posixpath.join(directory, future_dir_name(topic, partition, self.ids.uuid()))
-        log = Log.open(self.fs, path, current.config, self.clock,
-                       handles=HandleCache(self.fs, 16), topic_id=current.topic_id,
-                       log_start_offset=current.log_start_offset,
-                       skip_damage=self.config.skip_damage)
+        log = open_future_log(self.fs, self.clock, self.ids, current, directory,
+                              skip_damage=self.config.skip_damage)
         self._futures[tp] = log
         return log
 
@@ -407,24 +330,12 @@ class LogManager:
         after ``file.delete.delay.ms``. Returns the new current log."""
         tp = (topic, partition)
         old, new = self._logs[tp], self._futures[tp]
-        parent = new.parent_dir
-        old.attach(None)  # its producer snapshot would go to the -delete dir
-        old.close()
-        self._rename_for_deletion(old)  # the decision (synced)
-        crashpoints.reach("logdir.after_decide")
-        target = posixpath.join(parent, partition_dir_name(topic, partition))
-        self.fs.rename(new.dir_path, target)
-        self.fs.sync_dir(parent)
-        crashpoints.reach("logdir.after_rename")
-        private = new.handles
-        new.relocate(target, self.handles)
-        private.close_all()
+        swap_in_future(self.fs, old, new, self.handles, self._rename_for_deletion)
         del self._futures[tp]
         self._logs[tp] = new
         new.local.io = self._io()
-        now = self.clock.monotonic_ms()
-        for name in self._next:
-            self._next[name] = now  # both directories' checkpoints name it where it is
+        # Both directories' checkpoints name it where it is.
+        self._checkpoints.write_all_soon(self.clock.monotonic_ms())
         return new
 
     def logs(self) -> Mapping[TopicPartition, Log]:
@@ -473,16 +384,15 @@ class LogManager:
                     deadline = min(deadline, max(due, now + 1))
             except KafkaStorageError:
                 continue
-        due_dirs = [path for due, path in self._dir_deletes if due <= now]
+        due_dirs = self._dir_deletes.take_due(now)
         if due_dirs or due_files:
-            self._dir_deletes = [(due, path) for due, path in self._dir_deletes if due > now]
             jobs.append(RemoveDeletedJob(self.fs, due_dirs, self._retry_dir_deletes, due_files))
-        deadline = min([deadline, *(due for due, _ in self._dir_deletes)])
+        deadline = min([deadline, *self._dir_deletes.due_times()])
         if roll_flushed:
             # Checkpoint the recovery point once a rolled segment's fsync is done
             # (the next tick after it), so an unclean stop scans only the active
             # segment, not every segment written since the last periodic checkpoint.
-            self._next[RECOVERY_POINT_CHECKPOINT] = now
+            self._checkpoints.write_soon(RECOVERY_POINT_CHECKPOINT, now)
         checkpoint = self._checkpoint_job(now)
         if checkpoint is not None:
             jobs.append(checkpoint)
@@ -491,7 +401,7 @@ class LogManager:
             jobs.append(clean)
         if self.config.cleaner.enable:
             deadline = min(deadline, self._next_clean_ms)
-        deadline = min(deadline, self._next_retention_ms, *self._next.values())
+        deadline = min(deadline, self._next_retention_ms, *self._checkpoints.next.values())
         return Tick(jobs, deadline)
 
     def _clean_job(self, now: int) -> CleanJob | None:
@@ -502,24 +412,15 @@ class LogManager:
             return None
         self._next_clean_ms = now + settings.backoff_ms
         wall = self.clock.now_ms()
-        best: tuple[float, Log, CleanerView] | None = None
-        for log in self._logs.values():
-            if log.offline or not log.config.compact or log.listener is None:
-                continue
-            if (log.topic, log.partition) in self._futures:
-                continue  # paused while it moves to another directory, as in Kafka
-            view = log.listener.cleaner_view()
-            first_dirty = log.cleaner_checkpoint
-            if not log.log_start_offset <= first_dirty <= log.log_end_offset:
-                first_dirty = log.log_start_offset
-            ratio = needs_cleaning(log, first_dirty, first_uncleanable(log, view, wall), wall)
-            self.cleaner_stats["max_dirty_ratio"] = max(
-                self.cleaner_stats["max_dirty_ratio"], ratio)
-            if ratio >= 0 and (best is None or ratio > best[0]):
-                best = (ratio, log, view)
+        best = dirtiest_log(
+            ((log, log.listener.cleaner_view()) for log in self._logs.values()
+             if not log.offline and log.config.compact and log.listener is not None
+             # A log moving to another directory is paused, as in Kafka.
+             and (log.topic, log.partition) not in self._futures),
+            wall, self.cleaner_stats)
         if best is None:
             return None
-        self.cleaning = plan_pass(best[1], best[2], settings, wall, self._cleaned, force=True,
+        self.cleaning = plan_pass(best[0], best[1], settings, wall, self._cleaned, force=True,
                                   pool=self.cleaner_pool)
         return self.cleaning
 
@@ -533,76 +434,25 @@ class LogManager:
         stats["bytes_read"] += job.plan.stats.bytes_read
         stats["bytes_written"] += job.plan.stats.bytes_written
         stats["last_pass_ms"] = self.clock.now_ms()
-        self._next[CLEANER_OFFSET_CHECKPOINT] = self.clock.monotonic_ms()
+        self._checkpoints.write_soon(CLEANER_OFFSET_CHECKPOINT, self.clock.monotonic_ms())
         # Clean again soon if the map ended early (more dirt is waiting).
         self._next_clean_ms = min(self._next_clean_ms, self.clock.monotonic_ms() + 10)
 
     def _retry_dir_deletes(self, paths: list[str]) -> None:
-        due = self.clock.monotonic_ms() + 60_000
-        self._dir_deletes.extend((due, path) for path in paths if self.fs.exists(path))
-
-    def _run_dir_deletes(self, now: int) -> int | None:
-        remaining = []
-        for due, path in self._dir_deletes:
-            if due > now:
-                remaining.append((due, path))
-            elif self.fs.exists(path):
-                self.fs.rmtree(path)
-        self._dir_deletes = remaining
-        return min((due for due, _ in remaining), default=None)
+        self._dir_deletes.retry(paths, self.clock.monotonic_ms() + 60_000)
 
     def _checkpoint_job(self, now: int) -> CheckpointJob | None:
-        if self._checkpoint_in_flight:
-            return None
-        names = [name for name, due in self._next.items() if due <= now]
-        if not names:
-            return None
-        intervals = {
-            RECOVERY_POINT_CHECKPOINT: self.config.recovery_point_checkpoint_interval_ms,
-            LOG_START_OFFSET_CHECKPOINT: self.config.log_start_offset_checkpoint_interval_ms,
-            HIGH_WATERMARK_CHECKPOINT: self.config.high_watermark_checkpoint_interval_ms,
-        }
-        for name in names:
-            if name in intervals:
-                self._next[name] = now + intervals[name]
-            else:
-                del self._next[name]  # written once when asked for (after a pass)
-        self._checkpoint_in_flight = True
-        return self.checkpoint_job(names)
+        names = self._checkpoints.take_due(now, self.config)
+        return self.checkpoint_job(names) if names else None
 
     def checkpoint_job(self, names: list[str] | None = None) -> CheckpointJob:
         """A job writing the named checkpoint files (default: all) of every
         directory as of now, each listing the logs (current and future) there."""
-        files: list[tuple[str, bytes]] = []
-        for directory, contents in self._checkpoint_contents().items():
-            chosen = names or list(contents)
-            if not contents[CLEANER_OFFSET_CHECKPOINT] and not self.fs.exists(
-                    posixpath.join(directory, CLEANER_OFFSET_CHECKPOINT)):
-                chosen = [n for n in chosen if n != CLEANER_OFFSET_CHECKPOINT]  # none yet
-            files += [(posixpath.join(directory, n), format_offsets(contents[n]))
-                      for n in chosen]
-        return CheckpointJob(self.fs, self, files)
-
-    def _checkpoint_contents(self) -> dict[str, dict[str, dict[TopicPartition, int]]]:
-        """Directory → checkpoint file name → entries."""
-        out: dict[str, dict[str, dict[TopicPartition, int]]] = {
-            d: {RECOVERY_POINT_CHECKPOINT: {}, LOG_START_OFFSET_CHECKPOINT: {},
-                HIGH_WATERMARK_CHECKPOINT: {}, CLEANER_OFFSET_CHECKPOINT: {}}
-            for d in self.dirs}
-        for logs in (self._logs, self._futures):
-            for tp, log in logs.items():
-                contents = out.get(log.parent_dir)
-                if contents is None:
-                    continue
-                contents[RECOVERY_POINT_CHECKPOINT][tp] = log.recovery_point
-                contents[LOG_START_OFFSET_CHECKPOINT][tp] = log.log_start_offset
-                contents[HIGH_WATERMARK_CHECKPOINT][tp] = log.high_watermark
-                if log.cleaner_checkpoint >= 0:
-                    contents[CLEANER_OFFSET_CHECKPOINT][tp] = log.cleaner_checkpoint
-        return out
+        contents = checkpoint_contents(self.dirs, (self._logs, self._futures))
+        return CheckpointJob(self.fs, self, checkpoint_files(self.fs, contents, names))
 
     def checkpoint_done(self, error: BaseException | None) -> None:
-        self._checkpoint_in_flight = False
+        self._checkpoints.in_flight = False
         if error is not None:
             # As in Kafka, a log directory whose checkpoints cannot be written is offline.
             self.failed = error

@@ -19,21 +19,18 @@ relies on is checked against the batch it points at, so a stale or damaged
 index is rebuilt instead of serving the wrong bytes.
 
 The newest batches appended in this process are also kept in memory (the
-*tail*: each one's last offset and position, up to :data:`TAIL_BATCHES`), so a
-fetch at the end of the log, the common case, finds its batch with a bisect
-and one header read instead of reading every header after an index entry.
-The tail is used only while it ends where the segment ends (any truncation
-makes the next append start a new one) and only for offsets above the last
-offset of the batch before its first (``_tail_floor``).
+*tail*, :mod:`odradek.storage.tail`), so a fetch at the end of the log finds
+its batch with a bisect and one header read. Batches are walked through
+:mod:`odradek.storage.frames`.
 """
 
 from __future__ import annotations
 
-from bisect import bisect_left
 from collections.abc import Iterator, Sequence
 from typing import Final
 
 from odradek.storage.errors import CorruptIndexError
+from odradek.storage.frames import HEADER_CHUNK, read_headers, read_valid_batches
 from odradek.storage.fs import FileHandle, FileSystem
 from odradek.storage.handles import HandleCache
 from odradek.storage.index import (
@@ -51,19 +48,10 @@ from odradek.storage.names import (
     TIME_INDEX_SUFFIX,
     segment_path,
 )
-from odradek.wire.batch import (
-    BATCH_HEADER_SIZE,
-    MIN_BATCH_LENGTH,
-    BatchHeader,
-    CorruptBatchError,
-    read_batch_header,
-    validate_batch,
-)
+from odradek.storage.tail import BatchTail
+from odradek.wire.batch import BATCH_HEADER_SIZE, BatchHeader
 from odradek.wire.primitives import Buffer, DecodeError
 
-HEADER_CHUNK: Final = 8192
-VALIDATE_CHUNK: Final = 1 << 20
-TAIL_BATCHES: Final = 512
 MIN_ALLOCATE_AHEAD: Final = 1 << 20
 """The least a segment reserves past an append's end (:meth:`Segment.allocate_for`)."""
 
@@ -76,10 +64,7 @@ class Segment:
         "_max_ts",
         "_oi",
         "_rolling_ts",
-        "_tail_end",
-        "_tail_floor",
-        "_tail_lasts",
-        "_tail_pos",
+        "_tail",
         "_ti",
         "_ti_checked",
         "allocated_end",
@@ -133,10 +118,7 @@ class Segment:
         self._ti_checked = False
         self._max_ts: tuple[int, int] | None = None
         self._rolling_ts: int | None = None
-        self._tail_lasts: list[int] = []
-        self._tail_pos: list[int] = []
-        self._tail_floor = -1
-        self._tail_end = -1
+        self._tail = BatchTail()
 
     # -- life cycle ---------------------------------------------------------------
 
@@ -419,11 +401,7 @@ class Segment:
             self._rolling_ts = batches[0][1]
         interval = self.index_interval_bytes
         since = self.bytes_since_index
-        lasts, starts = self._tail_lasts, self._tail_pos
-        if self._tail_end != position or len(lasts) >= TAIL_BATCHES:
-            keep = len(lasts) // 2 if self._tail_end == position else 0
-            self._tail_floor = lasts[-keep - 1] if keep else self.next_offset - 1
-            del lasts[:len(lasts) - keep], starts[:len(starts) - keep]
+        lasts, starts = self._tail.extend_at(position, self.next_offset)
         for last_offset, batch_ts, size in batches:
             lasts.append(last_offset)
             starts.append(position)
@@ -437,7 +415,7 @@ class Segment:
             position += size
         self.bytes_since_index = since
         self._max_ts = (max_ts, max_off)
-        self.size = self._tail_end = position
+        self.size = self._tail.end = position
         self.next_offset = batches[-1][0] + 1
 
     # -- reading ------------------------------------------------------------------
@@ -445,57 +423,26 @@ class Segment:
     def iter_headers(
         self, start: int, end: int | None = None, *, chunk: int = HEADER_CHUNK
     ) -> Iterator[tuple[int, BatchHeader]]:
-        """(position, header) of each batch in [start, end), checking framing only.
-        Raises DecodeError/CorruptBatchError at a frame that cannot be a batch."""
-        stop = self.size if end is None else end
-        handle = self.log_handle()
-        pos = start
-        buf = b""
-        buf_pos = start
-        while pos < stop:
-            off = pos - buf_pos
-            if off < 0 or off + BATCH_HEADER_SIZE > len(buf):
-                buf = handle.pread(pos, min(max(chunk, BATCH_HEADER_SIZE), stop - pos))
-                buf_pos, off = pos, 0
-                if len(buf) < BATCH_HEADER_SIZE:
-                    raise DecodeError(f"{self.log_path}: partial batch header at {pos}")
-            header = read_batch_header(buf, off)
-            if header.batch_length < MIN_BATCH_LENGTH or pos + header.size > stop:
-                raise CorruptBatchError(f"{self.log_path}: impossible batch length at {pos}")
-            yield pos, header
-            pos += header.size
+        """(position, header) of each batch in [start, end), checking framing only
+        (:mod:`odradek.storage.frames`). Raises DecodeError/CorruptBatchError at a
+        frame that cannot be a batch."""
+        yield from read_headers(self.log_handle(), self.log_path, start,
+                                self.size if end is None else end, chunk)
 
     def iter_valid_batches(
         self, start: int, end: int | None = None
     ) -> Iterator[tuple[int, BatchHeader]]:
         """Like :meth:`iter_headers` but checks each whole batch (magic, CRC)."""
-        stop = self.size if end is None else end
-        handle = self.log_handle()
-        pos = start
-        buf = b""
-        buf_pos = start
-        while pos < stop:
-            off = pos - buf_pos
-            if off < 0 or off + BATCH_HEADER_SIZE > len(buf):
-                buf = handle.pread(pos, min(VALIDATE_CHUNK, stop - pos))
-                buf_pos, off = pos, 0
-            header = read_batch_header(buf, off)
-            if header.batch_length < MIN_BATCH_LENGTH or pos + header.size > stop:
-                raise CorruptBatchError(f"{self.log_path}: impossible batch length at {pos}")
-            if off + header.size > len(buf):
-                buf = handle.pread(pos, min(max(VALIDATE_CHUNK, header.size), stop - pos))
-                buf_pos, off = pos, 0
-            validate_batch(buf, off)
-            yield pos, header
-            pos += header.size
+        yield from read_valid_batches(self.log_handle(), self.log_path, start,
+                                      self.size if end is None else end)
 
     def find_batch(self, offset: int) -> tuple[int, BatchHeader] | None:
         """(position, header) of the first batch whose last offset is >= ``offset``."""
-        if offset > self._tail_floor and self._tail_end == self.size and self._tail_lasts:
-            i = bisect_left(self._tail_lasts, offset)
-            if i == len(self._tail_lasts):
+        if self._tail.answers(offset, self.size):
+            position = self._tail.position_of(offset)
+            if position is None:
                 return None
-            return next(self.iter_headers(self._tail_pos[i], chunk=BATCH_HEADER_SIZE))
+            return next(self.iter_headers(position, chunk=BATCH_HEADER_SIZE))
         for attempt in range(2):
             entry = self.offset_index().lookup(offset)
             start = 0 if entry is None else entry[1]

@@ -3,16 +3,20 @@
 Storage and the network shell share this one type: reads return slices
 covering whole batches, and the shell writes them with ``sendfile``
 (:mod:`odradek.broker.net.transfer`), or copies them where it must.
-:func:`slice_of` is the part of a read that falls in one segment.
+:func:`slice_of` is the part of a read that falls in one segment,
+:func:`read_slices` a read over a log's segments.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_right
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from odradek.storage.fs import FileHandle
 from odradek.storage.handles import HandleCache
 from odradek.storage.segment import Segment
+from odradek.wire.primitives import DecodeError
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,3 +70,33 @@ def slice_of(seg: Segment, handles: HandleCache, offset: int, limit: int, budget
     if cut == start:
         return None, False
     return FileSlice(seg.log_path, start, cut - start, header.base_offset, file), False
+
+
+def read_slices(segments: Sequence[Segment], bases: Sequence[int], handles: HandleCache,
+                offset: int, limit: int, max_bytes: int, min_one_batch: bool,
+                damaged: Callable[[str, int, DecodeError], Exception]) -> list[FileSlice]:
+    """Byte ranges holding whole batches of ``segments`` (based at ``bases``) from
+    the one containing ``offset`` on, none with an offset at or past ``limit``,
+    at most ``max_bytes`` except that the first batch is whole when
+    ``min_one_batch`` (KIP-74). Bytes that are not a batch raise what
+    ``damaged(segment file, offset reached, error)`` returns."""
+    out: list[FileSlice] = []
+    budget = max_bytes
+    i = max(bisect_right(bases, offset) - 1, 0)
+    seg = segments[i]
+    try:
+        while offset < limit and i < len(segments):
+            seg = segments[i]
+            taken, more = slice_of(seg, handles, offset, limit, budget,
+                                   min_one_batch and not out)
+            if taken is not None:
+                out.append(taken)
+                budget -= taken.length
+            if not more:
+                break
+            i += 1
+            if i < len(segments):
+                offset = segments[i].base_offset
+    except DecodeError as e:
+        raise damaged(seg.log_path, offset, e) from e
+    return out

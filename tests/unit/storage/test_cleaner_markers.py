@@ -124,7 +124,7 @@ def test_markers_after_their_data_is_gone() -> None:
 
 
 def test_the_io_limit_paces_a_pass(monkeypatch: object) -> None:
-    import odradek.storage.cleaner as cleaner
+    import odradek.storage.cleaner_io as cleaner_io
 
     now = [100.0]
     slept: list[float] = []
@@ -133,13 +133,13 @@ def test_the_io_limit_paces_a_pass(monkeypatch: object) -> None:
         slept.append(seconds)
         now[0] += seconds
 
-    monkeypatch.setattr(cleaner.time, "monotonic", lambda: now[0])  # type: ignore[attr-defined]
-    monkeypatch.setattr(cleaner.time, "sleep", sleep)  # type: ignore[attr-defined]
-    throttle = cleaner.Throttle(1_000_000)  # 1 MB/s
+    monkeypatch.setattr(cleaner_io.time, "monotonic", lambda: now[0])  # type: ignore[attr-defined]
+    monkeypatch.setattr(cleaner_io.time, "sleep", sleep)  # type: ignore[attr-defined]
+    throttle = cleaner_io.Throttle(1_000_000)  # 1 MB/s
     for _ in range(10):
         throttle.spend(200_000)
     assert abs(sum(slept) - 2.0) < 1e-6  # 2 MB at 1 MB/s with no time spent otherwise
-    free = cleaner.Throttle(float("inf"))
+    free = cleaner_io.Throttle(float("inf"))
     free.spend(10**9)
     assert len(slept) == 10
 

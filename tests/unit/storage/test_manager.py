@@ -14,7 +14,7 @@ from odradek.storage import (
     MemoryFileSystem,
 )
 from odradek.storage.checkpoint import read_offsets
-from odradek.storage.manager import RemoveDeletedJob
+from odradek.storage.deletes import RemoveDeletedJob
 from tests.unit.storage.batches import make_batch
 
 NOW = 1_700_000_000_000

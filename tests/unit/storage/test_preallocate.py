@@ -20,9 +20,8 @@ from hypothesis import strategies as st
 
 from odradek.common.clock import ManualClock
 from odradek.storage import Log, LogConfig, MemoryFileSystem
-from odradek.storage.config import LogManagerConfig
+from odradek.storage.config import LogIo, LogManagerConfig
 from odradek.storage.fs import OsFileSystem
-from odradek.storage.local_log import LogIo
 from odradek.storage.manager import LogManager
 from odradek.storage.segment import MIN_ALLOCATE_AHEAD
 from odradek.wire.records import Record, build_batch, decode_batches

@@ -85,12 +85,13 @@ def test_file_slice_fields(log: Log) -> None:
 
 def _scanned(seg: object, offset: int) -> object:
     """find_batch through the offset index and the headers alone (the tail off)."""
-    end = seg._tail_end  # type: ignore[attr-defined]
-    seg._tail_end = -2  # type: ignore[attr-defined]
+    tail = seg._tail  # type: ignore[attr-defined]
+    end = tail.end
+    tail.end = -2
     try:
         return seg.find_batch(offset)  # type: ignore[attr-defined]
     finally:
-        seg._tail_end = end  # type: ignore[attr-defined]
+        tail.end = end
 
 
 @pytest.mark.parametrize("opened", [False, True])
@@ -111,6 +112,6 @@ def test_the_in_memory_tail_finds_what_the_index_and_headers_find(
     for i in range(30):
         log.append(make_batch([b"x" * i] * (1 + i % 3), timestamps=NOW + i))
     seg = log.segments[-1]
-    assert seg._tail_lasts  # the tail is in use
+    assert seg._tail.lasts  # the tail is in use
     for offset in range(seg.base_offset, log.log_end_offset + 2):
         assert seg.find_batch(offset) == _scanned(seg, offset), offset
