@@ -57,19 +57,13 @@ from odradek.storage.batch_scan import BatchRow, BatchTable, scan_client, scan_r
 from odradek.storage.cleaner_policy import CleanerView
 from odradek.storage.config import LogConfig, LogIo
 from odradek.storage.epochs import LeaderEpochCache
-from odradek.storage.errors import (
-    KafkaStorageError,
-    OffsetOutOfRangeError,
-    RecordListTooLargeError,
-)
+from odradek.storage.errors import KafkaStorageError, OffsetOutOfRangeError, RecordListTooLargeError
 from odradek.storage.flush import FlushJob
 from odradek.storage.fs import FileSystem
 from odradek.storage.handles import HandleCache
 from odradek.storage.loader import LoadReport, open_dir
 from odradek.storage.local_log import LocalLog
-from odradek.storage.names import (
-    LEADER_EPOCH_CHECKPOINT,
-)
+from odradek.storage.names import LEADER_EPOCH_CHECKPOINT
 from odradek.storage.segment import Segment
 from odradek.storage.slices import FileSlice
 from odradek.storage.swap import swap_cleaned
