@@ -99,7 +99,7 @@ def test_a_produced_field_has_each_header_read_once(shape: str,
         records = memoryview(b"".join(FIELDS[shape]))
         with header_reads(monkeypatch) as counts:
             [out] = manager.append_records([ProduceEntry("t", 0, records)], 1, frozenset(),
-                                           lambda part, pid, epoch: 0)
+                                           lambda pid, epoch, tp: 0)
         assert out.error_code == 0 and part.state.log_end_offset > 0
         assert counts == Counter(batch_scan=len(FIELDS[shape]))
         await manager.partitions.close()

@@ -180,7 +180,7 @@ class ReplicaManagerPort(Protocol):
 
     def append_records(self, entries: list[ProduceEntry], acks: int,
                        internal_topics: frozenset[str],
-                       verify: Callable[[Any, int, int], int],
+                       verify: Callable[[int, int, tuple[str, int]], int],
                        client_id: str | None = None) -> list[Produced]:
         """Append each entry's records where this node leads the partition,
         synchronously, in order; one answer per entry."""
@@ -465,6 +465,11 @@ class TxnPort(Protocol):
         ...
 
     def coordinator_error(self, transactional_id: str) -> Any: ...
+
+    def verify_produce(self, transactional_id: str | None, producer_id: int,
+                       producer_epoch: int, partition: tuple[str, int]) -> int:
+        """KIP-890's check of a transactional batch's producer (0: go on)."""
+        ...
 
     async def run(self, transactional_id: str, decision: Any) -> Any: ...
 

@@ -178,8 +178,8 @@ def test_append_records_refuses_before_appending_and_appends_the_rest_in_order()
         manager, part, _ = setup(ManualClock())
         verified: list[tuple[str, int, int, int]] = []
 
-        def verify(p: Partition, producer_id: int, producer_epoch: int) -> int:
-            verified.append((p.topic, p.index, producer_id, producer_epoch))
+        def verify(producer_id: int, producer_epoch: int, partition: tuple[str, int]) -> int:
+            verified.append((*partition, producer_id, producer_epoch))
             return ErrorCode.INVALID_TXN_STATE if producer_id == 7 else 0
 
         def txn(producer_id: int) -> memoryview:

@@ -295,6 +295,17 @@ class TxnRuntime:
             raise CoordinatorWriteError(str(exc)) from exc
         return True
 
+    def verify_produce(self, transactional_id: str | None, producer_id: int,
+                       producer_epoch: int, partition: tuple[str, int]) -> int:
+        """KIP-890 (part 1) for a transactional batch: an error code unless
+        ``partition`` is in the producer's ongoing transaction at ``producer_epoch``
+        (INVALID_TXN_STATE or INVALID_PRODUCER_EPOCH). A producer whose transaction
+        coordinator is another broker is not verified here (as before KIP-890: the
+        batch is taken; docs/transactions.md)."""
+        if transactional_id is not None and self.coordinator_error(transactional_id):
+            return 0
+        return self.coordinator.verify(producer_id, producer_epoch, partition)
+
     async def verify(self, transactional_id: str, producer_id: int, producer_epoch: int,
                      partition: tuple[str, int]) -> ErrorCode:
         """Is ``partition`` in the producer's ongoing transaction, asked of the

@@ -45,6 +45,7 @@ partition with AddPartitionsToTxn first, and v12 is verified exactly as v11
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Coroutine
 from typing import Any
@@ -85,29 +86,14 @@ def error_response(request: ProduceRequest, code: int) -> ProduceResponse:
     ])
 
 
-def _unverified(ctx: RequestContext, part: PartitionPort, producer_id: int,
-                producer_epoch: int, transactional_id: str | None) -> int:
-    """An error code if a transactional batch's producer has no ongoing transaction
-    holding this partition (TRANSACTION_ABORTABLE from v11, INVALID_TXN_STATE
-    before). In a cluster, a producer whose transaction coordinator is another
-    broker is not verified here (as before KIP-890: the batch is taken;
-    docs/transactions.md). The replica manager asks this once the batch scan has
-    read the batch's header."""
-    code = _verify(ctx, part, producer_id, producer_epoch, transactional_id)
+def _verify(ctx: RequestContext, transactional_id: str | None, producer_id: int,
+            producer_epoch: int, partition: tuple[str, int]) -> int:
+    """KIP-890's verification of a transactional batch, in this version's terms:
+    TRANSACTION_ABORTABLE from v11 where older versions get INVALID_TXN_STATE."""
+    code = ctx.txns.verify_produce(transactional_id, producer_id, producer_epoch, partition)
     if code == ErrorCode.INVALID_TXN_STATE and ctx.api_version >= 11:
         return ErrorCode.TRANSACTION_ABORTABLE
     return code
-
-
-def _verify(ctx: RequestContext, part: PartitionPort, producer_id: int, producer_epoch: int,
-            transactional_id: str | None) -> int:
-    entry = part.state.producers.producers.get(producer_id)
-    if entry is not None and entry.txn_first_offset >= 0 and entry.epoch == producer_epoch:
-        return 0
-    txns = ctx.txns
-    if transactional_id is not None and txns.coordinator_error(transactional_id):
-        return 0
-    return txns.coordinator.verify(producer_id, producer_epoch, (part.topic, part.index))
 
 
 async def _complete(ctx: RequestContext, part: PartitionPort, resp: PartitionProduceResponse,
@@ -164,7 +150,7 @@ async def handle(ctx: RequestContext, request: ProduceRequest
                for topic in request.topic_data for pdata in topic.partition_data]
     produced = iter(ctx.replicas.append_records(
         entries, acks, INTERNAL_TOPICS,
-        lambda part, pid, epoch: _unverified(ctx, part, pid, epoch, request.transactional_id),
+        functools.partial(_verify, ctx, request.transactional_id),
         ctx.client_id))
     for topic in request.topic_data:
         parts = []

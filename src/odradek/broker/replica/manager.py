@@ -78,16 +78,17 @@ class ReplicaManager:
 
     def append_records(self, entries: list[ProduceEntry], acks: int,
                        internal_topics: frozenset[str],
-                       verify: Callable[[Partition, int, int], int],
+                       verify: Callable[[int, int, tuple[str, int]], int],
                        client_id: str | None = None) -> list[Produced]:
         """Append each entry's records (:meth:`append`), in order, with nothing
         else running in between: a partition this node does not lead gets the
         metadata service's error, an internal topic INVALID_TOPIC_EXCEPTION (only
         coordinators write there, as Kafka's "Cannot append to internal topic"),
-        a missing records field CORRUPT_MESSAGE, and ``verify(partition, producer
-        id, epoch)`` (the transaction coordinator's KIP-890 check of a
-        transactional batch, asked once the batch is scanned) its error before
-        anything is appended."""
+        a missing records field CORRUPT_MESSAGE, and ``verify(producer id, epoch,
+        (topic, partition))`` (the transaction coordinator's KIP-890 check of a
+        transactional batch, asked once the batch is scanned, unless the
+        producer's transaction is already open on the partition at that epoch)
+        its error before anything is appended."""
         out = []
         for entry in entries:
             part = self.leadership.serving(entry.topic, entry.index)
@@ -100,7 +101,7 @@ class ReplicaManager:
                 out.append(Produced(ErrorCode.CORRUPT_MESSAGE))
             else:
                 result = self.append(part, entry.records, acks, client_id,
-                                     functools.partial(verify, part))
+                                     functools.partial(_verify_unless_open, part, verify))
                 out.append(Produced(
                     result.error_code, result.error_message,
                     -1 if result.error_code else result.first_offset,
@@ -288,6 +289,16 @@ def _pipelined_refusal(part: Partition, records: memoryview, result: Appended) -
     elif not result.error_code:
         part.refused.pop(pid, None)
     return result
+
+
+def _verify_unless_open(part: Partition, verify: Callable[[int, int, tuple[str, int]], int],
+                        producer_id: int, producer_epoch: int) -> int:
+    """KIP-890: a producer whose transaction is open on ``part`` at this epoch (it
+    wrote here in it already) needs no asking."""
+    entry = part.state.producers.producers.get(producer_id)
+    if entry is not None and entry.txn_first_offset >= 0 and entry.epoch == producer_epoch:
+        return 0
+    return verify(producer_id, producer_epoch, (part.topic, part.index))
 
 
 def in_sequence_gap(refused_first: int, first: int) -> bool:
