@@ -76,7 +76,7 @@ def test_a_commit_is_answered_only_when_the_high_watermark_passes_its_record() -
         assert runtime.coordinator.fetch_offsets("g", None)  # ... and replayed
         assert not call.done()  # ... but not answered: the HW is 0
         assert part.state.high_watermark == 0
-        partitions.follower_fetched(part, 2, 1)
+        partitions.act(part, part.state.update_follower(2, 1, partitions.clock.now_ms()))
         errors = await asyncio.wait_for(call, 5)
         assert errors == {("t", 0): ErrorCode.NONE}
         assert part.state.high_watermark == 1
@@ -164,7 +164,8 @@ def test_an_acks_all_wait_begun_after_the_leadership_moved_is_not_answered_ok() 
         part.state.become_leader(3, replicas=[1, 2], isr=[1, 2])  # ... and came back
         wait = asyncio.ensure_future(partitions.complete(part, result, acks=-1))
         await asyncio.sleep(0)
-        partitions.follower_fetched(part, 2, 1)  # the HW of the new term passes offset 0
+        # The HW of the new term passes offset 0.
+        partitions.act(part, part.state.update_follower(2, 1, partitions.clock.now_ms()))
         try:
             await asyncio.wait_for(wait, 1)
         except NotLeaderError:
@@ -197,7 +198,8 @@ def test_a_stable_offset_fetch_waits_for_the_commit_marker_to_commit() -> None:
             return got.offset, got.error
 
         async def follower_catches_up() -> None:
-            partitions.follower_fetched(part, 2, part.log.log_end_offset)
+            partitions.act(part, part.state.update_follower(
+                2, part.log.log_end_offset, partitions.clock.now_ms()))
             for _ in range(5):
                 await asyncio.sleep(0)
 

@@ -452,12 +452,6 @@ class PartitionManager:
         if acks == -1:
             await part.wait_for_high_watermark(result.last_offset, result.leader_epoch)
 
-    def follower_fetched(self, part: Partition, broker_id: int, log_end_offset: int) -> None:
-        """A follower's fetch from ``log_end_offset``: its LEO may move the HW, which
-        completes delayed produces and coordinator writes."""
-        self.act(part, part.state.update_follower(broker_id, log_end_offset,
-                                                  self.clock.now_ms()))
-
     def append_as_follower(self, part: Partition, records: memoryview, leader_hw: int,
                            leader_log_start: int) -> Appended:
         """Append what a follower fetched from its leader, and act on what changed."""
