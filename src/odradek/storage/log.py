@@ -42,7 +42,6 @@ import posixpath
 import uuid
 from bisect import bisect_right
 from collections.abc import Sequence
-from typing import Protocol
 
 from odradek.common.clock import Clock
 from odradek.storage import retention, timestamps
@@ -54,13 +53,13 @@ from odradek.storage.append import (
     empty_append,
 )
 from odradek.storage.batch_scan import BatchRow, BatchTable, scan_client, scan_replica
-from odradek.storage.cleaner_policy import CleanerView
 from odradek.storage.config import LogConfig, LogIo
 from odradek.storage.epochs import LeaderEpochCache
 from odradek.storage.errors import KafkaStorageError, OffsetOutOfRangeError, RecordListTooLargeError
 from odradek.storage.flush import FlushJob
 from odradek.storage.fs import FileSystem
 from odradek.storage.handles import HandleCache
+from odradek.storage.listener import LogListener
 from odradek.storage.loader import LoadReport, open_dir
 from odradek.storage.local_log import LocalLog
 from odradek.storage.names import LEADER_EPOCH_CHECKPOINT
@@ -75,24 +74,6 @@ from odradek.wire.primitives import Buffer, DecodeError
 _log = logging.getLogger("odradek.storage")
 
 __all__ = ["AppendInfo", "FileSlice", "Log", "LogIo", "LogListener"]
-
-
-class LogListener(Protocol):
-    """The partition layer's side of its log (:class:`Log.attach`)."""
-
-    def producer_snapshot(self) -> bytes:
-        """The producer snapshot to store at a roll and at close."""
-
-    def writes_rolled_back(self) -> None:
-        """A failed write rolled the log back to its written end: state kept for the
-        appends it undid (producers) must be rebuilt."""
-
-    def cleaner_view(self) -> CleanerView:
-        """The last stable offset and aborted transactions the cleaner obeys."""
-
-    def aborts_removed(self, marker_offsets: set[int]) -> None:
-        """The cleaner removed these ABORT markers (by offset): their aborted-
-        transaction entries go too."""
 
 
 class Log:
@@ -192,14 +173,12 @@ class Log:
 
     @property
     def log_end_offset(self) -> int:
-        """The written end: every offset below it is in the files. Fetches, followers
-        and the HW see no further."""
+        """The written end (fetches, followers and the HW see no further)."""
         return self.local.log_end_offset
 
     @property
     def next_offset(self) -> int:
-        """The offset the next append gets: the log end plus what pending writes
-        hold (equal to it when none is pending)."""
+        """The offset the next append gets (past the log end while writes are pending)."""
         return self.local.next_offset
 
     @property
