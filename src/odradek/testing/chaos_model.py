@@ -262,6 +262,11 @@ class ChaosReport:
         for c in self.checks:
             lines.append(f"  {'ok  ' if c.ok else 'FAIL'} {c.name}"
                          + (f": {c.detail}" if c.detail else ""))
+        for node, text in sorted(h.tracebacks.items()):
+            # Whole (the check's line shows a few hundred characters): a failed
+            # run's node logs may be gone before anyone reads them.
+            lines.append(f"node {node}'s log around its first traceback:")
+            lines.extend(f"  | {line}" for line in text.splitlines())
         lines.append("result: " + ("every check passed" if self.ok else
                                    f"{sum(not c.ok for c in self.checks)} check(s) failed "
                                    f"(seed {self.seed})"))
