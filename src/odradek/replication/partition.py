@@ -255,7 +255,7 @@ class PartitionState:
         return was != (self.is_leader, self.leader_id, self.leader_epoch)
 
     def update_follower(self, broker_id: int, log_end_offset: int, now_ms: int,
-                        broker_epoch: int = -1) -> Changed:
+                        broker_epoch: int = -1) -> int:
         """A follower fetched from ``log_end_offset`` (its LEO) in its registration
         ``broker_epoch``. Returns whether the HW moved (:attr:`Changed.HW`). It was
         caught up now if it fetched from the leader's log end, or at its previous
@@ -474,7 +474,7 @@ class PartitionState:
         :func:`odradek.replication.follower.append`."""
         return follower.append(self, records, leader_hw, leader_log_start)
 
-    def writes_completed(self) -> Changed:
+    def writes_completed(self) -> int:
         """Pending writes completed (the log end moved, or a failed one rolled it
         back): the leader's HW follows its log end, a follower's the leader's HW.
         Their bytes are readable now."""

@@ -23,7 +23,7 @@ def test_a_refused_or_duplicate_append_changes_nothing() -> None:
 
 
 def test_flush_messages_reached_is_said() -> None:
-    assert Changed.FLUSH in Appended(first_offset=0, last_offset=3, flush_due=True).changed
+    assert Appended(first_offset=0, last_offset=3, flush_due=True).changed & Changed.FLUSH
 
 
 def test_a_follower_fetch_says_whether_the_hw_moved_and_the_follower_may_join() -> None:

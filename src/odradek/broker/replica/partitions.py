@@ -459,7 +459,7 @@ class PartitionManager:
         self.act(part, result.changed)
         return result
 
-    def act(self, part: Partition, changed: Changed) -> None:
+    def act(self, part: Partition, changed: int) -> None:
         """The one place what a partition's state change calls for is done
         (:class:`~odradek.replication.effects.Changed`): a moved high watermark
         wakes the long polls and completes the waits it now covers (acks=all
