@@ -178,6 +178,10 @@ class Produced:
 class ReplicaManagerPort(Protocol):
     """Produce and fetch (broker/replica/manager.py)."""
 
+    async def ready_to_append(self, timeout_s: float) -> None:
+        """Wait (bounded) until this node is in service, before appending."""
+        ...
+
     def append_records(self, entries: list[ProduceEntry], acks: int,
                        internal_topics: frozenset[str],
                        verify: Callable[[int, int, tuple[str, int]], int],

@@ -1,79 +1,52 @@
 """Produce (key 0), versions 3–12 served; 0–2 advertised but rejected.
 
-Behaviour: each partition's records go to the partition layer
-(:meth:`PartitionState.append_as_leader`): validated in full (framing, magic
-2, CRC, offset deltas, ``max.message.bytes``, timestamps), then checked
-against the idempotent-producer state — a retried batch equal to one of the
-producer's last five is acknowledged with its original offsets and not
-written again (a retry with a bad CRC gets CORRUPT_MESSAGE, as validation
-comes first); an older epoch gets INVALID_PRODUCER_EPOCH and a gap
-OUT_OF_ORDER_SEQUENCE_NUMBER — and appended as bytes with offsets assigned.
-``acks`` must be -1, 0 or 1; with -1 the answer waits until the high
-watermark passes the records (one node: at once; a cluster: once every ISR
-member has them), for at most the request's ``timeout_ms``
-(REQUEST_TIMED_OUT), and an ISR below ``min.insync.replicas`` gets
-NOT_ENOUGH_REPLICAS before anything is written. The partitions of one request
-are appended first and waited for together.
-``acks=0`` gets no response; if such a request fails, the connection is
-closed so the client notices, as Kafka does. A transactional batch is
-verified first (KIP-890 part 1): unless the producer's transaction is already
-open on the partition, the transaction coordinator must have the partition
-in the producer's ongoing transaction at its current epoch, else
-INVALID_TXN_STATE (or INVALID_PRODUCER_EPOCH). Internal topics
-(``__consumer_offsets``, ``__transaction_state``) get INVALID_TOPIC_EXCEPTION.
-A ``producer_byte_rate`` quota is charged the request's size; over it, the
+Behaviour: ``acks`` must be -1, 0 or 1. Each partition's records go to the
+replica manager (:meth:`~odradek.broker.replica.manager.ReplicaManager.append_records`,
+which says what is refused before anything is appended, and how: a partition
+this node does not lead, an internal topic, a batch that fails the scan or
+the producer-state check, an ISR below ``min.insync.replicas`` for acks=-1).
+The partitions of one request are appended first, then waited for together:
+with acks=-1 until the high watermark passes the records, within
+``timeout_ms`` (REQUEST_TIMED_OUT). ``acks=0`` gets no response; if such a
+request fails, the connection is closed so the client notices, as Kafka does.
+A transactional batch is verified first (KIP-890 part 1): unless the
+producer's transaction is already open on the partition, the transaction
+coordinator must have the partition in the producer's ongoing transaction at
+its current epoch, else INVALID_TXN_STATE (or INVALID_PRODUCER_EPOCH). A
+``producer_byte_rate`` quota is charged the request's size; over it, the
 answer carries ``throttle_time_ms`` and the connection is muted that long.
 
 Version notes: v0–2 (magic 0/1) get UNSUPPORTED_VERSION — advertised because
 librdkafka checks for Produce v0 (KAFKA-18659); v3 transactional id and v2
 batches; v5 log start offset; v8 record errors and messages; v9 flexible;
-v10 leader hints (KIP-951): a partition answered NOT_LEADER_OR_FOLLOWER
-carries ``current_leader`` (the leader and epoch in the metadata image, -1/-1
-if the partition is unknown) and the response lists that leader's endpoint in
-``node_endpoints`` if it is live — otherwise both keep their defaults, which
-on a single node (it leads everything) is always; v11 TRANSACTION_ABORTABLE
-(KIP-890): a transactional batch for a partition that is not in the producer's
-ongoing transaction gets it instead of INVALID_TXN_STATE, as Kafka 4.0's
-verification answers such clients; v12 (KIP-890 part 2) has v11's fields. With
-transactions v2 a Kafka broker adds the partition of a v12 transactional batch
-to the transaction itself; Odradek does not finalize ``transaction.version`` 2
-(ApiVersions), so its clients stay on transactions v1, which add every
-partition with AddPartitionsToTxn first, and v12 is verified exactly as v11
-(docs/transactions.md).
+v10 leader hints (KIP-951, :mod:`~odradek.broker.handlers.leader_hints`);
+v11 TRANSACTION_ABORTABLE (KIP-890) where older versions get
+INVALID_TXN_STATE; v12 (KIP-890 part 2) has v11's fields. Odradek does not
+finalize ``transaction.version`` 2 (ApiVersions), so its clients stay on
+transactions v1, which add every partition with AddPartitionsToTxn first, and
+v12 is verified exactly as v11 (docs/transactions.md).
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
-import logging
 from collections.abc import Coroutine
 from typing import Any
 
-from odradek.broker.handlers.leader_hints import LeaderHints
+from odradek.broker.handlers.leader_hints import produce_hints
 from odradek.broker.handlers.topics import INTERNAL_TOPICS
 from odradek.broker.net.context import RequestContext
 from odradek.broker.net.registry import Access, CloseConnection, Deferred, handler
-from odradek.broker.ports import (
-    BrokerStopping,
-    PartitionPort,
-    ProduceEntry,
-)
+from odradek.broker.ports import BrokerStopping, PartitionPort, ProduceEntry
 from odradek.replication.partition import Appended
 from odradek.wire.errors import ErrorCode
 from odradek.wire.messages.produce_request import ProduceRequest
 from odradek.wire.messages.produce_response import (
-    LeaderIdAndEpoch,
-    NodeEndpoint,
     PartitionProduceResponse,
     ProduceResponse,
     TopicProduceResponse,
 )
-
-log = logging.getLogger("odradek.broker")
-
-IN_SERVICE_WAIT_S = 5.0
-"""How long a produce to a node that is not yet in service waits for it."""
 
 
 def error_response(request: ProduceRequest, code: int) -> ProduceResponse:
@@ -109,18 +82,6 @@ async def _complete(ctx: RequestContext, part: PartitionPort, resp: PartitionPro
         resp.error_message = None
 
 
-def _leader_hints(ctx: RequestContext, responses: list[TopicProduceResponse]) -> list[NodeEndpoint]:
-    """KIP-951 (v10+): the current leader of every partition answered
-    NOT_LEADER_OR_FOLLOWER, and the endpoints of those leaders that are live."""
-    hints = LeaderHints(ctx)
-    for topic in responses:
-        for resp in topic.partition_responses:
-            if resp.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER and (
-                    leader := hints.leader(topic.name, resp.index)) is not None:
-                resp.current_leader = LeaderIdAndEpoch(*leader)
-    return [NodeEndpoint(n, host, port, None) for n, host, port in hints.endpoints()]
-
-
 # What a request touches, as Kafka's authorizer checks it (broker/net/registry.py).
 ACCESS = (Access("WRITE", "TOPIC"), Access("WRITE", "TRANSACTIONAL_ID", "a transactional batch"))
 
@@ -128,7 +89,6 @@ ACCESS = (Access("WRITE", "TOPIC"), Access("WRITE", "TRANSACTIONAL_ID", "a trans
 @handler(0, (0, 12), rejected_versions=(0, 2), error_response=error_response, access=ACCESS)
 async def handle(ctx: RequestContext, request: ProduceRequest
                  ) -> ProduceResponse | Deferred | None:
-    state = ctx.broker
     acks = request.acks
     if acks not in (-1, 0, 1):
         return error_response(request, ErrorCode.INVALID_REQUIRED_ACKS)
@@ -136,15 +96,7 @@ async def handle(ctx: RequestContext, request: ProduceRequest
     waits: list[Coroutine[Any, Any, None]] = []
     writing = False
     timeout_s = max(request.timeout_ms, 0) / 1000
-    if not state.in_service.is_set():
-        # A cluster node that has just started leads nothing until it is
-        # registered, while the other nodes' metadata may already name it the
-        # leader. A produce then waits for that (as this node's Metadata
-        # answers do) instead of being refused: a refused request followed by
-        # the same producer's next one, taken once this node leads, answers
-        # that one OUT_OF_ORDER_SEQUENCE_NUMBER, and librdkafka then bumps its
-        # epoch and sends its unacknowledged records again as new ones.
-        await state.wait_in_service(min(IN_SERVICE_WAIT_S, timeout_s))
+    await ctx.replicas.ready_to_append(timeout_s)
     entries = [ProduceEntry(topic.name, pdata.index,
                             None if pdata.records is None else memoryview(pdata.records))  # type: ignore[arg-type]
                for topic in request.topic_data for pdata in topic.partition_data]
@@ -200,5 +152,5 @@ async def _answer(ctx: RequestContext, request: ProduceRequest,
         return None
     response = ProduceResponse(responses=responses, throttle_time_ms=ctx.throttle_ms)
     if failed and ctx.api_version >= 10:
-        response.node_endpoints = _leader_hints(ctx, responses)
+        response.node_endpoints = produce_hints(ctx, responses)
     return response

@@ -1,53 +1,40 @@
 """Fetch (key 1), versions 4–17, for consumers and followers.
 
-Behaviour: for each partition, whole batches from the one holding
-``fetch_offset`` (clients drop records before it), up to the high watermark,
-within ``partition_max_bytes`` and the request's ``max_bytes`` — except that
-the first non-empty partition returns at least one whole batch, even a larger
-one (KIP-74). The bytes are slices of segment files, written with
-``sendfile``. When fewer than ``min_bytes`` are ready the request waits up to
-``max_wait_ms`` for an append to any of its partitions (long poll); one
-connection's long poll does not hold up others. An offset outside
-[log start, log end] gets OFFSET_OUT_OF_RANGE. Fetch sessions are declined
-(session id 0 in every response, so clients stay sessionless, KIP-227); a
-request naming a session gets FETCH_SESSION_ID_NOT_FOUND. Under
-``isolation_level=1`` (read_committed) data stops at the last stable offset
-and the answer lists the aborted transactions (producer id, first offset) the
-data may hold, so the client can drop their records; under read_uncommitted
-the list is null, as Kafka sends it. A ``consumer_byte_rate`` quota is charged the response's
-size; a client over it gets an empty answer with ``throttle_time_ms`` and the
-connection is muted that long (KIP-219). Only the leader serves a partition
-(NOT_LEADER_OR_FOLLOWER elsewhere); ``current_leader_epoch`` (v9+, KIP-320)
-newer than the leader's gets UNKNOWN_LEADER_EPOCH, older FENCED_LEADER_EPOCH.
-
-The replica manager (broker/replica/manager.py) reads, checks, budgets and
-long-polls; this handler translates the request and the answer, adds the
-leader hints and charges the quota. A fetch with a ``replica_id``
-(``replica_state`` from v15) is a follower's: each partition is read up to the log end, not the HW;
-the follower's ``last_fetched_epoch`` is checked first, and a log that
-diverges is answered with ``diverging_epoch`` and no records; otherwise the
-follower's log end is recorded, which may move the HW (and complete acks=all
-produces) and make the follower eligible to join the ISR. Followers are not
-charged quotas, and their long polls wake on any append. A fetch of
-``__cluster_metadata`` goes to the KRaft quorum instead.
+Behaviour: the replica manager
+(:meth:`~odradek.broker.replica.manager.ReplicaManager.fetch_records`) reads,
+checks, budgets and long-polls: whole batches from the one holding
+``fetch_offset`` up to the high watermark (a follower: the log end), within
+``partition_max_bytes`` and ``max_bytes`` except that the first non-empty
+partition returns at least one whole batch (KIP-74); slices of segment files,
+written with ``sendfile``; fewer than ``min_bytes`` wait up to ``max_wait_ms``
+for an append; an offset outside [log start, log end] is OFFSET_OUT_OF_RANGE;
+only the leader serves (NOT_LEADER_OR_FOLLOWER), and ``current_leader_epoch``
+(KIP-320) newer than the leader's gets UNKNOWN_LEADER_EPOCH, older
+FENCED_LEADER_EPOCH. Under ``isolation_level=1`` data stops at the last stable
+offset and the answer lists the aborted transactions it may hold (null under
+read_uncommitted, as Kafka sends it). A follower's fetch (``replica_id``, or
+``replica_state`` from v15) is checked for divergence first and records the
+follower's log end. This handler translates the request and the answer, adds
+the leader hints and charges the ``consumer_byte_rate`` quota (not a
+follower's): a client over it gets an empty answer with ``throttle_time_ms``
+and the connection is muted that long (KIP-219). Fetch sessions are declined
+(session id 0 in every response, KIP-227; a request naming one gets
+FETCH_SESSION_ID_NOT_FOUND). A fetch of ``__cluster_metadata`` goes to the
+KRaft quorum.
 
 Version notes: v4 isolation level and aborted transactions; v5 log start
 offset; v7 sessions; v11 rack and preferred read replica; v12 flexible;
-v13 topics by id (KIP-516): request and response name topics by ``topic_id``
-alone, and the partitions of an id the metadata image does not know (or the
-zero id) get UNKNOWN_TOPIC_ID with high watermark -1, as Kafka answers; v14
+v13 topics by id (KIP-516): an id the metadata image does not know (or the
+zero id) gets UNKNOWN_TOPIC_ID with high watermark -1, as Kafka answers; v14
 no change here (OFFSET_MOVED_TO_TIERED_STORAGE needs tiered storage); v15
-``replica_state`` replaces ``replica_id`` (KIP-903; its broker epoch is not
-checked yet); v16
-``node_endpoints`` (KIP-951), the endpoints of the leaders named in partitions
-answered NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH (whose
-``current_leader`` is set from v12 on); v17 the follower's
-``replica_directory_id`` (KIP-853), unused.
+``replica_state`` (KIP-903); v16 ``node_endpoints`` and from v12
+``current_leader`` (KIP-951, :mod:`~odradek.broker.handlers.leader_hints`);
+v17 the follower's ``replica_directory_id`` (KIP-853), unused.
 """
 
 from __future__ import annotations
 
-from odradek.broker.handlers.leader_hints import LeaderHints
+from odradek.broker.handlers.leader_hints import fetch_hints
 from odradek.broker.net.context import RequestContext
 from odradek.broker.net.registry import Access, handler
 from odradek.broker.ports import METADATA_TOPIC, FetchedPartition, FetchParams, PartitionFetch
@@ -58,8 +45,6 @@ from odradek.wire.messages.fetch_response import (
     EpochEndOffset,
     FetchableTopicResponse,
     FetchResponse,
-    LeaderIdAndEpoch,
-    NodeEndpoint,
     PartitionData,
 )
 
@@ -123,7 +108,7 @@ async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
     if follower:
         return response
     if ctx.api_version >= 12:
-        _leader_hints(ctx, response)
+        fetch_hints(ctx, response)
     return _charged(ctx, response, result.size)
 
 
@@ -142,22 +127,6 @@ def _partition(index: int, a: FetchedPartition, follower: bool) -> PartitionData
         data.aborted_transactions = None if a.aborted is None else [
             AbortedTransaction(producer_id=pid, first_offset=first) for pid, first in a.aborted]
     return data
-
-
-def _leader_hints(ctx: RequestContext, response: FetchResponse) -> None:
-    """KIP-951: a partition answered NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH
-    carries the leader and epoch of the metadata image in ``current_leader``
-    (v12+), and v16+ lists the live leaders' endpoints."""
-    hints = LeaderHints(ctx)
-    for topic in response.responses:
-        for data in topic.partitions:
-            if topic.topic and data.error_code in (ErrorCode.NOT_LEADER_OR_FOLLOWER,
-                                                   ErrorCode.FENCED_LEADER_EPOCH) and (
-                    leader := hints.leader(topic.topic, data.partition_index,
-                                           endpoint=ctx.api_version >= 16)) is not None:
-                data.current_leader = LeaderIdAndEpoch(*leader)
-    response.node_endpoints = [NodeEndpoint(n, host, port, None)
-                               for n, host, port in hints.endpoints()]
 
 
 def _charged(ctx: RequestContext, response: FetchResponse, total: int) -> FetchResponse:

@@ -67,6 +67,10 @@ MAX_WAIT_MS_CAP = 300_000
 """The longest long poll, whatever ``max_wait_ms`` asks."""
 
 
+IN_SERVICE_WAIT_S = 5.0
+"""How long a produce to a node that is not yet in service waits for it."""
+
+
 class ReplicaManager:
     def __init__(self, partitions: PartitionManager, leadership: Leadership,
                  now_ms: Callable[[], int]) -> None:
@@ -75,6 +79,17 @@ class ReplicaManager:
         self.now_ms = now_ms
 
     # -- produce -----------------------------------------------------------------------
+
+    async def ready_to_append(self, timeout_s: float) -> None:
+        """Before a produce is appended: a cluster node that has just started leads
+        nothing until it is registered, while the other nodes' metadata may
+        already name it the leader. The produce then waits for that (at most
+        ``IN_SERVICE_WAIT_S`` and its own timeout), as this node's Metadata
+        answers do, instead of being refused: a refused request followed by the
+        same producer's next one, taken once this node leads, answers that one
+        OUT_OF_ORDER_SEQUENCE_NUMBER, and librdkafka then bumps its epoch and
+        sends its unacknowledged records again as new ones."""
+        await self.leadership.wait_in_service(min(IN_SERVICE_WAIT_S, timeout_s))
 
     def append_records(self, entries: list[ProduceEntry], acks: int,
                        internal_topics: frozenset[str],

@@ -63,6 +63,10 @@ class Leadership(Protocol):
         leads nothing before)."""
         ...
 
+    async def wait_in_service(self, timeout_s: float) -> bool:
+        """Until this node is registered and caught up (at most ``timeout_s``)."""
+        ...
+
 
 AlterPartition = Callable[["AlterPartitionRequest"], Awaitable["AlterPartitionResponse | None"]]
 """Sends an AlterPartition request to the active controller; its answer, or
