@@ -155,10 +155,6 @@ class BatchTable:
         self.records = records
         self.max_timestamp = max_timestamp
 
-    def stateful(self) -> list[BatchRow]:
-        """The rows that touch producer state (producer id >= 0, or control)."""
-        return [r for r in self.rows if r.producer_id >= 0 or r.attributes & ATTR_CONTROL]
-
     def stateful_at(self) -> list[tuple[int, BatchRow]]:
         """Each stateful row with the number of records before it in the field: its
         first offset relative to the field's first (the log assigns offsets to a
@@ -166,7 +162,7 @@ class BatchTable:
         out: list[tuple[int, BatchRow]] = []
         rel = 0
         for r in self.rows:
-            if r.producer_id >= 0 or r.attributes & ATTR_CONTROL:
+            if r.is_stateful:
                 out.append((rel, r))
             rel += r.records_count
         return out

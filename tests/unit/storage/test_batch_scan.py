@@ -564,7 +564,6 @@ def test_stateful_rows_are_those_with_a_producer_id_or_the_control_bit() -> None
     data = (batch([b"a", b"b"]) + batch(producer_id=3, producer_epoch=0, base_sequence=0)
             + batch([b"c"] * 3) + marker)
     table = scan_client(memoryview(data), LogConfig(), NOW, allow_control=True)
-    assert [r.pos for r in table.stateful()] == [table.rows[1].pos, table.rows[3].pos]
     assert [(rel, r.pos) for rel, r in table.stateful_at()] == [
         (2, table.rows[1].pos), (6, table.rows[3].pos)]
     assert [r.is_stateful for r in table.rows] == [False, True, False, True]
