@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from odradek.client.connection import ClientError, Connection, KafkaError, check
+from odradek.client.security import PLAINTEXT, ClientSecurity
 from odradek.wire.errors import ErrorCode
 from odradek.wire.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic
 from odradek.wire.messages.find_coordinator_request import FindCoordinatorRequest
@@ -78,19 +79,24 @@ def partition_for_key(key: bytes, partitions: int) -> int:
 
 
 class KafkaClient:
-    def __init__(self, bootstrap: Connection, client_id: str) -> None:
+    def __init__(self, bootstrap: Connection, client_id: str,
+                 security: ClientSecurity = PLAINTEXT) -> None:
         self.bootstrap = bootstrap
         self.client_id = client_id
+        self.security = security
+        """TLS and SASL settings of every connection this client opens."""
         self._nodes: dict[int, str] = {}
         self._connections: dict[str, Connection] = {bootstrap.address: bootstrap}
 
     @classmethod
     async def connect(cls, bootstrap_servers: str, client_id: str = "odradek-cli",
-                      timeout_s: float = 10.0) -> KafkaClient:
+                      timeout_s: float = 10.0, security: ClientSecurity = PLAINTEXT
+                      ) -> KafkaClient:
         errors = []
         for address in [a.strip() for a in bootstrap_servers.split(",") if a.strip()]:
             try:
-                return cls(await Connection.open(address, client_id, timeout_s), client_id)
+                return cls(await Connection.open(address, client_id, timeout_s, security),
+                           client_id, security)
             except ClientError as exc:
                 errors.append(str(exc))
         raise ClientError("; ".join(errors) or "no bootstrap server given")
@@ -113,7 +119,8 @@ class KafkaClient:
                 raise ClientError(f"broker {node_id} is not in the cluster metadata")
         conn = self._connections.get(address)
         if conn is None:
-            conn = self._connections[address] = await Connection.open(address, self.client_id)
+            conn = self._connections[address] = await Connection.open(
+                address, self.client_id, security=self.security)
         return conn
 
     # -- metadata -----------------------------------------------------------------------

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ssl
 from typing import Any
 
+from odradek.client.security import PLAINTEXT, ClientSecurity
 from odradek.wire import api
 from odradek.wire.errors import ErrorCode
 from odradek.wire.frames import ClientConnection, FrameError
@@ -60,14 +62,19 @@ class Connection:
 
     @classmethod
     async def open(
-        cls, address: str, client_id: str = "odradek-cli", timeout_s: float = 10.0
+        cls, address: str, client_id: str = "odradek-cli", timeout_s: float = 10.0,
+        security: ClientSecurity = PLAINTEXT,
     ) -> Connection:
+        """Connect, negotiate versions and, on a SASL listener, authenticate
+        (``security``: TLS and SASL settings, :mod:`odradek.client.security`)."""
         host, _, port = address.rpartition(":")
         if not host or not port.isdigit():
             raise ClientError(f"not a HOST:PORT address: {address!r}")
         try:
             reader, writer = await asyncio.wait_for(
-                asyncio.open_connection(host.strip("[]"), int(port)), timeout_s
+                asyncio.open_connection(host.strip("[]"), int(port),
+                                        **_tls_arguments(security, host.strip("[]"))),
+                timeout_s,
             )
         except (OSError, TimeoutError) as exc:
             raise ClientError(f"cannot reach broker at {address}: {_reason(exc)}") from exc
@@ -81,7 +88,18 @@ class Connection:
                    if isinstance(exc, TimeoutError) else str(exc))
             raise ClientError(f"{address} does not answer as a Kafka broker ({why}): check "
                               f"the address and that it is a Kafka listener") from exc
+        if security.uses_sasl:
+            try:
+                await asyncio.wait_for(conn._authenticate(security), timeout_s)
+            except BaseException:
+                await conn.close()
+                raise
         return conn
+
+    async def _authenticate(self, security: ClientSecurity) -> None:
+        """SASL on this connection (SaslHandshake v1 + SaslAuthenticate)."""
+        raise ClientError(f"SASL mechanism {security.sasl_mechanism} is not supported "
+                          "by this client yet")
 
     async def _negotiate(self) -> None:
         request = ApiVersionsRequest(client_software_name="odradek",
@@ -165,6 +183,14 @@ class Connection:
             self._reading.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._reading
+
+
+def _tls_arguments(security: ClientSecurity, host: str) -> dict[str, Any]:
+    """``open_connection``'s TLS arguments for ``security`` (none for plaintext)."""
+    if not security.uses_tls:
+        return {}
+    context = security.ssl_context or ssl.create_default_context()
+    return {"ssl": context, "server_hostname": host if security.check_hostname else ""}
 
 
 def _reason(exc: BaseException) -> str:
