@@ -260,7 +260,8 @@ class Authorize:
                 for op in checks:
                     if not authz.allowed(op, CLUSTER_RESOURCE, CLUSTER_NAME):
                         return denied_response(reg, call.request.body,
-                                               ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+                                               ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                                               call.request.api_version)
         return await proceed(call)
 
 
@@ -275,19 +276,21 @@ def cluster_checks(reg: Registration) -> tuple[int, ...]:
                  if a.resource == "CLUSTER" and not a.when)
 
 
-def denied_response(reg: Registration, request: Any, code: int) -> Any:
-    """The API's answer refusing the whole request with ``code``: its own error
-    body (:attr:`Registration.error_response`) when it declares one, else its
-    response with the top-level ``error_code`` set and everything else empty."""
+def denied_response(reg: Registration, request: Any, code: int, version: int) -> Any:
+    """The API's answer refusing the whole request with ``code`` at ``version``:
+    its own error body (:attr:`Registration.error_response`, per item) when it
+    declares one, else its empty response (DescribeLogDirs before v3 answers a
+    refusal with no results, as Kafka does); the top-level ``error_code`` is set
+    too where ``version`` has one."""
     if reg.error_response is not None:
-        return reg.error_response(request, code)
-    from odradek.wire.api import response_class
+        body = reg.error_response(request, code)
+    else:
+        from odradek.wire.api import response_class
 
-    body = response_class(reg.api_key)()
-    if not hasattr(body, "error_code"):
-        raise RuntimeError(f"API {reg.api_key} has no top-level error code: "
-                           "its handler declares error_response")
-    body.error_code = code
+        body = response_class(reg.api_key)()
+    top = next((f for f in getattr(body, "FIELDS", ()) if f.name == "error_code"), None)
+    if top is not None and top.versions[0] <= version <= top.versions[1]:
+        body.error_code = code
     return body
 
 
