@@ -32,6 +32,9 @@ __all__ = ["DEFAULTS", "BrokerConfig", "ConfigError", "Listener", "parse_listene
 # Kafka's broker defaults for the keys Odradek reads (name → default as text).
 DEFAULTS: dict[str, str] = {
     "node.id": "1",
+    "authorizer.class.name": "",
+    "super.users": "",
+    "allow.everyone.if.no.acl.found": "false",
     "process.roles": "broker,controller",
     "listeners": "PLAINTEXT://127.0.0.1:9092",
     "advertised.listeners": "",
@@ -199,7 +202,7 @@ _INT_KEYS |= {
 # Kafka's null defaults: checked only when set.
 _NULLABLE_INT_KEYS = {"log.roll.ms", "log.retention.ms", "log.retention.minutes",
                       "log.flush.interval.ms"}
-_BOOL_KEYS = {"auto.create.topics.enable", "delete.topic.enable",
+_BOOL_KEYS = {"auto.create.topics.enable", "delete.topic.enable", "allow.everyone.if.no.acl.found",
               "unclean.leader.election.enable", "auto.leader.rebalance.enable"}
 
 

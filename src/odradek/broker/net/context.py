@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from odradek.wire.messages.request_header import RequestHeader
 
@@ -12,6 +13,44 @@ if TYPE_CHECKING:
 
 
 ANONYMOUS = "User:ANONYMOUS"
+
+
+class Authz(Protocol):
+    """What a handler asks the authorizer, for the request's principal and host.
+    Operations and resource types are Kafka's int8 codes
+    (:mod:`odradek.metadata.acls`); names are resource names (the cluster is
+    ``kafka-cluster``)."""
+
+    enabled: bool
+    """False: no authorizer is configured and everything is allowed."""
+
+    def allowed(self, operation: int, resource_type: int, name: str) -> bool: ...
+
+    def filter(self, operation: int, resource_type: int, names: Iterable[str]) -> list[str]:
+        """The names of ``names`` the principal may ``operation``, in order."""
+        ...
+
+    def allowed_on_any(self, operation: int, resource_type: int) -> bool:
+        """Allowed on at least one resource of the type (authorizeByResourceType)."""
+        ...
+
+
+class AllowAll:
+    """The port when no authorizer is configured: everything is allowed."""
+
+    enabled = False
+
+    def allowed(self, operation: int, resource_type: int, name: str) -> bool:
+        return True
+
+    def filter(self, operation: int, resource_type: int, names: Iterable[str]) -> list[str]:
+        return list(names)
+
+    def allowed_on_any(self, operation: int, resource_type: int) -> bool:
+        return True
+
+
+ALLOW_ALL: Authz = AllowAll()
 
 
 @dataclass(slots=True)
@@ -45,6 +84,10 @@ class RequestContext:
     principal: str = ANONYMOUS
     """Who sent it, as ``Type:name`` (Kafka's KafkaPrincipal): ``User:ANONYMOUS``
     on a PLAINTEXT listener; an authenticating listener sets its own."""
+
+    authz: Authz = ALLOW_ALL
+    """The authorizer, for :attr:`principal` from :attr:`client_host`'s IP
+    (broker/net/authz.py); :data:`ALLOW_ALL` when none is configured."""
 
     services: Services | None = None
     """The replica manager and the coordinators (None only in a handler unit

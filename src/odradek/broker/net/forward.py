@@ -116,6 +116,12 @@ def not_controller_response(api_key: int, request: Any) -> Any:
             for entry in request.entries])
     if api_key == 55:
         return dq.DescribeQuorumResponse(error_code=code, error_message=why)
+    if api_key == 30:
+        from odradek.broker.handlers.k30_create_acls import error_response as create_acls
+        return create_acls(request, code)
+    if api_key == 31:
+        from odradek.broker.handlers.k31_delete_acls import error_response as delete_acls
+        return delete_acls(request, code)
     if api_key == 43:
         from odradek.broker.handlers.k43_elect_leaders import error_response as elect
         return elect(request, code)

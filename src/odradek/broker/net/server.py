@@ -44,8 +44,10 @@ from odradek.broker.cluster_config import effective_protocol_map
 from odradek.broker.config import ConfigError
 from odradek.broker.control.broker_state import BrokerState
 from odradek.broker.handlers.k18_api_versions import unsupported_version_response
+from odradek.broker.net import authz
+from odradek.broker.net.authz import AclAuthorizer
 from odradek.broker.net.connlimits import ConnectionLimits
-from odradek.broker.net.context import ANONYMOUS, RequestContext, Services
+from odradek.broker.net.context import ALLOW_ALL, ANONYMOUS, Authz, RequestContext, Services
 from odradek.broker.net.pipeline import Call, Pipeline, Stage, Stages, default_stages
 from odradek.broker.net.registry import CloseConnection, Deferred, registration
 from odradek.broker.net.transfer import write_parts
@@ -82,6 +84,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.listener = listener
         """The name of the listener this connection came in on."""
         self.principal = ANONYMOUS
+        self._authz: Authz = ALLOW_ALL
+        self._authz_for = ""
+        """The principal :attr:`_authz` was made for (a SASL listener sets the
+        principal after the connection is made)."""
         self.state = server.state
         self.conn = ServerConnection(server.max_frame_bytes, server.memory)
         self.transport: asyncio.Transport | None = None
@@ -287,6 +293,13 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self.last_active = self.server.loop_time()
             self._released(req.size)
 
+    def _new_authz(self) -> Authz:
+        authorizer = self.server.authorizer
+        if authorizer is not None:
+            self._authz = authorizer.session(self.principal, self.ip)
+        self._authz_for = self.principal
+        return self._authz
+
     async def _handle(self, req: Request) -> bool:
         """Serve one request through the server's :class:`Pipeline`; False when
         its answer was deferred (it releases the request's memory itself). A
@@ -299,6 +312,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
                              listener=self.listener,
                              security_protocol=self.security_protocol,
                              principal=self.principal,
+                             authz=self._authz if self._authz_for == self.principal
+                             else self._new_authz(),
                              services=self.server.services)
         # registration() imports the API's module on its first request.
         call = Call(req, registration(req.api_key), ctx)
@@ -358,9 +373,13 @@ class KafkaServer:
         self.services = services
         config = state.config
         self.metrics = metrics if metrics is not None else Registry()
+        self.authorizer: AclAuthorizer | None = authz.from_config(
+            config, lambda: state.image, lambda: state.metadata_ready)
+        """The ACL authorizer (None: ``authorizer.class.name`` is not set)."""
         self.pipeline: Pipeline = default_stages(Stages(
             self.metrics, self.state.quotas, lambda: self.loop_time() * 1000,
-            unsupported_version_response, forward, list(stages or ())))
+            unsupported_version_response, forward, self.authorizer is not None,
+            list(stages or ())))
         self.connections: set[KafkaConnection] = set()
         self.tasks: set[asyncio.Task[None]] = set()
         """Every connection's serving task until it ends (closed connections too)."""
