@@ -24,7 +24,7 @@ from odradek.broker.coordinators.group_runtime import GroupRuntime
 from odradek.broker.coordinators.txn_runtime import TxnRuntime
 from odradek.broker.net.context import Services
 from odradek.broker.net.server import KafkaServer
-from odradek.broker.net.tls import ListenerTls
+from odradek.broker.net.tls import ListenerTls, broker_client_security, controller_listener
 from odradek.broker.ports import METADATA_TOPIC
 from odradek.broker.replica.manager import ReplicaManager
 from odradek.broker.replica.partitions import Partition, PartitionManager
@@ -344,7 +344,8 @@ class _Quorum:
         quorum = self.app.quorum = QuorumMetadataLog(
             state, config.node_id, voters, state.cluster_id, raft_log, store, raft_config,
             state.clock, config.get_int("metadata.log.max.record.bytes.between.snapshots"),
-            config.get_int("metadata.log.max.snapshot.interval.ms"))
+            config.get_int("metadata.log.max.snapshot.interval.ms"),
+            broker_client_security(config, controller_listener(config)))
         return quorum
 
     def sessions(self, state: BrokerState) -> BrokerSessions:

@@ -24,7 +24,8 @@ from odradek.broker.cluster_config import (
     validate,
 )
 from odradek.broker.listeners import ConfigError, Listener, parse_listeners
-from odradek.broker.net.tls import SSL_KEYS, is_ssl_key, validate_ssl_keys
+from odradek.broker.net.tls import validate_ssl_keys
+from odradek.metadata.ssl_configs import SSL_KEYS, is_ssl_key
 
 __all__ = ["DEFAULTS", "BrokerConfig", "ConfigError", "Listener", "parse_listeners",
            "parse_overrides", "read_properties"]

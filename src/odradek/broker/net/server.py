@@ -49,9 +49,10 @@ from odradek.broker.net.context import ANONYMOUS, RequestContext, Services
 from odradek.broker.net.pipeline import Call, Pipeline, Stage, Stages, default_stages
 from odradek.broker.net.registry import CloseConnection, Deferred, registration
 from odradek.broker.net.ssl_principal import NoMatchingRule, PrincipalMapper
-from odradek.broker.net.tls import ListenerTls, is_dynamic_ssl_key
+from odradek.broker.net.tls import ListenerTls
 from odradek.broker.net.transfer import write_parts
 from odradek.common.metrics import Registry
+from odradek.metadata.ssl_configs import is_dynamic_ssl_key
 from odradek.wire.frames import (
     UNBOUNDED,
     BadRequest,

@@ -11,7 +11,8 @@ key counts (clients there authenticate with SASL).
 (one ``ssl.SSLContext`` per listener, shared by all its connections, with the
 principal mapping of ``ssl.principal.mapping.rules``). A dynamic change of a
 listener's keystore (``IncrementalAlterConfigs`` on this broker's resource:
-:data:`DYNAMIC_SSL_KEYS`) loads the new key and chain into the *same* context:
+:data:`~odradek.metadata.ssl_configs.KEYSTORE_KEYS`) loads the new key and
+chain into the *same* context:
 new handshakes present the new certificate, connections already open keep
 theirs (OpenSSL copies the certificate into each connection). A keystore that
 does not load is logged and the old one kept.
@@ -34,70 +35,18 @@ from odradek.broker.listeners import ConfigError
 from odradek.broker.net.ssl_principal import PrincipalMapper, RuleError
 from odradek.client.keystores import StoreError, apply_protocols, load_keystore, load_truststore
 from odradek.client.security import PLAINTEXT, ClientSecurity
+from odradek.metadata.ssl_configs import (
+    KEYSTORE_KEYS,
+    SSL_KEYS,
+    listener_prefix,
+    split_listener_key,
+)
 
 log = logging.getLogger("odradek.broker.tls")
-
-SSL_KEYS = (
-    "ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.password", "ssl.key.password",
-    "ssl.keystore.key", "ssl.keystore.certificate.chain",
-    "ssl.truststore.type", "ssl.truststore.location", "ssl.truststore.password",
-    "ssl.truststore.certificates",
-    "ssl.client.auth", "ssl.enabled.protocols", "ssl.protocol", "ssl.cipher.suites",
-    "ssl.endpoint.identification.algorithm", "ssl.principal.mapping.rules",
-)
-"""The ``ssl.*`` keys Odradek reads (each may carry a listener prefix)."""
-
-KEYSTORE_KEYS = frozenset({
-    "ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.password", "ssl.key.password",
-    "ssl.keystore.key", "ssl.keystore.certificate.chain"})
-"""Keys a running broker takes dynamically (with or without a listener prefix)."""
-
-PASSWORD_KEYS = frozenset({"ssl.keystore.password", "ssl.key.password",
-                           "ssl.truststore.password", "ssl.keystore.key"})
-"""Kafka's PASSWORD-type keys: never shown by DescribeConfigs."""
-
-JVM_ONLY_KEYS = frozenset({
-    "ssl.engine.factory.class", "ssl.keymanager.algorithm", "ssl.trustmanager.algorithm",
-    "ssl.secure.random.implementation", "ssl.provider"})
-"""Kafka's JVM-only TLS settings: accepted and ignored."""
 
 CLIENT_AUTH = {"none": ssl.CERT_NONE, "requested": ssl.CERT_OPTIONAL,
                "required": ssl.CERT_REQUIRED}
 TLS_PROTOCOLS = frozenset({"SSL", "SASL_SSL"})
-
-_PREFIX = "listener.name."
-
-
-def listener_prefix(listener: str) -> str:
-    return f"{_PREFIX}{listener.lower()}."
-
-
-def split_listener_key(key: str) -> tuple[str, str] | None:
-    """``listener.name.<l>.ssl.x`` → (l, ``ssl.x``) for a key of :data:`SSL_KEYS`
-    (or a JVM-only one); None for any other key."""
-    if not key.startswith(_PREFIX):
-        return None
-    rest = key[len(_PREFIX):]
-    listener, dot, inner = rest.partition(".")
-    if not dot or not listener or (inner not in SSL_KEYS and inner not in JVM_ONLY_KEYS):
-        return None
-    return listener, inner
-
-
-def is_ssl_key(key: str) -> bool:
-    """A key this module reads, with or without a listener prefix."""
-    return key in SSL_KEYS or key in JVM_ONLY_KEYS or split_listener_key(key) is not None
-
-
-def is_dynamic_ssl_key(key: str) -> bool:
-    """A keystore key (:data:`KEYSTORE_KEYS`), with or without a listener prefix."""
-    split = split_listener_key(key)
-    return (split[1] if split else key) in KEYSTORE_KEYS
-
-
-def is_password_key(key: str) -> bool:
-    split = split_listener_key(key)
-    return (split[1] if split else key) in PASSWORD_KEYS
 
 
 Lookup = Callable[[str], str]
