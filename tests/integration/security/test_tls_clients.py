@@ -273,3 +273,27 @@ def test_serve_with_a_bad_keystore_exits_with_one_line(tmp_path: Path) -> None:
     assert "ssl.keystore.location" in out.stderr
     assert "Traceback" not in out.stderr
     assert len([line for line in out.stderr.splitlines() if "odradek:" in line]) == 1
+
+
+def test_pytest_fixture_serves_ssl(odradek_ssl_broker: Broker) -> None:
+    odradek_ssl_broker.create_topic("fx")
+    _produce(odradek_ssl_broker.client_config(), "fx", [b"fixture"])
+    assert _consume(odradek_ssl_broker.client_config(), "fx", 1) == [b"fixture"]
+
+
+def test_metadata_names_the_endpoints_of_the_listener_the_client_came_in_on() -> None:
+    """PLAINTEXT and SSL listeners on one broker: each client is sent to its own kind."""
+    with Broker(ssl=True, **{
+            "listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0",
+            "advertised.listeners": "PLAINTEXT://127.0.0.1:0,SSL://localhost:0"}) as broker:
+        plain, secure = broker.bootstrap_servers.split(",")
+        assert secure.startswith("localhost:")
+        broker.create_topic("two")
+        conf = {**broker.client_config(), "bootstrap.servers": secure}
+        brokers = AdminClient(conf).list_topics(timeout=10).brokers
+        assert [f"{b.host}:{b.port}" for b in brokers.values()] == [secure]
+        plain_brokers = AdminClient({"bootstrap.servers": plain}).list_topics(timeout=10).brokers
+        assert [f"{b.host}:{b.port}" for b in plain_brokers.values()] == [plain]
+        _produce(conf, "two", [b"tls"])
+        _produce({"bootstrap.servers": plain}, "two", [b"plain"])
+        assert sorted(_consume(conf, "two", 2)) == [b"plain", b"tls"]

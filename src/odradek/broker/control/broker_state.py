@@ -347,19 +347,26 @@ class BrokerState:
             return ErrorCode.NOT_LEADER_OR_FOLLOWER
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
-    def endpoint_of(self, node_id: int) -> Endpoint | None:
-        """The first advertised listener of a live (unfenced) broker."""
+    def endpoint_of(self, node_id: int, listener: str = "") -> Endpoint | None:
+        """A live (unfenced) broker's endpoint on ``listener`` (the one a client
+        came in on: Kafka answers with the endpoints of that listener, so a TLS
+        client is sent to TLS ports), else on this node's first advertised
+        listener, else its first."""
         broker = self.image.brokers.get(node_id)
         if broker is None or broker.fenced:
             return None
+        if listener:
+            own = broker.endpoint(listener)
+            if own is not None:
+                return own
         name = self.advertised[0].name if self.advertised else None
         return broker.endpoint(name) or broker.endpoint()
 
-    def live_endpoints(self) -> list[tuple[int, Endpoint]]:
-        """(node id, endpoint) of every live broker, by node id."""
+    def live_endpoints(self, listener: str = "") -> list[tuple[int, Endpoint]]:
+        """(node id, endpoint on ``listener``) of every live broker, by node id."""
         out = []
         for node_id in sorted(self.image.brokers):
-            endpoint = self.endpoint_of(node_id)
+            endpoint = self.endpoint_of(node_id, listener)
             if endpoint is not None:
                 out.append((node_id, endpoint))
         return out
