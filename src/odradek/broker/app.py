@@ -24,6 +24,7 @@ from odradek.broker.coordinators.group_runtime import GroupRuntime
 from odradek.broker.coordinators.txn_runtime import TxnRuntime
 from odradek.broker.net.context import Services
 from odradek.broker.net.server import KafkaServer
+from odradek.broker.net.tls import ListenerTls, broker_client_security, controller_listener
 from odradek.broker.ports import METADATA_TOPIC
 from odradek.broker.replica.manager import ReplicaManager
 from odradek.broker.replica.partitions import Partition, PartitionManager
@@ -87,6 +88,9 @@ class BrokerApp:
             raise
 
     async def _start(self) -> None:
+        # TLS listeners' keystores first: a bad one stops the start before the
+        # data directories are touched (one line naming the key).
+        tls = ListenerTls.for_config(self.config)
         # Before anything in the data directories is read or written: one broker
         # per directory (broker/control/dirlock.py).
         self._locks = lock_dirs(self.config.data_dirs())
@@ -132,7 +136,7 @@ class BrokerApp:
             self.txns.start()
         replicas = ReplicaManager(self.partitions, self.state, self.clock.now_ms)
         self.server = KafkaServer(self.state, Services(replicas, self.groups, self.txns),
-                                  self.metrics, self.stages, self._forward_stage())
+                                  self.metrics, self.stages, self._forward_stage(), tls)
         # A single node registers once bound, before serving; a cluster node
         # registers with the controller once serving (peers must reach it).
         await self.server.start(None if cluster else self.state.register)
@@ -340,7 +344,8 @@ class _Quorum:
         quorum = self.app.quorum = QuorumMetadataLog(
             state, config.node_id, voters, state.cluster_id, raft_log, store, raft_config,
             state.clock, config.get_int("metadata.log.max.record.bytes.between.snapshots"),
-            config.get_int("metadata.log.max.snapshot.interval.ms"))
+            config.get_int("metadata.log.max.snapshot.interval.ms"),
+            broker_client_security(config, controller_listener(config)))
         return quorum
 
     def sessions(self, state: BrokerState) -> BrokerSessions:

@@ -13,9 +13,9 @@ default), not a configuration error. It needs no controller listener. Every
 rule about controller listeners applies once a quorum is configured, and a
 broker-only or controller-only node must have one.
 
-Security: only PLAINTEXT is served today, so a listener whose protocol in
-``listener.security.protocol.map`` is SSL or SASL_* is refused at start-up
-instead of being served in the clear.
+Security: PLAINTEXT and SSL are served (TLS: ``broker/net/tls.py``); a
+listener whose protocol in ``listener.security.protocol.map`` is one not
+served yet is refused at start-up instead of being served in the clear.
 """
 
 from __future__ import annotations
@@ -54,13 +54,14 @@ class KraftSettings(Protocol):
 
 ROLES = ("broker", "controller")
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-SERVED_PROTOCOLS = frozenset({"PLAINTEXT"})
+SERVED_PROTOCOLS = frozenset({"PLAINTEXT", "SSL"})
 
 VOTERS = "controller.quorum.voters"
 BOOTSTRAP = "controller.quorum.bootstrap.servers"
 CONTROLLER_NAMES = "controller.listener.names"
 PROTOCOL_MAP = "listener.security.protocol.map"
 INTER_BROKER = "inter.broker.listener.name"
+INTER_BROKER_PROTOCOL = "security.inter.broker.protocol"
 ROLES_KEY = "process.roles"
 
 _HOST_NAME = re.compile(r"[A-Za-z0-9_.-]+")
@@ -222,11 +223,23 @@ def _validate_protocols(config: KraftSettings, controller_names: list[str]) -> N
             raise ConfigError(f"{PROTOCOL_MAP}: no security protocol for listener {name}")
         if protocol not in SERVED_PROTOCOLS:
             raise ConfigError(f"{PROTOCOL_MAP}: listener {name} uses {protocol}, which Odradek "
-                              f"does not support yet (only PLAINTEXT)")
+                              f"does not support yet ({', '.join(sorted(SERVED_PROTOCOLS))})")
 
 
 def _validate_inter_broker(config: KraftSettings, controller_names: list[str]) -> None:
     name = config.get(INTER_BROKER).strip().upper()
+    protocol = config.get(INTER_BROKER_PROTOCOL).strip().upper()
+    if protocol and name:
+        raise ConfigError(f"{INTER_BROKER}: set either it or {INTER_BROKER_PROTOCOL}, not both")
+    if protocol:
+        if protocol not in SECURITY_PROTOCOLS:
+            raise ConfigError(f"{INTER_BROKER_PROTOCOL}: unknown security protocol "
+                              f"{protocol!r} ({', '.join(SECURITY_PROTOCOLS)})")
+        mapping = effective_protocol_map(config)
+        if not any(mapping.get(lis.name) == protocol
+                   for lis in config.client_advertised_listeners()):
+            raise ConfigError(f"{INTER_BROKER_PROTOCOL}: no advertised broker listener uses "
+                              f"{protocol}")
     if not name:
         return
     if name in controller_names:

@@ -24,6 +24,8 @@ from odradek.broker.cluster_config import (
     validate,
 )
 from odradek.broker.listeners import ConfigError, Listener, parse_listeners
+from odradek.broker.net.tls import validate_ssl_keys
+from odradek.metadata.ssl_configs import SSL_KEYS, is_ssl_key
 
 __all__ = ["DEFAULTS", "BrokerConfig", "ConfigError", "Listener", "parse_listeners",
            "parse_overrides", "read_properties"]
@@ -128,6 +130,7 @@ DEFAULTS: dict[str, str] = {
         "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,"
         "SASL_SSL:SASL_SSL"),
     "inter.broker.listener.name": "",
+    "security.inter.broker.protocol": "",
     "broker.rack": "",
     "controller.quorum.election.timeout.ms": "1000",
     "controller.quorum.fetch.timeout.ms": "2000",
@@ -318,10 +321,10 @@ class BrokerConfig:
         from odradek.metadata.broker_configs import BROKER_CONFIGS
 
         known = (set(DEFAULTS) | _INT_KEYS | _BOOL_KEYS | _NULLABLE_INT_KEYS
-                 | set(BROKER_CONFIGS) | _READ_ELSEWHERE)
+                 | set(BROKER_CONFIGS) | _READ_ELSEWHERE | set(SSL_KEYS))
         out = []
         for key in sorted(self.explicit):
-            if key in known or key in KAFKA_IGNORED:
+            if key in known or key in KAFKA_IGNORED or is_ssl_key(key):
                 continue
             close = difflib.get_close_matches(key, sorted(known), 1, 0.75)
             out.append((key, close[0] if close else None))
@@ -383,6 +386,7 @@ class BrokerConfig:
         if threads and (not threads.isdigit() or int(threads) < 1):
             raise ConfigError("num.replica.alter.log.dirs.threads: must be at least 1")
         validate(self)
+        validate_ssl_keys(self.get, [k for k in self.props if is_ssl_key(k)])
 
     @property
     def node_id(self) -> int:

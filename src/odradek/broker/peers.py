@@ -18,6 +18,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from odradek.broker.config import BrokerConfig
+from odradek.broker.net.tls import inter_broker_listener
+from odradek.client.security import PLAINTEXT, ClientSecurity
 from odradek.metadata.image import MetadataImage
 
 if TYPE_CHECKING:
@@ -43,7 +45,7 @@ def broker_address(image: MetadataImage, config: BrokerConfig, node_id: int,
     broker = image.brokers.get(node_id)
     if broker is None:
         return None
-    listener = config.get("inter.broker.listener.name") or None
+    listener = inter_broker_listener(config)
     endpoint = broker.endpoint(listener) or broker.endpoint()
     return f"{endpoint.host}:{endpoint.port}" if endpoint is not None else None
 
@@ -59,8 +61,11 @@ class PeerConnections:
     and the quorum driver each keep one, so a call on one never queues behind
     another's."""
 
-    def __init__(self, client_id: str) -> None:
+    def __init__(self, client_id: str, security: ClientSecurity = PLAINTEXT) -> None:
+        """``security``: TLS (and SASL) settings of the connections
+        (:func:`odradek.broker.net.tls.broker_client_security`)."""
         self.client_id = client_id
+        self.security = security
         self._conns: dict[int, Connection] = {}
         self._connecting: dict[int, asyncio.Lock] = {}
 
@@ -79,7 +84,8 @@ class PeerConnections:
                 where = address()
                 if where is None:
                     raise BrokerUnavailable(f"node {node_id} has no endpoint")
-                conn = await Connection.open(where, self.client_id, timeout_s=timeout_s)
+                conn = await Connection.open(where, self.client_id, timeout_s=timeout_s,
+                                             security=self.security)
                 self._conns[node_id] = conn
             return conn
 

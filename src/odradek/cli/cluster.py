@@ -27,7 +27,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 
 def run(args: argparse.Namespace) -> int:
-    return with_client(args.bootstrap_server, lambda c: _describe(c, args))
+    return with_client(args, lambda c: _describe(c, args))
 
 
 async def _describe(client: KafkaClient, args: argparse.Namespace) -> int:

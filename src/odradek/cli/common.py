@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+from pathlib import Path
 
 BOOTSTRAP_ENV = "ODRADEK_BOOTSTRAP_SERVER"
 """The environment variable naming the default broker address of every command."""
@@ -27,4 +28,8 @@ def add_bootstrap(parser: argparse.ArgumentParser) -> None:
         help=f"a broker to connect to (default: ${BOOTSTRAP_ENV}, else 127.0.0.1:9092; "
              f"now {DEFAULT_BOOTSTRAP})",
     )
+    parser.add_argument(
+        "--command-config", type=Path, default=None, metavar="FILE",
+        help="client security settings (TLS, SASL) in Kafka's client properties format: "
+             "security.protocol, ssl.truststore.location, ssl.keystore.location, ...")
     parser.add_argument("--json", action="store_true", help="print JSON instead of tables")

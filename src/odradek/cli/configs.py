@@ -89,15 +89,15 @@ def run(args: argparse.Namespace) -> int:
                        "client-quota entity (--client-id, --user, --ip and their -default)")
     if quota:
         work = quotas.describe_quotas if args.verb == "describe" else quotas.alter_quotas
-        return with_client(args.bootstrap_server, lambda c: work(c, args))
+        return with_client(args, lambda c: work(c, args))
     if args.broker is not None and args.broker < 0:
         raise CliError("--broker takes a broker id (0 or more)")
     resource = ((TOPIC_RESOURCE, args.topic) if args.topic is not None
                 else (BROKER_RESOURCE, "" if args.broker_defaults else str(args.broker)))
     if args.verb == "describe":
-        return with_client(args.bootstrap_server, lambda c: _describe(c, args, resource))
+        return with_client(args, lambda c: _describe(c, args, resource))
     ops = parse_ops(args.add_config, args.delete_config)
-    return with_client(args.bootstrap_server, lambda c: _alter(c, args, resource, ops))
+    return with_client(args, lambda c: _alter(c, args, resource, ops))
 
 
 def _split(text: str) -> list[str]:

@@ -98,8 +98,8 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         args.format = "json"
     if args.group and args.partition is None:
-        return with_client(args.bootstrap_server, lambda c: _as_member(c, args))
-    return with_client(args.bootstrap_server, lambda c: _consume(c, args))
+        return with_client(args, lambda c: _as_member(c, args))
+    return with_client(args, lambda c: _consume(c, args))
 
 
 async def _start(client: KafkaClient, args: argparse.Namespace,

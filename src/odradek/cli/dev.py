@@ -70,6 +70,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                             "librdkafka's; 1 keeps librdkafka from bumping its epoch on a "
                             "pipelined request's OUT_OF_ORDER answer)")
     chaos.set_defaults(run=run_chaos)
+    from odradek.cli import dev_certs
+
+    dev_certs.register(verbs)
 
 
 def _odradek() -> list[str]:

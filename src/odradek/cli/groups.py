@@ -52,7 +52,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 def run(args: argparse.Namespace) -> int:
     verbs = {"list": _list, "describe": _describe, "reset-offsets": _reset, "delete": _delete}
-    return with_client(args.bootstrap_server, lambda c: verbs[args.verb](c, args))
+    return with_client(args, lambda c: verbs[args.verb](c, args))
 
 
 async def _list(client: KafkaClient, args: argparse.Namespace) -> int:

@@ -41,7 +41,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                        help="with --topic (repeatable); default: all of its partitions")
     add_bootstrap(elect)
     elect.set_defaults(
-        run=lambda a: with_client(a.bootstrap_server, lambda c: elect_leaders(c, a)))
+        run=lambda a: with_client(a, lambda c: elect_leaders(c, a)))
 
 
 def add_reassign(verbs: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -54,7 +54,7 @@ def add_reassign(verbs: argparse._SubParsersAction) -> None:  # type: ignore[typ
     reassign.add_argument("--list", action="store_true", help="show reassignments under way")
     add_bootstrap(reassign)
     reassign.set_defaults(
-        run=lambda a: with_client(a.bootstrap_server, lambda c: reassign_run(c, a)))
+        run=lambda a: with_client(a, lambda c: reassign_run(c, a)))
 
 
 async def elect_leaders(client: KafkaClient, args: argparse.Namespace) -> int:

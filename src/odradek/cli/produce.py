@@ -116,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
     show = args.progress if args.progress is not None else bool(args.file) and sys.stderr.isatty()
     progress = _Progress(total, show)
     try:
-        written = with_client(args.bootstrap_server, lambda c: _produce(
+        written = with_client(args, lambda c: _produce(
             c, args, _lines(stream, separator), headers, progress, stream
         ))
     finally:

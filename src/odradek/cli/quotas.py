@@ -58,8 +58,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     alter.add_argument("--delete-config", default="", metavar="K,...",
                        help="quotas to remove")
     describe.set_defaults(
-        run=lambda a: with_client(a.bootstrap_server, lambda c: describe_quotas(c, a)))
-    alter.set_defaults(run=lambda a: with_client(a.bootstrap_server, lambda c: alter_quotas(c, a)))
+        run=lambda a: with_client(a, lambda c: describe_quotas(c, a)))
+    alter.set_defaults(run=lambda a: with_client(a, lambda c: alter_quotas(c, a)))
 
 
 def entity(args: argparse.Namespace) -> list[tuple[str, str | None]]:

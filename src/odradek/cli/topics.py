@@ -124,7 +124,7 @@ def _pairs(items: list[str]) -> dict[str, str]:
 def run(args: argparse.Namespace) -> int:
     verbs = {"create": _create, "list": _list, "describe": _describe, "delete": _delete,
              "alter": _alter}
-    return with_client(args.bootstrap_server, lambda c: verbs[args.verb](c, args))
+    return with_client(args, lambda c: verbs[args.verb](c, args))
 
 
 async def _create(client: KafkaClient, args: argparse.Namespace) -> int:

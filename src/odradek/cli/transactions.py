@@ -81,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
         raise CliError("--max-transaction-timeout must not be negative")
     verbs = {"list": _list, "describe": _describe, "find-hanging": _find_hanging,
              "abort": _abort}
-    return with_client(args.bootstrap_server, lambda c: verbs[args.verb](c, args))
+    return with_client(args, lambda c: verbs[args.verb](c, args))
 
 
 def _check_abort_args(args: argparse.Namespace) -> None:

@@ -86,8 +86,11 @@ class Connection:
             await conn.close()
             why = ("no answer to ApiVersions within " f"{timeout_s:g} s"
                    if isinstance(exc, TimeoutError) else str(exc))
+            hint = ("whether the listener wants a client certificate (ssl.keystore.location)"
+                    if security.uses_tls else "that it is a Kafka listener (a TLS or SASL "
+                    "listener needs security settings, security.protocol)")
             raise ClientError(f"{address} does not answer as a Kafka broker ({why}): check "
-                              f"the address and that it is a Kafka listener") from exc
+                              f"the address and {hint}") from exc
         if security.uses_sasl:
             try:
                 await asyncio.wait_for(conn._authenticate(security), timeout_s)

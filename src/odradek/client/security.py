@@ -11,6 +11,7 @@ part of ``repr``.
 from __future__ import annotations
 
 import ssl
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
@@ -30,6 +31,14 @@ class ClientSecurity:
     sasl_password: str = field(default="", repr=False)
     sasl_oauth_token: str = field(default="", repr=False)
     """OAUTHBEARER: the token sent as is (unsecured JWS or a signed JWT)."""
+
+    @classmethod
+    def from_properties(cls, props: Mapping[str, str]) -> ClientSecurity:
+        """From Kafka's Java client names or librdkafka's
+        (:mod:`odradek.client.properties`); ValueError, one line, naming the key."""
+        from odradek.client.properties import security_from_properties
+
+        return security_from_properties(props)
 
     @property
     def uses_tls(self) -> bool:

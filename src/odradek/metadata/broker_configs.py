@@ -9,9 +9,11 @@ Only configs Odradek honours are listed. A config is one of:
 * ``cluster-wide``: may also be set while the broker runs, for one broker
   (resource name ``"<node.id>"``, DYNAMIC_BROKER_CONFIG) or as the cluster
   default (resource name ``""``, DYNAMIC_DEFAULT_BROKER_CONFIG);
-* ``per-broker``: dynamic, but only for one broker (none of those Odradek
-  honours is: Kafka's per-broker ones are listener and SSL settings, which
-  Odradek cannot change while it runs, so it lists them as read-only).
+* ``per-broker``: dynamic, but only for one broker: the keystore of the TLS
+  listeners (``ssl.keystore.*``, ``ssl.key.password``, with or without a
+  ``listener.name.<l>.`` prefix; :mod:`odradek.metadata.ssl_configs`). Kafka's
+  other per-broker ones (listeners, the rest of ``ssl.*``) Odradek cannot
+  change while it runs, so it lists them as read-only.
 
 The effective value of a config is, in order: the broker's dynamic value, the
 cluster default, the static value, the default. Dynamic values are
@@ -31,6 +33,7 @@ from dataclasses import dataclass
 
 from odradek.metadata.image import BROKER_RESOURCE, MetadataImage
 from odradek.metadata.outcome import Outcome
+from odradek.metadata.ssl_configs import base_key, is_dynamic_ssl_key, is_password_key, is_ssl_key
 from odradek.metadata.topic_configs import TOPIC_CONFIGS, validate_topic_config
 from odradek.wire.errors import ErrorCode
 from odradek.wire.internal.config_record import ConfigRecord
@@ -48,7 +51,7 @@ SOURCE_DEFAULT = 5
 
 # Kafka's ConfigType numbers (DescribeConfigs v3+); 0 is UNKNOWN.
 CONFIG_TYPE = {"boolean": 1, "string": 2, "int": 3, "short": 4, "long": 5, "double": 6,
-               "list": 7}
+               "list": 7, "password": 9}
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,6 +146,26 @@ del R, C
 
 BROKER_CONFIGS: dict[str, BrokerConfigDef] = {d.name: d for d in _DEFS}
 DYNAMIC = frozenset(n for n, d in BROKER_CONFIGS.items() if d.mode != READ_ONLY)
+"""The dynamic names of :data:`BROKER_CONFIGS` (and :func:`is_dynamic` adds the
+keystore keys, by pattern)."""
+
+
+def config_def(name: str) -> BrokerConfigDef | None:
+    """The definition of a broker config: :data:`BROKER_CONFIGS`, or for an
+    ``ssl.*`` key (listener-prefixed or not) its keystore keys per-broker, the
+    others read-only, the passwords of Kafka's type ``password``."""
+    d = BROKER_CONFIGS.get(name)
+    if d is not None or not is_ssl_key(name):
+        return d
+    kind = "password" if is_password_key(name) else (
+        "list" if base_key(name) in ("ssl.enabled.protocols", "ssl.cipher.suites") else "string")
+    return BrokerConfigDef(name, kind, PER_BROKER if is_dynamic_ssl_key(name) else READ_ONLY)
+
+
+def is_dynamic(name: str) -> bool:
+    """May a running broker take ``name`` from a dynamic config?"""
+    d = config_def(name)
+    return d is not None and d.mode != READ_ONLY
 
 _SYNONYM_GROUPS = (
     ("log.roll.ms", "log.roll.hours"),
@@ -186,7 +209,7 @@ def broker_config_error(name: str, value: str | None) -> tuple[ErrorCode, str] |
     dynamically: Set(...)" for a read-only config and for a value that does not
     parse. A name Odradek does not know gets INVALID_CONFIG (Kafka stores any
     name, for plugins; Odradek has none, so it is a typo)."""
-    d = BROKER_CONFIGS.get(name)
+    d = config_def(name)
     if d is None:
         return ErrorCode.INVALID_CONFIG, f"Unknown broker config: {name}"
     if d.mode == READ_ONLY:
@@ -236,11 +259,16 @@ def alter_broker_configs(
     value, or None to delete it (the next source then applies). Every change is
     checked first; the first bad one fails them all (:func:`broker_config_error`).
     Read-only names are reported together, in Kafka's words."""
-    read_only = sorted(n for n in changes
-                       if n in BROKER_CONFIGS and BROKER_CONFIGS[n].mode == READ_ONLY)
+    defs = {n: config_def(n) for n in changes}
+    read_only = sorted(n for n, d in defs.items() if d is not None and d.mode == READ_ONLY)
     if read_only:
         return Outcome.fail(ErrorCode.INVALID_REQUEST,
                             f"Cannot update these configs dynamically: Set({', '.join(read_only)})")
+    per_broker = sorted(n for n, d in defs.items() if d is not None and d.mode == PER_BROKER)
+    if per_broker and resource_name == "":
+        return Outcome.fail(ErrorCode.INVALID_REQUEST,
+                            "Cannot update these configs at default cluster level, broker id "
+                            f"must be specified: Set({', '.join(per_broker)})")
     for name, value in changes.items():
         problem = broker_config_error(name, value)
         if problem:

@@ -30,6 +30,7 @@ from odradek.broker.config import BrokerConfig
 from odradek.metadata import acl_changes, controller
 from odradek.metadata.acls import AclBinding, AclFilter
 from odradek.storage.fs import FileSystem
+from odradek.testing.certs import DevCerts, write_dev_certs
 
 if TYPE_CHECKING:
     from odradek.broker.net.pipeline import Stage
@@ -49,15 +50,28 @@ class Broker:
     def __init__(
         self, *, use_uvloop: bool = False, data_dir: str | None = None,
         fs: FileSystem | None = None, stages: list[tuple[Stage, str]] | None = None,
-        **overrides: str
+        ssl: bool = False, **overrides: str
     ) -> None:
         """``fs``: the file-system seam the partition logs use (a test's wrapper of
         :class:`~odradek.storage.fs.OsFileSystem` injects faults or stalls).
         ``stages``: (stage, the stage it goes before) added to the broker's
-        request pipeline (:mod:`odradek.broker.net.pipeline`)."""
+        request pipeline (:mod:`odradek.broker.net.pipeline`). ``ssl``: one SSL
+        listener on 127.0.0.1, advertised as ``localhost`` (the name its
+        certificate carries), with development certificates written to a
+        temporary directory (:mod:`odradek.testing.certs`; :attr:`certs`,
+        :attr:`ssl_ca`, :meth:`client_config`); ``ssl.client.auth`` is Kafka's
+        default, none, unless given."""
         self._tmp = None if data_dir else tempfile.TemporaryDirectory(prefix="odradek-")
         data = data_dir or (self._tmp.name if self._tmp else "")
         props = {"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": data, **TEST_DEFAULTS}
+        self._certs_tmp: tempfile.TemporaryDirectory[str] | None = None
+        self.certs: DevCerts | None = None
+        """The development certificates of an ``ssl=True`` broker."""
+        if ssl:
+            self._certs_tmp = tempfile.TemporaryDirectory(prefix="odradek-certs-")
+            self.certs = write_dev_certs(self._certs_tmp.name)
+            props.update(self.certs.broker_properties("SSL://127.0.0.1:0", "none"))
+            props["advertised.listeners"] = "SSL://localhost:0"
         props.update({k.replace("_", "."): str(v) for k, v in overrides.items()})
         self.config = BrokerConfig.from_sources(None, props)
         self.app = BrokerApp(self.config, fs=fs, stages=stages)
@@ -71,6 +85,36 @@ class Broker:
     @property
     def bootstrap_servers(self) -> str:
         return self.app.bootstrap_servers
+
+    @property
+    def ssl_ca(self) -> str:
+        """The CA certificate (PEM) of an ``ssl=True`` broker."""
+        return self._dev_certs().ca
+
+    @property
+    def ssl_certfile(self) -> str:
+        """A client certificate chain (PEM) the broker's CA signed (``CN=client``)."""
+        return self._dev_certs().path("client.pem")
+
+    @property
+    def ssl_keyfile(self) -> str:
+        return self._dev_certs().path("client.key")
+
+    def client_config(self, certificate: bool = True) -> dict[str, str]:
+        """confluent-kafka settings for this broker (TLS with the client
+        certificate, or without it) — ``{"bootstrap.servers": ...}`` alone when
+        the broker is not ``ssl=True``."""
+        if self.certs is None:
+            return {"bootstrap.servers": self.bootstrap_servers}
+        conf = {"bootstrap.servers": self.bootstrap_servers, **self.certs.librdkafka_settings()}
+        if not certificate:
+            del conf["ssl.certificate.location"], conf["ssl.key.location"]
+        return conf
+
+    def _dev_certs(self) -> DevCerts:
+        if self.certs is None:
+            raise BrokerError("this broker was not started with ssl=True")
+        return self.certs
 
     @property
     def data_dir(self) -> str:
@@ -183,6 +227,9 @@ class Broker:
         if self._tmp is not None:
             self._tmp.cleanup()
             self._tmp = None
+        if self._certs_tmp is not None:
+            self._certs_tmp.cleanup()
+            self._certs_tmp = None
 
     def __enter__(self) -> Broker:
         return self.start()

@@ -47,7 +47,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
+
+if TYPE_CHECKING:
+    from odradek.testing.certs import DevCerts
 
 T = TypeVar("T")
 
@@ -240,8 +243,19 @@ class LinkProxy:
 
 class LocalCluster:
     def __init__(self, tmp: Path, controllers: int = 3, brokers: int = 0,
-                 overrides: dict[str, str] | None = None, links: bool = False) -> None:
+                 overrides: dict[str, str] | None = None, links: bool = False,
+                 tls: bool = False) -> None:
+        """``tls``: every listener (clients', inter-broker, controllers') is SSL
+        with ``ssl.client.auth=required``, certificates from
+        :func:`odradek.testing.certs.write_dev_certs` in ``tmp/certs``
+        (:attr:`certs`); the client listener is advertised as ``localhost``,
+        the name the certificate carries (librdkafka checks DNS names only)."""
         self.tmp = tmp
+        self.certs: DevCerts | None = None
+        if tls:
+            from odradek.testing.certs import write_dev_certs
+
+            self.certs = write_dev_certs(tmp / "certs")
         combined = brokers == 0
         self.nodes: dict[int, Node] = {}
         for i in range(1, controllers + 1):
@@ -278,16 +292,25 @@ class LocalCluster:
         for node in self.nodes.values():
             node.directory.mkdir(parents=True, exist_ok=True)
             listeners = []
+            client = "SSL" if self.certs else "PLAINTEXT"
             if node.client_port:
-                listeners.append(f"PLAINTEXT://127.0.0.1:{node.client_port}")
+                listeners.append(f"{client}://127.0.0.1:{node.client_port}")
             if node.controller_port:
                 listeners.append(f"CONTROLLER://127.0.0.1:{node.controller_port}")
+            security = "SSL" if self.certs else "PLAINTEXT"
+            tls_lines = [] if self.certs is None else [
+                *(f"{k}={v}" for k, v in self.certs.broker_properties().items()
+                  if k != "listeners"),
+                *([f"advertised.listeners=SSL://localhost:{node.client_port}"]
+                  if node.client_port else []),
+                "inter.broker.listener.name=SSL"]
             lines = [
                 f"process.roles={node.roles}", f"node.id={node.node_id}",
                 f"controller.quorum.voters={voters_for(node)}",
                 f"listeners={','.join(listeners)}",
                 "controller.listener.names=CONTROLLER",
-                "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+                f"listener.security.protocol.map={client}:{client},CONTROLLER:{security}",
+                *tls_lines,
                 f"log.dirs={node.directory / 'data'}",
                 *(["odradek.inter.broker.address.overrides=" + ",".join(
                     f"{b}=127.0.0.1:{link.port}" for (a, b), link in self.data_links.items()
@@ -408,7 +431,9 @@ class LocalCluster:
 
     @property
     def bootstrap(self) -> str:
-        return ",".join(n.address for n in self.brokers)
+        """The brokers' client listeners (``localhost:PORT`` with ``tls``)."""
+        host = "localhost" if self.certs is not None else "127.0.0.1"
+        return ",".join(f"{host}:{n.client_port}" for n in self.brokers)
 
     def logs(self) -> str:
         out = []

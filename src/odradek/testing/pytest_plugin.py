@@ -8,6 +8,8 @@ Installed with odradek (the ``pytest11`` entry point), so in any test::
         ...
 
 ``odradek_broker`` is a fresh broker per test (a few milliseconds to start);
+``odradek_ssl_broker`` a fresh broker whose listener is SSL (development
+certificates; ``client_config()`` gives confluent-kafka's settings);
 ``odradek_broker_session`` one broker for the whole session, faster when
 tests do not need isolation (``make_topic`` gives each test its own topics).
 ``make_topic(name=None, partitions=1, configs=None)`` creates a topic on the
@@ -33,6 +35,15 @@ MakeTopic = Callable[..., str]
 def odradek_broker() -> Iterator[Broker]:
     """A real broker on 127.0.0.1 with a temporary data directory, for one test."""
     with Broker() as broker:
+        yield broker
+
+
+@pytest.fixture
+def odradek_ssl_broker() -> Iterator[Broker]:
+    """A real broker whose one listener is SSL, with development certificates:
+    ``odradek_ssl_broker.client_config()`` are ready confluent-kafka settings
+    (``ssl_ca``, ``ssl_certfile``, ``ssl_keyfile`` for other clients)."""
+    with Broker(ssl=True) as broker:
         yield broker
 
 

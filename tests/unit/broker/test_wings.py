@@ -136,7 +136,7 @@ def test_a_handler_runs_against_a_fake_context_with_no_broker() -> None:
         client_controller_id = 2
         image = three_broker_image()
 
-        def live_endpoints(self) -> list[tuple[int, Endpoint]]:
+        def live_endpoints(self, listener: str = "") -> list[tuple[int, Endpoint]]:
             return [(1, Endpoint("PLAINTEXT", "a", 1)), (2, Endpoint("PLAINTEXT", "b", 2))]
 
     ctx = RequestContext(cast(Any, FakeState()), 0, RequestHeader(request_api_key=60), "test")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any
 
+from odradek.broker.net.tls import broker_client_security, inter_broker_listener
 from odradek.broker.peers import (
     OVERRIDES,
     BrokerUnavailable,
@@ -29,7 +30,9 @@ class BrokerChannel:
         self.state = state
         self.timeout_s = timeout_s
         self.overrides = parse_overrides(state.config.get(OVERRIDES))
-        self.conns = PeerConnections(f"odradek-broker-{state.node_id}")
+        self.conns = PeerConnections(
+            f"odradek-broker-{state.node_id}",
+            broker_client_security(state.config, inter_broker_listener(state.config)))
 
     async def request(self, node_id: int, body: Any, version: int) -> Any:
         """Send ``body`` at ``version`` to broker ``node_id``; its answer."""

@@ -32,12 +32,14 @@ from odradek.broker.control.meta_properties import (
 )
 from odradek.broker.control.metadata_log import MetadataLog
 from odradek.broker.net.quotas import QuotaManager
+from odradek.broker.net.tls import broker_client_security, controller_listener
 from odradek.broker.ports import D, NotControllerError
 from odradek.broker.replica.partitions import PartitionManager
+from odradek.client.security import PLAINTEXT
 from odradek.common.clock import Clock, SystemClock
 from odradek.common.ids import Ids, RandomIds
 from odradek.metadata import controller
-from odradek.metadata.broker_configs import DYNAMIC
+from odradek.metadata.broker_configs import is_dynamic
 from odradek.metadata.image import Endpoint, MetadataImage
 
 if TYPE_CHECKING:
@@ -180,11 +182,16 @@ class BrokerState:
         self.metadata = plane.metadata_log(self)
         self.metadata_ready = self.metadata.is_local
         self.sessions = plane.sessions(self)
-        self.channel = ControllerChannel(self.metadata, self.node_id)
+        # TLS towards the controllers' listener (built only when a quorum is
+        # configured: a single node has no controller to reach).
+        security = (broker_client_security(config, controller_listener(config))
+                    if config.is_cluster else PLAINTEXT)
+        self.channel = ControllerChannel(self.metadata, self.node_id, security=security)
         interval = config.get_int("broker.heartbeat.interval.ms")
         session = config.get_int("broker.session.timeout.ms")
         self.heartbeats = ControllerChannel(self.metadata, self.node_id,
-                                            max(interval, session // 4) / 1000, name="heartbeat")
+                                            max(interval, session // 4) / 1000, name="heartbeat",
+                                            security=security)
         self.quotas = QuotaManager(
             lambda: self.image, config.get_int("quota.window.size.seconds") * 1000,
             config.get_int("quota.window.num"))
@@ -340,19 +347,26 @@ class BrokerState:
             return ErrorCode.NOT_LEADER_OR_FOLLOWER
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
-    def endpoint_of(self, node_id: int) -> Endpoint | None:
-        """The first advertised listener of a live (unfenced) broker."""
+    def endpoint_of(self, node_id: int, listener: str = "") -> Endpoint | None:
+        """A live (unfenced) broker's endpoint on ``listener`` (the one a client
+        came in on: Kafka answers with the endpoints of that listener, so a TLS
+        client is sent to TLS ports), else on this node's first advertised
+        listener, else its first."""
         broker = self.image.brokers.get(node_id)
         if broker is None or broker.fenced:
             return None
+        if listener:
+            own = broker.endpoint(listener)
+            if own is not None:
+                return own
         name = self.advertised[0].name if self.advertised else None
         return broker.endpoint(name) or broker.endpoint()
 
-    def live_endpoints(self) -> list[tuple[int, Endpoint]]:
-        """(node id, endpoint) of every live broker, by node id."""
+    def live_endpoints(self, listener: str = "") -> list[tuple[int, Endpoint]]:
+        """(node id, endpoint on ``listener``) of every live broker, by node id."""
         out = []
         for node_id in sorted(self.image.brokers):
-            endpoint = self.endpoint_of(node_id)
+            endpoint = self.endpoint_of(node_id, listener)
             if endpoint is not None:
                 out.append((node_id, endpoint))
         return out
@@ -473,9 +487,9 @@ def _take_dynamic_configs(config: BrokerConfig, image: MetadataImage) -> set[str
     """Install the image's dynamic broker configs in ``config`` (only the names a
     running broker may change, as Kafka's brokers keep to them); the names whose
     effective value changed."""
-    default = {k: v for k, v in image.broker_configs.get("", {}).items() if k in DYNAMIC}
+    default = {k: v for k, v in image.broker_configs.get("", {}).items() if is_dynamic(k)}
     mine = {k: v for k, v in image.broker_configs.get(str(config.node_id), {}).items()
-            if k in DYNAMIC}
+            if is_dynamic(k)}
     if default == config.dynamic_default and mine == config.dynamic_broker:
         return set()
     return config.set_dynamic(default, mine)

@@ -20,6 +20,7 @@ import logging
 from typing import TYPE_CHECKING, Any, Protocol
 
 from odradek.broker.peers import PeerConnections
+from odradek.client.security import PLAINTEXT, ClientSecurity
 
 if TYPE_CHECKING:
     from odradek.wire.messages.alter_partition_request import AlterPartitionRequest
@@ -67,14 +68,14 @@ class ControllerChannel:
     """How often a waiting call looks whether the quorum's leader moved."""
 
     def __init__(self, quorum: QuorumView, node_id: int, timeout_s: float = 10.0,
-                 name: str = "node") -> None:
+                 name: str = "node", security: ClientSecurity = PLAINTEXT) -> None:
         """``quorum``: the metadata log (broker/control/metadata_log.py); a single
         node's names no voters, so every call fails with ControllerUnavailable."""
         self.quorum = quorum
         self.node_id = node_id
         self.timeout_s = timeout_s
         self.name = name
-        self.conns = PeerConnections(f"odradek-{name}-{node_id}")
+        self.conns = PeerConnections(f"odradek-{name}-{node_id}", security)
 
     async def request(self, body: Any, version: int, timeout_s: float | None = None) -> Any:
         """Send ``body`` at ``version`` to the active controller; its answer."""

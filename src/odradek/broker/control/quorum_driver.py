@@ -37,6 +37,7 @@ from odradek.broker.aio import cancel_and_wait, wait_event
 from odradek.broker.control import quorum_wire as qw
 from odradek.broker.peers import PeerConnections
 from odradek.client.connection import Connection
+from odradek.client.security import PLAINTEXT, ClientSecurity
 from odradek.common.clock import Clock
 from odradek.raft import messages as rm
 from odradek.raft.log import RaftLog
@@ -64,8 +65,10 @@ class QuorumDriver:
         apply: Callable[[int, list[bytes]], None], restore: Callable[[bytes], None],
         on_ready: Callable[[], None] | None = None,
         snapshot: Callable[[], bytes] | None = None, snapshot_bytes: int = 20 << 20,
-        snapshot_interval_ms: int = 3_600_000,
+        snapshot_interval_ms: int = 3_600_000, security: ClientSecurity = PLAINTEXT,
     ) -> None:
+        """``security``: TLS settings of the connections to the other voters (their
+        controller listener)."""
         self.node_id = node_id
         self.voters = voters
         self.cluster_id = cluster_id
@@ -97,7 +100,7 @@ class QuorumDriver:
         self._wake = asyncio.Event()
         self._answers: dict[tuple[int, type], asyncio.Future[Any]] = {}
         self._commits: list[tuple[int, int, asyncio.Future[None]]] = []
-        self._conns = PeerConnections(f"odradek-raft-{node_id}")
+        self._conns = PeerConnections(f"odradek-raft-{node_id}", security)
         self._tasks: set[asyncio.Task[None]] = set()
         self._runner: asyncio.Task[None] | None = None
         self.on_change: Callable[[], None] | None = None

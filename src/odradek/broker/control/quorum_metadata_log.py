@@ -20,6 +20,7 @@ from odradek.broker.control.metadata_log import (
 )
 from odradek.broker.control.quorum_driver import CommitLostError, QuorumDriver
 from odradek.broker.ports import NotControllerError
+from odradek.client.security import PLAINTEXT, ClientSecurity
 from odradek.common.clock import Clock
 from odradek.raft.codec import decode_entries, encode_entries
 from odradek.raft.log import Entry, RaftLog
@@ -39,13 +40,14 @@ class QuorumMetadataLog:
         self, listener: MetadataListener, node_id: int, voters: dict[int, tuple[str, int]],
         cluster_id: str, raft_log: RaftLog, store: QuorumStateStore, config: RaftConfig,
         clock: Clock, snapshot_bytes: int, snapshot_interval_ms: int,
+        security: ClientSecurity = PLAINTEXT,
     ) -> None:
         self.listener = listener
         self.clock = clock
         self.driver = QuorumDriver(
             node_id, voters, cluster_id, raft_log, store, config, clock,
             self._apply_entry, self._restore, self._caught_up, self._snapshot,
-            snapshot_bytes, snapshot_interval_ms)
+            snapshot_bytes, snapshot_interval_ms, security)
 
     # -- views -----------------------------------------------------------------------
 

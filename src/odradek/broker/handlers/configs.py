@@ -25,6 +25,7 @@ from odradek.metadata.broker_configs import (
     SOURCE_TOPIC,
     Layer,
     broker_synonyms,
+    config_def,
     synonyms,
 )
 from odradek.metadata.topic_configs import TOPIC_CONFIGS
@@ -54,6 +55,8 @@ class Entry:
     config_type: int
     read_only: bool
     synonyms: list[Synonym]
+    sensitive: bool = False
+    """A password (Kafka's type PASSWORD): reported without its value."""
 
 
 def broker_layers(config: ConfigPort) -> list[Layer]:
@@ -107,11 +110,15 @@ def broker_config_entries(config: ConfigPort) -> list[Entry]:
         config.dynamic_broker)
     out = []
     for name in sorted(names):
-        d = BROKER_CONFIGS.get(name)
+        d = config_def(name)
         syn = synonyms(name, layers)
-        out.append(Entry(name, _broker_value(name, config), syn[0][2] if syn else SOURCE_DEFAULT,
+        value = _broker_value(name, config)
+        secret = d is not None and d.kind == "password"
+        if secret:
+            value, syn = None, [(n, None, s) for n, _, s in syn]
+        out.append(Entry(name, value, syn[0][2] if syn else SOURCE_DEFAULT,
                          CONFIG_TYPE.get(d.kind, 0) if d else 0,
-                         d is None or d.mode == READ_ONLY, syn))
+                         d is None or d.mode == READ_ONLY, syn, secret))
     return out
 
 
@@ -121,7 +128,7 @@ def default_config_entries(config: ConfigPort) -> list[Entry]:
     layers = broker_layers(config)
     out = []
     for name, value in sorted(config.dynamic_default.items()):
-        d = BROKER_CONFIGS.get(name)
+        d = config_def(name)
         syn = [s for s in synonyms(name, layers) if s[2] == SOURCE_DYNAMIC_DEFAULT]
         ctype = CONFIG_TYPE.get(d.kind, 0) if d else 0
         out.append(Entry(name, value, SOURCE_DYNAMIC_DEFAULT, ctype,

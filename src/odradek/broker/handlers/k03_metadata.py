@@ -159,7 +159,7 @@ async def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataRespo
     brokers = [
         MetadataResponseBroker(node_id=node_id, host=e.host, port=e.port,
                                rack=state.image.brokers[node_id].rack)
-        for node_id, e in state.live_endpoints()
+        for node_id, e in state.live_endpoints(ctx.listener)
     ]
     response = MetadataResponse(
         throttle_time_ms=0, brokers=brokers, cluster_id=state.cluster_id,

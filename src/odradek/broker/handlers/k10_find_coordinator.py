@@ -49,7 +49,7 @@ async def _find(ctx: RequestContext, key: str, key_type: int) -> Coordinator:
                            error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
                            error_message="the coordinator is not available")
     node_id = _leader_of(ctx, key, key_type)
-    endpoint = ctx.broker.endpoint_of(node_id)
+    endpoint = ctx.broker.endpoint_of(node_id, ctx.listener)
     if endpoint is None:
         return Coordinator(key=key, node_id=-1, host="", port=-1,
                            error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,

@@ -45,7 +45,7 @@ from odradek.wire.messages.describe_configs_response import (
 def _entry(version: int, e: Entry, include_synonyms: bool) -> DescribeConfigsResourceResult:
     entry = DescribeConfigsResourceResult(
         name=e.name, value=e.value, read_only=e.read_only, config_source=e.source,
-        is_sensitive=False, config_type=e.config_type, documentation=None,
+        is_sensitive=e.sensitive, config_type=e.config_type, documentation=None,
     )
     if version == 0:
         entry.is_default = e.source == SOURCE_DEFAULT

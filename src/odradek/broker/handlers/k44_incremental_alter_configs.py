@@ -32,7 +32,7 @@ from odradek.broker.net.context import RequestContext
 from odradek.broker.net.registry import Access, handler
 from odradek.broker.ports import MetadataPort
 from odradek.metadata import controller
-from odradek.metadata.broker_configs import BROKER_CONFIGS, alter_broker_configs
+from odradek.metadata.broker_configs import alter_broker_configs, config_def
 from odradek.metadata.topic_configs import TOPIC_CONFIGS
 from odradek.wire.errors import ErrorCode
 from odradek.wire.messages.incremental_alter_configs_request import (
@@ -91,7 +91,7 @@ def _topic_list_default(name: str) -> str | None:
 
 
 def _broker_list_default(name: str) -> str | None:
-    d = BROKER_CONFIGS.get(name)
+    d = config_def(name)
     return DEFAULTS.get(name, "") if d is not None and d.kind == "list" else None
 
 

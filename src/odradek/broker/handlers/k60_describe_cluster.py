@@ -37,7 +37,7 @@ async def handle(ctx: RequestContext, request: DescribeClusterRequest) -> Descri
     brokers = [
         DescribeClusterBroker(broker_id=node_id, host=e.host, port=e.port,
                               rack=state.image.brokers[node_id].rack)
-        for node_id, e in state.live_endpoints()
+        for node_id, e in state.live_endpoints(ctx.listener)
     ]
     if ctx.api_version >= 2 and request.include_fenced_brokers:
         name = state.advertised[0].name if state.advertised else None

@@ -21,6 +21,7 @@ class LeaderHints:
 
     def __init__(self, ctx: RequestContext) -> None:
         self._broker = ctx.broker
+        self._listener = ctx.listener
         self._endpoints: dict[int, tuple[str, int]] = {}
 
     def leader(self, topic: str, index: int, *, endpoint: bool = True
@@ -32,7 +33,7 @@ class LeaderHints:
         if p is None:
             return None
         if endpoint and p.leader >= 0 and p.leader not in self._endpoints:
-            e = self._broker.endpoint_of(p.leader)
+            e = self._broker.endpoint_of(p.leader, self._listener)
             if e is not None:
                 self._endpoints[p.leader] = (e.host, e.port)
         return p.leader, p.leader_epoch

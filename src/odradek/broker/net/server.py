@@ -50,8 +50,11 @@ from odradek.broker.net.connlimits import ConnectionLimits
 from odradek.broker.net.context import ALLOW_ALL, ANONYMOUS, Authz, RequestContext, Services
 from odradek.broker.net.pipeline import Call, Pipeline, Stage, Stages, default_stages
 from odradek.broker.net.registry import CloseConnection, Deferred, registration
+from odradek.broker.net.ssl_principal import NoMatchingRule, PrincipalMapper
+from odradek.broker.net.tls import ListenerTls
 from odradek.broker.net.transfer import write_parts
 from odradek.common.metrics import Registry
+from odradek.metadata.ssl_configs import is_dynamic_ssl_key
 from odradek.wire.frames import (
     UNBOUNDED,
     BadRequest,
@@ -353,9 +356,52 @@ _CONNECTION_LIMIT_KEYS = frozenset({"max.connections", "max.connections.per.ip",
                                     "max.connection.creation.rate"})
 
 
-LISTENER_KINDS: dict[str, type[KafkaConnection]] = {"PLAINTEXT": KafkaConnection}
-"""The connection class of each security protocol served (SSL and SASL_* are
-refused at start-up until they are, broker/cluster_config.py)."""
+class SslConnection(KafkaConnection):
+    """A connection on an SSL listener. The TLS handshake is done before
+    ``connection_made`` (asyncio and uvloop both call it after the handshake);
+    the principal is ``User:<DN>``, the client certificate's subject in RFC 2253
+    form mapped by the listener's ``ssl.principal.mapping.rules``, or
+    ``User:ANONYMOUS`` without a client certificate. A DN no rule maps is
+    refused: the connection is closed, as Kafka closes it."""
+
+    security_protocol = "SSL"
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        tls = self.server.tls.get(self.listener)
+        try:
+            self.principal = peer_principal(transport, tls.mapper if tls else None)
+        except NoMatchingRule as exc:
+            log.info("closing TLS connection from %s on %s: %s",
+                     transport.get_extra_info("peername"), self.listener, exc)
+            self._closed = True
+            transport.close()
+            return
+        log.debug("TLS connection from %s on %s: principal %s",
+                  transport.get_extra_info("peername"), self.listener, self.principal)
+        super().connection_made(transport)
+
+
+def peer_principal(transport: asyncio.BaseTransport, mapper: PrincipalMapper | None) -> str:
+    """``User:<mapped subject DN>`` of the peer's certificate; ``User:ANONYMOUS``
+    when it sent none."""
+    sslobj = transport.get_extra_info("ssl_object")
+    der = sslobj.getpeercert(binary_form=True) if sslobj is not None else None
+    if not der:
+        return ANONYMOUS
+    from cryptography import x509
+
+    dn = x509.load_der_x509_certificate(der).subject.rfc4514_string()
+    return f"User:{(mapper or PrincipalMapper()).name(dn)}"
+
+
+SSL_HANDSHAKE_TIMEOUT_S = 10.0
+"""A TLS client that has not finished its handshake by then is disconnected."""
+
+LISTENER_KINDS: dict[str, type[KafkaConnection]] = {
+    "PLAINTEXT": KafkaConnection, "SSL": SslConnection}
+"""The connection class of each security protocol served (SASL_* are refused
+at start-up until they are, broker/cluster_config.py). A listener whose
+protocol ends in SSL gets its listener's TLS context (broker/net/tls.py)."""
 
 
 class KafkaServer:
@@ -365,11 +411,13 @@ class KafkaServer:
     def __init__(self, state: BrokerState, services: Services,
                  metrics: Registry | None = None,
                  stages: list[tuple[Stage, str]] | None = None,
-                 forward: Stage | None = None) -> None:
+                 forward: Stage | None = None, tls: ListenerTls | None = None) -> None:
         """``forward``: a cluster node's controller-forwarding stage
         (broker/net/forward.py); ``stages``: (stage, the stage it goes before)
-        added to the pipeline."""
+        added to the pipeline; ``tls``: the TLS listeners' contexts (built from
+        the config when not given)."""
         self.state = state
+        self.tls = tls if tls is not None else ListenerTls.for_config(state.config)
         self.services = services
         config = state.config
         self.metrics = metrics if metrics is not None else Registry()
@@ -407,6 +455,8 @@ class KafkaServer:
         """Dynamic broker configs changed: the connection limits follow."""
         if names & _CONNECTION_LIMIT_KEYS:
             self.limits.reconfigure(self.state.config)
+        if any(is_dynamic_ssl_key(n) for n in names):
+            self.tls.reconfigure(self.state.config, names)
 
     def loop_time(self) -> float:
         loop = self._loop
@@ -469,10 +519,13 @@ class KafkaServer:
             if kind is None:
                 raise ConfigError(f"listener {listener.name}: security protocol {protocol} "
                                   "is not served yet")
+            tls = self.tls.get(listener.name)
+            secure: dict[str, Any] = {} if tls is None else {
+                "ssl": tls.context, "ssl_handshake_timeout": SSL_HANDSHAKE_TIMEOUT_S}
             server = await loop.create_server(
                 lambda name=listener.name, kind=kind: kind(self, name),
                 listener.host or None, listener.port,
-                reuse_address=True, start_serving=False,
+                reuse_address=True, start_serving=False, **secure,
             )
             self._servers.append(server)
         self.state.advertised = self._advertised()

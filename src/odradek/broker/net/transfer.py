@@ -9,7 +9,8 @@ page cache to the socket without entering Python. Whatever the socket does not
 take at once, or a slice met while the buffer is not empty, is read with
 ``pread`` and written through the transport (one copy), so ordering is always
 kept. ``sendfile`` is skipped where the transport exposes no socket (tests with
-fake transports, TLS later), and for a response with little from files
+fake transports) and over TLS (the transport encrypts: file bytes are read
+and written through it), and for a response with little from files
 (:data:`COPY_BELOW`): the slices are read and the response goes in one send,
 which on loopback costs less than a second send (a tailing consumer's fetch of
 a few records is the common case).
@@ -79,6 +80,10 @@ STATS = TransferStats()
 
 
 def _socket_fd(transport: asyncio.Transport) -> int | None:
+    """The socket to sendfile to; None over TLS (the socket carries encrypted
+    records: the bytes must go through the transport) or without a socket."""
+    if transport.get_extra_info("sslcontext") is not None:
+        return None
     sock = transport.get_extra_info("socket")
     if sock is None:
         return None

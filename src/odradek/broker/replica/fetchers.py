@@ -49,6 +49,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from odradek.broker.aio import cancel_and_wait, wait_event
+from odradek.broker.net.tls import broker_client_security, inter_broker_listener
 from odradek.broker.peers import OVERRIDES, broker_address, parse_overrides
 from odradek.broker.replica.partitions import Partition
 from odradek.client.connection import Connection
@@ -90,6 +91,8 @@ class ReplicaFetchers:
         self.response_max_bytes = config.get_int("replica.fetch.response.max.bytes")
         self.backoff_s = config.get_int("replica.fetch.backoff.ms") / 1000
         self.overrides = parse_overrides(config.get(OVERRIDES))
+        self.security = broker_client_security(config, inter_broker_listener(config))
+        """TLS towards the leaders' inter-broker listener."""
         self.throttle_rate = config.get_int("follower.replication.throttled.rate")
         self.throttled_bytes = 0
         """Bytes copied under the reassignment throttle (for tests and metrics)."""
@@ -188,7 +191,8 @@ class ReplicaFetchers:
             if address is None:
                 raise ConnectionError(f"broker {fetcher.leader} has no endpoint")
             fetcher.conn = await Connection.open(
-                address, f"odradek-replica-{self.state.node_id}", timeout_s=5)
+                address, f"odradek-replica-{self.state.node_id}", timeout_s=5,
+                security=self.security)
         # A fetch offset says "I have everything below": writes still pending (this
         # replica led until just now) complete first.
         for part in ready.values():
