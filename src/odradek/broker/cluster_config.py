@@ -13,9 +13,10 @@ default), not a configuration error. It needs no controller listener. Every
 rule about controller listeners applies once a quorum is configured, and a
 broker-only or controller-only node must have one.
 
-Security: only PLAINTEXT is served today, so a listener whose protocol in
-``listener.security.protocol.map`` is SSL or SASL_* is refused at start-up
-instead of being served in the clear.
+Security: PLAINTEXT, SASL_PLAINTEXT and SASL_SSL listeners are served (SASL:
+:mod:`odradek.broker.net.sasl`); a listener whose protocol is SSL is refused at
+start-up instead of being served in the clear (and SASL_SSL by the server
+until TLS listeners are built).
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ class KraftSettings(Protocol):
 
 ROLES = ("broker", "controller")
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-SERVED_PROTOCOLS = frozenset({"PLAINTEXT"})
+SERVED_PROTOCOLS = frozenset({"PLAINTEXT", "SASL_PLAINTEXT", "SASL_SSL"})
 
 VOTERS = "controller.quorum.voters"
 BOOTSTRAP = "controller.quorum.bootstrap.servers"
@@ -222,7 +223,7 @@ def _validate_protocols(config: KraftSettings, controller_names: list[str]) -> N
             raise ConfigError(f"{PROTOCOL_MAP}: no security protocol for listener {name}")
         if protocol not in SERVED_PROTOCOLS:
             raise ConfigError(f"{PROTOCOL_MAP}: listener {name} uses {protocol}, which Odradek "
-                              f"does not support yet (only PLAINTEXT)")
+                              f"does not support yet ({', '.join(sorted(SERVED_PROTOCOLS))})")
 
 
 def _validate_inter_broker(config: KraftSettings, controller_names: list[str]) -> None:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from odradek.metadata import quotas as quota_model
+from odradek.metadata import scram as scram_model
 from odradek.wire.internal.client_quota_record import ClientQuotaRecord
 from odradek.wire.internal.config_record import ConfigRecord
 from odradek.wire.internal.feature_level_record import FeatureLevelRecord
@@ -122,6 +123,8 @@ class MetadataImage:
     next_producer_id: int = 0
     """Every producer id below this one has been handed out (never reused)."""
     features: dict[str, int] = field(default_factory=dict)
+    scram: scram_model.ScramCredentials = field(default_factory=scram_model.ScramCredentials)
+    """SCRAM credentials by user and mechanism (:mod:`odradek.metadata.scram`)."""
     """Finalized feature levels (FeatureLevelRecord), e.g. ``metadata.version``."""
     derived: dict[str, Any] = field(default_factory=dict)
     """Values computed from the image by readers (e.g. the Metadata answer for all
@@ -175,6 +178,8 @@ class MetadataImage:
         elif isinstance(record, RemoveTopicRecord):
             name = self.by_id.pop(record.topic_id)
             del self.topics[name]
+        else:
+            self.scram.replay(record)
 
     def to_records(self) -> list[Any]:
         """Records whose replay into an empty image rebuilds this one (a metadata
@@ -213,6 +218,7 @@ class MetadataImage:
                     entity=[EntityData(etype, ename) for etype, ename in entity],
                     key=quota_key, value=quota))
         out.extend(FeatureLevelRecord(name, level) for name, level in sorted(self.features.items()))
+        out.extend(self.scram.to_records())
         if self.next_producer_id:
             out.append(ProducerIdsRecord(broker_id=-1, broker_epoch=-1,
                                          next_producer_id=self.next_producer_id))

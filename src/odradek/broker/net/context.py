@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from odradek.wire.messages.request_header import RequestHeader
 
@@ -49,6 +49,9 @@ class RequestContext:
     services: Services | None = None
     """The replica manager and the coordinators (None only in a handler unit
     test that needs none of them)."""
+    channel: Any = None
+    """A SASL connection's channel (``broker/net/sasl/stage.py`` SaslChannel),
+    through which the pipeline's authenticate stage works; None elsewhere."""
 
     @property
     def replicas(self) -> ReplicaManagerPort:
