@@ -14,6 +14,7 @@ from typing import Any
 
 from odradek.metadata import acl_changes
 from odradek.metadata import quotas as quota_model
+from odradek.metadata import scram as scram_model
 from odradek.metadata.acls import AclStore
 from odradek.wire.internal.access_control_entry_record import AccessControlEntryRecord
 from odradek.wire.internal.client_quota_record import ClientQuotaRecord
@@ -128,6 +129,8 @@ class MetadataImage:
     next_producer_id: int = 0
     """Every producer id below this one has been handed out (never reused)."""
     features: dict[str, int] = field(default_factory=dict)
+    scram: scram_model.ScramCredentials = field(default_factory=scram_model.ScramCredentials)
+    """SCRAM credentials by user and mechanism (:mod:`odradek.metadata.scram`)."""
     """Finalized feature levels (FeatureLevelRecord), e.g. ``metadata.version``."""
     acls: AclStore = field(default_factory=AclStore)
     """ACL bindings by id, indexed for the authorizer (:mod:`odradek.metadata.acls`)."""
@@ -187,6 +190,8 @@ class MetadataImage:
             self.acls.add(record.id, acl_changes.binding_of(record))
         elif isinstance(record, RemoveAccessControlEntryRecord):
             self.acls.remove(record.id)
+        else:
+            self.scram.replay(record)
 
     def to_records(self) -> list[Any]:
         """Records whose replay into an empty image rebuilds this one (a metadata
@@ -226,6 +231,7 @@ class MetadataImage:
                     key=quota_key, value=quota))
         out.extend(FeatureLevelRecord(name, level) for name, level in sorted(self.features.items()))
         out.extend(acl_changes.record_of(acl_id, b) for acl_id, b in self.acls)
+        out.extend(self.scram.to_records())
         if self.next_producer_id:
             out.append(ProducerIdsRecord(broker_id=-1, broker_epoch=-1,
                                          next_producer_id=self.next_producer_id))

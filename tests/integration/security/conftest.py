@@ -1,5 +1,6 @@
 """Fixtures of the security tests: a broker with Kafka's StandardAuthorizer,
-the principal the tests' clients authenticate as, and client settings for it.
+the principal the tests' clients authenticate as, and client settings for it;
+a broker with a SASL_PLAINTEXT listener, its SCRAM users created.
 
 ``principal`` is ``User:ANONYMOUS`` (PLAINTEXT); ``client_config`` and
 ``kafka_python_config`` are where SASL settings go once the listeners
@@ -15,6 +16,7 @@ import pytest
 
 from odradek.testing.broker import Broker
 from tests.integration.security.aclsupport import STANDARD
+from tests.integration.security.sasl_support import add_scram_users, sasl_props
 
 
 @pytest.fixture
@@ -41,3 +43,10 @@ def client_config(secured: Broker) -> dict[str, Any]:
 def kafka_python_config(secured: Broker) -> dict[str, Any]:
     """kafka-python / aiokafka settings of a client connecting as ``principal``."""
     return {"bootstrap_servers": secured.bootstrap_servers}
+
+
+@pytest.fixture(scope="module")
+def sasl_broker() -> Iterator[Broker]:
+    with Broker(**sasl_props()) as b:
+        add_scram_users(b.bootstrap_servers)
+        yield b

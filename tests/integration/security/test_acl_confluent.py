@@ -246,7 +246,8 @@ def test_configs_need_describe_and_alter_configs(secured: Broker, client_config:
         admin.incremental_alter_configs([change])[change].result(TIMEOUT)
     assert code(exc.value) == KafkaError.TOPIC_AUTHORIZATION_FAILED
     assert "retention.ms" not in secured.app.state.image.topics["conf"].configs
-    secured.create_acls(*allow(principal, TOPIC, "conf", Op.ALTER_CONFIGS))  # implies DESCRIBE_CONFIGS
+    # ALTER_CONFIGS implies DESCRIBE_CONFIGS
+    secured.create_acls(*allow(principal, TOPIC, "conf", Op.ALTER_CONFIGS))
     admin.incremental_alter_configs([change])[change].result(TIMEOUT)
     described = admin.describe_configs([res])[res].result(TIMEOUT)
     assert described["retention.ms"].value == "1000"

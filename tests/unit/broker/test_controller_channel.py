@@ -11,6 +11,7 @@ from odradek.wire.errors import ErrorCode
 from odradek.wire.messages import alter_client_quotas_request as acq
 from odradek.wire.messages import alter_configs_request as ac
 from odradek.wire.messages import alter_partition_reassignments_request as apr
+from odradek.wire.messages import alter_user_scram_credentials_request as aus
 from odradek.wire.messages import create_acls_request as cacl
 from odradek.wire.messages import create_partitions_request as cp
 from odradek.wire.messages import create_topics_request as ct
@@ -34,6 +35,9 @@ REQUESTS = {
     46: lpr.ListPartitionReassignmentsRequest(topics=None),
     44: iac.IncrementalAlterConfigsRequest([iac.AlterConfigsResource(2, "a", [])]),
     49: acq.AlterClientQuotasRequest([acq.EntryData([acq.EntityData("client-id", "x")], [])]),
+    51: aus.AlterUserScramCredentialsRequest(
+        deletions=[aus.ScramCredentialDeletion("a", 1)],
+        upsertions=[aus.ScramCredentialUpsertion("b", 1, 4096, b"s", b"p")]),
     55: dq.DescribeQuorumRequest([dq.TopicData("__cluster_metadata", [dq.PartitionData(0)])]),
 }
 

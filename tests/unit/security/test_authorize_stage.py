@@ -63,6 +63,7 @@ def _sample(api_key: int) -> Any:
     """A request of ``api_key`` with one item where answers are per item."""
     from odradek.wire.messages import alter_client_quotas_request as acq
     from odradek.wire.messages import alter_replica_log_dirs_request as arl
+    from odradek.wire.messages import alter_user_scram_credentials_request as aus
     from odradek.wire.messages import create_acls_request as cacl
     from odradek.wire.messages import delete_acls_request as dacl
     from odradek.wire.messages import elect_leaders_request as el
@@ -77,6 +78,8 @@ def _sample(api_key: int) -> Any:
             "/d", [arl.AlterReplicaLogDirTopic("t", [0])])]),
         43: el.ElectLeadersRequest(0, [el.TopicPartitions("t", [0])]),
         49: acq.AlterClientQuotasRequest([acq.EntryData([acq.EntityData("user", "x")], [])]),
+        51: aus.AlterUserScramCredentialsRequest(
+            deletions=[aus.ScramCredentialDeletion("x", 1)]),
     }
     return samples.get(api_key) or api.request_class(api_key)()
 
@@ -85,8 +88,8 @@ CLUSTER_LEVEL = sorted(k for k, reg in load_all().items() if cluster_checks(reg)
 
 
 def test_the_cluster_level_apis_are_the_expected_ones() -> None:
-    assert CLUSTER_LEVEL == [27, 29, 30, 31, 34, 35, 43, 45, 46, 48, 49, 52, 53, 54, 55, 56,
-                             59, 62, 63, 67]
+    assert CLUSTER_LEVEL == [27, 29, 30, 31, 34, 35, 43, 45, 46, 48, 49, 50, 51, 52, 53, 54,
+                             55, 56, 59, 62, 63, 67]
 
 
 @pytest.mark.parametrize("api_key", CLUSTER_LEVEL)

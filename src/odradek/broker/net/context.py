@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from odradek.wire.messages.request_header import RequestHeader
 
@@ -92,6 +92,9 @@ class RequestContext:
     services: Services | None = None
     """The replica manager and the coordinators (None only in a handler unit
     test that needs none of them)."""
+    channel: Any = None
+    """A SASL connection's channel (``broker/net/sasl/stage.py`` SaslChannel),
+    through which the pipeline's authenticate stage works; None elsewhere."""
 
     @property
     def replicas(self) -> ReplicaManagerPort:

@@ -114,6 +114,11 @@ def not_controller_response(api_key: int, request: Any) -> Any:
             acq.EntryData(code, why, [acq.EntityData(e.entity_type, e.entity_name)
                                       for e in entry.entity])
             for entry in request.entries])
+    if api_key == 51:
+        from odradek.broker.handlers.k51_alter_user_scram_credentials import (
+            error_response as alter_scram,
+        )
+        return alter_scram(request, code)
     if api_key == 55:
         return dq.DescribeQuorumResponse(error_code=code, error_message=why)
     if api_key == 30:

@@ -16,8 +16,10 @@ first (:func:`default_stages`):
    KIP-511); a version advertised only to be refused gets the API's
    UNSUPPORTED_VERSION body.
 3. ``authenticate``: the principal of the connection is on the context
-   (``User:ANONYMOUS`` on a PLAINTEXT listener); a SASL listener puts its
-   authentication here. Pass-through today.
+   (``User:ANONYMOUS`` on a PLAINTEXT listener). With SASL listeners, the
+   stage of :mod:`odradek.broker.net.sasl.stage`: before authentication only
+   ApiVersions and the SASL requests are served (answered by the connection's
+   session), anything else closes the connection; a pass-through otherwise.
 4. ``authorize``: each handler declares what a request touches
    (:attr:`Registration.access`, Kafka's authorization table); with an
    authorizer configured, the cluster-level checks are made here
@@ -347,12 +349,16 @@ class Stages:
     """An authorizer is configured: the ``authorize`` stage checks."""
     extra: list[tuple[Stage, str]] = field(default_factory=list)
     """(stage, the stage it goes before) added after the defaults."""
+    authenticate: Stage | None = None
+    """The SASL authenticate stage (broker/net/sasl/stage.py) when a listener is
+    SASL_*; else the pass-through :class:`Authenticate`."""
 
 
 def default_stages(parts: Stages) -> Pipeline:
     stages: list[Stage] = [
         RequestMetrics(parts.metrics), VersionGate(parts.unsupported_api_versions),
-        Authenticate(), Authorize(parts.authorize), RequestQuota(parts.quotas, parts.now_ms)]
+        parts.authenticate or Authenticate(), Authorize(parts.authorize),
+        RequestQuota(parts.quotas, parts.now_ms)]
     if parts.forward is not None:
         stages.append(parts.forward)
     stages.append(Dispatch())
