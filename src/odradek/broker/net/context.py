@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from odradek.metadata.quotas import user_of
 from odradek.wire.messages.request_header import RequestHeader
 
 if TYPE_CHECKING:
@@ -68,3 +69,9 @@ class RequestContext:
     @property
     def client_id(self) -> str | None:
         return self.header.client_id
+
+    @property
+    def user(self) -> str:
+        """The principal's name, which user quotas are keyed by (``ANONYMOUS`` on a
+        PLAINTEXT listener)."""
+        return user_of(self.principal)
