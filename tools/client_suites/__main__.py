@@ -180,8 +180,9 @@ def run_selection(sel: Selection, switches: dict[str, str], kafka_version: str,
         raise SystemExit(f"{root} is missing: run `python -m tools.client_suites fetch` first "
                          "(the install step)")
     env = dict(os.environ)
+    # The Odradek under test: the one on PYTHONPATH if given, else this tree's.
     env["PYTHONPATH"] = os.pathsep.join(
-        [str(ROOT), str(ROOT / "src"), *filter(None, [env.get("PYTHONPATH")])])
+        [str(ROOT), *filter(None, [env.get("PYTHONPATH")]), str(ROOT / "src")])
     env["KAFKA_VERSION"] = kafka_version
     env[ENV_SECURITY] = ",".join(f"{k}={v}" for k, v in switches.items())
     env["ODRADEK_SUITES_NEEDS"] = ";".join(f"{k}={v}" for k, v in sel.needs.items())
