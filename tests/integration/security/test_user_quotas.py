@@ -6,7 +6,10 @@ told so in ``throttle_time_ms`` and their produce rate is bounded), and a
 quota on ``(ANONYMOUS, client-id)`` overrides it for that client. Quotas are
 set and read with ``odradek quotas`` (kafka-configs.sh's flags: --user,
 --user-defaults, --client, --client-defaults) and with DescribeClientQuotas's
-match types; they survive a restart and are enforced after it. (Neither
+match types; they survive a restart and are enforced after it. With a
+stand-in for SASL in the pipeline (``NamedUsers``), a user's quota is one
+rate shared by its client-ids while each user under the default has its
+own. (Neither
 confluent-kafka 2.16.1 nor kafka-python 3.0.12 has an admin call for client
 quotas, so the protocol is driven by the CLI and a raw client.)
 """
@@ -182,3 +185,44 @@ def test_user_quotas_by_command_line_match_types_and_restart(tmp_path: Path) -> 
         limited.settle_stats()
         assert limited.max_throttle > 0 and took >= 1.5
         del limited  # librdkafka's handle goes before its broker
+
+
+class NamedUsers:
+    """A stand-in for SASL in the request pipeline (before the quota stage): a
+    client whose client.id is ``<user>-<n>`` is ``User:<user>``, as if it had
+    authenticated; so user quotas are exercised with real clients whatever
+    authentication the broker has."""
+
+    name = "test-users"
+
+    async def __call__(self, call: Any, proceed: Any) -> Any:
+        client_id = call.ctx.client_id or ""
+        if "-" in client_id:
+            call.ctx.principal = "User:" + client_id.split("-")[0]
+        return await proceed(call)
+
+
+def test_a_users_quota_is_shared_by_its_clients_and_a_default_users_is_not() -> None:
+    """100 KB/s for alice and for every other user (the default), 2 windows of
+    1 s: 80 KB is within one client's first-second allowance. alice-1 then
+    alice-2 send 80 KB each: alice-2 is throttled, the two share alice's rate.
+    bob-1 then carol-1 send 80 KB each: neither is, each user has its own."""
+    with Broker(stages=[(NamedUsers(), "quota")], **WINDOWS) as broker:
+        broker.create_topic("q", partitions=1)
+        admin = RawClient(broker.bootstrap_servers)
+        assert alter(admin, [("user", "alice")], [("producer_byte_rate", 100_000, False)]) == [0]
+        assert alter(admin, [("user", None)], [("producer_byte_rate", 100_000, False)]) == [0]
+        throttles: dict[str, int] = {}
+        for pair in (("alice-1", "alice-2"), ("bob-1", "carol-1")):
+            producers = [Librdkafka(broker.bootstrap_servers, client_id) for client_id in pair]
+            for producer in producers:  # one after the other, within one window
+                producer.send(8)
+            deadline = time.monotonic() + 2
+            while time.monotonic() < deadline:  # the statistics of every answer
+                for producer in producers:
+                    producer.producer.poll(0.02)
+            throttles.update((c, p.max_throttle) for c, p in zip(pair, producers, strict=True))
+            del producers
+        assert throttles["alice-1"] == 0 and throttles["alice-2"] > 0, throttles
+        assert throttles["bob-1"] == 0 and throttles["carol-1"] == 0, throttles
+        admin.close()
