@@ -6,14 +6,18 @@ asks for.
 The broker listens on two ports of 127.0.0.1: the client listener (named
 after its protocol: ``PLAINTEXT``, ``SSL``, ``SASL_PLAINTEXT``...) and
 ``SETUP`` (plain). The runner waits until ApiVersions is answered on SETUP,
-then creates the suite's SCRAM user there when the mechanism is SCRAM. The
+then creates the suite's SCRAM user there (AlterUserScramCredentials) when
+the mechanism is SCRAM. The
 process's output goes to ``odradek.log`` in the broker's folder
-(:meth:`OdradekServer.log_tail` shows its end when something fails).
+(:meth:`OdradekServer.log_tail` shows its end when something fails), at the
+level ``ODRADEK_SUITES_LOG_LEVEL`` names (WARNING unless set).
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
+import secrets
 import socket
 import struct
 import subprocess
@@ -35,6 +39,9 @@ from tools.client_suites.security import (
 PROBE_KEYS = {"tls": "ssl.keystore.location", "sasl": "sasl.enabled.mechanisms",
               "acl": "authorizer.class.name"}
 """The key whose being known to Odradek's config says a feature is there ("auto")."""
+
+SCRAM = {"SCRAM-SHA-256": (1, "sha256"), "SCRAM-SHA-512": (2, "sha512")}
+"""SCRAM mechanism → its code in AlterUserScramCredentials and its hash."""
 
 ENV_SECURITY = "ODRADEK_SUITES_SECURITY"
 """How the runner tells the suites' plugins which features are on: ``tls=on,...``."""
@@ -167,7 +174,8 @@ class OdradekServer:
         path.write_text("".join(f"{k}={v}\n" for k, v in self.properties().items()))
         self._log = open(self.folder / "odradek.log", "ab")  # noqa: SIM115 (closed in stop)
         self._proc = subprocess.Popen(
-            [sys.executable, "-m", "odradek", "serve", str(path), "--log-level", "WARNING"],
+            [sys.executable, "-m", "odradek", "serve", str(path), "--log-level",
+             os.environ.get("ODRADEK_SUITES_LOG_LEVEL", "WARNING")],
             stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         deadline = time.monotonic() + timeout_s
         while not api_versions_answered(self.setup_port):
@@ -184,19 +192,34 @@ class OdradekServer:
         return self
 
     def _add_scram_user(self) -> None:
-        """The suite's login as a SCRAM credential, set through the SETUP listener."""
-        from kafka import KafkaAdminClient
-        from kafka.admin import UserScramCredentialUpsertion
+        """The suite's login as a SCRAM credential: AlterUserScramCredentials v0
+        sent straight to the SETUP listener (not through a client that would
+        follow Metadata to another listener), the salted password computed here
+        as a client does (PBKDF2, 4096 iterations)."""
+        from odradek.wire.frames import ClientConnection
+        from odradek.wire.messages.alter_user_scram_credentials_request import (
+            AlterUserScramCredentialsRequest,
+            ScramCredentialUpsertion,
+        )
 
         assert self.mechanism is not None
-        admin = KafkaAdminClient(bootstrap_servers=self.setup_bootstrap,
-                                 client_id="client-suites-setup")
-        try:
-            errors = admin.alter_user_scram_credentials([UserScramCredentialUpsertion(
-                self.login.user, self.mechanism, self.login.password)])
-        finally:
-            admin.close()
-        failed = {user: e for user, e in (errors or {}).items() if e}
+        mechanism, digest = SCRAM[self.mechanism]
+        salt, iterations = secrets.token_bytes(24), 4096
+        salted = hashlib.pbkdf2_hmac(digest, self.login.password.encode(), salt, iterations)
+        request = AlterUserScramCredentialsRequest(upsertions=[ScramCredentialUpsertion(
+            name=self.login.user, mechanism=mechanism, iterations=iterations, salt=salt,
+            salted_password=salted)])
+        conn = ClientConnection("client-suites-setup")
+        with socket.create_connection(("127.0.0.1", self.setup_port), timeout=30) as sock:
+            sock.sendall(conn.send(request, 0))
+            while (got := conn.next_response()) is None:
+                data = sock.recv(65536)
+                if not data:
+                    raise RuntimeError("the broker closed the connection on "
+                                       f"AlterUserScramCredentials:\n{self.log_tail()}")
+                conn.receive_data(data)
+        failed = [(r.user, r.error_code, r.error_message) for r in got[1].results
+                  if r.error_code]
         if failed:
             raise RuntimeError(f"could not create the SCRAM user: {failed}")
 
