@@ -157,7 +157,8 @@ async def _answer(ctx: RequestContext, request: ProduceRequest,
                 resp.error_message = None
             failed |= resp.error_code != 0
     ctx.throttle_ms = state.quotas.charge(
-        "producer_byte_rate", ctx.client_id, ctx.request_size, state.clock.monotonic_ms())
+        "producer_byte_rate", ctx.client_id, ctx.request_size, state.clock.monotonic_ms(),
+        user=ctx.user)
     if acks == 0:
         if failed:
             raise CloseConnection("acks=0 produce failed")

@@ -160,10 +160,11 @@ def _charged(ctx: RequestContext, response: FetchResponse, total: int) -> FetchR
     if not total:
         return response
     now_ms = ctx.broker.clock.monotonic_ms()
-    due = quotas.pending("consumer_byte_rate", ctx.client_id, now_ms)
+    due = quotas.pending("consumer_byte_rate", ctx.client_id, now_ms, user=ctx.user)
     if due:
         ctx.throttle_ms = due
         return FetchResponse(throttle_time_ms=due, error_code=0, session_id=0, responses=[])
-    ctx.throttle_ms = quotas.charge("consumer_byte_rate", ctx.client_id, total, now_ms)
+    ctx.throttle_ms = quotas.charge("consumer_byte_rate", ctx.client_id, total, now_ms,
+                                    user=ctx.user)
     response.throttle_time_ms = ctx.throttle_ms
     return response

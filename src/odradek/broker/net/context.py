@@ -6,6 +6,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from odradek.metadata.quotas import user_of
 from odradek.wire.messages.request_header import RequestHeader
 
 if TYPE_CHECKING:
@@ -114,3 +115,9 @@ class RequestContext:
     @property
     def client_id(self) -> str | None:
         return self.header.client_id
+
+    @property
+    def user(self) -> str:
+        """The principal's name, which user quotas are keyed by (``ANONYMOUS`` on a
+        PLAINTEXT listener)."""
+        return user_of(self.principal)

@@ -320,7 +320,7 @@ class RequestQuota:
         if timed:
             busy = max(time.perf_counter() - started - ctx.waited_s, 0.0)
             throttle = max(throttle, quotas.charge(REQUEST_QUOTA, ctx.client_id, busy * 100,
-                                                   self.now_ms()))
+                                                   self.now_ms(), user=ctx.user))
         if throttle and body is not None and hasattr(body, "throttle_time_ms"):
             body.throttle_time_ms = max(body.throttle_time_ms, throttle)
         ctx.throttle_ms = throttle
