@@ -13,10 +13,12 @@ What runs (:data:`SUITES`):
   downloads, and says to run ``fetch`` when the tree is not there. Its
   ``KafkaFixture.instance`` is replaced by ``kafka_python_plugin`` with one
   that starts ``odradek serve``.
-* confluent-kafka-python: its tests are not in the sdist, so the files the
-  runner needs are vendored, unchanged, under
-  ``tools/client_suites/vendor/confluent-kafka-python`` (Apache-2.0, with its
-  LICENSE; see the README there), and ``confluent_plugin`` gives them their
+* confluent-kafka-python: its tests are not in the sdist, and this repository
+  does not carry another project's code, so ``fetch --confluent-git DIR``
+  takes the files the runner needs (:data:`CONFLUENT_FILES`) at
+  :data:`CONFLUENT_COMMIT` from a git clone of confluent-kafka-python (DIR is
+  its ``.git`` or a bare clone) into ``.client-suites/``; without them its
+  selections are left out, saying so. ``confluent_plugin`` gives them their
   ``kafka_cluster``.
 
 Each suite has a ``security`` part (the tests issue 35 names: kafka-python's
@@ -46,7 +48,17 @@ from tools.client_suites.broker import ENV_SECURITY, resolve_switches
 
 ROOT = Path(__file__).resolve().parents[2]
 CACHE = Path(os.environ.get("ODRADEK_SUITES_CACHE", ROOT / ".client-suites"))
-VENDOR = Path(__file__).resolve().parent / "vendor"
+CONFLUENT_COMMIT = "8b1c7a613434eee3d0e1287d624d7af04932f410"
+"""confluent-kafka-python's master after v2.15.0: the sources of the 2.16 line
+this project pins (the 2.16.1 tag was not in the clone at hand)."""
+CONFLUENT_FILES = (
+    "LICENSE", "tests/__init__.py", "tests/common/__init__.py",
+    "tests/integration/__init__.py", "tests/integration/admin/__init__.py",
+    "tests/integration/admin/test_basic_operations.py",
+    "tests/integration/admin/test_user_scram_credentials.py",
+    "tests/integration/admin/test_list_offsets.py",
+    "tests/integration/admin/test_delete_records.py",
+)
 
 
 @dataclass(frozen=True)
@@ -97,7 +109,26 @@ def kafka_python_tree() -> Path:
 def suite_root(suite: str) -> Path:
     if suite == "kafka-python":
         return kafka_python_tree()
-    return VENDOR / "confluent-kafka-python"
+    return CACHE / "confluent-kafka-python"
+
+
+def fetch_confluent(git_dir: Path) -> int:
+    """Extract :data:`CONFLUENT_FILES` at :data:`CONFLUENT_COMMIT` from a clone."""
+    target = suite_root("confluent-kafka")
+    target.mkdir(parents=True, exist_ok=True)
+    archive = subprocess.run(["git", "--git-dir", str(git_dir), "archive", CONFLUENT_COMMIT,
+                              *CONFLUENT_FILES], capture_output=True, check=False)
+    if archive.returncode:
+        print(f"cannot read {CONFLUENT_COMMIT[:12]} from {git_dir}: "
+              f"{archive.stderr.decode(errors='replace').strip()}", file=sys.stderr)
+        return 1
+    with tempfile.TemporaryFile() as tmp:
+        tmp.write(archive.stdout)
+        tmp.seek(0)
+        with tarfile.open(fileobj=tmp) as tar:
+            tar.extractall(target, filter="data")
+    print(f"unpacked {target}")
+    return 0
 
 
 def fetch() -> int:
@@ -176,6 +207,10 @@ def read_junit(path: Path) -> Counts:
 def run_selection(sel: Selection, switches: dict[str, str], kafka_version: str,
                   extra: list[str]) -> Counts:
     root = suite_root(sel.suite)
+    if sel.suite == "confluent-kafka" and not root.is_dir():
+        print(f"== {sel.suite} / {sel.part}: left out ({root} is missing: run "
+              "`python -m tools.client_suites fetch --confluent-git DIR`)", flush=True)
+        return Counts()
     if not root.is_dir():
         raise SystemExit(f"{root} is missing: run `python -m tools.client_suites fetch` first "
                          "(the install step)")
@@ -233,7 +268,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tools.client_suites",
                                      description=__doc__.split("\n\n")[0] if __doc__ else None)
     verbs = parser.add_subparsers(dest="verb", required=True)
-    verbs.add_parser("fetch", help="install step: download kafka-python's sdist (tests)")
+    fetch_p = verbs.add_parser("fetch", help="install step: download kafka-python's sdist "
+                               "(tests); with --confluent-git, confluent's tests from a clone")
+    fetch_p.add_argument("--confluent-git", type=Path, metavar="DIR",
+                         help="a git clone of confluent-kafka-python (its .git, or bare)")
     run_p = verbs.add_parser("run", help="run the suites against odradek serve")
     run_p.add_argument("--suite", choices=("all", "kafka-python", "confluent-kafka"),
                        default="all")
@@ -245,7 +283,10 @@ def main(argv: list[str] | None = None) -> int:
     run_p.add_argument("pytest_args", nargs="*", help="after --: more pytest arguments")
     args = parser.parse_args(argv)
     if args.verb == "fetch":
-        return fetch()
+        done = fetch()
+        if done == 0 and args.confluent_git is not None:
+            done = fetch_confluent(args.confluent_git)
+        return done
     return run(args)
 
 

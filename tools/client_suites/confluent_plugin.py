@@ -7,8 +7,8 @@ from a bring-your-own bootstrap address; both give an object with
 ``admin()``, ``producer()``, ``consumer()``, ``create_topic()``,
 ``create_topic_and_wait_propogation()`` (sic), ``delete_topic()``,
 ``seed_topic()`` and ``client_conf()``. The runner does not take that conftest
-(it imports trivup and the schema-registry stack): it runs the vendored test
-files (tools/client_suites/vendor/confluent-kafka-python) with this plugin,
+(it imports trivup and the schema-registry stack): it runs the fetched test
+files (.client-suites/confluent-kafka-python, `fetch --confluent-git`) with this plugin,
 whose ``kafka_cluster`` starts ``odradek serve`` on PLAINTEXT with the ACL
 settings of :mod:`tools.client_suites.security` when that feature is on.
 
