@@ -57,7 +57,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     for parser, run in ((add, add_user), (lst, list_users), (rm, remove_user)):
         add_bootstrap(parser)
         parser.set_defaults(run=lambda a, run=run: with_client(
-            a.bootstrap_server, lambda c: run(c, a)))
+            a, lambda c: run(c, a)))
 
 
 def _password(args: argparse.Namespace) -> str:

@@ -49,6 +49,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
+from odradek.testing.secure_cluster import add_scram_arguments, sasl_lines
+
 if TYPE_CHECKING:
     from odradek.testing.certs import DevCerts
 
@@ -241,31 +243,6 @@ class LinkProxy:
         self.listener.close()
 
 
-SASL_USERS = {"broker": "broker-secret", "admin": "admin-secret"}
-"""The SCRAM-SHA-512 users of a ``sasl`` cluster, created at format."""
-CONTROLLER_PASSWORD = "controller-secret"
-STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
-
-
-def _sasl_lines() -> list[str]:
-    """SASL and ACL settings of a ``LocalCluster(sasl=True)`` node."""
-    scram = ("org.apache.kafka.common.security.scram.ScramLoginModule required "
-             f'username="broker" password="{SASL_USERS["broker"]}";')
-    plain = ("org.apache.kafka.common.security.plain.PlainLoginModule required "
-             f'username="controller" password="{CONTROLLER_PASSWORD}" '
-             f'user_controller="{CONTROLLER_PASSWORD}";')
-    return [
-        "sasl.enabled.mechanisms=SCRAM-SHA-512",
-        "sasl.mechanism.inter.broker.protocol=SCRAM-SHA-512",
-        f"listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config={scram}",
-        "listener.name.controller.sasl.enabled.mechanisms=PLAIN",
-        "sasl.mechanism.controller.protocol=PLAIN",
-        f"listener.name.controller.plain.sasl.jaas.config={plain}",
-        f"authorizer.class.name={STANDARD_AUTHORIZER}",
-        "super.users=User:broker;User:admin;User:controller",
-    ]
-
-
 class LocalCluster:
     def __init__(self, tmp: Path, controllers: int = 3, brokers: int = 0,
                  overrides: dict[str, str] | None = None, links: bool = False,
@@ -340,7 +317,7 @@ class LocalCluster:
                 *([f"advertised.listeners={client}://localhost:{node.client_port}"]
                   if node.client_port else []),
                 f"inter.broker.listener.name={client}",
-                *(_sasl_lines() if sasl else [])]
+                *(sasl_lines() if sasl else [])]
             lines = [
                 f"process.roles={node.roles}", f"node.id={node.node_id}",
                 f"controller.quorum.voters={voters_for(node)}",
@@ -362,8 +339,7 @@ class LocalCluster:
         odradek = [*serve_command()[:-1]]
         cluster_id = subprocess.run([*odradek, "storage", "random-uuid"], check=True,
                                     capture_output=True, text=True).stdout.strip()
-        scram = [arg for user, password in SASL_USERS.items() for arg in (
-            "--add-scram", f"SCRAM-SHA-512=[name={user},password={password}]")]
+        scram = add_scram_arguments()
         for node in self.nodes.values():
             subprocess.run([*odradek, "storage", "format", "-t", cluster_id, "-c",
                             str(node.properties), *(scram if self.sasl else [])],

@@ -28,7 +28,8 @@ from confluent_kafka.admin import (
     UserScramCredentialUpsertion,
 )
 
-from odradek.testing.cluster import SASL_USERS, LocalCluster, wait_for
+from odradek.testing.cluster import LocalCluster, wait_for
+from odradek.testing.secure_cluster import SASL_USERS
 
 TOPIC = "secured"
 GROUP = "alice-readers"
