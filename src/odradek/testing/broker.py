@@ -37,6 +37,21 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
+ADMIN_PASSWORD = "admin-secret"
+STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+
+
+def _sasl_properties(users: Mapping[str, str], ssl: bool) -> dict[str, str]:
+    """One SASL listener (named as its protocol) offering PLAIN and SCRAM."""
+    protocol = "SASL_SSL" if ssl else "SASL_PLAINTEXT"
+    plain = ("org.apache.kafka.common.security.plain.PlainLoginModule required "
+             + " ".join(f'user_{name}="{password}"' for name, password in users.items()) + ";")
+    return {"listeners": f"{protocol}://127.0.0.1:0",
+            "listener.security.protocol.map": f"{protocol}:{protocol}",
+            **({"advertised.listeners": f"{protocol}://localhost:0"} if ssl else {}),
+            "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+            f"listener.name.{protocol.lower()}.plain.sasl.jaas.config": plain}
+
 TEST_DEFAULTS = {"group.initial.rebalance.delay.ms": "0"}
 
 
@@ -50,7 +65,8 @@ class Broker:
     def __init__(
         self, *, use_uvloop: bool = False, data_dir: str | None = None,
         fs: FileSystem | None = None, stages: list[tuple[Stage, str]] | None = None,
-        ssl: bool = False, **overrides: str
+        ssl: bool = False, sasl: bool | Mapping[str, str] = False, acls: bool = False,
+        **overrides: str
     ) -> None:
         """``fs``: the file-system seam the partition logs use (a test's wrapper of
         :class:`~odradek.storage.fs.OsFileSystem` injects faults or stalls).
@@ -60,7 +76,15 @@ class Broker:
         certificate carries), with development certificates written to a
         temporary directory (:mod:`odradek.testing.certs`; :attr:`certs`,
         :attr:`ssl_ca`, :meth:`client_config`); ``ssl.client.auth`` is Kafka's
-        default, none, unless given."""
+        default, none, unless given.
+
+        ``sasl``: the one listener is SASL_PLAINTEXT (SASL_SSL with ``ssl``)
+        offering PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512 to the users given
+        (name → password; ``True``: none besides ``admin``), each a PLAIN user
+        and a SCRAM user of both mechanisms, and ``admin`` (password
+        :data:`ADMIN_PASSWORD`) always; :meth:`client_config` takes ``user=``.
+        ``acls``: Kafka's StandardAuthorizer, nothing allowed without an ACL,
+        ``User:admin`` a super user (:meth:`create_acls` as the operator)."""
         self._tmp = None if data_dir else tempfile.TemporaryDirectory(prefix="odradek-")
         data = data_dir or (self._tmp.name if self._tmp else "")
         props = {"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": data, **TEST_DEFAULTS}
@@ -72,6 +96,14 @@ class Broker:
             self.certs = write_dev_certs(self._certs_tmp.name)
             props.update(self.certs.broker_properties("SSL://127.0.0.1:0", "none"))
             props["advertised.listeners"] = "SSL://localhost:0"
+        self.users: dict[str, str] = {}
+        """SASL users (name → password) of a ``sasl`` broker."""
+        if sasl:
+            self.users = {"admin": ADMIN_PASSWORD, **(sasl if isinstance(sasl, Mapping) else {})}
+            props.update(_sasl_properties(self.users, ssl))
+        if acls:
+            props.update({"authorizer.class.name": STANDARD_AUTHORIZER,
+                          "super.users": "User:admin"})
         props.update({k.replace("_", "."): str(v) for k, v in overrides.items()})
         self.config = BrokerConfig.from_sources(None, props)
         self.app = BrokerApp(self.config, fs=fs, stages=stages)
@@ -100,15 +132,23 @@ class Broker:
     def ssl_keyfile(self) -> str:
         return self._dev_certs().path("client.key")
 
-    def client_config(self, certificate: bool = True) -> dict[str, str]:
-        """confluent-kafka settings for this broker (TLS with the client
-        certificate, or without it) — ``{"bootstrap.servers": ...}`` alone when
-        the broker is not ``ssl=True``."""
-        if self.certs is None:
-            return {"bootstrap.servers": self.bootstrap_servers}
-        conf = {"bootstrap.servers": self.bootstrap_servers, **self.certs.librdkafka_settings()}
-        if not certificate:
-            del conf["ssl.certificate.location"], conf["ssl.key.location"]
+    def client_config(self, certificate: bool = True, user: str = "admin",
+                      mechanism: str = "SCRAM-SHA-512") -> dict[str, str]:
+        """confluent-kafka settings for this broker: TLS with the client
+        certificate (or without it) on an ``ssl`` broker, SASL as ``user``
+        with ``mechanism`` on a ``sasl`` one; ``{"bootstrap.servers": ...}``
+        alone on a plain one."""
+        conf = {"bootstrap.servers": self.bootstrap_servers}
+        if self.certs is not None:
+            conf.update(self.certs.librdkafka_settings())
+            if not certificate or self.users:
+                del conf["ssl.certificate.location"], conf["ssl.key.location"]
+        if self.users:
+            if user not in self.users:
+                raise BrokerError(f"no SASL user {user!r} on this broker")
+            conf.update({"security.protocol": "SASL_SSL" if self.certs else "SASL_PLAINTEXT",
+                         "sasl.mechanism": mechanism, "sasl.username": user,
+                         "sasl.password": self.users[user]})
         return conf
 
     def _dev_certs(self) -> DevCerts:
@@ -153,6 +193,8 @@ class Broker:
         self._stop = asyncio.Event()
         try:
             await self.app.start()
+            if self.users:
+                await self._add_scram_users()
         except BaseException:
             await self.app.stop()
             raise
@@ -161,6 +203,32 @@ class Broker:
             await self._stop.wait()
         finally:
             await self.app.stop()
+
+    async def _add_scram_users(self) -> None:
+        """Every user of :attr:`users`, both SCRAM mechanisms (as the operator)."""
+        from odradek.metadata import scram
+        from odradek.wire import scram as scram_wire
+
+        state = self.app.state
+        assert state is not None
+        ups = []
+        for name, password in self.users.items():
+            for mech in scram_wire.MECHANISMS.values():
+                salt = f"odradek-test-{name}-{mech.id}".encode()
+                ups.append(scram.Upsertion(name, mech.id, mech.min_iterations, salt,
+                                           scram_wire.salted_password(
+                                               mech.hash_name, password, salt,
+                                               mech.min_iterations)))
+        for mech_id in (1, 2):  # Kafka wants one request per mechanism and user
+            these = [u for u in ups if u.mechanism == mech_id]
+
+            def decide(image: Any, these: list[scram.Upsertion] = these) -> scram.Alteration:
+                return scram.alter(image.scram, [], these)
+
+            outcome = await state.write(decide)
+            for user, (error, message) in outcome.results.items():
+                if error:
+                    raise BrokerError(f"SCRAM user {user}: {message}")
 
     def create_topic(
         self, name: str, partitions: int = 1, configs: Mapping[str, str] | None = None

@@ -47,6 +47,17 @@ def odradek_ssl_broker() -> Iterator[Broker]:
         yield broker
 
 
+@pytest.fixture
+def odradek_secure_broker() -> Iterator[Broker]:
+    """A real broker as a secured production one: SASL_SSL (PLAIN and SCRAM,
+    development certificates) and ACLs on, ``admin`` a super user.
+    ``odradek_secure_broker.client_config()`` are the admin's confluent-kafka
+    settings; ``Broker(ssl=True, sasl={"alice": "pw"}, acls=True)`` names more
+    users."""
+    with Broker(ssl=True, sasl=True, acls=True) as broker:
+        yield broker
+
+
 @pytest.fixture(scope="session")
 def odradek_broker_session() -> Iterator[Broker]:
     """One real broker shared by every test of the session."""
