@@ -122,12 +122,17 @@ def server_context(settings: ListenerSettings) -> ssl.SSLContext:
 
 
 def reload_keystore(ctx: ssl.SSLContext, settings: ListenerSettings) -> None:
-    """Load the listener's (new) key and chain into its live context."""
+    """Load the listener's (new) key and chain into its live context. They are
+    loaded into a scratch context first: a key that does not match its
+    certificate fails there, not halfway through the live one (OpenSSL would
+    keep the new certificate with the old key)."""
     from odradek.client.keystores import StoreError, load_keystore
 
     try:
-        if not load_keystore(ctx, settings.props, settings.origin):
+        if not load_keystore(ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER), settings.props,
+                             settings.origin):
             raise ConfigError(f"listener {settings.listener}: no keystore is set")
+        load_keystore(ctx, settings.props, settings.origin)
     except StoreError as exc:
         raise ConfigError(str(exc)) from None
 
