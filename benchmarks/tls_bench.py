@@ -47,7 +47,7 @@ def measure(runs: int, count: int) -> dict[str, list[float]]:
         broker.start()
         try:
             plain, secure = broker.bootstrap.split(",")
-            admin = AdminClient({"bootstrap.servers": plain})
+            admin = AdminClient({"bootstrap.servers": plain, "log_level": "0"})
             env = {"plaintext": "", "ssl": f"security.protocol=SSL\nssl.ca.location={certs.ca}"}
             where = {"plaintext": plain, "ssl": secure}
             out: dict[str, list[float]] = {"plaintext": [], "ssl": []}
