@@ -46,6 +46,7 @@ from odradek.wire.frames import (
     SCRATCH_BYTES,
     BadRequest,
     FrameError,
+    RawToken,
     Request,
     ServerConnection,
     encode_request,
@@ -208,7 +209,7 @@ def random_input(rng: random.Random) -> bytes:
     return header + rng.randbytes(rng.randint(0, 200))
 
 
-def classify(event: Request | BadRequest | None) -> str:
+def classify(event: Request | BadRequest | RawToken | None) -> str:
     if isinstance(event, Request):
         return "request"
     if isinstance(event, BadRequest):

@@ -13,9 +13,8 @@ default), not a configuration error. It needs no controller listener. Every
 rule about controller listeners applies once a quorum is configured, and a
 broker-only or controller-only node must have one.
 
-Security: PLAINTEXT and SSL are served (TLS: ``broker/net/tls.py``); a
-listener whose protocol in ``listener.security.protocol.map`` is one not
-served yet is refused at start-up instead of being served in the clear.
+Security: PLAINTEXT, SSL, SASL_PLAINTEXT and SASL_SSL listeners are served
+(TLS: ``broker/net/tls.py``; SASL: :mod:`odradek.broker.net.sasl`).
 """
 
 from __future__ import annotations
@@ -54,7 +53,7 @@ class KraftSettings(Protocol):
 
 ROLES = ("broker", "controller")
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-SERVED_PROTOCOLS = frozenset({"PLAINTEXT", "SSL"})
+SERVED_PROTOCOLS = frozenset({"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"})
 
 VOTERS = "controller.quorum.voters"
 BOOTSTRAP = "controller.quorum.bootstrap.servers"

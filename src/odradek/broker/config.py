@@ -34,6 +34,9 @@ __all__ = ["DEFAULTS", "BrokerConfig", "ConfigError", "Listener", "parse_listene
 # Kafka's broker defaults for the keys Odradek reads (name → default as text).
 DEFAULTS: dict[str, str] = {
     "node.id": "1",
+    "authorizer.class.name": "",
+    "super.users": "",
+    "allow.everyone.if.no.acl.found": "false",
     "process.roles": "broker,controller",
     "listeners": "PLAINTEXT://127.0.0.1:9092",
     "advertised.listeners": "",
@@ -202,11 +205,21 @@ _INT_KEYS |= {
 # Kafka's null defaults: checked only when set.
 _NULLABLE_INT_KEYS = {"log.roll.ms", "log.retention.ms", "log.retention.minutes",
                       "log.flush.interval.ms"}
-_BOOL_KEYS = {"auto.create.topics.enable", "delete.topic.enable",
+_BOOL_KEYS = {"auto.create.topics.enable", "delete.topic.enable", "allow.everyone.if.no.acl.found",
               "unclean.leader.election.enable", "auto.leader.rebalance.enable"}
 
 
-_READ_ELSEWHERE = frozenset({"log.dir"})
+_READ_ELSEWHERE = frozenset({
+    "log.dir",
+    # SASL (broker/net/sasl/settings.py), each also under listener.name.<l>.[<mech>.]
+    "sasl.enabled.mechanisms", "sasl.jaas.config", "connections.max.reauth.ms",
+    "sasl.server.max.receive.size", "connection.failed.authentication.delay.ms",
+    "sasl.mechanism.inter.broker.protocol", "sasl.mechanism.controller.protocol",
+    "sasl.oauthbearer.jwks.endpoint.url", "sasl.oauthbearer.jwks.endpoint.refresh.ms",
+    "sasl.oauthbearer.expected.audience", "sasl.oauthbearer.expected.issuer",
+    "sasl.oauthbearer.sub.claim.name", "sasl.oauthbearer.scope.claim.name",
+    "sasl.oauthbearer.clock.skew.seconds",
+})
 """Keys read by a part of the broker that has no default here."""
 
 KAFKA_IGNORED = frozenset({
@@ -321,7 +334,8 @@ class BrokerConfig:
                  | set(BROKER_CONFIGS) | _READ_ELSEWHERE | set(SSL_KEYS))
         out = []
         for key in sorted(self.explicit):
-            if key in known or key in KAFKA_IGNORED or is_ssl_key(key):
+            if (key in known or key in KAFKA_IGNORED or is_ssl_key(key)
+                    or key.startswith("listener.name.")):
                 continue
             close = difflib.get_close_matches(key, sorted(known), 1, 0.75)
             out.append((key, close[0] if close else None))

@@ -332,11 +332,13 @@ class SessionsPort(Protocol):
 class QuotaPort(Protocol):
     """Client quota sensors (broker/net/quotas.py)."""
 
-    def charge(self, key: str, client_id: str | None, value: float, now_ms: float) -> int:
-        """Charge ``value`` to the client's ``key`` quota; the throttle (ms) it earned."""
+    def charge(self, key: str, client_id: str | None, value: float, now_ms: float, *,
+               user: str) -> int:
+        """Charge ``value`` to the ``key`` quota of ``(user, client_id)``, ``user`` being
+        the principal's name (``RequestContext.user``); the throttle (ms) it earned."""
         ...
 
-    def pending(self, key: str, client_id: str | None, now_ms: float) -> int:
+    def pending(self, key: str, client_id: str | None, now_ms: float, *, user: str) -> int:
         """The throttle (ms) the client is already due, charging nothing."""
         ...
 

@@ -35,6 +35,7 @@ import threading
 from pathlib import Path
 
 from odradek.cli.common import CliError
+from odradek.testing.secure_cluster import add_scram_arguments
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -50,6 +51,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     cluster.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                          help="a setting for every node (repeatable), as `odradek serve` "
                               "takes it")
+    cluster.add_argument("--secure", action="store_true",
+                         help="SASL_SSL on every listener and ACLs on (development "
+                              "certificates and users; see docs/security.md)")
     cluster.set_defaults(run=run)
     chaos = verbs.add_parser(
         "chaos", help="a Jepsen-like run: faults against a 3-node cluster under load, "
@@ -79,9 +83,15 @@ def _odradek() -> list[str]:
     return [sys.executable, "-m", "odradek"]
 
 
-def write_configs(base: Path, nodes: int, base_port: int) -> list[Path]:
+def write_configs(base: Path, nodes: int, base_port: int, secure: bool = False
+                  ) -> list[Path]:
+    """One ``server.properties`` per node (kept when it exists). ``secure``:
+    SASL_SSL listeners and ACLs (:mod:`odradek.testing.secure_cluster`), with
+    development certificates in ``base/certs`` and the admin's client
+    properties in ``base/admin.properties``."""
     voters = ",".join(f"{i}@127.0.0.1:{base_port + 2 * (i - 1) + 1}"
                       for i in range(1, nodes + 1))
+    security = _secure_files(base) if secure else None
     files = []
     rf = min(3, nodes)
     min_isr = 2 if rf == 3 else 1
@@ -93,13 +103,16 @@ def write_configs(base: Path, nodes: int, base_port: int) -> list[Path]:
         files.append(path)
         if path.exists():
             continue  # written on an earlier run: the operator's now
+        listener = "SASL_SSL" if secure else "PLAINTEXT"
         path.write_text("\n".join([
             "# written by odradek dev cluster",
             "process.roles=broker,controller", f"node.id={i}",
             f"controller.quorum.voters={voters}",
-            f"listeners=PLAINTEXT://127.0.0.1:{client},CONTROLLER://127.0.0.1:{quorum}",
+            f"listeners={listener}://127.0.0.1:{client},CONTROLLER://127.0.0.1:{quorum}",
             "controller.listener.names=CONTROLLER",
-            "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            f"listener.security.protocol.map={listener}:{listener},CONTROLLER:{listener}",
+            *([f"advertised.listeners=SASL_SSL://localhost:{client}",
+               "inter.broker.listener.name=SASL_SSL", *security] if security else []),
             f"log.dirs={(node_dir / 'data').resolve()}",
             # Replicated as Kafka's production defaults (3, min ISR 2) where the
             # cluster is big enough.
@@ -111,7 +124,26 @@ def write_configs(base: Path, nodes: int, base_port: int) -> list[Path]:
     return files
 
 
-def _format(files: list[Path]) -> None:
+def _secure_files(base: Path) -> list[str]:
+    """Certificates (written once) and the admin's client properties; the
+    nodes' TLS, SASL and ACL lines."""
+    from odradek.testing.certs import DevCerts, write_dev_certs
+    from odradek.testing.secure_cluster import admin_properties, sasl_lines
+
+    certs_dir = (base / "certs").resolve()
+    certs = (DevCerts(certs_dir) if (certs_dir / "ca.pem").exists()
+             else write_dev_certs(certs_dir))
+    admin = base / "admin.properties"
+    if not admin.exists():
+        admin.write_text("".join(f"{k}={v}\n" for k, v in admin_properties(certs.ca).items()),
+                         encoding="utf-8")
+        admin.chmod(0o600)
+    tls = [f"{k}={v}" for k, v in certs.broker_properties(client_auth="none").items()
+           if k != "listeners"]
+    return [*tls, *sasl_lines()]
+
+
+def _format(files: list[Path], secure: bool = False) -> None:
     if all((f.parent / "data" / "meta.properties").exists() for f in files):
         return
     out = subprocess.run([*_odradek(), "storage", "random-uuid"], capture_output=True,
@@ -120,8 +152,10 @@ def _format(files: list[Path]) -> None:
         raise CliError(f"cannot make a cluster id: {out.stderr.strip()}")
     cluster_id = out.stdout.strip()
     for f in files:
+        scram = add_scram_arguments() if secure else []
         done = subprocess.run([*_odradek(), "storage", "format", "-t", cluster_id, "-c", str(f),
-                               "--ignore-formatted"], capture_output=True, text=True, check=False)
+                               "--ignore-formatted", *scram], capture_output=True, text=True,
+                              check=False)
         if done.returncode:
             raise CliError(done.stderr.strip().removeprefix("odradek: "))
 
@@ -244,8 +278,8 @@ def run(args: argparse.Namespace) -> int:
     for item in args.override:
         if "=" not in item:
             raise CliError(f"--override {item!r}: expected KEY=VALUE")
-    files = write_configs(args.dir, args.nodes, args.base_port)
-    _format(files)
+    files = write_configs(args.dir, args.nodes, args.base_port, args.secure)
+    _format(files, args.secure)
     nodes = _Nodes(files, args.override)
     stop = False
 
@@ -259,8 +293,13 @@ def run(args: argparse.Namespace) -> int:
     try:
         for i in range(1, len(files) + 1):
             nodes.start(i)
-        bootstrap = ",".join(f"127.0.0.1:{args.base_port + 2 * i}" for i in range(args.nodes))
+        host = "localhost" if args.secure else "127.0.0.1"
+        bootstrap = ",".join(f"{host}:{args.base_port + 2 * i}" for i in range(args.nodes))
         print(f"bootstrap: {bootstrap}", flush=True)
+        if args.secure:
+            print(f"SASL_SSL with ACLs: the admin's client properties are in "
+                  f"{args.dir / 'admin.properties'} (--command-config), the CA in "
+                  f"{args.dir / 'certs' / 'ca.pem'}", flush=True)
         print(f"Ctrl-C stops the cluster; commands: {COMMANDS}", flush=True)
         while not stop:
             nodes.report_exits()

@@ -1,15 +1,21 @@
 """``odradek quotas describe|alter``: client quotas, as ``kafka-configs.sh`` sets them.
 
-Entities are named with ``--user NAME`` / ``--user-default``, ``--client-id
-NAME`` / ``--client-default`` and ``--ip ADDRESS`` / ``--ip-default``
-(``kafka-configs.sh`` spells these ``--entity-type users --entity-name NAME``
-or ``--entity-default``; one flag per type reads better and says the same)::
+Entities are named with ``--user NAME`` / ``--user-defaults``, ``--client-id
+NAME`` / ``--client-defaults`` and ``--ip ADDRESS`` / ``--ip-defaults``, the
+flags of ``kafka-configs.sh`` (which also takes ``--entity-type users
+--entity-name NAME`` / ``--entity-default``); ``--client`` is the same as
+``--client-id``, and each ``-defaults`` flag may be spelt ``-default``. A user
+is a principal's name: ``alice`` for ``User:alice``, ``ANONYMOUS`` for every
+client of a PLAINTEXT listener::
 
     odradek quotas alter --client-id app --add-config producer_byte_rate=1048576
-    odradek quotas alter --user-default --client-default --add-config consumer_byte_rate=2e6
+    odradek quotas alter --user alice --add-config producer_byte_rate=1048576
+    odradek quotas alter --user alice --client-id app --add-config producer_byte_rate=4e6
+    odradek quotas alter --user-defaults --client-defaults --add-config consumer_byte_rate=2e6
     odradek quotas alter --client-id app --delete-config producer_byte_rate
     odradek quotas describe                       # every entity with a quota
     odradek quotas describe --client-id app       # that entity only (strict match)
+    odradek quotas describe --user alice --client-defaults
 
 ``describe`` with no entity flag lists every entity; with flags it matches
 those exactly (a default flag matches the default) and strictly (no other
@@ -39,6 +45,8 @@ from odradek.wire.messages.describe_client_quotas_request import (
 )
 
 QUOTA_TYPES = (("user", "user"), ("client_id", "client-id"), ("ip", "ip"))
+ALIASES = {"client-id": ["--client"]}
+"""Other spellings of ``--<entity type>`` (kafka-configs.sh's ``--client``)."""
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -50,9 +58,11 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         add_bootstrap(parser)
         for attr, name in QUOTA_TYPES:
             group = parser.add_mutually_exclusive_group()
-            group.add_argument(f"--{name}", dest=attr, metavar="NAME")
-            group.add_argument(f"--{name.split('-')[0]}-default", dest=f"{attr}_default",
-                               action="store_true", help=f"the default {name}")
+            group.add_argument(f"--{name}", *ALIASES.get(name, []), dest=attr, metavar="NAME")
+            short = name.split("-")[0]
+            group.add_argument(f"--{short}-defaults", f"--{short}-default",
+                               dest=f"{attr}_default", action="store_true",
+                               help=f"the default {name}")
     alter.add_argument("--add-config", default="", metavar="K=V,...",
                        help="quotas to set, e.g. producer_byte_rate=1048576")
     alter.add_argument("--delete-config", default="", metavar="K,...",
@@ -101,8 +111,8 @@ def _ops(args: argparse.Namespace) -> list[OpData]:
 async def alter_quotas(client: KafkaClient, args: argparse.Namespace) -> int:
     chosen = entity(args)
     if not chosen:
-        raise CliError("name an entity: --user/--user-default, --client-id/--client-default "
-                       "or --ip/--ip-default")
+        raise CliError("name an entity: --user/--user-defaults, --client-id/--client-defaults "
+                       "or --ip/--ip-defaults")
     ops = _ops(args)
     resp = await client.request(AlterClientQuotasRequest(entries=[EntryData(
         entity=[EntityData(entity_type=t, entity_name=n) for t, n in chosen], ops=ops)]), 1)

@@ -24,7 +24,9 @@
   why) if not.
 
 Unlike Kafka's tool, ``format`` writes no bootstrap metadata snapshot: the
-metadata log starts empty and the controller writes its first records.
+metadata log starts empty and the controller writes its first records; the
+SCRAM users of ``--add-scram`` (KIP-900) are left in ``bootstrap.records``
+(:mod:`odradek.broker.control.bootstrap`) and written with them.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ import argparse
 from pathlib import Path
 
 from odradek.broker.config import BrokerConfig, ConfigError, parse_overrides, read_properties
+from odradek.broker.control.bootstrap import parse_add_scram, write_bootstrap
 from odradek.broker.control.dirlock import lock_dir, lock_dirs
 from odradek.broker.control.meta_properties import (
     META_PROPERTIES,
@@ -67,6 +70,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                      help="this controller alone forms the controller quorum (a single voter; "
                           "only without controller.quorum.voters). Nothing extra is written: "
                           "the flag is checked and reported")
+    fmt.add_argument("-S", "--add-scram", action="append", default=[], metavar="CREDENTIAL",
+                     help="a SCRAM user the new cluster starts with, e.g. "
+                          "'SCRAM-SHA-256=[name=alice,password=alice-secret]' (repeatable)")
     fmt.set_defaults(run=run_format)
     info = verbs.add_parser("info", help="print each directory's meta.properties")
     _add_config(info)
@@ -122,6 +128,10 @@ def run_format(args: argparse.Namespace) -> int:
         raise ConfigError(f"node.id: must not be negative to format, got {node_id}")
     if args.standalone:
         _check_standalone(config)
+    try:
+        scram_records = [parse_add_scram(text) for text in args.add_scram]
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
     formatted = _formatted(directories(config), cluster_id, node_id)
     if formatted and not args.ignore_formatted:
         raise CliError(f"Log directory {formatted[0]} is already formatted. Use "
@@ -136,6 +146,10 @@ def run_format(args: argparse.Namespace) -> int:
             write_meta_properties(directory, cluster_id, node_id)
         except OSError as exc:
             raise CliError(f"cannot format {directory}: {exc.strerror or exc}") from exc
+    if scram_records and config.metadata_dir in todo:
+        write_bootstrap(config.metadata_dir, scram_records)
+        print(f"Bootstrap records for {len(scram_records)} SCRAM credential(s) written "
+              f"to {config.metadata_dir}.")
     for lock in locks:
         lock.release()
     if args.standalone:

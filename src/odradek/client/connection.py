@@ -59,6 +59,8 @@ class Connection:
         self._lock = asyncio.Lock()
         self._reading: asyncio.Task[None] | None = None
         self.versions: dict[int, tuple[int, int]] = {}
+        self.session_lifetime_ms = 0
+        """KIP-368: how long the broker keeps this connection's SASL session (0: for ever)."""
 
     @classmethod
     async def open(
@@ -100,9 +102,32 @@ class Connection:
         return conn
 
     async def _authenticate(self, security: ClientSecurity) -> None:
-        """SASL on this connection (SaslHandshake v1 + SaslAuthenticate)."""
-        raise ClientError(f"SASL mechanism {security.sasl_mechanism} is not supported "
-                          "by this client yet")
+        """SASL on this connection: SaslHandshake v1, then the mechanism's tokens
+        in SaslAuthenticate requests (:mod:`odradek.client.sasl`). ClientError
+        for a mechanism the broker does not offer, KafkaError
+        (SASL_AUTHENTICATION_FAILED) for refused credentials."""
+        from odradek.client.sasl import SaslError, client_for
+        from odradek.wire.messages.sasl_authenticate_request import SaslAuthenticateRequest
+        from odradek.wire.messages.sasl_handshake_request import SaslHandshakeRequest
+
+        try:
+            mech = client_for(security)
+        except SaslError as exc:
+            raise ClientError(str(exc)) from None
+        hs = await self.request(SaslHandshakeRequest(mechanism=mech.mechanism), 1, 1)
+        if hs.error_code == ErrorCode.UNSUPPORTED_SASL_MECHANISM:
+            raise ClientError(f"{self.address} does not offer SASL mechanism {mech.mechanism} "
+                              f"(it offers {', '.join(hs.mechanisms) or 'none'})")
+        check(hs.error_code)
+        challenge: bytes | None = None
+        try:
+            while (token := mech.respond(challenge)) is not None:
+                resp = await self.request(SaslAuthenticateRequest(auth_bytes=token), 2)
+                check(resp.error_code, resp.error_message)
+                challenge = bytes(resp.auth_bytes)
+                self.session_lifetime_ms = resp.session_lifetime_ms
+        except SaslError as exc:
+            raise ClientError(f"SASL with {self.address} failed: {exc}") from None
 
     async def _negotiate(self) -> None:
         request = ApiVersionsRequest(client_software_name="odradek",

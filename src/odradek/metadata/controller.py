@@ -12,7 +12,7 @@ from __future__ import annotations
 import copy
 import re
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from odradek.metadata.directories import UNASSIGNED, homes
@@ -400,9 +400,11 @@ METADATA_VERSION_LEVEL = 25
 """Kafka 4.0's ``4.0-IV3``, the metadata version ``odradek storage format`` names."""
 
 
-def finalize_features(image: MetadataImage) -> Outcome:
+def finalize_features(image: MetadataImage, bootstrap: Sequence[Any] = ()) -> Outcome:
     """The FeatureLevelRecord a new cluster's first active controller writes
-    (Kafka writes it at format time, in the bootstrap snapshot)."""
+    (Kafka writes it at format time, in the bootstrap snapshot), with the
+    records ``odradek storage format`` left for it (``--add-scram``)."""
     if METADATA_VERSION_FEATURE in image.features:
         return Outcome()
-    return Outcome(records=[FeatureLevelRecord(METADATA_VERSION_FEATURE, METADATA_VERSION_LEVEL)])
+    return Outcome(records=[FeatureLevelRecord(METADATA_VERSION_FEATURE, METADATA_VERSION_LEVEL),
+                            *bootstrap])

@@ -12,7 +12,11 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from odradek.metadata import acl_changes
 from odradek.metadata import quotas as quota_model
+from odradek.metadata import scram as scram_model
+from odradek.metadata.acls import AclStore
+from odradek.wire.internal.access_control_entry_record import AccessControlEntryRecord
 from odradek.wire.internal.client_quota_record import ClientQuotaRecord
 from odradek.wire.internal.config_record import ConfigRecord
 from odradek.wire.internal.feature_level_record import FeatureLevelRecord
@@ -21,6 +25,9 @@ from odradek.wire.internal.partition_change_record import PartitionChangeRecord
 from odradek.wire.internal.partition_record import PartitionRecord
 from odradek.wire.internal.producer_ids_record import ProducerIdsRecord
 from odradek.wire.internal.register_broker_record import RegisterBrokerRecord
+from odradek.wire.internal.remove_access_control_entry_record import (
+    RemoveAccessControlEntryRecord,
+)
 from odradek.wire.internal.remove_topic_record import RemoveTopicRecord
 from odradek.wire.internal.topic_record import TopicRecord
 from odradek.wire.internal.unfence_broker_record import UnfenceBrokerRecord
@@ -122,7 +129,11 @@ class MetadataImage:
     next_producer_id: int = 0
     """Every producer id below this one has been handed out (never reused)."""
     features: dict[str, int] = field(default_factory=dict)
+    scram: scram_model.ScramCredentials = field(default_factory=scram_model.ScramCredentials)
+    """SCRAM credentials by user and mechanism (:mod:`odradek.metadata.scram`)."""
     """Finalized feature levels (FeatureLevelRecord), e.g. ``metadata.version``."""
+    acls: AclStore = field(default_factory=AclStore)
+    """ACL bindings by id, indexed for the authorizer (:mod:`odradek.metadata.acls`)."""
     derived: dict[str, Any] = field(default_factory=dict)
     """Values computed from the image by readers (e.g. the Metadata answer for all
     topics); emptied by every replay, so an entry is never stale."""
@@ -175,11 +186,17 @@ class MetadataImage:
         elif isinstance(record, RemoveTopicRecord):
             name = self.by_id.pop(record.topic_id)
             del self.topics[name]
+        elif isinstance(record, AccessControlEntryRecord):
+            self.acls.add(record.id, acl_changes.binding_of(record))
+        elif isinstance(record, RemoveAccessControlEntryRecord):
+            self.acls.remove(record.id)
+        else:
+            self.scram.replay(record)
 
     def to_records(self) -> list[Any]:
         """Records whose replay into an empty image rebuilds this one (a metadata
-        snapshot): brokers, configs, topics with their partitions, quotas and the
-        producer-id high mark. Partition and leader epochs, and reassignments under way,
+        snapshot): brokers, configs, topics with their partitions, quotas, ACLs and
+        the producer-id high mark. Partition and leader epochs, and reassignments under way,
         are kept as they are."""
         from odradek.wire.internal.client_quota_record import EntityData
         from odradek.wire.internal.register_broker_record import BrokerEndpoint
@@ -213,6 +230,8 @@ class MetadataImage:
                     entity=[EntityData(etype, ename) for etype, ename in entity],
                     key=quota_key, value=quota))
         out.extend(FeatureLevelRecord(name, level) for name, level in sorted(self.features.items()))
+        out.extend(acl_changes.record_of(acl_id, b) for acl_id, b in self.acls)
+        out.extend(self.scram.to_records())
         if self.next_producer_id:
             out.append(ProducerIdsRecord(broker_id=-1, broker_epoch=-1,
                                          next_producer_id=self.next_producer_id))

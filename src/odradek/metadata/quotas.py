@@ -20,6 +20,10 @@ most specific entity that sets it:
 ``user+client-id``, ``user+default client-id``, ``user``,
 ``default user+client-id``, ``default user+default client-id``,
 ``default user``, ``client-id``, ``default client-id``.
+
+The *user* of a client is the name part of its principal (:func:`user_of`):
+``User:alice`` → ``alice``; an unauthenticated client is ``User:ANONYMOUS``,
+user ``ANONYMOUS``, as in Kafka.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ WHOLE_NUMBER_KEYS = {PRODUCE, FETCH, CONNECTION_RATE}
 CLIENT_KEYS = {PRODUCE, FETCH, REQUEST, "controller_mutation_rate"}
 IP_KEYS = {CONNECTION_RATE}
 MATCH_EXACT, MATCH_DEFAULT, MATCH_SPECIFIED = 0, 1, 2
+ANONYMOUS = "ANONYMOUS"
 
 Entity = tuple[tuple[str, str | None], ...]
 Quotas = dict[Entity, dict[str, float]]
@@ -161,6 +166,13 @@ def describe(
         if ok and values:
             out.append((entity, dict(values)))
     return out
+
+
+def user_of(principal: str) -> str:
+    """The quota user of a principal ``Type:name``: its name (Kafka keys user quotas
+    by the principal's name whatever its type); a string with no type is a name."""
+    _, sep, name = principal.partition(":")
+    return name if sep else principal
 
 
 def resolve(quotas: Quotas, key: str, user: str, client_id: str) -> tuple[float, Entity] | None:

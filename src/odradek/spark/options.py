@@ -13,7 +13,8 @@ Invariants:
 - ``endingOffsets`` is refused by streaming queries, ``latest`` as a starting
   position by batch queries (as Spark does);
 - ``kafka.*`` options reach the client with the prefix removed, except the
-  ones the source must own (offset reset, auto commit, (de)serialisers).
+  ones the source must own (offset reset, auto commit, (de)serialisers);
+  Java's security names are rewritten as librdkafka's (:mod:`odradek.spark.security`).
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+
+from odradek.spark.security import SecurityOptionError, to_librdkafka
 
 EARLIEST = -2
 LATEST = -1
@@ -280,6 +283,10 @@ def _client_config(
     bootstrap = config.get("bootstrap.servers", "").strip()
     if not bootstrap:
         raise OptionError("option 'kafka.bootstrap.servers' must be specified")
+    try:
+        config = to_librdkafka(config)
+    except SecurityOptionError as exc:
+        raise OptionError(str(exc)) from None
     return bootstrap, tuple(sorted(config.items()))
 
 

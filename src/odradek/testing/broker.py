@@ -21,18 +21,21 @@ from __future__ import annotations
 import asyncio
 import tempfile
 import threading
-from collections.abc import Mapping
+from collections.abc import Coroutine, Mapping
 from types import TracebackType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from odradek.broker.app import BrokerApp
 from odradek.broker.config import BrokerConfig
-from odradek.metadata import controller
+from odradek.metadata import acl_changes, controller
+from odradek.metadata.acls import AclBinding, AclFilter
 from odradek.storage.fs import FileSystem
 from odradek.testing.certs import DevCerts, write_dev_certs
 
 if TYPE_CHECKING:
     from odradek.broker.net.pipeline import Stage
+
+T = TypeVar("T")
 
 TEST_DEFAULTS = {"group.initial.rebalance.delay.ms": "0"}
 
@@ -178,6 +181,40 @@ class Broker:
         if self._loop is None:
             raise BrokerError("the broker is not running")
         asyncio.run_coroutine_threadsafe(create(), self._loop).result()
+
+    def create_acls(self, *bindings: AclBinding) -> None:
+        """Store ACL bindings as CreateAcls would (same validation), as the
+        operator: no principal is checked. An invalid binding raises BrokerError."""
+
+        async def create() -> None:
+            state = self.app.state
+            assert state is not None
+            outcome = await state.write(
+                lambda image: acl_changes.create_acls(image.acls, bindings, state.ids.uuid))
+            for r in outcome.results:
+                if r.error:
+                    raise BrokerError(f"{r.error.name}: {r.message}")
+
+        self._on_loop(create())
+
+    def delete_acls(self, *filters: AclFilter) -> list[AclBinding]:
+        """Remove the ACL bindings the filters match, as DeleteAcls would (as
+        the operator); returns them."""
+
+        async def delete() -> list[AclBinding]:
+            state = self.app.state
+            assert state is not None
+            outcome = await state.write(
+                lambda image: acl_changes.delete_acls(image.acls, filters))
+            return [b for r in outcome.results for b in r.removed]
+
+        return self._on_loop(delete())
+
+    def _on_loop(self, coro: Coroutine[Any, Any, T]) -> T:
+        if self._loop is None:
+            coro.close()
+            raise BrokerError("the broker is not running")
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
 
     def stop(self) -> None:
         if self._loop is not None and self._stop is not None and self._thread is not None:

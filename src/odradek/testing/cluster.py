@@ -49,6 +49,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
+from odradek.testing.secure_cluster import add_scram_arguments, sasl_lines
+
 if TYPE_CHECKING:
     from odradek.testing.certs import DevCerts
 
@@ -244,14 +246,25 @@ class LinkProxy:
 class LocalCluster:
     def __init__(self, tmp: Path, controllers: int = 3, brokers: int = 0,
                  overrides: dict[str, str] | None = None, links: bool = False,
-                 tls: bool = False) -> None:
+                 tls: bool = False, sasl: bool = False) -> None:
         """``tls``: every listener (clients', inter-broker, controllers') is SSL
         with ``ssl.client.auth=required``, certificates from
         :func:`odradek.testing.certs.write_dev_certs` in ``tmp/certs``
         (:attr:`certs`); the client listener is advertised as ``localhost``,
-        the name the certificate carries (librdkafka checks DNS names only)."""
+        the name the certificate carries (librdkafka checks DNS names only).
+
+        ``sasl`` (implies ``tls``): every listener is SASL_SSL (client
+        certificates not asked for), and ACLs are on (StandardAuthorizer, nothing
+        allowed without an ACL). Clients and brokers authenticate with
+        SCRAM-SHA-512 on the client listener (:data:`SASL_USERS`, created at
+        format with ``--add-scram``; the brokers as ``User:broker``), the
+        controllers with PLAIN on theirs (as Kafka, SCRAM is not for controller
+        listeners: their credentials live in the log the quorum has yet to
+        elect a leader for). ``User:broker`` and ``User:admin`` are super users."""
         self.tmp = tmp
         self.certs: DevCerts | None = None
+        self.sasl = sasl
+        tls = tls or sasl
         if tls:
             from odradek.testing.certs import write_dev_certs
 
@@ -292,18 +305,19 @@ class LocalCluster:
         for node in self.nodes.values():
             node.directory.mkdir(parents=True, exist_ok=True)
             listeners = []
-            client = "SSL" if self.certs else "PLAINTEXT"
+            client = "SASL_SSL" if sasl else "SSL" if self.certs else "PLAINTEXT"
             if node.client_port:
                 listeners.append(f"{client}://127.0.0.1:{node.client_port}")
             if node.controller_port:
                 listeners.append(f"CONTROLLER://127.0.0.1:{node.controller_port}")
-            security = "SSL" if self.certs else "PLAINTEXT"
+            security = client
             tls_lines = [] if self.certs is None else [
-                *(f"{k}={v}" for k, v in self.certs.broker_properties().items()
-                  if k != "listeners"),
-                *([f"advertised.listeners=SSL://localhost:{node.client_port}"]
+                *(f"{k}={v}" for k, v in self.certs.broker_properties(
+                    client_auth="none" if sasl else "required").items() if k != "listeners"),
+                *([f"advertised.listeners={client}://localhost:{node.client_port}"]
                   if node.client_port else []),
-                "inter.broker.listener.name=SSL"]
+                f"inter.broker.listener.name={client}",
+                *(sasl_lines() if sasl else [])]
             lines = [
                 f"process.roles={node.roles}", f"node.id={node.node_id}",
                 f"controller.quorum.voters={voters_for(node)}",
@@ -325,9 +339,11 @@ class LocalCluster:
         odradek = [*serve_command()[:-1]]
         cluster_id = subprocess.run([*odradek, "storage", "random-uuid"], check=True,
                                     capture_output=True, text=True).stdout.strip()
+        scram = add_scram_arguments()
         for node in self.nodes.values():
             subprocess.run([*odradek, "storage", "format", "-t", cluster_id, "-c",
-                            str(node.properties)], check=True, capture_output=True)
+                            str(node.properties), *(scram if self.sasl else [])],
+                           check=True, capture_output=True)
         self.cluster_id = cluster_id
         return cluster_id
 

@@ -86,6 +86,15 @@ class BadRequest:
     size: int
 
 
+@dataclass(slots=True)
+class RawToken:
+    """A SASL token sent as a bare frame, with no request header (after a
+    SaslHandshake v0, while :attr:`ServerConnection.raw_tokens` is on)."""
+
+    data: bytes
+    size: int
+
+
 class RequestMemory:
     """Broker-wide accounting of request bytes held in memory (``queued.max.request.bytes``).
 
@@ -335,12 +344,20 @@ class ServerConnection(_FrameReader):
         self, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES, memory: RequestMemory | None = None
     ) -> None:
         super().__init__(max_frame_bytes, memory)
+        self.raw_tokens = False
+        """Frames are raw SASL tokens, not requests (SaslHandshake v0 mode); the
+        caller turns it on after answering the handshake and off once
+        authentication ends. Frames are parsed when taken, so the switch
+        applies to every frame not yet taken."""
 
-    def next_event(self) -> Request | BadRequest | None:
-        """The next request in arrival order, or None when more bytes are needed."""
+    def next_event(self) -> Request | BadRequest | RawToken | None:
+        """The next request (or raw token) in arrival order, or None when more
+        bytes are needed."""
         frame = self.next_frame()
         if frame is None:
             return None
+        if self.raw_tokens:
+            return RawToken(bytes(frame), len(frame))
         return parse_request(frame)
 
 

@@ -11,8 +11,11 @@ from odradek.wire.errors import ErrorCode
 from odradek.wire.messages import alter_client_quotas_request as acq
 from odradek.wire.messages import alter_configs_request as ac
 from odradek.wire.messages import alter_partition_reassignments_request as apr
+from odradek.wire.messages import alter_user_scram_credentials_request as aus
+from odradek.wire.messages import create_acls_request as cacl
 from odradek.wire.messages import create_partitions_request as cp
 from odradek.wire.messages import create_topics_request as ct
+from odradek.wire.messages import delete_acls_request as dacl
 from odradek.wire.messages import delete_topics_request as dt
 from odradek.wire.messages import describe_quorum_request as dq
 from odradek.wire.messages import elect_leaders_request as el
@@ -22,6 +25,8 @@ from odradek.wire.messages import list_partition_reassignments_request as lpr
 REQUESTS = {
     19: ct.CreateTopicsRequest([ct.CreatableTopic("a", 1, 1), ct.CreatableTopic("b", 2, 1)]),
     20: dt.DeleteTopicsRequest(topic_names=["a", "b"]),
+    30: cacl.CreateAclsRequest([cacl.AclCreation(2, "a", 3, "User:x", "*", 3, 3)]),
+    31: dacl.DeleteAclsRequest([dacl.DeleteAclsFilter(1, None, 1, None, None, 1, 1)]),
     33: ac.AlterConfigsRequest([ac.AlterConfigsResource(2, "a", [])]),
     37: cp.CreatePartitionsRequest([cp.CreatePartitionsTopic("a", 3, None)]),
     43: el.ElectLeadersRequest(1, [el.TopicPartitions("a", [0, 1])]),
@@ -30,6 +35,9 @@ REQUESTS = {
     46: lpr.ListPartitionReassignmentsRequest(topics=None),
     44: iac.IncrementalAlterConfigsRequest([iac.AlterConfigsResource(2, "a", [])]),
     49: acq.AlterClientQuotasRequest([acq.EntryData([acq.EntityData("client-id", "x")], [])]),
+    51: aus.AlterUserScramCredentialsRequest(
+        deletions=[aus.ScramCredentialDeletion("a", 1)],
+        upsertions=[aus.ScramCredentialUpsertion("b", 1, 4096, b"s", b"p")]),
     55: dq.DescribeQuorumRequest([dq.TopicData("__cluster_metadata", [dq.PartitionData(0)])]),
 }
 
@@ -51,7 +59,8 @@ def test_not_controller_for_each_item_at_each_version(api_key: int) -> None:
             items = [p for t in decoded.replica_election_results for p in t.partition_result]
         else:
             items = (getattr(decoded, "topics", None) or getattr(decoded, "responses", None)
-                     or getattr(decoded, "results", None) or getattr(decoded, "entries", None))
+                     or getattr(decoded, "results", None) or getattr(decoded, "entries", None)
+                     or getattr(decoded, "filter_results", None))
         codes = [i.error_code for i in items] if items else [decoded.error_code]
         assert codes and all(c == ErrorCode.NOT_CONTROLLER for c in codes)
     if api_key in (19, 20):

@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 import pytest
 
 from odradek.broker.coordinators.coordinator_runtime import (
+    LOAD_ATTEMPTS,
     CoordinatorLoadingError,
     CoordinatorRuntime,
     Entry,
@@ -32,6 +33,7 @@ from odradek.common.ids import SeededIds
 from odradek.metadata import controller
 from odradek.metadata.controller import Outcome
 from odradek.metadata.image import MetadataImage
+from odradek.storage.errors import CorruptRecordError, OffsetOutOfRangeError
 from odradek.wire.batch import NO_PRODUCER_ID
 
 TOPIC = "__toy_state"
@@ -72,6 +74,9 @@ class MemoryPartitions:
     def __init__(self, count: int) -> None:
         self.parts = {i: MemoryPartition() for i in range(count)}
         self.reads: list[tuple[int, int]] = []
+        self.read_faults: list[tuple[int, Exception, bool]] = []
+        """(offset, error, raised): the next read at or past that offset fails with
+        the error, raised or in the chunk after the records before it."""
 
     # (the port)
 
@@ -95,6 +100,11 @@ class MemoryPartitions:
     def read(self, index: int, offset: int, max_bytes: int) -> ReadChunk:
         self.reads.append((index, offset))
         chunk = self.parts[index].records[offset:offset + max_bytes]
+        if self.read_faults and offset + len(chunk) > self.read_faults[0][0]:
+            at, error, raised = self.read_faults.pop(0)
+            if raised:
+                raise error
+            return ReadChunk(list(chunk[:at - offset]), at, error)
         return ReadChunk(list(chunk), offset + len(chunk))
 
     def append(
@@ -263,7 +273,8 @@ async def world(count: int = 2, *, topic: bool = True, chunk: int = 1 << 20) -> 
     partitions = MemoryPartitions(count)
     shard = KeyValueShard()
     runtime: CoordinatorRuntime[KV] = CoordinatorRuntime(
-        TOPIC, count, partitions, shard, metadata, clock, load_chunk_bytes=chunk)
+        TOPIC, count, partitions, shard, metadata, clock, load_chunk_bytes=chunk,
+        load_retry_s=0.0)
     return World(runtime, partitions, shard, metadata, clock)
 
 
@@ -304,6 +315,43 @@ def test_load_replays_a_partition_in_offset_order_a_chunk_at_a_time() -> None:
         assert refused  # no write to a loading partition
         assert w.shard.events == ["loading 0", "unloaded 1", "loaded 0"]
         assert not w.runtime.is_loading(0)
+        await w.runtime.close()
+
+    run(scenario)
+
+
+def test_a_load_that_fails_starts_again_and_never_serves_a_partial_state() -> None:
+    """A read failing under a load (the log moved, an IO error, anything raised)
+    must not leave the partition loading forever, nor serve the records before
+    the failure as if they were all: the load starts again from the log start."""
+    async def scenario() -> None:
+        w = await world(2, chunk=2)
+        for index in (0, 1):
+            w.partitions.put(index, *[(f"k{i}", f"v{i}") for i in range(6)])
+        w.partitions.read_faults = [
+            (3, OffsetOutOfRangeError("the log start moved"), False),
+            (1, RuntimeError("anything at all"), True)]
+        w.runtime.start()
+        await w.runtime.loaded.wait()
+        expected = {f"k{i}": f"v{i}" for i in range(6)}
+        assert w.shard.state[0] == expected and w.shard.state[1] == expected
+        assert w.shard.events == ["loading 0", "loading 1", "loading 0", "loading 0",
+                                  "loaded 0", "loaded 1"]
+        assert not w.runtime.is_loading(0) and not w.runtime.is_loading(1)
+        await w.runtime.close()
+
+    run(scenario)
+
+
+def test_records_that_stay_unreadable_are_given_up_on_after_some_attempts() -> None:
+    async def scenario() -> None:
+        w = await world(1, chunk=2)
+        w.partitions.put(0, *[(f"k{i}", f"v{i}") for i in range(6)])
+        w.partitions.read_faults = [(4, CorruptRecordError("bad crc"), False)] * LOAD_ATTEMPTS
+        w.runtime.start()
+        await w.runtime.loaded.wait()
+        assert w.shard.state[0] == {f"k{i}": f"v{i}" for i in range(4)}
+        assert w.shard.events == ["loading 0"] * LOAD_ATTEMPTS + ["loaded 0"]
         await w.runtime.close()
 
     run(scenario)

@@ -61,7 +61,7 @@ def test_a_client_that_waits_its_throttle_stays_near_its_quota(
     while now < 30_000:
         for size in sizes:
             sent += size
-            now += manager.charge(q.PRODUCE, "p", size, now) + 1
+            now += manager.charge(q.PRODUCE, "p", size, now, user="u") + 1
     burst = 10 * quota  # the first (num - 1) windows
     assert sent <= 1.1 * quota * now / 1000 + burst
     assert sent >= 0.9 * quota * now / 1000
@@ -70,12 +70,12 @@ def test_a_client_that_waits_its_throttle_stays_near_its_quota(
 def test_unlimited_clients_are_never_charged() -> None:
     image = MetadataImage()
     manager = QuotaManager(lambda: image, 1000, 11)
-    assert manager.charge(q.PRODUCE, "anyone", 10**12, 0) == 0
+    assert manager.charge(q.PRODUCE, "anyone", 10**12, 0, user="u") == 0
     image.client_quotas[(("client-id", "other"),)] = {q.PRODUCE: 1.0}
     image.derived.clear()
-    assert manager.charge(q.PRODUCE, "anyone", 10**12, 0) == 0
-    assert manager.charge(q.PRODUCE, "other", 10**12, 0) > 0
-    assert manager.charge(q.FETCH, "other", 10**12, 0) == 0  # another key
+    assert manager.charge(q.PRODUCE, "anyone", 10**12, 0, user="u") == 0
+    assert manager.charge(q.PRODUCE, "other", 10**12, 0, user="u") > 0
+    assert manager.charge(q.FETCH, "other", 10**12, 0, user="u") == 0  # another key
 
 
 LEVELS: list[q.Entity] = [

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from odradek.broker.config import BrokerConfig, ConfigError, Listener
+from odradek.broker.control.bootstrap import read_bootstrap
 from odradek.broker.control.controller_channel import ControllerChannel, ControllerUnavailable
 from odradek.broker.control.meta_properties import (
     META_PROPERTIES,
@@ -40,6 +41,7 @@ from odradek.common.ids import Ids, RandomIds
 from odradek.metadata import controller
 from odradek.metadata.broker_configs import is_dynamic
 from odradek.metadata.image import Endpoint, MetadataImage
+from odradek.metadata.outcome import Outcome
 
 if TYPE_CHECKING:
     from odradek.broker.replica.partitions import Partition
@@ -233,8 +235,10 @@ class BrokerState:
         if not self.metadata.is_local:
             await self._register_with_controller(endpoints, incarnation)
             return
-        outcome = await self.write(lambda image: controller.register_broker(
-            image, self.node_id, endpoints, incarnation))
+        # A new node's first records also carry what `storage format` left for it.
+        bootstrap = [] if self.image.brokers else read_bootstrap(self.config.metadata_dir)
+        outcome = await self.write(lambda image: _with(controller.register_broker(
+            image, self.node_id, endpoints, incarnation), bootstrap))
         if outcome.error:
             raise ConfigError(f"cannot register broker {self.node_id}: {outcome.message}")
         self.in_service.set()  # one node: registered and caught up at once
@@ -558,3 +562,10 @@ def _cluster_id_from(config: BrokerConfig) -> str:
     for directory in missing:
         write_meta_properties(directory, cluster_id, config.node_id)
     return cluster_id
+
+
+def _with(outcome: Outcome, records: list[Any]) -> Outcome:
+    """``outcome`` with ``records`` appended when it succeeded."""
+    if records and not outcome.error:
+        outcome.records = [*outcome.records, *records]
+    return outcome

@@ -19,9 +19,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from typing import TYPE_CHECKING
 
+from odradek.broker.control.bootstrap import read_bootstrap
 from odradek.broker.control.controller_channel import ControllerUnavailable
 from odradek.broker.ports import NotControllerError
 from odradek.metadata import controller
@@ -65,7 +67,9 @@ class Sessions:
                 self._epoch = metadata.epoch
                 self.last_seen = {b: now for b in self.state.image.brokers}
                 with contextlib.suppress(NotControllerError):
-                    await self.state.write(controller.finalize_features)
+                    bootstrap = read_bootstrap(self.state.config.metadata_dir)
+                    await self.state.write(
+                        functools.partial(controller.finalize_features, bootstrap=bootstrap))
             for broker in list(self.state.image.brokers.values()):
                 seen = self.last_seen.setdefault(broker.node_id, now)
                 if not broker.fenced and now - seen > self.session_ms:

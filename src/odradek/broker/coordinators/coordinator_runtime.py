@@ -58,6 +58,7 @@ from odradek.broker.coordinators.timers import Fire, Timers
 from odradek.broker.ports import CoordinatorWriteError
 from odradek.common.clock import Clock
 from odradek.metadata.image import MetadataImage, TopicImage
+from odradek.storage.errors import CorruptRecordError
 from odradek.wire.batch import NO_PRODUCER_ID
 from odradek.wire.primitives import DecodeError
 
@@ -69,6 +70,10 @@ __all__ = [
 log = logging.getLogger("odradek.coordinators")
 LOAD_CHUNK_BYTES = 1 << 20
 RELOAD_WAIT_S = 5.0
+LOAD_ATTEMPTS = 3
+"""How many times a load meets records it cannot decode before it gives up on them."""
+LOAD_RETRY_S = 0.1
+"""The pause before a failed load starts again (doubling, at most 2 s)."""
 """How long a reload waits at a time for the log to be committed to its end."""
 
 R = TypeVar("R")
@@ -161,7 +166,7 @@ class CoordinatorRuntime(Generic[R]):
     def __init__(
         self, topic: str, num_partitions: int, writer: PartitionWriter,
         shard: CoordinatorShard[R], metadata: Metadata, clock: Clock,
-        *, load_chunk_bytes: int = LOAD_CHUNK_BYTES,
+        *, load_chunk_bytes: int = LOAD_CHUNK_BYTES, load_retry_s: float = LOAD_RETRY_S,
     ) -> None:
         self.topic = topic
         self.num_partitions = num_partitions
@@ -170,6 +175,7 @@ class CoordinatorRuntime(Generic[R]):
         self.metadata = metadata
         self.clock = clock
         self.load_chunk_bytes = load_chunk_bytes
+        self.load_retry_s = load_retry_s
         self.started = False
         self.closing = False
         self.loaded = asyncio.Event()
@@ -320,8 +326,50 @@ class CoordinatorRuntime(Generic[R]):
 
     async def _load(self, index: int, epoch: int) -> None:
         """Replay ``index`` from its log start to its log end, a chunk at a time
-        (other tasks run in between), then serve it."""
+        (other tasks run in between), then serve it.
+
+        A read that fails (the log truncated or its start moved under the load, an
+        IO error) starts the load again from the log start after a pause, for as
+        long as this load is current: the partition stays loading (clients are
+        told to retry) rather than serving a state missing what came after the
+        failure. Only records that stay unreadable (a corrupt batch, the same one
+        :data:`LOAD_ATTEMPTS` times) are given up on, and what came before them
+        is served, with an error in the log."""
         await asyncio.sleep(0)
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                offset, records, error = await self._replay_log(index, epoch)
+            except Exception as exc:  # any failure: try again, never stay loading forever
+                offset, records, error = -1, 0, exc
+            if not self._current(index, epoch):
+                return  # superseded: unloaded, loaded again, or closing
+            if error is None:
+                break
+            if _permanent(error) and attempt >= LOAD_ATTEMPTS:
+                log.error("%s-%d: records at offset %d stay unreadable (%s); loaded what "
+                          "came before", self.topic, index, offset, error)
+                break
+            log.warning("%s-%d: loading failed at offset %d (%s); loading again",
+                        self.topic, index, offset, error)
+            self.shard.on_loading(index)  # drop what the failed attempt replayed
+            self._deferred.pop(index, None)
+            await asyncio.sleep(min(self.load_retry_s * 2 ** (attempt - 1), 2.0))
+            if not self._current(index, epoch):
+                return
+        self._status[index] = Status.LOADED
+        self.shard.on_loaded(index)
+        for marker in self._deferred.pop(index, ()):
+            if marker.offset >= offset:  # (appended during the load, not read by it)
+                self.shard.replay_marker(index, marker.producer_id, marker.committed,
+                                         marker.offset)
+        log.info("%s-%d: loaded (%d records)", self.topic, index, records)
+
+    async def _replay_log(self, index: int, epoch: int
+                          ) -> tuple[int, int, Exception | None]:
+        """One pass of a load: (the offset reached, records replayed, the error
+        that stopped it or None)."""
         offset = self.writer.log_start(index)
         records = 0
         while self._current(index, epoch):
@@ -333,22 +381,12 @@ class CoordinatorRuntime(Generic[R]):
                 self._replay(index, record)
             records += len(chunk.records)
             if chunk.error is not None:
-                log.error("%s-%d: unreadable records; loaded what came before",
-                          self.topic, index, exc_info=chunk.error)
-                break
+                return chunk.next_offset, records, chunk.error
             if chunk.next_offset <= offset:
                 break
             offset = chunk.next_offset
             await asyncio.sleep(0)  # let requests in between chunks
-        if not self._current(index, epoch):
-            return  # superseded: unloaded, loaded again, or closing
-        self._status[index] = Status.LOADED
-        self.shard.on_loaded(index)
-        for marker in self._deferred.pop(index, ()):
-            if marker.offset >= offset:  # (appended during the load, not read by it)
-                self.shard.replay_marker(index, marker.producer_id, marker.committed,
-                                         marker.offset)
-        log.info("%s-%d: loaded (%d records)", self.topic, index, records)
+        return offset, records, None
 
     def _replay(self, index: int, record: Entry | Marker) -> None:
         if isinstance(record, Marker):
@@ -452,3 +490,9 @@ class CoordinatorRuntime(Generic[R]):
                     and not await self.settled(index, timeout_s)):
                 return False
         return not any(s is Status.LOADING for s in self._status.values())
+
+
+def _permanent(error: Exception) -> bool:
+    """Records that will read the same way again (a corrupt or undecodable batch),
+    as opposed to a log that changed under the read or an IO error."""
+    return isinstance(error, (DecodeError, CorruptRecordError))

@@ -34,6 +34,7 @@ import functools
 from collections.abc import Coroutine
 from typing import Any
 
+from odradek.broker.handlers.acl_checks import WRITE, denied_topics, txn_allowed
 from odradek.broker.handlers.leader_hints import produce_hints
 from odradek.broker.handlers.topics import INTERNAL_TOPICS
 from odradek.broker.net.context import RequestContext
@@ -92,6 +93,10 @@ async def handle(ctx: RequestContext, request: ProduceRequest
     acks = request.acks
     if acks not in (-1, 0, 1):
         return error_response(request, ErrorCode.INVALID_REQUIRED_ACKS)
+    tid = request.transactional_id
+    if tid is not None and not txn_allowed(ctx, WRITE, tid):
+        return error_response(request, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    denied = denied_topics(ctx, WRITE, (t.name for t in request.topic_data))
     responses = []
     waits: list[Coroutine[Any, Any, None]] = []
     writing = False
@@ -99,12 +104,19 @@ async def handle(ctx: RequestContext, request: ProduceRequest
     await ctx.replicas.ready_to_append(timeout_s)
     entries = [ProduceEntry(topic.name, pdata.index,
                             None if pdata.records is None else memoryview(pdata.records))  # type: ignore[arg-type]
-               for topic in request.topic_data for pdata in topic.partition_data]
+               for topic in request.topic_data if topic.name not in denied
+               for pdata in topic.partition_data]
     produced = iter(ctx.replicas.append_records(
         entries, acks, INTERNAL_TOPICS,
         functools.partial(_verify, ctx, request.transactional_id),
         ctx.client_id))
     for topic in request.topic_data:
+        if topic.name in denied:  # refused before anything else (not even existence)
+            responses.append(TopicProduceResponse(topic.name, [
+                PartitionProduceResponse(index=p.index, base_offset=-1,
+                                         error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                for p in topic.partition_data]))
+            continue
         parts = []
         for pdata in topic.partition_data:
             p = next(produced)
@@ -145,7 +157,8 @@ async def _answer(ctx: RequestContext, request: ProduceRequest,
                 resp.error_message = None
             failed |= resp.error_code != 0
     ctx.throttle_ms = state.quotas.charge(
-        "producer_byte_rate", ctx.client_id, ctx.request_size, state.clock.monotonic_ms())
+        "producer_byte_rate", ctx.client_id, ctx.request_size, state.clock.monotonic_ms(),
+        user=ctx.user)
     if acks == 0:
         if failed:
             raise CloseConnection("acks=0 produce failed")

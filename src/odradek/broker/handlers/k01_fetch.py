@@ -34,6 +34,12 @@ v17 the follower's ``replica_directory_id`` (KIP-853), unused.
 
 from __future__ import annotations
 
+from odradek.broker.handlers.acl_checks import (
+    CLUSTER_ACTION,
+    READ,
+    cluster_allowed,
+    denied_topics,
+)
 from odradek.broker.handlers.leader_hints import fetch_hints
 from odradek.broker.net.context import RequestContext
 from odradek.broker.net.registry import Access, handler
@@ -86,7 +92,9 @@ async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
         if by_id is not None:
             name = by_id.get(topic.topic_id)
         names.append(name)
-        if name is not None:
+    denied = _denied(ctx, follower, names)
+    for topic, name in zip(request.topics, names, strict=True):
+        if name is not None and name not in denied:
             wanted.extend(PartitionFetch(name, p.partition, p.fetch_offset,
                                          p.partition_max_bytes, p.current_leader_epoch,
                                          p.last_fetched_epoch) for p in topic.partitions)
@@ -100,6 +108,12 @@ async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
                 PartitionData(partition_index=p.partition, error_code=ErrorCode.UNKNOWN_TOPIC_ID,
                               high_watermark=-1, records=b"") for p in topic.partitions]))
             continue
+        if name in denied:
+            topics.append(FetchableTopicResponse(topic=name, topic_id=topic.topic_id, partitions=[
+                PartitionData(partition_index=p.partition, high_watermark=-1, records=b"",
+                              error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                for p in topic.partitions]))
+            continue
         topics.append(FetchableTopicResponse(
             topic=name, topic_id=topic.topic_id,
             partitions=[_partition(p.partition, next(answers), follower)
@@ -110,6 +124,16 @@ async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
     if ctx.api_version >= 12:
         fetch_hints(ctx, response)
     return _charged(ctx, response, result.size)
+
+
+def _denied(ctx: RequestContext, follower: bool, names: list[str | None]) -> frozenset[str]:
+    """The topics answered TOPIC_AUTHORIZATION_FAILED: a consumer's without READ;
+    all of a follower's without CLUSTER_ACTION on the cluster, as Kafka does."""
+    if not follower:
+        return denied_topics(ctx, READ, names)
+    if cluster_allowed(ctx, CLUSTER_ACTION):
+        return frozenset()
+    return frozenset(n for n in names if n is not None)
 
 
 def _partition(index: int, a: FetchedPartition, follower: bool) -> PartitionData:
@@ -136,10 +160,11 @@ def _charged(ctx: RequestContext, response: FetchResponse, total: int) -> FetchR
     if not total:
         return response
     now_ms = ctx.broker.clock.monotonic_ms()
-    due = quotas.pending("consumer_byte_rate", ctx.client_id, now_ms)
+    due = quotas.pending("consumer_byte_rate", ctx.client_id, now_ms, user=ctx.user)
     if due:
         ctx.throttle_ms = due
         return FetchResponse(throttle_time_ms=due, error_code=0, session_id=0, responses=[])
-    ctx.throttle_ms = quotas.charge("consumer_byte_rate", ctx.client_id, total, now_ms)
+    ctx.throttle_ms = quotas.charge("consumer_byte_rate", ctx.client_id, total, now_ms,
+                                    user=ctx.user)
     response.throttle_time_ms = ctx.throttle_ms
     return response

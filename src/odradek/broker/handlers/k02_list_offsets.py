@@ -32,6 +32,7 @@ must not see the latest offset go back.
 
 from __future__ import annotations
 
+from odradek.broker.handlers.acl_checks import DESCRIBE, denied_topics
 from odradek.broker.net.context import RequestContext
 from odradek.broker.net.registry import Access, handler
 from odradek.replication.partition import leader_epoch_error
@@ -98,11 +99,15 @@ ACCESS = (Access("DESCRIBE", "TOPIC"),)
 
 @handler(2, (1, 10), access=ACCESS)
 async def handle(ctx: RequestContext, request: ListOffsetsRequest) -> ListOffsetsResponse:
+    denied = denied_topics(ctx, DESCRIBE, (t.name for t in request.topics))
     return ListOffsetsResponse(
         throttle_time_ms=0,
         topics=[
-            ListOffsetsTopicResponse(t.name, [_lookup(ctx, t.name, p, request.isolation_level)
-                                      for p in t.partitions])
+            ListOffsetsTopicResponse(t.name, [
+                ListOffsetsPartitionResponse(p.partition_index,
+                                             ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                if t.name in denied else _lookup(ctx, t.name, p, request.isolation_level)
+                for p in t.partitions])
             for t in request.topics
         ],
     )

@@ -10,6 +10,11 @@ is created when ``auto.create.topics.enable`` is true and the request allows it
 (always at v0–3), with ``num.partitions`` partitions; otherwise it gets
 UNKNOWN_TOPIC_OR_PARTITION, and an illegal name INVALID_TOPIC_EXCEPTION.
 
+Authorization (with an authorizer): topics the principal may not DESCRIBE are
+left out of an all-topics answer and answered TOPIC_AUTHORIZATION_FAILED when
+named, before their existence is looked at; auto-creation needs CREATE on the
+cluster or on the topic, else TOPIC_AUTHORIZATION_FAILED.
+
 A cluster node that is still replaying the metadata log after a restart
 (Kafka's broker takes no requests until it has caught up) holds the answer up
 to :data:`CATCH_UP_WAIT_S` for the replay; if it is still behind, a topic it
@@ -19,7 +24,8 @@ exist.
 
 Version notes: v1 controller id and is_internal; v2 cluster id; v4 the
 auto-creation flag; v5 offline replicas; v7 leader epochs; v8–10 authorized
-operations (unset, -2^31); v10 topic ids; v12 lookup by topic id (an unknown
+operations of the cluster, v8+ of each topic (bit *n*: operation *n* allowed;
+-2^31 when not asked); v10 topic ids; v12 lookup by topic id (an unknown
 id is answered UNKNOWN_TOPIC_ID with a null name and the id echoed, as Kafka
 does); v13 a top-level error code (KIP-1102), which is always 0: like Kafka
 4.0's brokers, Odradek never asks a client to rebootstrap
@@ -29,8 +35,18 @@ does); v13 a top-level error code (KIP-1102), which is always 0: like Kafka
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 
+from odradek.broker.handlers.acl_checks import (
+    CLUSTER,
+    CREATE,
+    DESCRIBE,
+    TOPIC,
+    authorized_operations,
+    cluster_allowed,
+    topic_allowed,
+)
 from odradek.broker.handlers.topics import INTERNAL_TOPICS, auto_create
 from odradek.broker.net.context import RequestContext
 from odradek.broker.net.registry import Access, handler
@@ -107,6 +123,9 @@ async def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataRespo
                 _topic(t, image) for _, t in sorted(image.topics.items())
             ]
         topics = cached
+        if ctx.authz.enabled:  # topics the principal may not describe are left out
+            topics = [t for t in topics if t.name is not None
+                      and topic_allowed(ctx, DESCRIBE, t.name)]
     else:
         allow = request.allow_auto_topic_creation if version >= 4 else True
         missing = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
@@ -121,10 +140,16 @@ async def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataRespo
                     topics.append(_error_topic(None, ErrorCode.UNKNOWN_TOPIC_ID, item.topic_id))
                     continue
                 name = found
+            if not topic_allowed(ctx, DESCRIBE, name):  # before existence, never leaking it
+                topics.append(_error_topic(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+                continue
             if topic_name_error(name):
                 topics.append(_error_topic(name, ErrorCode.INVALID_TOPIC_EXCEPTION))
                 continue
             if name not in image.topics and allow:
+                if not (cluster_allowed(ctx, CREATE) or topic_allowed(ctx, CREATE, name)):
+                    topics.append(_error_topic(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+                    continue
                 await auto_create(ctx, name)
             t = image.topics.get(name)
             if t is None:
@@ -136,7 +161,25 @@ async def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataRespo
                                rack=state.image.brokers[node_id].rack)
         for node_id, e in state.live_endpoints(ctx.listener)
     ]
-    return MetadataResponse(
+    response = MetadataResponse(
         throttle_time_ms=0, brokers=brokers, cluster_id=state.cluster_id,
         controller_id=state.client_controller_id, topics=topics, error_code=0,
     )
+    if version >= 8:
+        _authorized_operations(ctx, request, response)
+    return response
+
+
+def _authorized_operations(ctx: RequestContext, request: MetadataRequest,
+                           response: MetadataResponse) -> None:
+    """Fill the authorized-operations fields the client asked for (v8+; the
+    cluster's only to v10). Topic answers may be shared (the all-topics cache):
+    a topic with its field set is a copy."""
+    if request.include_cluster_authorized_operations and ctx.api_version <= 10:
+        response.cluster_authorized_operations = authorized_operations(
+            ctx, CLUSTER, "kafka-cluster")
+    if request.include_topic_authorized_operations:
+        response.topics = [
+            t if t.error_code or t.name is None else dataclasses.replace(
+                t, topic_authorized_operations=authorized_operations(ctx, TOPIC, t.name))
+            for t in response.topics]

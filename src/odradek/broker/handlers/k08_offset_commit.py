@@ -17,6 +17,7 @@ UNSUPPORTED_VERSION otherwise). v0–1 (removed in Kafka 4) are not served.
 
 from __future__ import annotations
 
+from odradek.broker.handlers.acl_checks import READ, denied_topics, group_allowed
 from odradek.broker.handlers.group_common import group_runtime
 from odradek.broker.net.context import RequestContext
 from odradek.broker.net.registry import Access, handler
@@ -50,15 +51,24 @@ ACCESS = (Access("READ", "GROUP"), Access("READ", "TOPIC"))
 @handler(8, (2, 9), access=ACCESS)
 async def handle(ctx: RequestContext, req: OffsetCommitRequest) -> OffsetCommitResponse:
     version = ctx.api_version
+    if not group_allowed(ctx, READ, req.group_id):
+        return _answer(req, {(t.name, p.partition_index): ErrorCode.GROUP_AUTHORIZATION_FAILED
+                             for t in req.topics for p in t.partitions})
+    denied = denied_topics(ctx, READ, (t.name for t in req.topics))
+    refused: dict[tuple[str, int], int] = {
+        (t.name, p.partition_index): ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        for t in req.topics if t.name in denied for p in t.partitions}
     commits = [
         Commit(t.name, p.partition_index, p.committed_offset,
                p.committed_leader_epoch if version >= 6 else -1, p.committed_metadata)
-        for t in req.topics for p in t.partitions
+        for t in req.topics if t.name not in denied for p in t.partitions
     ]
+    if not commits and refused:
+        return _answer(req, refused)
     runtime = await group_runtime(ctx)
     if runtime is None:
-        return _answer(req, {(c.topic, c.partition): ErrorCode.COORDINATOR_NOT_AVAILABLE
-                             for c in commits})
+        return _answer(req, {**{(c.topic, c.partition): ErrorCode.COORDINATOR_NOT_AVAILABLE
+                                for c in commits}, **refused})
     commit = CommitRequest(
         group_id=req.group_id, generation=req.generation_id_or_member_epoch,
         member_id=req.member_id,
@@ -78,4 +88,4 @@ async def handle(ctx: RequestContext, req: OffsetCommitRequest) -> OffsetCommitR
             t, now, commit, exists))
     except CoordinatorWriteError:
         errors = {(c.topic, c.partition): ErrorCode.COORDINATOR_NOT_AVAILABLE for c in commits}
-    return _answer(req, errors)
+    return _answer(req, {**errors, **refused})

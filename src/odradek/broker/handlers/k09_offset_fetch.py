@@ -19,12 +19,17 @@ top-level error; v3 throttle time; v5 leader epochs; v6 flexible; v7
 require_stable; v8 several groups in one request, errors per group; v9
 (KIP-848) a member of a consumer group names itself and its epoch:
 UNKNOWN_MEMBER_ID or STALE_MEMBER_EPOCH when it is not the current one.
+
+Authorization: DESCRIBE on the group (else GROUP_AUTHORIZATION_FAILED, per
+group from v8), then DESCRIBE on each topic: a named partition without it is
+answered -1 with TOPIC_AUTHORIZATION_FAILED, an all-topics fetch leaves it out.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
+from odradek.broker.handlers.acl_checks import DESCRIBE, denied_topics, group_allowed
 from odradek.broker.handlers.group_common import group_runtime
 from odradek.broker.net.context import RequestContext
 from odradek.broker.net.registry import Access, handler
@@ -47,14 +52,25 @@ async def _fetch(
     ctx: RequestContext, group_id: str, wanted: Wanted, stable: bool,
     member: tuple[str | None, int] | None = None,
 ) -> tuple[int, list[FetchedOffset]]:
+    if not group_allowed(ctx, DESCRIBE, group_id):
+        return ErrorCode.GROUP_AUTHORIZATION_FAILED, []
     runtime = await group_runtime(ctx)
     if runtime is None:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, []
     # What a write still in flight changed is not shown
     # (docs in broker/coordinators/group_runtime.py).
-    return runtime.coordinator.fetch_offsets(group_id, wanted, stable, member,
-                                             runtime.committed_offsets(group_id),
-                                             runtime.unstable_offsets(group_id) if stable else ())
+    code, offsets = runtime.coordinator.fetch_offsets(
+        group_id, wanted, stable, member, runtime.committed_offsets(group_id),
+        runtime.unstable_offsets(group_id) if stable else ())
+    denied = denied_topics(ctx, DESCRIBE, (o.topic for o in offsets))
+    if denied:
+        # Named partitions of a topic the principal may not describe: -1 and
+        # TOPIC_AUTHORIZATION_FAILED; an all-topics fetch leaves them out.
+        offsets = [o if o.topic not in denied else
+                   FetchedOffset(o.topic, o.partition, -1, -1, "",
+                                 ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                   for o in offsets if wanted is not None or o.topic not in denied]
+    return code, offsets
 
 
 def _by_topic(offsets: Iterable[FetchedOffset]) -> dict[str, list[FetchedOffset]]:

@@ -15,6 +15,7 @@ v6 (KIP-932) admits key type 2.
 
 from __future__ import annotations
 
+from odradek.broker.handlers.acl_checks import DESCRIBE, group_allowed, txn_allowed
 from odradek.broker.handlers.group_common import group_runtime
 from odradek.broker.handlers.txn_common import txn_runtime
 from odradek.broker.net.context import RequestContext
@@ -36,6 +37,12 @@ async def _find(ctx: RequestContext, key: str, key_type: int) -> Coordinator:
         return Coordinator(key=key, node_id=-1, host="", port=-1,
                            error_code=ErrorCode.INVALID_REQUEST,
                            error_message="the transactional id is empty")
+    if key_type == 0 and not group_allowed(ctx, DESCRIBE, key):
+        return Coordinator(key=key, node_id=-1, host="", port=-1,
+                           error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, error_message=None)
+    if key_type == 1 and not txn_allowed(ctx, DESCRIBE, key):
+        return Coordinator(key=key, node_id=-1, host="", port=-1, error_message=None,
+                           error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     ready = await (group_runtime(ctx) if key_type == 0 else txn_runtime(ctx))
     if ready is None:
         return Coordinator(key=key, node_id=-1, host="", port=-1,

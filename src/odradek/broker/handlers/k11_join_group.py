@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 
+from odradek.broker.handlers.acl_checks import READ, group_allowed
 from odradek.broker.handlers.group_common import client_host, cluster_topics, group_runtime
 from odradek.broker.net.context import RequestContext
 from odradek.broker.net.registry import Access, handler
@@ -43,7 +44,9 @@ async def handle(ctx: RequestContext, req: JoinGroupRequest) -> JoinGroupRespons
     if version >= 8 and req.reason:
         log.debug("member %r joins group %r (reason: %s)", req.member_id, req.group_id, req.reason)
     runtime = await group_runtime(ctx)
-    if runtime is None:
+    if not group_allowed(ctx, READ, req.group_id):
+        resp = join_error(ErrorCode.GROUP_AUTHORIZATION_FAILED, req.member_id)
+    elif runtime is None:
         resp = join_error(ErrorCode.COORDINATOR_NOT_AVAILABLE, req.member_id)
     else:
         if version < 5:

@@ -10,6 +10,7 @@ Version notes: v1 throttle time; v3 group instance id; v4 flexible.
 
 from __future__ import annotations
 
+from odradek.broker.handlers.acl_checks import READ, group_allowed
 from odradek.broker.handlers.group_common import cluster_topics, group_runtime
 from odradek.broker.net.context import RequestContext
 from odradek.broker.net.registry import Access, handler
@@ -24,6 +25,8 @@ ACCESS = (Access("READ", "GROUP"),)
 
 @handler(12, (0, 4), access=ACCESS)
 async def handle(ctx: RequestContext, req: HeartbeatRequest) -> HeartbeatResponse:
+    if not group_allowed(ctx, READ, req.group_id):
+        return HeartbeatResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
     runtime = await group_runtime(ctx)
     if runtime is None:
         return HeartbeatResponse(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 
+from odradek.broker.handlers.acl_checks import READ, group_allowed
 from odradek.broker.handlers.group_common import group_runtime
 from odradek.broker.net.context import RequestContext
 from odradek.broker.net.registry import Access, handler
@@ -31,6 +32,8 @@ ACCESS = (Access("READ", "GROUP"),)
 
 @handler(13, (0, 5), access=ACCESS)
 async def handle(ctx: RequestContext, req: LeaveGroupRequest) -> LeaveGroupResponse:
+    if not group_allowed(ctx, READ, req.group_id):
+        return LeaveGroupResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
     runtime = await group_runtime(ctx)
     if runtime is None:
         return LeaveGroupResponse(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE)

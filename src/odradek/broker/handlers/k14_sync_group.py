@@ -11,6 +11,7 @@ checked against the group's (INCONSISTENT_GROUP_PROTOCOL) and echoed back.
 
 from __future__ import annotations
 
+from odradek.broker.handlers.acl_checks import READ, group_allowed
 from odradek.broker.handlers.group_common import cluster_topics, group_runtime
 from odradek.broker.net.context import RequestContext
 from odradek.broker.net.registry import Access, handler
@@ -26,6 +27,8 @@ ACCESS = (Access("READ", "GROUP"),)
 
 @handler(14, (0, 5), access=ACCESS)
 async def handle(ctx: RequestContext, req: SyncGroupRequest) -> SyncGroupResponse:
+    if not group_allowed(ctx, READ, req.group_id):
+        return sync_error(ErrorCode.GROUP_AUTHORIZATION_FAILED)
     runtime = await group_runtime(ctx)
     if runtime is None:
         return sync_error(ErrorCode.COORDINATOR_NOT_AVAILABLE)

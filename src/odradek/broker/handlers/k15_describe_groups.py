@@ -12,6 +12,12 @@ Version notes: v1 throttle time; v3 authorized operations (not computed:
 
 from __future__ import annotations
 
+from odradek.broker.handlers.acl_checks import (
+    DESCRIBE,
+    GROUP,
+    authorized_operations,
+    group_allowed,
+)
 from odradek.broker.handlers.group_common import group_runtime
 from odradek.broker.net.context import RequestContext
 from odradek.broker.net.registry import Access, handler
@@ -29,7 +35,10 @@ async def handle(ctx: RequestContext, req: DescribeGroupsRequest) -> DescribeGro
     unsettled = await runtime.settled(req.groups) if runtime is not None else set()
     groups = []
     for gid in req.groups:
-        if runtime is None:
+        if not group_allowed(ctx, DESCRIBE, gid):
+            groups.append(DescribedGroup(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED,
+                                         group_id=gid))
+        elif runtime is None:
             groups.append(DescribedGroup(
                 error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE, group_id=gid
             ))
@@ -37,5 +46,8 @@ async def handle(ctx: RequestContext, req: DescribeGroupsRequest) -> DescribeGro
             groups.append(DescribedGroup(
                 error_code=ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, group_id=gid))
         else:
-            groups.append(runtime.coordinator.describe(gid, ctx.api_version))
+            described = runtime.coordinator.describe(gid, ctx.api_version)
+            if ctx.api_version >= 3 and req.include_authorized_operations:
+                described.authorized_operations = authorized_operations(ctx, GROUP, gid)
+            groups.append(described)
     return DescribeGroupsResponse(groups=groups)

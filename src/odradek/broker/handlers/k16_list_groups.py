@@ -10,6 +10,7 @@ Version notes: v1 throttle time; v3 flexible; v4 a state filter
 
 from __future__ import annotations
 
+from odradek.broker.handlers.acl_checks import DESCRIBE, cluster_allowed, group_allowed
 from odradek.broker.handlers.group_common import group_runtime
 from odradek.broker.net.context import RequestContext
 from odradek.broker.net.registry import Access, handler
@@ -30,5 +31,7 @@ async def handle(ctx: RequestContext, req: ListGroupsRequest) -> ListGroupsRespo
         return ListGroupsResponse(error_code=ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
     states = req.states_filter if ctx.api_version >= 4 else None
     types = req.types_filter if ctx.api_version >= 5 else None
-    return ListGroupsResponse(error_code=0,
-                              groups=runtime.coordinator.list_groups(states, types))
+    groups = runtime.coordinator.list_groups(states, types)
+    if not cluster_allowed(ctx, DESCRIBE):  # only the groups it may describe
+        groups = [g for g in groups if group_allowed(ctx, DESCRIBE, g.group_id)]
+    return ListGroupsResponse(error_code=0, groups=groups)

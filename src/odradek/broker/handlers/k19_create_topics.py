@@ -23,6 +23,12 @@ from __future__ import annotations
 
 import asyncio
 
+from odradek.broker.handlers.acl_checks import (
+    CREATE,
+    DESCRIBE_CONFIGS,
+    cluster_allowed,
+    topic_allowed,
+)
 from odradek.broker.handlers.configs import topic_config_entries
 from odradek.broker.net.context import RequestContext
 from odradek.broker.net.registry import Access, handler
@@ -136,5 +142,14 @@ async def handle(ctx: RequestContext, request: CreateTopicsRequest) -> CreateTop
             ))
             continue
         seen.add(topic.name)
-        results.append(await _create(ctx, topic, request.validate_only, deadline))
+        if not (cluster_allowed(ctx, CREATE) or topic_allowed(ctx, CREATE, topic.name)):
+            results.append(CreatableTopicResult(
+                name=topic.name, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                error_message="Authorization failed." if ctx.api_version >= 1 else None))
+            continue
+        result = await _create(ctx, topic, request.validate_only, deadline)
+        if not result.error_code and not topic_allowed(ctx, DESCRIBE_CONFIGS, topic.name):
+            result.configs = None
+            result.topic_config_error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        results.append(result)
     return CreateTopicsResponse(throttle_time_ms=0, topics=results)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from functools import partial
 
+from odradek.broker.handlers.acl_checks import DELETE, DESCRIBE, topic_allowed
 from odradek.broker.handlers.topics import protect_internal
 from odradek.broker.net.context import RequestContext
 from odradek.broker.net.registry import Access, handler
@@ -48,6 +49,10 @@ async def handle(ctx: RequestContext, request: DeleteTopicsRequest) -> DeleteTop
                 result.error_code = ErrorCode.UNKNOWN_TOPIC_ID
                 results.append(result)
                 continue
+        if not (topic_allowed(ctx, DESCRIBE, name) and topic_allowed(ctx, DELETE, name)):
+            result.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            results.append(result)
+            continue
         if not enabled:
             result.error_code = ErrorCode.TOPIC_DELETION_DISABLED
             results.append(result)

@@ -10,6 +10,7 @@ Version notes: v2 is flexible.
 
 from __future__ import annotations
 
+from odradek.broker.handlers.acl_checks import DELETE, topic_allowed
 from odradek.broker.net.context import RequestContext
 from odradek.broker.net.registry import Access, handler
 from odradek.storage.errors import StorageError
@@ -33,7 +34,9 @@ async def handle(ctx: RequestContext, request: DeleteRecordsRequest) -> DeleteRe
         for p in topic.partitions:
             res = DeleteRecordsPartitionResult(partition_index=p.partition_index, low_watermark=-1)
             part = ctx.broker.partitions.get(topic.name, p.partition_index)
-            if part is None:
+            if not topic_allowed(ctx, DELETE, topic.name):
+                res.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            elif part is None:
                 res.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             else:
                 try:

@@ -21,6 +21,13 @@ only under transactions v2 (not finalized here): answered as v4.
 
 from __future__ import annotations
 
+from odradek.broker.handlers.acl_checks import (
+    IDEMPOTENT_WRITE,
+    TOPIC,
+    WRITE,
+    cluster_allowed,
+    txn_allowed,
+)
 from odradek.broker.handlers.producer_ids import ensure_producer_ids, next_producer_id
 from odradek.broker.handlers.txn_common import fenced_as, txn_runtime
 from odradek.broker.net.context import RequestContext
@@ -63,8 +70,17 @@ ACCESS = (
 
 @handler(22, (0, 5), access=ACCESS)
 async def handle(ctx: RequestContext, request: InitProducerIdRequest) -> InitProducerIdResponse:
-    if request.transactional_id is not None:
-        return await _transactional(ctx, request, request.transactional_id)
+    tid = request.transactional_id
+    if tid is not None:
+        if not txn_allowed(ctx, WRITE, tid):
+            return InitProducerIdResponse(
+                error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                producer_id=-1, producer_epoch=-1)
+        return await _transactional(ctx, request, tid)
+    if not (cluster_allowed(ctx, IDEMPOTENT_WRITE) or ctx.authz.allowed_on_any(WRITE, TOPIC)):
+        # KIP-679: an idempotent producer needs IDEMPOTENT_WRITE or WRITE on some topic
+        return InitProducerIdResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                                      producer_id=-1, producer_epoch=-1)
     bump = ctx.api_version >= 3 and request.producer_id >= 0
     if bump and request.producer_epoch < MAX_EPOCH - 1:
         return InitProducerIdResponse(

@@ -15,9 +15,16 @@ Version notes: v1 ``leader_epoch`` in answers; v2 ``current_leader_epoch``; v3
 
 from __future__ import annotations
 
+from odradek.broker.handlers.acl_checks import (
+    CLUSTER_ACTION,
+    DESCRIBE,
+    cluster_allowed,
+    denied_topics,
+)
 from odradek.broker.net.context import RequestContext
 from odradek.broker.net.registry import Access, handler
 from odradek.replication.partition import leader_epoch_error
+from odradek.wire.errors import ErrorCode
 from odradek.wire.messages.offset_for_leader_epoch_request import OffsetForLeaderEpochRequest
 from odradek.wire.messages.offset_for_leader_epoch_response import (
     EpochEndOffset,
@@ -26,7 +33,8 @@ from odradek.wire.messages.offset_for_leader_epoch_response import (
 )
 
 # What a request touches, as Kafka's authorizer checks it (broker/net/registry.py).
-ACCESS = (Access("CLUSTER_ACTION", "CLUSTER"), Access("DESCRIBE", "TOPIC"))
+ACCESS = (Access("CLUSTER_ACTION", "CLUSTER", "else DESCRIBE on each topic"),
+          Access("DESCRIBE", "TOPIC"))
 
 
 @handler(23, (0, 4), access=ACCESS)
@@ -34,8 +42,15 @@ async def handle(ctx: RequestContext, request: OffsetForLeaderEpochRequest,
                  ) -> OffsetForLeaderEpochResponse:
     state = ctx.broker
     topics = []
+    denied = (frozenset() if cluster_allowed(ctx, CLUSTER_ACTION)
+              else denied_topics(ctx, DESCRIBE, (t.topic for t in request.topics)))
     for topic in request.topics:
         out = []
+        if topic.topic in denied:
+            topics.append(OffsetForLeaderTopicResult(topic.topic, [
+                EpochEndOffset(ErrorCode.TOPIC_AUTHORIZATION_FAILED, p.partition)
+                for p in topic.partitions]))
+            continue
         for p in topic.partitions:
             part = state.serving(topic.topic, p.partition)
             if part is None or not part.state.is_leader:

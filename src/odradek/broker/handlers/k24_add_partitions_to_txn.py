@@ -27,6 +27,13 @@ CLUSTER_ACTION for v4+; Odradek has no authorizer.
 
 from __future__ import annotations
 
+from odradek.broker.handlers.acl_checks import (
+    CLUSTER_ACTION,
+    WRITE,
+    cluster_allowed,
+    denied_topics,
+    txn_allowed,
+)
 from odradek.broker.handlers.txn_common import fenced_as, txn_runtime
 from odradek.broker.net.context import RequestContext
 from odradek.broker.net.registry import Access, handler
@@ -88,10 +95,28 @@ def _wanted(topics_and_partitions: list[tuple[str, list[int]]]) -> list[TopicPar
     return [(name, p) for name, partitions in topics_and_partitions for p in partitions]
 
 
+def _refused(ctx: RequestContext, tid: str, wanted: list[TopicPartition]
+             ) -> dict[TopicPartition, int] | None:
+    """The answer to a client without WRITE on the transactional id (every
+    partition TRANSACTIONAL_ID_AUTHORIZATION_FAILED) or on some of the topics
+    (those TOPIC_AUTHORIZATION_FAILED, the rest OPERATION_NOT_ATTEMPTED); None
+    when it may add them all."""
+    if not txn_allowed(ctx, WRITE, tid):
+        return dict.fromkeys(wanted, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    denied = denied_topics(ctx, WRITE, (t for t, _p in wanted))
+    if not denied:
+        return None
+    return {tp: ErrorCode.TOPIC_AUTHORIZATION_FAILED if tp[0] in denied
+            else ErrorCode.OPERATION_NOT_ATTEMPTED for tp in wanted}
+
+
 async def _batch(
     ctx: RequestContext, request: AddPartitionsToTxnRequest
 ) -> AddPartitionsToTxnResponse:
-    """v4+: each transaction of the batch answered on its own."""
+    """v4+: each transaction of the batch answered on its own (a broker's
+    verification: CLUSTER_ACTION on the cluster)."""
+    if not cluster_allowed(ctx, CLUSTER_ACTION):
+        return AddPartitionsToTxnResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     runtime = await txn_runtime(ctx)
     results = []
     for txn in request.transactions:
@@ -108,7 +133,8 @@ async def _batch(
 
 
 # What a request touches, as Kafka's authorizer checks it (broker/net/registry.py).
-ACCESS = (Access("WRITE", "TRANSACTIONAL_ID"), Access("WRITE", "TOPIC"))
+ACCESS = (Access("WRITE", "TRANSACTIONAL_ID", "v0-3"), Access("WRITE", "TOPIC", "v0-3"),
+          Access("CLUSTER_ACTION", "CLUSTER", "v4+, a broker's batch"))
 
 
 @handler(24, (0, 5), access=ACCESS)
@@ -118,6 +144,9 @@ async def handle(
     if ctx.api_version >= 4:
         return await _batch(ctx, request)
     wanted = _wanted([(t.name, list(t.partitions)) for t in request.v3_and_below_topics])
+    refused = _refused(ctx, request.v3_and_below_transactional_id, wanted)
+    if refused is not None:
+        return AddPartitionsToTxnResponse(results_by_topic_v3_and_below=_by_topic(refused))
     runtime = await txn_runtime(ctx)
     if runtime is None:
         codes: dict[TopicPartition, int] = dict.fromkeys(

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 
+from odradek.broker.handlers.acl_checks import READ, WRITE, group_allowed, txn_allowed
 from odradek.broker.handlers.group_common import group_runtime
 from odradek.broker.handlers.txn_common import fenced_as, txn_runtime
 from odradek.broker.net.context import RequestContext
@@ -32,6 +33,10 @@ ACCESS = (Access("WRITE", "TRANSACTIONAL_ID"), Access("READ", "GROUP"))
 
 @handler(25, (0, 4), access=ACCESS)
 async def handle(ctx: RequestContext, request: AddOffsetsToTxnRequest) -> AddOffsetsToTxnResponse:
+    if not txn_allowed(ctx, WRITE, request.transactional_id):
+        return AddOffsetsToTxnResponse(error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    if not group_allowed(ctx, READ, request.group_id):
+        return AddOffsetsToTxnResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
     runtime = await txn_runtime(ctx)
     groups = await group_runtime(ctx)
     if runtime is None or groups is None:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 
+from odradek.broker.handlers.acl_checks import WRITE, txn_allowed
 from odradek.broker.handlers.txn_common import fenced_as, txn_runtime
 from odradek.broker.net.context import RequestContext
 from odradek.broker.net.registry import Access, handler
@@ -39,6 +40,9 @@ ACCESS = (Access("WRITE", "TRANSACTIONAL_ID"),)
 
 @handler(26, (0, 5), access=ACCESS)
 async def handle(ctx: RequestContext, request: EndTxnRequest) -> EndTxnResponse:
+    if not txn_allowed(ctx, WRITE, request.transactional_id):
+        return EndTxnResponse(error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                              producer_id=-1, producer_epoch=-1)
     runtime = await txn_runtime(ctx)
     if runtime is None:
         return EndTxnResponse(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE)

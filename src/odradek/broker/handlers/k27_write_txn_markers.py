@@ -78,11 +78,21 @@ async def _marker(ctx: RequestContext, marker: WritableTxnMarker) -> WritableTxn
         WritableTxnMarkerTopicResult(name=t, partitions=r) for t, r in by_topic.items()])
 
 
+def error_response(request: WriteTxnMarkersRequest, code: int) -> WriteTxnMarkersResponse:
+    """Every partition of every marker refused with ``code``."""
+    return WriteTxnMarkersResponse(markers=[
+        WritableTxnMarkerResult(m.producer_id, [
+            WritableTxnMarkerTopicResult(t.name, [
+                WritableTxnMarkerPartitionResult(p, code) for p in t.partition_indexes])
+            for t in m.topics])
+        for m in request.markers])
+
+
 # What a request touches, as Kafka's authorizer checks it (broker/net/registry.py).
 ACCESS = (Access("ALTER", "CLUSTER"), Access("CLUSTER_ACTION", "CLUSTER"))
 
 
-@handler(27, (1, 1), access=ACCESS)
+@handler(27, (1, 1), error_response=error_response, access=ACCESS)
 async def handle(
     ctx: RequestContext, request: WriteTxnMarkersRequest
 ) -> WriteTxnMarkersResponse:

@@ -27,6 +27,13 @@ from __future__ import annotations
 
 import logging
 
+from odradek.broker.handlers.acl_checks import (
+    READ,
+    WRITE,
+    denied_topics,
+    group_allowed,
+    txn_allowed,
+)
 from odradek.broker.handlers.group_common import group_runtime
 from odradek.broker.handlers.txn_common import txn_runtime
 from odradek.broker.net.context import RequestContext
@@ -54,6 +61,11 @@ def _answer(errors: dict[tuple[str, int], int]) -> TxnOffsetCommitResponse:
         TxnOffsetCommitResponseTopic(name=t, partitions=p) for t, p in by_topic.items()])
 
 
+def _codes(answer: TxnOffsetCommitResponse) -> dict[tuple[str, int], int]:
+    return {(t.name, p.partition_index): p.error_code
+            for t in answer.topics for p in t.partitions}
+
+
 # What a request touches, as Kafka's authorizer checks it (broker/net/registry.py).
 ACCESS = (Access("WRITE", "TRANSACTIONAL_ID"), Access("READ", "GROUP"), Access("READ", "TOPIC"))
 
@@ -61,6 +73,19 @@ ACCESS = (Access("WRITE", "TRANSACTIONAL_ID"), Access("READ", "GROUP"), Access("
 @handler(28, (0, 5), access=ACCESS)
 async def handle(ctx: RequestContext, request: TxnOffsetCommitRequest) -> TxnOffsetCommitResponse:
     wanted = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
+    if not txn_allowed(ctx, WRITE, request.transactional_id):
+        return _answer(dict.fromkeys(wanted, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED))
+    if not group_allowed(ctx, READ, request.group_id):
+        return _answer(dict.fromkeys(wanted, ErrorCode.GROUP_AUTHORIZATION_FAILED))
+    denied = denied_topics(ctx, READ, (t.name for t in request.topics))
+    if denied:  # those are refused, the others committed
+        refused: dict[tuple[str, int], int] = {
+            tp: ErrorCode.TOPIC_AUTHORIZATION_FAILED for tp in wanted if tp[0] in denied}
+        request.topics = [t for t in request.topics if t.name not in denied]
+        if not request.topics:
+            return _answer(refused)
+        answer = await handle(ctx, request)
+        return _answer({**_codes(answer), **refused})
     txns = await txn_runtime(ctx)
     groups = await group_runtime(ctx)
     if txns is None or groups is None:

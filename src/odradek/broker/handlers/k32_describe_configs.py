@@ -16,6 +16,7 @@ synonyms; v3 config types and documentation (empty); v4 is flexible.
 
 from __future__ import annotations
 
+from odradek.broker.handlers.acl_checks import DESCRIBE_CONFIGS, config_denied
 from odradek.broker.handlers.configs import (
     BROKER_RESOURCE,
     TOPIC_RESOURCE,
@@ -85,6 +86,11 @@ def _describe(
     return result
 
 
+def _refused(r: DescribeConfigsResource, code: int) -> DescribeConfigsResult:
+    return DescribeConfigsResult(error_code=code, error_message=None,
+                                 resource_type=r.resource_type, resource_name=r.resource_name)
+
+
 # What a request touches, as Kafka's authorizer checks it (broker/net/registry.py).
 ACCESS = (
     Access("DESCRIBE_CONFIGS", "CLUSTER", "broker resources"),
@@ -97,5 +103,7 @@ ACCESS = (
 async def handle(ctx: RequestContext, request: DescribeConfigsRequest) -> DescribeConfigsResponse:
     return DescribeConfigsResponse(
         throttle_time_ms=0,
-        results=[_describe(ctx, r, request.include_synonyms) for r in request.resources],
+        results=[_refused(r, code) if (code := config_denied(
+                     ctx, DESCRIBE_CONFIGS, r.resource_type, r.resource_name))
+                 else _describe(ctx, r, request.include_synonyms) for r in request.resources],
     )

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from functools import partial
 
+from odradek.broker.handlers.acl_checks import ALTER_CONFIGS, config_denied
 from odradek.broker.handlers.configs import (
     BROKER_RESOURCE,
     TOPIC_RESOURCE,
@@ -90,7 +91,9 @@ ACCESS = (
 async def handle(ctx: RequestContext, request: AlterConfigsRequest) -> AlterConfigsResponse:
     out = []
     for res in request.resources:
-        error, message = await _alter(ctx.broker, res, request.validate_only)
+        denied = config_denied(ctx, ALTER_CONFIGS, res.resource_type, res.resource_name)
+        error, message = ((denied, None) if denied else
+                          await _alter(ctx.broker, res, request.validate_only))
         out.append(AlterConfigsResourceResponse(
             error_code=error, error_message=message,
             resource_type=res.resource_type, resource_name=res.resource_name,

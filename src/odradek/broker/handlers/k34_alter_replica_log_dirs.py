@@ -42,11 +42,20 @@ _FUTURE_NAME_EXTRA = len(".") + 32 + len("-future")
 """What a future directory's name adds to ``<topic>-<partition>``."""
 
 
+def error_response(request: AlterReplicaLogDirsRequest, code: int
+                   ) -> AlterReplicaLogDirsResponse:
+    """Every partition named refused with ``code``."""
+    return AlterReplicaLogDirsResponse(results=[
+        AlterReplicaLogDirTopicResult(t.name, [
+            AlterReplicaLogDirPartitionResult(p, code) for p in t.partitions])
+        for d in request.dirs for t in d.topics])
+
+
 # What a request touches, as Kafka's authorizer checks it (broker/net/registry.py).
 ACCESS = (Access("ALTER", "CLUSTER"),)
 
 
-@handler(34, (1, 2), access=ACCESS)
+@handler(34, (1, 2), error_response=error_response, access=ACCESS)
 async def handle(
     ctx: RequestContext, request: AlterReplicaLogDirsRequest
 ) -> AlterReplicaLogDirsResponse:

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 from functools import partial
 
+from odradek.broker.handlers.acl_checks import ALTER, topic_allowed
 from odradek.broker.handlers.topics import protect_internal
 from odradek.broker.net.context import RequestContext
 from odradek.broker.net.registry import Access, handler
 from odradek.metadata import controller
+from odradek.wire.errors import ErrorCode
 from odradek.wire.messages.create_partitions_request import CreatePartitionsRequest
 from odradek.wire.messages.create_partitions_response import (
     CreatePartitionsResponse,
@@ -31,6 +33,11 @@ async def handle(
     state = ctx.broker
     results = []
     for topic in request.topics:
+        if not topic_allowed(ctx, ALTER, topic.name):
+            results.append(CreatePartitionsTopicResult(
+                name=topic.name, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                error_message="Authorization failed."))
+            continue
         outcome = await state.write(partial(
             controller.create_partitions, name=topic.name, count=topic.count,
             node_id=state.node_id, protect_internal=protect_internal(state)),

@@ -41,7 +41,7 @@ def error_response(request: ElectLeadersRequest, code: int) -> ElectLeadersRespo
 ACCESS = (Access("ALTER", "CLUSTER"),)
 
 
-@handler(43, (0, 2), access=ACCESS)
+@handler(43, (0, 2), error_response=error_response, access=ACCESS)
 async def handle(ctx: RequestContext, request: ElectLeadersRequest) -> ElectLeadersResponse:
     election_type = request.election_type if ctx.api_version >= 1 else pc.PREFERRED
     wanted = (None if request.topic_partitions is None else

@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping
 from functools import partial
 
 from odradek.broker.config import DEFAULTS
+from odradek.broker.handlers.acl_checks import ALTER_CONFIGS, config_denied
 from odradek.broker.handlers.configs import (
     BROKER_RESOURCE,
     TOPIC_RESOURCE,
@@ -140,7 +141,9 @@ async def handle(
 ) -> IncrementalAlterConfigsResponse:
     out = []
     for res in request.resources:
-        error, message = await _alter(ctx.broker, res, request.validate_only)
+        denied = config_denied(ctx, ALTER_CONFIGS, res.resource_type, res.resource_name)
+        error, message = ((denied, None) if denied else
+                          await _alter(ctx.broker, res, request.validate_only))
         out.append(AlterConfigsResourceResponse(
             error_code=error, error_message=message,
             resource_type=res.resource_type, resource_name=res.resource_name,

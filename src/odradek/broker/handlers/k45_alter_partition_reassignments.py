@@ -43,7 +43,7 @@ def error_response(request: AlterPartitionReassignmentsRequest,
 ACCESS = (Access("ALTER", "CLUSTER"),)
 
 
-@handler(45, (0, 0), access=ACCESS)
+@handler(45, (0, 0), error_response=error_response, access=ACCESS)
 async def handle(ctx: RequestContext, request: AlterPartitionReassignmentsRequest,
                  ) -> AlterPartitionReassignmentsResponse:
     answers: list[ReassignableTopicResponse] = []

@@ -8,6 +8,7 @@ consumer group may not lose the offsets it is using).
 
 from __future__ import annotations
 
+from odradek.broker.handlers.acl_checks import DELETE, READ, denied_topics, group_allowed
 from odradek.broker.handlers.group_common import group_runtime
 from odradek.broker.net.context import RequestContext
 from odradek.broker.net.registry import Access, handler
@@ -26,10 +27,14 @@ ACCESS = (Access("DELETE", "GROUP"), Access("READ", "TOPIC"))
 
 @handler(47, (0, 0), access=ACCESS)
 async def handle(ctx: RequestContext, req: OffsetDeleteRequest) -> OffsetDeleteResponse:
+    if not group_allowed(ctx, DELETE, req.group_id):
+        return OffsetDeleteResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
     runtime = await group_runtime(ctx)
     if runtime is None:
         return OffsetDeleteResponse(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE)
-    wanted = [(t.name, p.partition_index) for t in req.topics for p in t.partitions]
+    denied = denied_topics(ctx, READ, (t.name for t in req.topics))
+    wanted = [(t.name, p.partition_index) for t in req.topics if t.name not in denied
+              for p in t.partitions]
     try:
         code, errors = await runtime.call(
             lambda t: runtime.coordinator.delete_offsets(t, req.group_id, wanted)
@@ -38,6 +43,8 @@ async def handle(ctx: RequestContext, req: OffsetDeleteRequest) -> OffsetDeleteR
         return OffsetDeleteResponse(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE)
     if code:
         return OffsetDeleteResponse(error_code=code)
+    errors.update({(t.name, p.partition_index): ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                   for t in req.topics if t.name in denied for p in t.partitions})
     return OffsetDeleteResponse(error_code=0, topics=[
         OffsetDeleteResponseTopic(name=t.name, partitions=[
             OffsetDeleteResponsePartition(

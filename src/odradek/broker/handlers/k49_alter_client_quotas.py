@@ -37,7 +37,14 @@ def _alter(image: MetadataImage, pairs: list[tuple[str, str | None]],
 ACCESS = (Access("ALTER_CONFIGS", "CLUSTER"),)
 
 
-@handler(49, (0, 1), access=ACCESS)
+def error_response(request: AlterClientQuotasRequest, code: int) -> AlterClientQuotasResponse:
+    """Every entry refused with ``code``."""
+    return AlterClientQuotasResponse(entries=[
+        EntryData(code, None, [EntityData(e.entity_type, e.entity_name) for e in entry.entity])
+        for entry in request.entries])
+
+
+@handler(49, (0, 1), error_response=error_response, access=ACCESS)
 async def handle(
     ctx: RequestContext, request: AlterClientQuotasRequest
 ) -> AlterClientQuotasResponse:

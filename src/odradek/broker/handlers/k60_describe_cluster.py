@@ -11,8 +11,10 @@ listener is left out).
 
 from __future__ import annotations
 
+from odradek.broker.handlers.acl_checks import CLUSTER, authorized_operations
 from odradek.broker.net.context import RequestContext
 from odradek.broker.net.registry import Access, handler
+from odradek.metadata.acls import CLUSTER_NAME
 from odradek.wire.errors import ErrorCode
 from odradek.wire.messages.describe_cluster_request import DescribeClusterRequest
 from odradek.wire.messages.describe_cluster_response import (
@@ -50,4 +52,6 @@ async def handle(ctx: RequestContext, request: DescribeClusterRequest) -> Descri
     return DescribeClusterResponse(
         throttle_time_ms=0, error_code=0, error_message=None, endpoint_type=1,
         cluster_id=state.cluster_id, controller_id=state.client_controller_id, brokers=brokers,
+        cluster_authorized_operations=authorized_operations(
+            ctx, CLUSTER, CLUSTER_NAME, request.include_cluster_authorized_operations),
     )

@@ -15,6 +15,7 @@ Version notes: v0 is the only version (flexible).
 
 from __future__ import annotations
 
+from odradek.broker.handlers.acl_checks import READ, denied_topics
 from odradek.broker.net.context import RequestContext
 from odradek.broker.net.registry import Access, handler
 from odradek.wire.errors import ErrorCode
@@ -56,8 +57,10 @@ ACCESS = (Access("READ", "TOPIC"),)
 async def handle(
     ctx: RequestContext, request: DescribeProducersRequest
 ) -> DescribeProducersResponse:
+    denied = denied_topics(ctx, READ, (t.name for t in request.topics))
     return DescribeProducersResponse(throttle_time_ms=0, topics=[
-        TopicResponse(name=t.name,
-                      partitions=[_partition(ctx, t.name, p) for p in t.partition_indexes])
+        TopicResponse(name=t.name, partitions=[
+            PartitionResponse(partition_index=p, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+            if t.name in denied else _partition(ctx, t.name, p) for p in t.partition_indexes])
         for t in request.topics
     ])

@@ -15,6 +15,7 @@ Version notes: v0 is the only version (flexible).
 
 from __future__ import annotations
 
+from odradek.broker.handlers.acl_checks import DESCRIBE, txn_allowed
 from odradek.broker.net.context import RequestContext
 from odradek.broker.net.registry import Access, handler
 from odradek.coordinator.txn.coordinator import TransactionCoordinator, TxnState
@@ -66,4 +67,6 @@ async def handle(
             for tid in request.transactional_ids])
     coordinator = runtime.coordinator
     return DescribeTransactionsResponse(throttle_time_ms=0, transaction_states=[
-        _describe(coordinator, tid) for tid in request.transactional_ids])
+        _describe(coordinator, tid) if txn_allowed(ctx, DESCRIBE, tid) else TransactionState(
+            transactional_id=tid, error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        for tid in request.transactional_ids])

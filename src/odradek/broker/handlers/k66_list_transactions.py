@@ -17,6 +17,7 @@ filter. v2 (KIP-1152's ``TransactionalIdPattern``) is not advertised.
 
 from __future__ import annotations
 
+from odradek.broker.handlers.acl_checks import DESCRIBE, txn_allowed
 from odradek.broker.net.context import RequestContext
 from odradek.broker.net.registry import Access, handler
 from odradek.coordinator.txn.coordinator import STATE_BY_NAME, TxnState
@@ -54,6 +55,8 @@ async def handle(
         if names and meta.state not in states:
             continue
         if duration >= 0 and now - meta.start_ms <= duration:
+            continue
+        if not txn_allowed(ctx, DESCRIBE, tid):
             continue
         listed.append(TransactionState(transactional_id=tid, producer_id=meta.producer_id,
                                        transaction_state=meta.state.kafka_name))

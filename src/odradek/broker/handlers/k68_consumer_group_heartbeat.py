@@ -16,6 +16,7 @@ coordinator gives a joining member its id.
 
 from __future__ import annotations
 
+from odradek.broker.handlers.acl_checks import READ, group_allowed
 from odradek.broker.handlers.group_common import client_host, cluster_topics, group_runtime
 from odradek.broker.net.context import RequestContext
 from odradek.broker.net.registry import Access, handler
@@ -35,6 +36,8 @@ ACCESS = (Access("READ", "GROUP"), Access("DESCRIBE", "TOPIC", "each subscribed 
 async def handle(
     ctx: RequestContext, req: ConsumerGroupHeartbeatRequest
 ) -> ConsumerGroupHeartbeatResponse:
+    if not group_allowed(ctx, READ, req.group_id):
+        return ConsumerGroupHeartbeatResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
     runtime = await group_runtime(ctx)
     if runtime is None:
         return ConsumerGroupHeartbeatResponse(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE)

@@ -14,6 +14,12 @@ from __future__ import annotations
 
 import uuid
 
+from odradek.broker.handlers.acl_checks import (
+    DESCRIBE,
+    GROUP,
+    authorized_operations,
+    group_allowed,
+)
 from odradek.broker.handlers.group_common import group_runtime
 from odradek.broker.net.context import RequestContext
 from odradek.broker.net.registry import Access, handler
@@ -41,12 +47,18 @@ async def handle(
     unsettled = await runtime.settled(req.group_ids) if runtime is not None else set()
     groups = []
     for gid in req.group_ids:
-        if runtime is None:
+        if not group_allowed(ctx, DESCRIBE, gid):
+            groups.append(DescribedGroup(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED,
+                                         group_id=gid))
+        elif runtime is None:
             groups.append(DescribedGroup(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
                                          group_id=gid))
         elif gid in unsettled:  # its writes are not committed (yet): no dirty read
             groups.append(DescribedGroup(error_code=ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
                                          group_id=gid))
         else:
-            groups.append(runtime.coordinator.consumer_describe(gid, topic_name))
+            described = runtime.coordinator.consumer_describe(gid, topic_name)
+            if req.include_authorized_operations:
+                described.authorized_operations = authorized_operations(ctx, GROUP, gid)
+            groups.append(described)
     return ConsumerGroupDescribeResponse(groups=groups)

@@ -29,6 +29,9 @@ Version notes: v0 only (flexible).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
+from odradek.broker.handlers.acl_checks import DESCRIBE, topic_allowed
 from odradek.broker.handlers.topics import INTERNAL_TOPICS
 from odradek.broker.net.context import RequestContext
 from odradek.broker.net.registry import Access, handler
@@ -94,7 +97,9 @@ async def handle(
     cursor = request.cursor
     first = cursor.topic_name if cursor is not None else ""
     all_topics = not request.topics
-    names = image.topics if all_topics else {t.name for t in request.topics}
+    names: Iterable[str] = image.topics if all_topics else {t.name for t in request.topics}
+    if all_topics and ctx.authz.enabled:  # the ones it may not describe are left out
+        names = [n for n in names if topic_allowed(ctx, DESCRIBE, n)]
     wanted = sorted(name for name in names if name >= first)
     if cursor is not None and (
         cursor.partition_index < 0 or (not all_topics and cursor.topic_name not in wanted)
@@ -109,6 +114,10 @@ async def handle(
             next_cursor = Cursor(topic_name=name, partition_index=0)
             break
         t = image.topics.get(name)
+        if not topic_allowed(ctx, DESCRIBE, name):
+            topics.append(DescribeTopicPartitionsResponseTopic(
+                error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, name=name, partitions=[]))
+            continue
         if t is None:
             error = ErrorCode.INVALID_TOPIC_EXCEPTION if topic_name_error(name) else (
                 ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)

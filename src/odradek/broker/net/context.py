@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
+from odradek.metadata.quotas import user_of
 from odradek.wire.messages.request_header import RequestHeader
 
 if TYPE_CHECKING:
@@ -12,6 +14,44 @@ if TYPE_CHECKING:
 
 
 ANONYMOUS = "User:ANONYMOUS"
+
+
+class Authz(Protocol):
+    """What a handler asks the authorizer, for the request's principal and host.
+    Operations and resource types are Kafka's int8 codes
+    (:mod:`odradek.metadata.acls`); names are resource names (the cluster is
+    ``kafka-cluster``)."""
+
+    enabled: bool
+    """False: no authorizer is configured and everything is allowed."""
+
+    def allowed(self, operation: int, resource_type: int, name: str) -> bool: ...
+
+    def filter(self, operation: int, resource_type: int, names: Iterable[str]) -> list[str]:
+        """The names of ``names`` the principal may ``operation``, in order."""
+        ...
+
+    def allowed_on_any(self, operation: int, resource_type: int) -> bool:
+        """Allowed on at least one resource of the type (authorizeByResourceType)."""
+        ...
+
+
+class AllowAll:
+    """The port when no authorizer is configured: everything is allowed."""
+
+    enabled = False
+
+    def allowed(self, operation: int, resource_type: int, name: str) -> bool:
+        return True
+
+    def filter(self, operation: int, resource_type: int, names: Iterable[str]) -> list[str]:
+        return list(names)
+
+    def allowed_on_any(self, operation: int, resource_type: int) -> bool:
+        return True
+
+
+ALLOW_ALL: Authz = AllowAll()
 
 
 @dataclass(slots=True)
@@ -46,9 +86,16 @@ class RequestContext:
     """Who sent it, as ``Type:name`` (Kafka's KafkaPrincipal): ``User:ANONYMOUS``
     on a PLAINTEXT listener; an authenticating listener sets its own."""
 
+    authz: Authz = ALLOW_ALL
+    """The authorizer, for :attr:`principal` from :attr:`client_host`'s IP
+    (broker/net/authz.py); :data:`ALLOW_ALL` when none is configured."""
+
     services: Services | None = None
     """The replica manager and the coordinators (None only in a handler unit
     test that needs none of them)."""
+    channel: Any = None
+    """A SASL connection's channel (``broker/net/sasl/stage.py`` SaslChannel),
+    through which the pipeline's authenticate stage works; None elsewhere."""
 
     @property
     def replicas(self) -> ReplicaManagerPort:
@@ -68,3 +115,9 @@ class RequestContext:
     @property
     def client_id(self) -> str | None:
         return self.header.client_id
+
+    @property
+    def user(self) -> str:
+        """The principal's name, which user quotas are keyed by (``ANONYMOUS`` on a
+        PLAINTEXT listener)."""
+        return user_of(self.principal)

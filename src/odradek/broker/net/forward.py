@@ -114,8 +114,19 @@ def not_controller_response(api_key: int, request: Any) -> Any:
             acq.EntryData(code, why, [acq.EntityData(e.entity_type, e.entity_name)
                                       for e in entry.entity])
             for entry in request.entries])
+    if api_key == 51:
+        from odradek.broker.handlers.k51_alter_user_scram_credentials import (
+            error_response as alter_scram,
+        )
+        return alter_scram(request, code)
     if api_key == 55:
         return dq.DescribeQuorumResponse(error_code=code, error_message=why)
+    if api_key == 30:
+        from odradek.broker.handlers.k30_create_acls import error_response as create_acls
+        return create_acls(request, code)
+    if api_key == 31:
+        from odradek.broker.handlers.k31_delete_acls import error_response as delete_acls
+        return delete_acls(request, code)
     if api_key == 43:
         from odradek.broker.handlers.k43_elect_leaders import error_response as elect
         return elect(request, code)

@@ -16,11 +16,15 @@ first (:func:`default_stages`):
    KIP-511); a version advertised only to be refused gets the API's
    UNSUPPORTED_VERSION body.
 3. ``authenticate``: the principal of the connection is on the context
-   (``User:ANONYMOUS`` on a PLAINTEXT listener); a SASL listener puts its
-   authentication here. Pass-through today.
+   (``User:ANONYMOUS`` on a PLAINTEXT listener). With SASL listeners, the
+   stage of :mod:`odradek.broker.net.sasl.stage`: before authentication only
+   ApiVersions and the SASL requests are served (answered by the connection's
+   session), anything else closes the connection; a pass-through otherwise.
 4. ``authorize``: each handler declares what a request touches
-   (:attr:`Registration.access`, Kafka's authorization table); an authorizer
-   checks it here. Pass-through today (every principal may do everything).
+   (:attr:`Registration.access`, Kafka's authorization table); with an
+   authorizer configured, the cluster-level checks are made here
+   (:class:`Authorize`) and the per-resource ones by the handler through
+   ``ctx.authz``. Without one, left out of the chain.
 5. ``quota``: request-time quotas (``request_percentage``): the time spent
    below this stage, less what the handler waited, is charged to the client;
    the throttle (with any byte-rate throttle a handler set) goes into the
@@ -48,6 +52,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from odradek.broker.net.registry import CloseConnection, Deferred, Registration
 from odradek.common.metrics import Cell, Counter, Histogram, Registry, observe_into
+from odradek.metadata.acls import AclOperation
 from odradek.wire.api import api_name
 from odradek.wire.errors import ErrorCode
 
@@ -232,14 +237,63 @@ class Authenticate:
 
 
 class Authorize:
-    """Pass-through until ACLs: the authorizer will check
-    ``call.registration.access`` for ``call.ctx.principal`` here."""
+    """The whole-request checks a handler declares: every :class:`Access` on the
+    CLUSTER with no ``when`` (Kafka's cluster-level checks, e.g. ALTER on the
+    cluster for ElectLeaders, CLUSTER_ACTION for the inter-broker APIs). A
+    denied request is answered with CLUSTER_AUTHORIZATION_FAILED in the API's
+    error body (:func:`denied_response`) and goes no further (not forwarded, not
+    handled). Per-resource checks are the handlers' (``ctx.authz``). With no
+    authorizer configured the stage is left out of the chain (``passthrough``)."""
 
     name = "authorize"
-    passthrough = True
+
+    def __init__(self, enabled: bool = False) -> None:
+        self.passthrough = not enabled
+        self._checks: dict[int, tuple[int, ...]] = {}
 
     async def __call__(self, call: Call, proceed: Proceed) -> Any:
+        reg = call.registration
+        if reg is not None:
+            checks = self._checks.get(reg.api_key)
+            if checks is None:
+                checks = self._checks[reg.api_key] = cluster_checks(reg)
+            if checks:
+                authz = call.ctx.authz
+                for op in checks:
+                    if not authz.allowed(op, CLUSTER_RESOURCE, CLUSTER_NAME):
+                        return denied_response(reg, call.request.body,
+                                               ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                                               call.request.api_version)
         return await proceed(call)
+
+
+CLUSTER_RESOURCE = 4
+CLUSTER_NAME = "kafka-cluster"
+
+
+def cluster_checks(reg: Registration) -> tuple[int, ...]:
+    """The operation codes (Kafka's AclOperation) the ``authorize`` stage checks
+    on the cluster for every request of ``reg``'s API."""
+    return tuple(AclOperation[a.operation].value for a in reg.access
+                 if a.resource == "CLUSTER" and not a.when)
+
+
+def denied_response(reg: Registration, request: Any, code: int, version: int) -> Any:
+    """The API's answer refusing the whole request with ``code`` at ``version``:
+    its own error body (:attr:`Registration.error_response`, per item) when it
+    declares one, else its empty response (DescribeLogDirs before v3 answers a
+    refusal with no results, as Kafka does); the top-level ``error_code`` is set
+    too where ``version`` has one."""
+    if reg.error_response is not None:
+        body = reg.error_response(request, code)
+    else:
+        from odradek.wire.api import response_class
+
+        body = response_class(reg.api_key)()
+    top = next((f for f in getattr(body, "FIELDS", ()) if f.name == "error_code"), None)
+    if top is not None and top.versions[0] <= version <= top.versions[1]:
+        body.error_code = code
+    return body
 
 
 REQUEST_QUOTA = "request_percentage"
@@ -266,7 +320,7 @@ class RequestQuota:
         if timed:
             busy = max(time.perf_counter() - started - ctx.waited_s, 0.0)
             throttle = max(throttle, quotas.charge(REQUEST_QUOTA, ctx.client_id, busy * 100,
-                                                   self.now_ms()))
+                                                   self.now_ms(), user=ctx.user))
         if throttle and body is not None and hasattr(body, "throttle_time_ms"):
             body.throttle_time_ms = max(body.throttle_time_ms, throttle)
         ctx.throttle_ms = throttle
@@ -291,14 +345,20 @@ class Stages:
     unsupported_api_versions: Callable[[], Any]
     forward: Stage | None = None
     """The controller-forwarding stage of a cluster node (None on one node)."""
+    authorize: bool = False
+    """An authorizer is configured: the ``authorize`` stage checks."""
     extra: list[tuple[Stage, str]] = field(default_factory=list)
     """(stage, the stage it goes before) added after the defaults."""
+    authenticate: Stage | None = None
+    """The SASL authenticate stage (broker/net/sasl/stage.py) when a listener is
+    SASL_*; else the pass-through :class:`Authenticate`."""
 
 
 def default_stages(parts: Stages) -> Pipeline:
     stages: list[Stage] = [
         RequestMetrics(parts.metrics), VersionGate(parts.unsupported_api_versions),
-        Authenticate(), Authorize(), RequestQuota(parts.quotas, parts.now_ms)]
+        parts.authenticate or Authenticate(), Authorize(parts.authorize),
+        RequestQuota(parts.quotas, parts.now_ms)]
     if parts.forward is not None:
         stages.append(parts.forward)
     stages.append(Dispatch())

@@ -14,9 +14,17 @@ with no records (so a muted consumer gets no data it was not owed); any other
 Fetch is answered whole and then charged, so a response larger than the quota
 allows in a window cannot starve its consumer.
 
-Without SASL every client's user principal is ``ANONYMOUS``, so user quotas
-apply through ``/config/users/ANONYMOUS`` or the default user. With no quota
-configured, a charge costs one dict lookup.
+The user of a quota is the name of the connection's principal
+(:func:`odradek.metadata.quotas.user_of`): ``User:alice`` after SASL is
+``alice``; on a PLAINTEXT listener every client is ``User:ANONYMOUS``, so user
+quotas apply through the user ``ANONYMOUS`` or the default user. A user-level
+quota is one sensor shared by all of that user's client-ids; under a default
+each user (or client-id) gets its own.
+
+Cost on the produce/fetch path: with no quota of a key configured, a charge
+costs one set lookup; otherwise the resolution of ``(key, user, client-id)``
+is cached in the metadata image's ``derived`` dict, which every replay empties
+(so an AlterClientQuotas takes effect with the next request).
 """
 
 from __future__ import annotations
@@ -27,7 +35,7 @@ from collections.abc import Callable
 from odradek.metadata import quotas as model
 from odradek.metadata.image import MetadataImage
 
-ANONYMOUS = "ANONYMOUS"
+ANONYMOUS = model.ANONYMOUS
 
 
 class Rate:
@@ -106,11 +114,15 @@ class QuotaManager:
 
     def _sensor(self, key: str, client_id: str, user: str) -> tuple[float, Rate] | None:
         image = self._image()
-        cache_key = f"quota\0{key}\0{user}\0{client_id}"
-        if cache_key in image.derived:
-            resolved = image.derived[cache_key]
+        cache: dict[tuple[str, str, str], tuple[float, model.Entity] | None] | None = \
+            image.derived.get("quota-resolved")
+        if cache is None:
+            cache = image.derived["quota-resolved"] = {}
+        cache_key = (key, user, client_id)
+        if cache_key in cache:
+            resolved = cache[cache_key]
         else:
-            resolved = image.derived[cache_key] = model.resolve(
+            resolved = cache[cache_key] = model.resolve(
                 image.client_quotas, key, user, client_id)
         if resolved is None:
             return None
@@ -120,9 +132,11 @@ class QuotaManager:
             sensor = self._sensors[(key, entity)] = Rate(self.window_ms, self.num)
         return quota, sensor
 
-    def charge(self, key: str, client_id: str | None, value: float, now_ms: float,
-               user: str = ANONYMOUS) -> int:
-        """Record ``value`` against the client's ``key`` quota; the throttle time in ms."""
+    def charge(self, key: str, client_id: str | None, value: float, now_ms: float, *,
+               user: str) -> int:
+        """Record ``value`` against the ``key`` quota of ``(user, client_id)`` (``user``
+        being the principal's name, :func:`odradek.metadata.quotas.user_of`); the
+        throttle time in ms."""
         if not self.active(key):
             return 0
         found = self._sensor(key, client_id or "", user)
@@ -136,8 +150,7 @@ class QuotaManager:
         return throttle_ms(sensor.measure(now_ms), quota, sensor.span_ms(now_ms),
                            self.window_ms * self.num)
 
-    def pending(self, key: str, client_id: str | None, now_ms: float,
-                user: str = ANONYMOUS) -> int:
+    def pending(self, key: str, client_id: str | None, now_ms: float, *, user: str) -> int:
         """The throttle time the client is already due, charging nothing."""
         found = self._sensor(key, client_id or "", user) if self.active(key) else None
         if found is None:

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import struct
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from typing import Any, cast
@@ -44,10 +45,16 @@ from odradek.broker.cluster_config import effective_protocol_map
 from odradek.broker.config import ConfigError
 from odradek.broker.control.broker_state import BrokerState
 from odradek.broker.handlers.k18_api_versions import unsupported_version_response
+from odradek.broker.net import authz
+from odradek.broker.net.authz import AclAuthorizer
 from odradek.broker.net.connlimits import ConnectionLimits
-from odradek.broker.net.context import ANONYMOUS, RequestContext, Services
+from odradek.broker.net.context import ALLOW_ALL, ANONYMOUS, Authz, RequestContext, Services
 from odradek.broker.net.pipeline import Call, Pipeline, Stage, Stages, default_stages
 from odradek.broker.net.registry import CloseConnection, Deferred, registration
+from odradek.broker.net.sasl.authenticator import SaslSession, SessionSettings
+from odradek.broker.net.sasl.jwks import JwksCache
+from odradek.broker.net.sasl.settings import SaslConfigError, listener_settings
+from odradek.broker.net.sasl.stage import SaslAuthenticate, wall_ms
 from odradek.broker.net.ssl_principal import NoMatchingRule, PrincipalMapper
 from odradek.broker.net.tls import ListenerTls
 from odradek.broker.net.transfer import write_parts
@@ -57,6 +64,7 @@ from odradek.wire.frames import (
     UNBOUNDED,
     BadRequest,
     FrameError,
+    RawToken,
     Request,
     RequestMemory,
     ServerConnection,
@@ -85,6 +93,12 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.listener = listener
         """The name of the listener this connection came in on."""
         self.principal = ANONYMOUS
+        self._authz: Authz = ALLOW_ALL
+        self._authz_for = ""
+        """The principal :attr:`_authz` was made for (a SASL listener sets the
+        principal after the connection is made)."""
+        self.channel: SaslConnection | None = None
+        """The SASL channel the pipeline's authenticate stage works through (SASL listeners)."""
         self.state = server.state
         self.conn = ServerConnection(server.max_frame_bytes, server.memory)
         self.transport: asyncio.Transport | None = None
@@ -215,6 +229,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
                         if not self._answer_bad_request(event):
                             self.close()
                         continue
+                    if isinstance(event, RawToken):
+                        await self._in_order()
+                        self._raw_token(event)
+                        continue
                     finished = await self._handle(event)
                 finally:
                     self.busy = False
@@ -226,6 +244,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
         except Exception:
             log.exception("closing %s after an internal error", self.peer)
             self.close()
+
+    def _raw_token(self, event: RawToken) -> None:
+        """A raw SASL token (SaslHandshake v0); never sent on a plaintext listener."""
+        log.info("closing %s: a raw SASL token outside SASL authentication", self.peer)
+        self.close()
 
     def _answer_bad_request(self, event: BadRequest) -> bool:
         log.info(
@@ -290,6 +313,13 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self.last_active = self.server.loop_time()
             self._released(req.size)
 
+    def _new_authz(self) -> Authz:
+        authorizer = self.server.authorizer
+        if authorizer is not None:
+            self._authz = authorizer.session(self.principal, self.ip)
+        self._authz_for = self.principal
+        return self._authz
+
     async def _handle(self, req: Request) -> bool:
         """Serve one request through the server's :class:`Pipeline`; False when
         its answer was deferred (it releases the request's memory itself). A
@@ -302,7 +332,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
                              listener=self.listener,
                              security_protocol=self.security_protocol,
                              principal=self.principal,
-                             services=self.server.services)
+                             authz=self._authz if self._authz_for == self.principal
+                             else self._new_authz(),
+                             services=self.server.services, channel=self.channel)
         # registration() imports the API's module on its first request.
         call = Call(req, registration(req.api_key), ctx)
         try:
@@ -382,11 +414,80 @@ def peer_principal(transport: asyncio.BaseTransport, mapper: PrincipalMapper | N
 SSL_HANDSHAKE_TIMEOUT_S = 10.0
 """A TLS client that has not finished its handshake by then is disconnected."""
 
+class SaslConnection(KafkaConnection):
+    """A connection on a SASL_PLAINTEXT listener: nothing but ApiVersions and
+    SASL is served until the client authenticates
+    (:mod:`odradek.broker.net.sasl`); then its principal is ``User:<name>``.
+    Frames are capped at ``sasl.server.max.receive.size`` until then."""
+
+    security_protocol = "SASL_PLAINTEXT"
+
+    def __init__(self, server: KafkaServer, listener: str = "") -> None:
+        super().__init__(server, listener)
+        self.channel = self
+        self.session = SaslSession(server.sasl_settings[listener])
+        self._max_frame = self.conn.max_frame_bytes
+        self.conn.max_frame_bytes = min(self._max_frame, self.session.settings.max_receive_size)
+        self._close_delay_ms: int | None = None
+
+    # -- the channel the authenticate stage works through (sasl/stage.py SaslChannel) --
+
+    def raw_tokens(self, on: bool) -> None:
+        self.conn.raw_tokens = on
+
+    def authenticated(self, principal: str) -> None:
+        self.principal = principal
+        self.conn.max_frame_bytes = self._max_frame
+
+    def close_after(self, delay_ms: int) -> None:
+        self._close_delay_ms = delay_ms
+
+    # -- serving -----------------------------------------------------------------
+
+    async def _handle(self, req: Request) -> bool:
+        finished = await super()._handle(req)
+        if self._close_delay_ms is not None:
+            self._close_later()
+        return finished
+
+    def _close_later(self) -> None:
+        delay = self._close_delay_ms or 0
+        self._pause("closing")
+        self._closed = True  # serve nothing more; the answer is written already
+        self._wake.set()
+        asyncio.get_running_loop().call_later(delay / 1000, self._close_transport)
+
+    def _close_transport(self) -> None:
+        if self.transport is not None:
+            self.transport.close()
+
+    def _raw_token(self, event: RawToken) -> None:
+        """A SaslHandshake v0 token: answered with a raw frame; a failure closes."""
+        answer = self.session.authenticate(event.data, -1, wall_ms())
+        if answer.error:
+            log.info("closing %s: %s", self.peer, self.session.close_reason or "SASL failure")
+            self._close_delay_ms = self.session.settings.failed_delay_ms
+            self._close_later()
+            return
+        self._write([struct.pack(">i", len(answer.token)) + answer.token])
+        if answer.done:
+            self.conn.raw_tokens = False
+            self.authenticated(self.session.principal)
+
+
+class SaslSslConnection(SaslConnection):
+    """A connection on a SASL_SSL listener: SASL over TLS (the TLS layer is the
+    listener's, made by ``create_server``)."""
+
+    security_protocol = "SASL_SSL"
+
+
 LISTENER_KINDS: dict[str, type[KafkaConnection]] = {
-    "PLAINTEXT": KafkaConnection, "SSL": SslConnection}
-"""The connection class of each security protocol served (SASL_* are refused
-at start-up until they are, broker/cluster_config.py). A listener whose
+    "PLAINTEXT": KafkaConnection, "SSL": SslConnection, "SASL_PLAINTEXT": SaslConnection,
+    "SASL_SSL": SaslSslConnection}
+"""The connection class of each security protocol served. A listener whose
 protocol ends in SSL gets its listener's TLS context (broker/net/tls.py)."""
+SASL_PROTOCOLS = frozenset({"SASL_PLAINTEXT", "SASL_SSL"})
 
 
 class KafkaServer:
@@ -406,9 +507,20 @@ class KafkaServer:
         self.services = services
         config = state.config
         self.metrics = metrics if metrics is not None else Registry()
+        self.authorizer: AclAuthorizer | None = authz.from_config(
+            config, lambda: state.image, lambda: state.metadata_ready)
+        """The ACL authorizer (None: ``authorizer.class.name`` is not set)."""
+        protocols = effective_protocol_map(config)
+        self.sasl_listeners = [lis.name for lis in config.listeners()
+                               if protocols.get(lis.name) in SASL_PROTOCOLS]
+        self.sasl_settings: dict[str, SessionSettings] = {}
+        """Each SASL listener's settings, read at start."""
+        self._jwks: dict[str, JwksCache] = {}
         self.pipeline: Pipeline = default_stages(Stages(
             self.metrics, self.state.quotas, lambda: self.loop_time() * 1000,
-            unsupported_version_response, forward, list(stages or ())))
+            unsupported_version_response, forward, self.authorizer is not None,
+            list(stages or ()),
+            authenticate=SaslAuthenticate() if self.sasl_listeners else None))
         self.connections: set[KafkaConnection] = set()
         self.tasks: set[asyncio.Task[None]] = set()
         """Every connection's serving task until it ends (closed connections too)."""
@@ -430,6 +542,7 @@ class KafkaServer:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._sweeper: asyncio.Task[None] | None = None
         self._preloader: asyncio.Task[None] | None = None
+        self._jwks_tasks: list[asyncio.Task[None]] = []
         self._last_rejection_log = -1e9
 
     def _config_changed(self, names: set[str]) -> None:
@@ -494,6 +607,7 @@ class KafkaServer:
         if self.idle_ms > 0:
             self._sweeper = loop.create_task(self._sweep_idle())
         protocols = effective_protocol_map(self.state.config)
+        await self._sasl_settings()
         for listener in self.state.config.listeners():
             protocol = protocols.get(listener.name, "PLAINTEXT")
             kind = LISTENER_KINDS.get(protocol)
@@ -515,6 +629,35 @@ class KafkaServer:
         for server in self._servers:
             await server.start_serving()
         self._preloader = loop.create_task(self._preload_handlers())
+
+    async def _sasl_settings(self) -> None:
+        """Read each SASL listener's settings (a ConfigError names what is missing)
+        and fetch the JWKS they name, then keep those fresh."""
+        config = self.state.config
+        state = self.state
+
+        def scram(user: str, mechanism: str) -> Any:
+            return state.image.scram.get(user, mechanism)
+
+        def jwks(url: str) -> Any:
+            cache = self._jwks.get(url)
+            if cache is None:
+                cache = self._jwks[url] = JwksCache(url, config.get(
+                    "sasl.oauthbearer.jwks.endpoint.refresh.ms") or "3600000")
+            return cache
+
+        for name in self.sasl_listeners:
+            try:
+                self.sasl_settings[name] = listener_settings(config.get, name, scram, jwks,
+                                                             log.warning)
+            except SaslConfigError as exc:
+                raise ConfigError(str(exc)) from None
+        for cache in self._jwks.values():
+            try:
+                await asyncio.to_thread(cache.fetch)
+            except ValueError as exc:
+                raise ConfigError(str(exc)) from None
+            self._jwks_tasks.append(asyncio.get_running_loop().create_task(cache.refresh()))
 
     async def _preload_handlers(self) -> None:
         """Import :data:`PRELOADED_APIS`' handlers, yielding to requests between
@@ -553,8 +696,9 @@ class KafkaServer:
         for server in self._servers:
             server.close()
         self.draining = True
-        await cancel_and_wait(self._preloader, self._sweeper)
+        await cancel_and_wait(self._preloader, self._sweeper, *self._jwks_tasks)
         self._preloader = self._sweeper = None
+        self._jwks_tasks.clear()
         for part in self.state.partitions.partitions.values():
             # A produce waiting for its followers is not acknowledged and not
             # answered: its connection closes (BrokerStopping says why) and the

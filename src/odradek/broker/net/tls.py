@@ -209,20 +209,30 @@ def validate_ssl_keys(get: Lookup, keys: list[str]) -> None:
 def broker_client_security(config: KraftSettings, listener_name: str | None) -> ClientSecurity:
     """How this node connects to a peer's ``listener_name`` (the inter-broker or a
     controller listener): plaintext, or TLS with the listener's truststore and
-    its keystore as this node's certificate; ``ssl.endpoint.identification.algorithm``
-    (https by default) checks the peer's host name. None: plaintext.
-
-    SASL_PLAINTEXT and SASL_SSL listeners: the SASL identity
-    (``sasl.mechanism.inter.broker.protocol``, the listener's JAAS config) is
-    added here by the SASL layer; this function gives the TLS part."""
+    its keystore as this node's certificate (``ssl.endpoint.identification.algorithm``,
+    https by default, checks the peer's host name), and on a SASL_* listener the
+    identity :func:`odradek.broker.net.sasl.settings.inter_broker_sasl` reads
+    (``sasl.mechanism.inter.broker.protocol`` or ``.controller.protocol``, the
+    listener's JAAS ``username``/``password``). None: plaintext."""
     from odradek.client.keystores import StoreError, apply_protocols, load_keystore, load_truststore
     from odradek.client.security import PLAINTEXT, ClientSecurity
 
     if not listener_name:
         return PLAINTEXT
     protocol = effective_protocol_map(config).get(listener_name.upper(), "PLAINTEXT")
+    if protocol == "PLAINTEXT":
+        return PLAINTEXT
+    mechanism, username, password = "GSSAPI", "", ""
+    if protocol in ("SASL_PLAINTEXT", "SASL_SSL"):
+        from odradek.broker.net.sasl.settings import SaslConfigError, inter_broker_sasl
+
+        try:
+            mechanism, username, password = inter_broker_sasl(config, listener_name)
+        except SaslConfigError as exc:
+            raise ConfigError(str(exc)) from None
     if protocol not in TLS_PROTOCOLS:
-        return ClientSecurity(protocol=protocol) if protocol != "PLAINTEXT" else PLAINTEXT
+        return ClientSecurity(protocol=protocol, sasl_mechanism=mechanism,
+                              sasl_username=username, sasl_password=password)
     settings = listener_settings(config.get, listener_name.upper(), protocol)
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     check = settings.props.get("ssl.endpoint.identification.algorithm", "https").lower() == "https"
@@ -234,8 +244,9 @@ def broker_client_security(config: KraftSettings, listener_name: str | None) -> 
             ctx.load_default_certs(ssl.Purpose.SERVER_AUTH)
     except StoreError as exc:
         raise ConfigError(str(exc)) from None
-    # SASL identity of this node: the SASL layer fills it in here.
-    return ClientSecurity(protocol=protocol, ssl_context=ctx, check_hostname=check)
+    return ClientSecurity(protocol=protocol, ssl_context=ctx, check_hostname=check,
+                          sasl_mechanism=mechanism, sasl_username=username,
+                          sasl_password=password)
 
 
 def inter_broker_listener(config: KraftSettings) -> str | None:

@@ -1,0 +1,1 @@
+"""SASL on the broker: the per-connection authenticator, its mechanisms, JAAS and settings."""

@@ -1,0 +1,135 @@
+"""pytest plugin giving confluent-kafka-python's admin integration tests an
+Odradek broker as their ``kafka_cluster``.
+
+Upstream, ``tests/integration/conftest.py`` makes ``kafka_cluster`` (session
+scope) from trivup (which downloads and starts Kafka) or, with ``BROKERS`` set,
+from a bring-your-own bootstrap address; both give an object with
+``admin()``, ``producer()``, ``consumer()``, ``create_topic()``,
+``create_topic_and_wait_propogation()`` (sic), ``delete_topic()``,
+``seed_topic()`` and ``client_conf()``. The runner does not take that conftest
+(it imports trivup and the schema-registry stack): it runs the fetched test
+files (.client-suites/confluent-kafka-python, `fetch --confluent-git`) with this plugin,
+whose ``kafka_cluster`` starts ``odradek serve`` on PLAINTEXT with the ACL
+settings of :mod:`tools.client_suites.security` when that feature is on.
+
+Loaded by the runner as ``-p tools.client_suites.confluent_plugin``.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+import uuid
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import DeserializingConsumer, Producer, SerializingProducer
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+
+from tools.client_suites.broker import OdradekServer
+
+
+class OdradekCluster:
+    """One Odradek broker, in the shape of the suite's cluster fixture."""
+
+    def __init__(self, server: OdradekServer) -> None:
+        self.server = server
+        self._admin: AdminClient | None = None
+        self._producer: SerializingProducer | None = None
+
+    def client_conf(self, conf: dict[str, Any] | None = None) -> dict[str, Any]:
+        out: dict[str, Any] = {"bootstrap.servers": self.server.bootstrap}
+        out.update(conf or {})
+        return out
+
+    def admin(self, conf: dict[str, Any] | None = None) -> AdminClient:
+        if conf:
+            return AdminClient(self.client_conf(conf))
+        if self._admin is None:
+            self._admin = AdminClient(self.client_conf())
+        return self._admin
+
+    def cimpl_producer(self, conf: dict[str, Any] | None = None) -> Producer:
+        return Producer(self.client_conf(conf))
+
+    def producer(self, conf: dict[str, Any] | None = None, key_serializer: Any = None,
+                 value_serializer: Any = None) -> SerializingProducer:
+        settings = self.client_conf(conf)
+        if key_serializer is not None:
+            settings["key.serializer"] = key_serializer
+        if value_serializer is not None:
+            settings["value.serializer"] = value_serializer
+        return SerializingProducer(settings)
+
+    def consumer(self, conf: dict[str, Any] | None = None, key_deserializer: Any = None,
+                 value_deserializer: Any = None) -> DeserializingConsumer:
+        settings = self.client_conf({"group.id": str(uuid.uuid1()),
+                                     "auto.offset.reset": "earliest"})
+        settings.update(conf or {})
+        if key_deserializer is not None:
+            settings["key.deserializer"] = key_deserializer
+        if value_deserializer is not None:
+            settings["value.deserializer"] = value_deserializer
+        return DeserializingConsumer(settings)
+
+    def create_topic(self, prefix: str, conf: dict[str, Any] | None = None,
+                     **create_kwargs: Any) -> str:
+        """A new topic ``<prefix>-<uuid>`` (one partition unless ``conf`` says)."""
+        name = f"{prefix}-{uuid.uuid1()}"
+        settings = {"num_partitions": 1, "replication_factor": 1, **(conf or {})}
+        futures = self.admin().create_topics([NewTopic(name, **settings)], **create_kwargs)
+        futures[name].result()
+        return name
+
+    def create_topic_and_wait_propogation(self, prefix: str, conf: dict[str, Any] | None = None,
+                                          **create_kwargs: Any) -> str:
+        """:meth:`create_topic`, then wait (30 s at most) until the topic is in
+        the metadata (unless only validated)."""
+        name = self.create_topic(prefix, conf, **create_kwargs)
+        if create_kwargs.get("validate_only"):
+            return name
+        deadline = time.monotonic() + 30
+        while name not in self.admin().list_topics(timeout=10).topics:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"topic {name} not in the metadata after 30 s")
+            time.sleep(0.1)
+        return name
+
+    def delete_topic(self, topic: str) -> None:
+        self.admin().delete_topics([topic])[topic].result()
+
+    def seed_topic(self, topic: str, value_source: Iterable[Any] | None = None,
+                   key_source: Iterable[Any] | None = None,
+                   header_source: Iterable[Any] | None = None) -> None:
+        """Produce each value (keys and headers reused in turn), then flush."""
+        if self._producer is None:
+            self._producer = self.producer({"linger.ms": 500})
+        values = list(value_source) if value_source is not None else \
+            [f"test-data{i}" for i in range(100)]
+        keys = list(key_source) if key_source is not None else [None]
+        headers = list(header_source) if header_source is not None else [None]
+        for i, value in enumerate(values):
+            self._producer.produce(topic, value=value, key=keys[i % len(keys)],
+                                   headers=headers[i % len(headers)])
+        self._producer.flush()
+
+    def stop(self) -> None:
+        self._admin = None
+        self._producer = None
+        self.server.stop()
+
+
+@pytest.fixture(scope="session")
+def kafka_cluster() -> Iterator[OdradekCluster]:
+    folder = Path(tempfile.mkdtemp(prefix="odradek-suite-"))
+    server = OdradekServer(folder / "broker", "PLAINTEXT", partitions=1)
+    server.start()
+    cluster = OdradekCluster(server)
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+        shutil.rmtree(folder, ignore_errors=True)
