@@ -19,6 +19,8 @@ c           librdkafka from C (c/rdkbench.c, compiled with gcc at run time; skip
             100 B and 1 KiB, acks=1 and acks=all with idempotence, broker CPU
             per GB; latency at 1k, 10k and 50k msg/s, unloaded and with a
             second producer at half the flat-out rate
+tls         the C producer at 1 KiB, acks=1, over an SSL listener and a plaintext one
+            of one broker, alternating (tls_bench.py); both rates and their ratio
 others      Redis Streams and NATS JetStream produce and consume, 100 B and 1 KiB
 startup     spawn to first ApiVersions answer (fresh and existing data dir,
             bytecode cached or compiled) and idle RSS of each broker process
@@ -51,6 +53,7 @@ import startup_bench
 import suite_c
 import suite_kafka as kafka
 import suite_others as others
+import tls_bench
 from _common import MockCluster, broker_process
 
 
@@ -259,6 +262,22 @@ def c_client_phase(plan: Plan, targets: list[kafka.Target], r: report.Results) -
                    + " records per partition.")
 
 
+def tls_phase(plan: Plan, r: report.Results) -> None:
+    """tls_bench.py: the C producer over SSL and plaintext listeners of one broker."""
+    try:
+        rates = tls_bench.measure(plan.runs, plan.c_count[1024])
+    except RuntimeError as exc:
+        r.notes.append(str(exc))
+        _log(str(exc))
+        return
+    for kind, values in rates.items():
+        for v in values:
+            r.add("C client: produce over TLS", f"1 KiB, acks=1, {kind}", "odradek", v, "msg/s")
+    line = tls_bench.summary(rates)
+    r.notes.append(line)
+    _log(line)
+
+
 def others_phase(plan: Plan, r: report.Results, skip: set[str]) -> None:
     for name, server_class in others.SERVERS.items():
         if name in skip:
@@ -368,7 +387,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, help="results folder (default "
                         "benchmarks/results/<date>-<full|quick>)")
     parser.add_argument("--skip", default="", help="comma-separated phases or targets: "
-                        "latency,produce,group,metadata,c,redis,nats,startup,spark")
+                        "latency,produce,group,metadata,c,tls,redis,nats,startup,spark")
     args = parser.parse_args(argv)
     plan = QUICK if args.quick else FULL
     if args.runs:
@@ -389,6 +408,8 @@ def main(argv: list[str] | None = None) -> int:
             metadata_phase(plan, targets, r)
         if "c" not in skip:
             c_client_phase(plan, targets, r)
+    if "tls" not in skip:
+        tls_phase(plan, r)
     others_phase(plan, r, skip)
     if "spark" not in skip and not args.quick:
         spark_phase(plan, r)

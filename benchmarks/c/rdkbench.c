@@ -26,6 +26,8 @@
  *       librdkafka's version string (not JSON).
  *
  * Client settings match the Python suite's (suite_kafka.py PRODUCER/CONSUMER).
+ * RDKBENCH_CONF in the environment adds settings, one key=value a line (the
+ * TLS comparison, tls_bench.py).
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -50,6 +52,23 @@ static void set(rd_kafka_conf_t *conf, const char *key, const char *value) {
     char err[512];
     if (rd_kafka_conf_set(conf, key, value, err, sizeof err) != RD_KAFKA_CONF_OK)
         die(key, err);
+}
+
+/* Extra settings from the environment, RDKBENCH_CONF="key=value\nkey=value"
+ * (the TLS phase: security.protocol, ssl.ca.location, ...). */
+static void extra(rd_kafka_conf_t *conf) {
+    const char *env = getenv("RDKBENCH_CONF");
+    if (!env || !*env)
+        return;
+    char *copy = strdup(env), *save = NULL;
+    for (char *line = strtok_r(copy, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        char *eq = strchr(line, '=');
+        if (!eq)
+            die("RDKBENCH_CONF", line);
+        *eq = '\0';
+        set(conf, line, eq + 1);
+    }
+    free(copy);
 }
 
 static rd_kafka_t *client(rd_kafka_type_t type, rd_kafka_conf_t *conf) {
@@ -87,6 +106,7 @@ static int produce(int argc, char **argv) {
 
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
     set(conf, "bootstrap.servers", bootstrap);
+    extra(conf);
     set(conf, "acks", acks);
     set(conf, "enable.idempotence", idempotent ? "true" : "false");
     set(conf, "linger.ms", stamp ? "0" : "5"); /* a load generator batches */
@@ -167,6 +187,7 @@ static rd_kafka_t *consumer(const char *bootstrap) {
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
     snprintf(group, sizeof group, "rdkbench-%ld", (long)now_ns());
     set(conf, "bootstrap.servers", bootstrap);
+    extra(conf);
     set(conf, "group.id", group);
     set(conf, "enable.auto.commit", "false");
     set(conf, "auto.offset.reset", "earliest");

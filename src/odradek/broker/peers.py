@@ -19,11 +19,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from odradek.broker.config import BrokerConfig
 from odradek.broker.net.tls import inter_broker_listener
-from odradek.client.security import PLAINTEXT, ClientSecurity
 from odradek.metadata.image import MetadataImage
 
 if TYPE_CHECKING:
     from odradek.client.connection import Connection
+    from odradek.client.security import ClientSecurity
 
 OVERRIDES = "odradek.inter.broker.address.overrides"
 
@@ -61,9 +61,9 @@ class PeerConnections:
     and the quorum driver each keep one, so a call on one never queues behind
     another's."""
 
-    def __init__(self, client_id: str, security: ClientSecurity = PLAINTEXT) -> None:
+    def __init__(self, client_id: str, security: ClientSecurity | None = None) -> None:
         """``security``: TLS (and SASL) settings of the connections
-        (:func:`odradek.broker.net.tls.broker_client_security`)."""
+        (:func:`odradek.broker.net.tls.broker_client_security`; None: plaintext)."""
         self.client_id = client_id
         self.security = security
         self._conns: dict[int, Connection] = {}
@@ -85,7 +85,8 @@ class PeerConnections:
                 if where is None:
                     raise BrokerUnavailable(f"node {node_id} has no endpoint")
                 conn = await Connection.open(where, self.client_id, timeout_s=timeout_s,
-                                             security=self.security)
+                                             **({"security": self.security}
+                                                if self.security is not None else {}))
                 self._conns[node_id] = conn
             return conn
 

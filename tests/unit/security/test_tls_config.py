@@ -3,6 +3,7 @@ errors naming the key, and the dynamic keystore keys."""
 
 from __future__ import annotations
 
+import contextlib
 import ssl
 from pathlib import Path
 
@@ -169,3 +170,31 @@ def test_keystore_keys_are_dynamic_per_broker_only() -> None:
     assert refused.error and "broker id must be specified" in (refused.message or "")
     done = alter_broker_configs(image, "1", {"listener.name.ssl.ssl.keystore.location": "/x"})
     assert not done.error and len(done.records) == 1
+
+
+def test_reload_with_a_mismatched_key_keeps_the_live_context_whole(
+    certs: DevCerts, tmp_path: Path
+) -> None:
+    from odradek.broker.net.tls import reload_keystore
+
+    config = _config(tmp_path, **{"ssl.keystore.location": certs.path("broker-keystore.pem")})
+    tls = ListenerTls.for_config(config)
+    ctx = tls.listeners["SSL"].context
+    other = write_dev_certs(tmp_path / "other")
+    bad = tmp_path / "mismatch.pem"
+    bad.write_bytes(Path(other.path("client.key")).read_bytes()
+                    + Path(other.path("broker.pem")).read_bytes())
+    bad_config = _config(tmp_path, **{"ssl.keystore.location": str(bad)})
+    with pytest.raises(ConfigError, match=r"ssl\.keystore"):
+        reload_keystore(ctx, listener_settings(bad_config.get, "SSL", "SSL"))
+    # The live context still serves a handshake with its own key and chain.
+    client = ssl.create_default_context(cafile=certs.ca)
+    server_in, server_out, client_in, client_out = (ssl.MemoryBIO() for _ in range(4))
+    server = ctx.wrap_bio(server_in, server_out, server_side=True)
+    peer = client.wrap_bio(client_in, client_out, server_hostname="localhost")
+    for _ in range(10):
+        for side, out, into in ((peer, client_out, server_in), (server, server_out, client_in)):
+            with contextlib.suppress(ssl.SSLWantReadError):
+                side.do_handshake()
+            into.write(out.read())
+    assert peer.version() is not None and server.version() is not None

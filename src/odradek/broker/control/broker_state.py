@@ -36,7 +36,6 @@ from odradek.broker.net.quotas import QuotaManager
 from odradek.broker.net.tls import broker_client_security, controller_listener
 from odradek.broker.ports import D, NotControllerError
 from odradek.broker.replica.partitions import PartitionManager
-from odradek.client.security import PLAINTEXT
 from odradek.common.clock import Clock, SystemClock
 from odradek.common.ids import Ids, RandomIds
 from odradek.metadata import controller
@@ -187,7 +186,7 @@ class BrokerState:
         # TLS towards the controllers' listener (built only when a quorum is
         # configured: a single node has no controller to reach).
         security = (broker_client_security(config, controller_listener(config))
-                    if config.is_cluster else PLAINTEXT)
+                    if config.is_cluster else None)
         self.channel = ControllerChannel(self.metadata, self.node_id, security=security)
         interval = config.get_int("broker.heartbeat.interval.ms")
         session = config.get_int("broker.session.timeout.ms")

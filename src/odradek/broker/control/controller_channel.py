@@ -20,9 +20,9 @@ import logging
 from typing import TYPE_CHECKING, Any, Protocol
 
 from odradek.broker.peers import PeerConnections
-from odradek.client.security import PLAINTEXT, ClientSecurity
 
 if TYPE_CHECKING:
+    from odradek.client.security import ClientSecurity
     from odradek.wire.messages.alter_partition_request import AlterPartitionRequest
     from odradek.wire.messages.alter_partition_response import AlterPartitionResponse
 
@@ -68,7 +68,7 @@ class ControllerChannel:
     """How often a waiting call looks whether the quorum's leader moved."""
 
     def __init__(self, quorum: QuorumView, node_id: int, timeout_s: float = 10.0,
-                 name: str = "node", security: ClientSecurity = PLAINTEXT) -> None:
+                 name: str = "node", security: ClientSecurity | None = None) -> None:
         """``quorum``: the metadata log (broker/control/metadata_log.py); a single
         node's names no voters, so every call fails with ControllerUnavailable."""
         self.quorum = quorum

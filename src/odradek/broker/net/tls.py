@@ -29,18 +29,23 @@ import logging
 import ssl
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from odradek.broker.cluster_config import KraftSettings, effective_protocol_map
 from odradek.broker.listeners import ConfigError
 from odradek.broker.net.ssl_principal import PrincipalMapper, RuleError
-from odradek.client.keystores import StoreError, apply_protocols, load_keystore, load_truststore
-from odradek.client.security import PLAINTEXT, ClientSecurity
 from odradek.metadata.ssl_configs import (
     KEYSTORE_KEYS,
     SSL_KEYS,
     listener_prefix,
     split_listener_key,
 )
+
+if TYPE_CHECKING:
+    from odradek.client.security import ClientSecurity
+
+# odradek.client (the keystore readers, ClientSecurity) is imported where it is
+# used: a plaintext broker's start-up does not load the client package.
 
 log = logging.getLogger("odradek.broker.tls")
 
@@ -98,6 +103,8 @@ def server_context(settings: ListenerSettings) -> ssl.SSLContext:
     if auth not in CLIENT_AUTH:
         raise ConfigError(f"{origin('ssl.client.auth')}: expected none, requested or required, "
                           f"got {auth!r}")
+    from odradek.client.keystores import StoreError, apply_protocols, load_keystore, load_truststore
+
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     try:
         apply_protocols(ctx, props, origin)
@@ -115,10 +122,17 @@ def server_context(settings: ListenerSettings) -> ssl.SSLContext:
 
 
 def reload_keystore(ctx: ssl.SSLContext, settings: ListenerSettings) -> None:
-    """Load the listener's (new) key and chain into its live context."""
+    """Load the listener's (new) key and chain into its live context. They are
+    loaded into a scratch context first: a key that does not match its
+    certificate fails there, not halfway through the live one (OpenSSL would
+    keep the new certificate with the old key)."""
+    from odradek.client.keystores import StoreError, load_keystore
+
     try:
-        if not load_keystore(ctx, settings.props, settings.origin):
+        if not load_keystore(ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER), settings.props,
+                             settings.origin):
             raise ConfigError(f"listener {settings.listener}: no keystore is set")
+        load_keystore(ctx, settings.props, settings.origin)
     except StoreError as exc:
         raise ConfigError(str(exc)) from None
 
@@ -200,6 +214,9 @@ def broker_client_security(config: KraftSettings, listener_name: str | None) -> 
     identity :func:`odradek.broker.net.sasl.settings.inter_broker_sasl` reads
     (``sasl.mechanism.inter.broker.protocol`` or ``.controller.protocol``, the
     listener's JAAS ``username``/``password``). None: plaintext."""
+    from odradek.client.keystores import StoreError, apply_protocols, load_keystore, load_truststore
+    from odradek.client.security import PLAINTEXT, ClientSecurity
+
     if not listener_name:
         return PLAINTEXT
     protocol = effective_protocol_map(config).get(listener_name.upper(), "PLAINTEXT")
