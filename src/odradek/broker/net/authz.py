@@ -15,8 +15,10 @@ initial ACL load; except CLUSTER_ACTION on the cluster (the quorum's and the
 brokers' own requests, which the node needs to catch up at all), decided on
 the ACLs replayed so far. (Kafka requires the nodes' principal to be a super
 user instead; a cluster whose nodes talk as ``User:ANONYMOUS`` with
-``allow.everyone.if.no.acl.found=true`` would otherwise never start.) Audit: a denial is logged at INFO on ``odradek.authorizer``
-(principal, operation, resource, host), an allowed decision at DEBUG.
+``allow.everyone.if.no.acl.found=true`` would otherwise never start.)
+
+Audit: a denial is logged at INFO on ``odradek.authorizer`` (principal,
+operation, resource, host), an allowed decision at DEBUG.
 """
 
 from __future__ import annotations
@@ -27,11 +29,11 @@ from collections.abc import Callable, Iterable
 from odradek.broker.config import BrokerConfig, ConfigError
 from odradek.broker.net.context import ALLOW_ALL, Authz
 from odradek.metadata.acls import AclOperation, ResourceType
+from odradek.metadata.authorizer import Policy, decide, decide_by_type, parse_super_users
+from odradek.metadata.image import MetadataImage
 
 CLUSTER_ACTION = AclOperation.CLUSTER_ACTION.value
 CLUSTER = ResourceType.CLUSTER.value
-from odradek.metadata.authorizer import Policy, decide, decide_by_type, parse_super_users
-from odradek.metadata.image import MetadataImage
 
 STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 AUTHORIZER_CLASSES = frozenset({STANDARD_AUTHORIZER, "kafka.security.authorizer.AclAuthorizer"})
