@@ -154,7 +154,8 @@ def bindings_to_add(args: argparse.Namespace) -> list[AclBinding]:
                 raise CliError("--consumer needs --group")
             topic_ops += [AclOperation.READ, AclOperation.DESCRIBE]
             wanted += [(ResourceType.GROUP, g, AclOperation.READ) for g in args.group]
-        wanted += [(ResourceType.TOPIC, t, op) for t in args.topic for op in dict.fromkeys(topic_ops)]
+        wanted += [(ResourceType.TOPIC, t, op) for t in args.topic
+                   for op in dict.fromkeys(topic_ops)]
     else:
         found = resources(args)
         if not found:
