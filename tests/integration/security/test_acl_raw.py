@@ -325,3 +325,69 @@ def test_refused_without_the_acl_and_let_through_with_it(shared: Broker, princip
     finally:
         raw.close()
         shared.delete_acls(AclFilter())
+
+
+# -- authorized-operations fields and filtered lists ---------------------------------
+
+def _bits(*ops: int) -> int:
+    return sum(1 << op for op in ops)
+
+
+def test_authorized_operations_fields(shared: Broker, principal: str) -> None:
+    from odradek.metadata.acls import AclFilter
+    shared.delete_acls(AclFilter())
+    raw = RawClient(shared.bootstrap_servers)
+    try:
+        shared.create_acls(*topic(Op.READ)(principal), *cluster(Op.DESCRIBE)(principal),
+                           *group(Op.DESCRIBE)(principal))
+        answer = raw.request(md.MetadataRequest(
+            [md.MetadataRequestTopic(name=T)], include_cluster_authorized_operations=True,
+            include_topic_authorized_operations=True), 10)
+        assert answer.topics[0].topic_authorized_operations == _bits(Op.READ, Op.DESCRIBE)
+        assert answer.cluster_authorized_operations == _bits(Op.DESCRIBE)
+        answer = raw.request(md.MetadataRequest(None), 12)  # not asked for: INT_MIN
+        assert [t.topic_authorized_operations for t in answer.topics] == [-(2**31)]
+        answer = raw.request(dg.DescribeGroupsRequest([G], include_authorized_operations=True),
+                             5)
+        assert answer.groups[0].authorized_operations == _bits(Op.DESCRIBE)
+    finally:
+        raw.close()
+        shared.delete_acls(AclFilter())
+
+
+def test_all_topics_metadata_leaves_out_undescribable_topics(shared: Broker,
+                                                            principal: str) -> None:
+    from odradek.metadata.acls import AclFilter
+    shared.delete_acls(AclFilter())
+    shared.create_topic("other")
+    raw = RawClient(shared.bootstrap_servers)
+    try:
+        assert raw.request(md.MetadataRequest(None), 12).topics == []
+        shared.create_acls(*allow(principal, TOPIC, "other", Op.DESCRIBE))
+        assert [t.name for t in raw.request(md.MetadataRequest(None), 12).topics] == ["other"]
+        answer = raw.request(dtp.DescribeTopicPartitionsRequest([], 100, None), 0)
+        assert [t.name for t in answer.topics] == ["other"]
+    finally:
+        raw.close()
+        shared.delete_acls(AclFilter())
+
+
+def test_list_transactions_lists_only_describable_ids(shared: Broker, principal: str) -> None:
+    from confluent_kafka import Producer
+
+    from odradek.metadata.acls import AclFilter
+    from odradek.wire.messages import list_transactions_request as ltx
+    shared.delete_acls(AclFilter())
+    shared.create_acls(*topic(Op.WRITE)(principal), *txn(Op.WRITE)(principal),
+                       *allow(principal, TXN, "hidden", Op.WRITE))
+    for tid in (X, "hidden"):
+        p = Producer({"bootstrap.servers": shared.bootstrap_servers, "transactional.id": tid})
+        p.init_transactions(15)
+    shared.delete_acls(AclFilter(TXN, "hidden"))
+    raw = RawClient(shared.bootstrap_servers)
+    try:
+        answer = raw.request(ltx.ListTransactionsRequest([], [], -1), 1)
+        assert [s.transactional_id for s in answer.transaction_states] == [X]
+    finally:
+        raw.close()
+        shared.delete_acls(AclFilter())
