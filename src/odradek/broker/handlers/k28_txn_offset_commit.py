@@ -28,6 +28,7 @@ from __future__ import annotations
 import logging
 
 from odradek.broker.handlers.acl_checks import (
+    BY_NAME,
     READ,
     WRITE,
     denied_topics,
@@ -77,7 +78,7 @@ async def handle(ctx: RequestContext, request: TxnOffsetCommitRequest) -> TxnOff
         return _answer(dict.fromkeys(wanted, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED))
     if not group_allowed(ctx, READ, request.group_id):
         return _answer(dict.fromkeys(wanted, ErrorCode.GROUP_AUTHORIZATION_FAILED))
-    denied = denied_topics(ctx, READ, (t.name for t in request.topics))
+    denied = denied_topics(ctx, READ, request.topics, BY_NAME)
     if denied:  # those are refused, the others committed
         refused: dict[tuple[str, int], int] = {
             tp: ErrorCode.TOPIC_AUTHORIZATION_FAILED for tp in wanted if tp[0] in denied}
