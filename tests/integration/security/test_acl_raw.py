@@ -139,6 +139,10 @@ CASES = [
         fr.FetchTopic(T, partitions=[fr.FetchPartition(0, fetch_offset=0)])]), 12,
          lambda r: r.responses[0].partitions[0].error_code, [topic(Op.READ)],
          A.TOPIC_AUTHORIZATION_FAILED),
+    Case("fetch-metadata-log", lambda: fr.FetchRequest(replica_id=7, max_wait_ms=0, topics=[
+        fr.FetchTopic("__cluster_metadata", partitions=[fr.FetchPartition(0, fetch_offset=0)])]),
+         12, lambda r: r.error_code, [cluster(Op.CLUSTER_ACTION)],
+         A.CLUSTER_AUTHORIZATION_FAILED),
     Case("fetch-follower", lambda: fr.FetchRequest(replica_id=7, max_wait_ms=0, topics=[
         fr.FetchTopic(T, partitions=[fr.FetchPartition(0, fetch_offset=0)])]), 12,
          lambda r: r.responses[0].partitions[0].error_code, [cluster(Op.CLUSTER_ACTION)],
@@ -195,6 +199,10 @@ CASES = [
         G, str(uuid.uuid4()), 0, None, None, 30000, [T], None, None, []), 1,
          lambda r: r.error_code, [group(Op.READ)], A.GROUP_AUTHORIZATION_FAILED,
          given=[topic(Op.DESCRIBE)]),
+    Case("consumer-group-heartbeat-topics", lambda: cgh.ConsumerGroupHeartbeatRequest(
+        G, str(uuid.uuid4()), 0, None, None, 30000, [T], None, None, []), 1,
+         lambda r: r.error_code, [topic(Op.DESCRIBE)], A.TOPIC_AUTHORIZATION_FAILED,
+         given=[group(Op.READ)]),
     Case("consumer-group-describe", lambda: cgd.ConsumerGroupDescribeRequest([G]), 1,
          lambda r: r.groups[0].error_code, [group(Op.DESCRIBE)], A.GROUP_AUTHORIZATION_FAILED),
     Case("init-producer-id-transactional", lambda: ipid.InitProducerIdRequest(X, 60000, -1, -1),
