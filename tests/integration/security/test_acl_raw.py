@@ -18,6 +18,7 @@ import pytest
 
 from odradek.metadata.acls import CLUSTER_NAME, AclBinding
 from odradek.testing.broker import Broker
+from odradek.wire import envelope
 from odradek.wire.errors import ErrorCode
 from odradek.wire.messages import add_offsets_to_txn_request as aot
 from odradek.wire.messages import add_partitions_to_txn_request as apt
@@ -294,6 +295,9 @@ CASES = [
     Case("describe-quorum", lambda: dq.DescribeQuorumRequest([dq.TopicData(
         "__cluster_metadata", [dq.PartitionData(0)])]), 2, lambda r: r.error_code,
          [cluster(Op.DESCRIBE)], A.CLUSTER_AUTHORIZATION_FAILED),
+    Case("envelope", lambda: envelope.wrap(dcq.DescribeClientQuotasRequest([], False), 1, "c",
+                                           "User:someone", "127.0.0.1"), 0,
+         lambda r: r.error_code, [cluster(Op.CLUSTER_ACTION)], A.CLUSTER_AUTHORIZATION_FAILED),
     Case("create-acls", lambda: cacl.CreateAclsRequest([cacl.AclCreation(
         2, "x", 3, "User:bob", "*", 3, 3)]), 3, lambda r: r.results[0].error_code,
          [cluster(Op.ALTER)], A.CLUSTER_AUTHORIZATION_FAILED,

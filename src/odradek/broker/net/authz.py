@@ -93,6 +93,9 @@ class SessionAuthz:
         self._audit(ok, operation, resource_type, "*any*")
         return ok
 
+    def for_principal(self, principal: str, host: str) -> Authz:
+        return self.authorizer.session(principal, host)
+
     def _audit(self, ok: bool, operation: int, resource_type: int, name: str) -> None:
         level = logging.DEBUG if ok else logging.INFO
         if audit.isEnabledFor(level):
