@@ -403,3 +403,21 @@ def test_list_transactions_lists_only_describable_ids(shared: Broker, principal:
     finally:
         raw.close()
         shared.delete_acls(AclFilter())
+
+
+def test_auto_creation_needs_create(shared: Broker, principal: str) -> None:
+    from odradek.metadata.acls import AclFilter
+    shared.delete_acls(AclFilter())
+    raw = RawClient(shared.bootstrap_servers)
+    ask = md.MetadataRequest([md.MetadataRequestTopic(name="auto-made")],
+                             allow_auto_topic_creation=True)
+    try:
+        shared.create_acls(*allow(principal, TOPIC, "auto-made", Op.DESCRIBE))
+        assert raw.request(ask, 12).topics[0].error_code == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        assert "auto-made" not in shared.app.state.image.topics
+        shared.create_acls(*allow(principal, TOPIC, "auto-", Op.CREATE, prefixed=True))
+        raw.request(ask, 12)
+        assert "auto-made" in shared.app.state.image.topics
+    finally:
+        raw.close()
+        shared.delete_acls(AclFilter())
