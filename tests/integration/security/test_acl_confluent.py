@@ -337,3 +337,21 @@ def describe_acls_error(broker: Broker) -> int:
     finally:
         raw.close()
     return int(answer.error_code)
+
+
+def test_kcat_lists_only_describable_topics(secured: Broker, client_config: dict[str, Any],
+                                            principal: str) -> None:
+    import json
+    import shutil
+    import subprocess
+    kcat = shutil.which("kcat")
+    if kcat is None:
+        pytest.skip("kcat not installed")
+    for name in ("seen", "unseen"):
+        secured.create_topic(name)
+    secured.create_acls(*allow(principal, TOPIC, "seen", Op.DESCRIBE))
+    settings = [arg for k, v in client_config.items() if k != "bootstrap.servers"
+                for arg in ("-X", f"{k}={v}")]
+    out = subprocess.run([kcat, "-b", client_config["bootstrap.servers"], *settings, "-L", "-J"],
+                         capture_output=True, text=True, timeout=30, check=True).stdout
+    assert [t["topic"] for t in json.loads(out)["topics"]] == ["seen"]
