@@ -91,6 +91,7 @@ CONTROLLER_MAX: Final[dict[int, int]] = {
     53: 1,   # BeginQuorumEpoch
     54: 1,   # EndQuorumEpoch
     56: 3,   # AlterPartition
+    58: 0,   # Envelope (a broker's forwarded request, KIP-590)
     59: 1,   # FetchSnapshot
     62: 4,   # BrokerRegistration
     63: 1,   # BrokerHeartbeat

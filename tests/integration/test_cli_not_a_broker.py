@@ -40,6 +40,8 @@ COMMANDS = [
     ["quotas", "describe"], ["quotas", "alter", "--client-id", "c",
                              "--add-config", "producer_byte_rate=1000"],
     ["cluster", "describe"], ["leaders", "elect", "--type", "preferred"],
+    ["acls", "list"], ["acls", "add", "--allow-principal", "User:a", "--topic", "t"],
+    ["acls", "remove", "--topic", "t"],
 ]
 
 

@@ -89,9 +89,6 @@ def _topic_id(client: RawClient, name: str = TOPIC) -> uuid.UUID:
 NOT_SERVED: dict[int, str] = {
     17: "SaslHandshake: no SASL yet",
     36: "SaslAuthenticate: no SASL yet",
-    29: "DescribeAcls: no authorizer",
-    30: "CreateAcls: no authorizer",
-    31: "DeleteAcls: no authorizer",
     38: "CreateDelegationToken: delegation tokens are a non-goal (DESIGN.md)",
     39: "RenewDelegationToken: delegation tokens are a non-goal",
     40: "ExpireDelegationToken: delegation tokens are a non-goal",

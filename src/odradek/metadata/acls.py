@@ -17,7 +17,7 @@ bindings of :attr:`AclStore.by_id`.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from enum import IntEnum
 
@@ -260,7 +260,3 @@ class AclStore:
     def matching(self, f: AclFilter) -> list[tuple[uuid.UUID, AclBinding]]:
         """(id, binding) of every binding ``f`` matches, in a stable order."""
         return [(i, b) for i, b in self.by_id.items() if f.matches(b)]
-
-
-def bindings(store: Iterable[tuple[uuid.UUID, AclBinding]]) -> list[AclBinding]:
-    return [b for _i, b in store]

@@ -4,12 +4,14 @@ changes, and with it succeeds. The principal is the ``principal`` fixture."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
+from odradek.metadata.acls import AclFilter
 from odradek.testing.broker import Broker
 from odradek.wire.messages.describe_acls_request import DescribeAclsRequest
 from tests.integration.security.aclsupport import (
@@ -114,7 +116,6 @@ def _consume_error(conf: dict[str, Any], topic: str, group: str) -> int | None:
                   "enable.auto.commit": False})
     try:
         c.subscribe([topic])
-        import time
         deadline = time.monotonic() + TIMEOUT
         while time.monotonic() < deadline:
             m = c.poll(0.2)
@@ -142,7 +143,6 @@ def test_consumer_needs_read_on_topic_and_group(secured: Broker, client_config: 
     secured.create_acls(*allow(principal, GROUP, "g", Op.READ, prefixed=True),
                         *deny(principal, TOPIC, "events", Op.READ))
     assert _consume_error(client_config, "events", "g2") == KafkaError.TOPIC_AUTHORIZATION_FAILED
-    from odradek.metadata.acls import AclFilter
     secured.delete_acls(AclFilter(TOPIC, "events", permission=2))
     assert _consume_error(client_config, "events", "g3") is None
 
@@ -228,7 +228,7 @@ def test_delete_records_needs_delete_on_the_topic(secured: Broker,
 
 def test_configs_need_describe_and_alter_configs(secured: Broker, client_config: dict[str, Any],
                                                  principal: str) -> None:
-    from confluent_kafka.admin import ConfigEntry, ConfigResource, ResourceType
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
     secured.create_topic("conf")
     admin = AdminClient(client_config)
     res = ConfigResource(ResourceType.TOPIC, "conf")
@@ -240,8 +240,7 @@ def test_configs_need_describe_and_alter_configs(secured: Broker, client_config:
         admin.describe_configs([broker_res])[broker_res].result(TIMEOUT)
     assert code(exc.value) == KafkaError.CLUSTER_AUTHORIZATION_FAILED
     change = ConfigResource(ResourceType.TOPIC, "conf", incremental_configs=[
-        ConfigEntry("retention.ms", "1000",
-                    incremental_operation=__import__("confluent_kafka").admin.AlterConfigOpType.SET)])
+        ConfigEntry("retention.ms", "1000", incremental_operation=AlterConfigOpType.SET)])
     with pytest.raises(KafkaException) as exc:
         admin.incremental_alter_configs([change])[change].result(TIMEOUT)
     assert code(exc.value) == KafkaError.TOPIC_AUTHORIZATION_FAILED
@@ -267,8 +266,7 @@ def test_groups_listed_described_and_deleted_by_their_acls(
             pass
         c.commit(asynchronous=False)
         c.close()
-    secured.delete_acls(*[__import__("odradek.metadata.acls", fromlist=["AclFilter"]).AclFilter(
-        GROUP, "theirs")])
+    secured.delete_acls(AclFilter(GROUP, "theirs"))
     admin = AdminClient(client_config)
     listed = {g.group_id for g in admin.list_consumer_groups().result(TIMEOUT).valid}
     assert listed == {"mine"}  # no DESCRIBE on the cluster: only the groups it may describe
@@ -339,3 +337,21 @@ def describe_acls_error(broker: Broker) -> int:
     finally:
         raw.close()
     return int(answer.error_code)
+
+
+def test_kcat_lists_only_describable_topics(secured: Broker, client_config: dict[str, Any],
+                                            principal: str) -> None:
+    import json
+    import shutil
+    import subprocess
+    kcat = shutil.which("kcat")
+    if kcat is None:
+        pytest.skip("kcat not installed")
+    for name in ("seen", "unseen"):
+        secured.create_topic(name)
+    secured.create_acls(*allow(principal, TOPIC, "seen", Op.DESCRIBE))
+    settings = [arg for k, v in client_config.items() if k != "bootstrap.servers"
+                for arg in ("-X", f"{k}={v}")]
+    out = subprocess.run([kcat, "-b", client_config["bootstrap.servers"], *settings, "-L", "-J"],
+                         capture_output=True, text=True, timeout=30, check=True).stdout
+    assert [t["topic"] for t in json.loads(out)["topics"]] == ["seen"]

@@ -13,7 +13,9 @@ cost of one attribute read.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from operator import attrgetter, itemgetter
+from typing import Any
 
 from odradek.broker.net.context import RequestContext
 from odradek.metadata.acls import CLUSTER_NAME, AclOperation, ResourceType
@@ -49,14 +51,22 @@ OPS_BY_TYPE: dict[int, tuple[int, ...]] = {
 """The operations Kafka evaluates for an authorized-operations field, by resource type."""
 
 
-def denied_topics(ctx: RequestContext, operation: int, names: Iterable[str | None]
-                  ) -> frozenset[str]:
-    """The topics of ``names`` the principal may not ``operation`` (empty with no
-    authorizer; None names, topics unknown by id, are skipped)."""
+BY_NAME: Callable[[Any], str | None] = attrgetter("name")
+BY_TOPIC: Callable[[Any], str | None] = attrgetter("topic")
+FIRST: Callable[[Any], str | None] = itemgetter(0)
+
+
+def denied_topics(ctx: RequestContext, operation: int, items: Iterable[Any],
+                  key: Callable[[Any], str | None] | None = None) -> frozenset[str]:
+    """The topics the principal may not ``operation``, of ``items`` (topic names,
+    or what ``key`` takes a name from: :data:`BY_NAME` for a request's topic
+    structs). Empty at once with no authorizer (the produce and fetch path:
+    nothing is built). None names (topics unknown by id) are skipped."""
     authz = ctx.authz
     if not authz.enabled:
         return _NONE
-    return frozenset(n for n in set(names)
+    names = set(items) if key is None else {key(i) for i in items}
+    return frozenset(n for n in names
                      if n is not None and not authz.allowed(operation, TOPIC, n))
 
 

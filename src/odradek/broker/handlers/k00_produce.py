@@ -34,7 +34,7 @@ import functools
 from collections.abc import Coroutine
 from typing import Any
 
-from odradek.broker.handlers.acl_checks import WRITE, denied_topics, txn_allowed
+from odradek.broker.handlers.acl_checks import BY_NAME, WRITE, denied_topics, txn_allowed
 from odradek.broker.handlers.leader_hints import produce_hints
 from odradek.broker.handlers.topics import INTERNAL_TOPICS
 from odradek.broker.net.context import RequestContext
@@ -96,7 +96,7 @@ async def handle(ctx: RequestContext, request: ProduceRequest
     tid = request.transactional_id
     if tid is not None and not txn_allowed(ctx, WRITE, tid):
         return error_response(request, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-    denied = denied_topics(ctx, WRITE, (t.name for t in request.topic_data))
+    denied = denied_topics(ctx, WRITE, request.topic_data, BY_NAME)
     responses = []
     waits: list[Coroutine[Any, Any, None]] = []
     writing = False

@@ -66,6 +66,8 @@ async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
     replica_id = max(request.replica_id, request.replica_state.replica_id)
     if replica_id >= 0 and any(t.topic == METADATA_TOPIC for t in request.topics):
         # A voter or observer replicating the metadata log (KRaft), not a consumer.
+        if not cluster_allowed(ctx, CLUSTER_ACTION):
+            return FetchResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, responses=[])
         response: FetchResponse = await ctx.broker.metadata.serve(1, request)
         return response
     if ctx.api_version >= 7 and request.session_id != 0:

@@ -32,7 +32,7 @@ must not see the latest offset go back.
 
 from __future__ import annotations
 
-from odradek.broker.handlers.acl_checks import DESCRIBE, denied_topics
+from odradek.broker.handlers.acl_checks import BY_NAME, DESCRIBE, denied_topics
 from odradek.broker.net.context import RequestContext
 from odradek.broker.net.registry import Access, handler
 from odradek.replication.partition import leader_epoch_error
@@ -99,7 +99,7 @@ ACCESS = (Access("DESCRIBE", "TOPIC"),)
 
 @handler(2, (1, 10), access=ACCESS)
 async def handle(ctx: RequestContext, request: ListOffsetsRequest) -> ListOffsetsResponse:
-    denied = denied_topics(ctx, DESCRIBE, (t.name for t in request.topics))
+    denied = denied_topics(ctx, DESCRIBE, request.topics, BY_NAME)
     return ListOffsetsResponse(
         throttle_time_ms=0,
         topics=[

@@ -147,7 +147,7 @@ async def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataRespo
                 topics.append(_error_topic(name, ErrorCode.INVALID_TOPIC_EXCEPTION))
                 continue
             if name not in image.topics and allow:
-                if not (cluster_allowed(ctx, CREATE) or topic_allowed(ctx, CREATE, name)):
+                if not _may_create(ctx, name):
                     topics.append(_error_topic(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
                     continue
                 await auto_create(ctx, name)
@@ -168,6 +168,17 @@ async def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataRespo
     if version >= 8:
         _authorized_operations(ctx, request, response)
     return response
+
+
+def _may_create(ctx: RequestContext, name: str) -> bool:
+    """False when the topic would be auto-created but the principal may not:
+    CREATE on the cluster or on the topic (an internal topic, or auto-creation
+    off, is not created whoever asks)."""
+    if not ctx.authz.enabled or name in INTERNAL_TOPICS:
+        return True
+    if not ctx.broker.config.get_bool("auto.create.topics.enable"):
+        return True
+    return cluster_allowed(ctx, CREATE) or topic_allowed(ctx, CREATE, name)
 
 
 def _authorized_operations(ctx: RequestContext, request: MetadataRequest,

@@ -17,7 +17,7 @@ UNSUPPORTED_VERSION otherwise). v0–1 (removed in Kafka 4) are not served.
 
 from __future__ import annotations
 
-from odradek.broker.handlers.acl_checks import READ, denied_topics, group_allowed
+from odradek.broker.handlers.acl_checks import BY_NAME, READ, denied_topics, group_allowed
 from odradek.broker.handlers.group_common import group_runtime
 from odradek.broker.net.context import RequestContext
 from odradek.broker.net.registry import Access, handler
@@ -54,7 +54,7 @@ async def handle(ctx: RequestContext, req: OffsetCommitRequest) -> OffsetCommitR
     if not group_allowed(ctx, READ, req.group_id):
         return _answer(req, {(t.name, p.partition_index): ErrorCode.GROUP_AUTHORIZATION_FAILED
                              for t in req.topics for p in t.partitions})
-    denied = denied_topics(ctx, READ, (t.name for t in req.topics))
+    denied = denied_topics(ctx, READ, req.topics, BY_NAME)
     refused: dict[tuple[str, int], int] = {
         (t.name, p.partition_index): ErrorCode.TOPIC_AUTHORIZATION_FAILED
         for t in req.topics if t.name in denied for p in t.partitions}

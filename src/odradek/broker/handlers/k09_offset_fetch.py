@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from odradek.broker.handlers.acl_checks import DESCRIBE, denied_topics, group_allowed
+from odradek.broker.handlers.acl_checks import BY_TOPIC, DESCRIBE, denied_topics, group_allowed
 from odradek.broker.handlers.group_common import group_runtime
 from odradek.broker.net.context import RequestContext
 from odradek.broker.net.registry import Access, handler
@@ -62,7 +62,7 @@ async def _fetch(
     code, offsets = runtime.coordinator.fetch_offsets(
         group_id, wanted, stable, member, runtime.committed_offsets(group_id),
         runtime.unstable_offsets(group_id) if stable else ())
-    denied = denied_topics(ctx, DESCRIBE, (o.topic for o in offsets))
+    denied = denied_topics(ctx, DESCRIBE, offsets, BY_TOPIC)
     if denied:
         # Named partitions of a topic the principal may not describe: -1 and
         # TOPIC_AUTHORIZATION_FAILED; an all-topics fetch leaves them out.

@@ -16,6 +16,7 @@ Version notes: v1 ``leader_epoch`` in answers; v2 ``current_leader_epoch``; v3
 from __future__ import annotations
 
 from odradek.broker.handlers.acl_checks import (
+    BY_TOPIC,
     CLUSTER_ACTION,
     DESCRIBE,
     cluster_allowed,
@@ -43,7 +44,7 @@ async def handle(ctx: RequestContext, request: OffsetForLeaderEpochRequest,
     state = ctx.broker
     topics = []
     denied = (frozenset() if cluster_allowed(ctx, CLUSTER_ACTION)
-              else denied_topics(ctx, DESCRIBE, (t.topic for t in request.topics)))
+              else denied_topics(ctx, DESCRIBE, request.topics, BY_TOPIC))
     for topic in request.topics:
         out = []
         if topic.topic in denied:

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from odradek.broker.handlers.acl_checks import (
     CLUSTER_ACTION,
+    FIRST,
     WRITE,
     cluster_allowed,
     denied_topics,
@@ -103,7 +104,7 @@ def _refused(ctx: RequestContext, tid: str, wanted: list[TopicPartition]
     when it may add them all."""
     if not txn_allowed(ctx, WRITE, tid):
         return dict.fromkeys(wanted, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-    denied = denied_topics(ctx, WRITE, (t for t, _p in wanted))
+    denied = denied_topics(ctx, WRITE, wanted, FIRST)
     if not denied:
         return None
     return {tp: ErrorCode.TOPIC_AUTHORIZATION_FAILED if tp[0] in denied

@@ -28,6 +28,7 @@ from __future__ import annotations
 import logging
 
 from odradek.broker.handlers.acl_checks import (
+    BY_NAME,
     READ,
     WRITE,
     denied_topics,
@@ -77,15 +78,21 @@ async def handle(ctx: RequestContext, request: TxnOffsetCommitRequest) -> TxnOff
         return _answer(dict.fromkeys(wanted, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED))
     if not group_allowed(ctx, READ, request.group_id):
         return _answer(dict.fromkeys(wanted, ErrorCode.GROUP_AUTHORIZATION_FAILED))
-    denied = denied_topics(ctx, READ, (t.name for t in request.topics))
-    if denied:  # those are refused, the others committed
-        refused: dict[tuple[str, int], int] = {
-            tp: ErrorCode.TOPIC_AUTHORIZATION_FAILED for tp in wanted if tp[0] in denied}
-        request.topics = [t for t in request.topics if t.name not in denied]
-        if not request.topics:
-            return _answer(refused)
-        answer = await handle(ctx, request)
-        return _answer({**_codes(answer), **refused})
+    denied = denied_topics(ctx, READ, request.topics, BY_NAME)
+    if not denied:
+        return await _commit(ctx, request, wanted)
+    # the topics it may not read are refused, the others committed
+    refused: dict[tuple[str, int], int] = {
+        tp: ErrorCode.TOPIC_AUTHORIZATION_FAILED for tp in wanted if tp[0] in denied}
+    request.topics = [t for t in request.topics if t.name not in denied]
+    if not request.topics:
+        return _answer(refused)
+    answer = await _commit(ctx, request, [tp for tp in wanted if tp[0] not in denied])
+    return _answer({**_codes(answer), **refused})
+
+
+async def _commit(ctx: RequestContext, request: TxnOffsetCommitRequest,
+                  wanted: list[tuple[str, int]]) -> TxnOffsetCommitResponse:
     txns = await txn_runtime(ctx)
     groups = await group_runtime(ctx)
     if txns is None or groups is None:

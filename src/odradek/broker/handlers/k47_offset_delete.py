@@ -8,7 +8,7 @@ consumer group may not lose the offsets it is using).
 
 from __future__ import annotations
 
-from odradek.broker.handlers.acl_checks import DELETE, READ, denied_topics, group_allowed
+from odradek.broker.handlers.acl_checks import BY_NAME, DELETE, READ, denied_topics, group_allowed
 from odradek.broker.handlers.group_common import group_runtime
 from odradek.broker.net.context import RequestContext
 from odradek.broker.net.registry import Access, handler
@@ -32,7 +32,7 @@ async def handle(ctx: RequestContext, req: OffsetDeleteRequest) -> OffsetDeleteR
     runtime = await group_runtime(ctx)
     if runtime is None:
         return OffsetDeleteResponse(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE)
-    denied = denied_topics(ctx, READ, (t.name for t in req.topics))
+    denied = denied_topics(ctx, READ, req.topics, BY_NAME)
     wanted = [(t.name, p.partition_index) for t in req.topics if t.name not in denied
               for p in t.partitions]
     try:

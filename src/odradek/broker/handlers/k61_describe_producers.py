@@ -15,7 +15,7 @@ Version notes: v0 is the only version (flexible).
 
 from __future__ import annotations
 
-from odradek.broker.handlers.acl_checks import READ, denied_topics
+from odradek.broker.handlers.acl_checks import BY_NAME, READ, denied_topics
 from odradek.broker.net.context import RequestContext
 from odradek.broker.net.registry import Access, handler
 from odradek.wire.errors import ErrorCode
@@ -57,7 +57,7 @@ ACCESS = (Access("READ", "TOPIC"),)
 async def handle(
     ctx: RequestContext, request: DescribeProducersRequest
 ) -> DescribeProducersResponse:
-    denied = denied_topics(ctx, READ, (t.name for t in request.topics))
+    denied = denied_topics(ctx, READ, request.topics, BY_NAME)
     return DescribeProducersResponse(throttle_time_ms=0, topics=[
         TopicResponse(name=t.name, partitions=[
             PartitionResponse(partition_index=p, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)

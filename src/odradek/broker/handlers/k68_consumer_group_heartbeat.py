@@ -16,7 +16,7 @@ coordinator gives a joining member its id.
 
 from __future__ import annotations
 
-from odradek.broker.handlers.acl_checks import READ, group_allowed
+from odradek.broker.handlers.acl_checks import DESCRIBE, READ, denied_topics, group_allowed
 from odradek.broker.handlers.group_common import client_host, cluster_topics, group_runtime
 from odradek.broker.net.context import RequestContext
 from odradek.broker.net.registry import Access, handler
@@ -38,6 +38,9 @@ async def handle(
 ) -> ConsumerGroupHeartbeatResponse:
     if not group_allowed(ctx, READ, req.group_id):
         return ConsumerGroupHeartbeatResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    if req.subscribed_topic_names and denied_topics(ctx, DESCRIBE, req.subscribed_topic_names):
+        # a client may not subscribe to (and so learn of) topics it may not describe
+        return ConsumerGroupHeartbeatResponse(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
     runtime = await group_runtime(ctx)
     if runtime is None:
         return ConsumerGroupHeartbeatResponse(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE)

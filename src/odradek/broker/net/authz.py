@@ -11,8 +11,14 @@ through ``ctx.authz``.
 
 Until the node's metadata has caught up (``metadata_ready``), every principal
 but a super user is refused, as Kafka's authorizer is not ready before its
-initial ACL load. Audit: a denial is logged at INFO on ``odradek.authorizer``
-(principal, operation, resource, host), an allowed decision at DEBUG.
+initial ACL load; except CLUSTER_ACTION on the cluster (the quorum's and the
+brokers' own requests, which the node needs to catch up at all), decided on
+the ACLs replayed so far. (Kafka requires the nodes' principal to be a super
+user instead; a cluster whose nodes talk as ``User:ANONYMOUS`` with
+``allow.everyone.if.no.acl.found=true`` would otherwise never start.)
+
+Audit: a denial is logged at INFO on ``odradek.authorizer`` (principal,
+operation, resource, host), an allowed decision at DEBUG.
 """
 
 from __future__ import annotations
@@ -25,6 +31,9 @@ from odradek.broker.net.context import ALLOW_ALL, Authz
 from odradek.metadata.acls import AclOperation, ResourceType
 from odradek.metadata.authorizer import Policy, decide, decide_by_type, parse_super_users
 from odradek.metadata.image import MetadataImage
+
+CLUSTER_ACTION = AclOperation.CLUSTER_ACTION.value
+CLUSTER = ResourceType.CLUSTER.value
 
 STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 AUTHORIZER_CLASSES = frozenset({STANDARD_AUTHORIZER, "kafka.security.authorizer.AclAuthorizer"})
@@ -64,7 +73,7 @@ class SessionAuthz:
         if self.superuser:
             return True
         a = self.authorizer
-        if not a.ready():
+        if not a.ready() and not (operation == CLUSTER_ACTION and resource_type == CLUSTER):
             ok = False
         else:
             ok = decide(a.image().acls, a.policy, self.principal, self.host, operation,
@@ -83,6 +92,9 @@ class SessionAuthz:
                                           operation, resource_type)
         self._audit(ok, operation, resource_type, "*any*")
         return ok
+
+    def for_principal(self, principal: str, host: str) -> Authz:
+        return self.authorizer.session(principal, host)
 
     def _audit(self, ok: bool, operation: int, resource_type: int, name: str) -> None:
         level = logging.DEBUG if ok else logging.INFO

@@ -35,6 +35,11 @@ class Authz(Protocol):
         """Allowed on at least one resource of the type (authorizeByResourceType)."""
         ...
 
+    def for_principal(self, principal: str, host: str) -> Authz:
+        """The same authorizer for another principal and IP (a forwarded request's
+        client, Envelope)."""
+        ...
+
 
 class AllowAll:
     """The port when no authorizer is configured: everything is allowed."""
@@ -49,6 +54,9 @@ class AllowAll:
 
     def allowed_on_any(self, operation: int, resource_type: int) -> bool:
         return True
+
+    def for_principal(self, principal: str, host: str) -> Authz:
+        return self
 
 
 ALLOW_ALL: Authz = AllowAll()

@@ -12,6 +12,11 @@ answers NOT_CONTROLLER, which clients retry after refreshing their metadata,
 as against Kafka. A handler that finds this node no longer controller
 mid-request (:class:`NotControllerError`) is answered NOT_CONTROLLER too.
 
+With an authorizer configured, the request travels in an Envelope (API 58,
+:mod:`odradek.wire.envelope`) naming the client's principal and IP, so the
+controller authorizes it as the client's (broker/handlers/k58_envelope.py);
+the forwarding node's own principal needs CLUSTER_ACTION on the cluster.
+
 A controller answers DescribeQuorum itself when asked on its controller
 listener, as Kafka's controllers do.
 """
@@ -24,6 +29,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 from odradek.broker.control.controller_channel import FORWARDED_APIS, ControllerUnavailable
 from odradek.broker.net.pipeline import Call, Proceed
 from odradek.broker.ports import NotControllerError
+from odradek.wire import envelope
+from odradek.wire.errors import ErrorCode
 
 if TYPE_CHECKING:
     from odradek.broker.control.controller_channel import ControllerChannel
@@ -61,6 +68,22 @@ class ForwardToController:
         except NotControllerError:
             return not_controller_response(call.api_key, call.request.body)
 
+    async def _enveloped(self, call: Call) -> Any:
+        """Forward in an Envelope carrying the client's principal and IP, so the
+        controller authorizes the request as the client's (an authorizer is
+        configured). ControllerUnavailable when the controller has moved."""
+        request, ctx = call.request, call.ctx
+        wrapped = envelope.wrap(request.body, request.api_version, ctx.client_id,
+                                ctx.principal, ctx.client_host.rsplit(":", 1)[0])
+        answer = await self.channel.request(wrapped, envelope.ENVELOPE_VERSION)
+        if answer.error_code == ErrorCode.NOT_CONTROLLER:
+            raise ControllerUnavailable("the controller is no longer active")
+        if answer.error_code or answer.response_data is None:
+            return not_controller_response(call.api_key, request.body,
+                                           answer.error_code or ErrorCode.UNKNOWN_SERVER_ERROR)
+        return envelope.unwrap_response(call.api_key, request.api_version,
+                                        bytes(answer.response_data))
+
     async def _forward(self, call: Call) -> Any:
         """The controller's answer; None when this node should answer (it leads
         now, or no controller answered within :attr:`wait_s`)."""
@@ -69,6 +92,8 @@ class ForwardToController:
         quorum = self.quorum
         while not quorum.is_leader:
             try:
+                if call.ctx.authz.enabled:
+                    return await self._enveloped(call)
                 return await self.channel.request(call.request.body, call.request.api_version)
             except ControllerUnavailable:
                 left = deadline - loop.time()
@@ -77,11 +102,11 @@ class ForwardToController:
         return None
 
 
-def not_controller_response(api_key: int, request: Any) -> Any:
+def not_controller_response(api_key: int, request: Any, code: int | None = None) -> Any:
     """The answer to a forwarded admin request when no controller could decide it:
     NOT_CONTROLLER for every item, which clients retry after refreshing metadata
-    (as against a Kafka broker whose controller moved)."""
-    from odradek.wire.errors import ErrorCode
+    (as against a Kafka broker whose controller moved); ``code`` instead when
+    given (an envelope the controller refused)."""
     from odradek.wire.messages import alter_client_quotas_response as acq
     from odradek.wire.messages import alter_configs_response as ac
     from odradek.wire.messages import create_partitions_response as cp
@@ -90,7 +115,11 @@ def not_controller_response(api_key: int, request: Any) -> Any:
     from odradek.wire.messages import describe_quorum_response as dq
     from odradek.wire.messages import incremental_alter_configs_response as iac
 
-    code, why = ErrorCode.NOT_CONTROLLER, "no active controller could be reached"
+    why = "no active controller could be reached"
+    if code is None:
+        code = ErrorCode.NOT_CONTROLLER
+    elif code != ErrorCode.NOT_CONTROLLER:
+        why = f"the controller refused the forwarded request ({ErrorCode(code).name})"
     if api_key == 19:
         return ct.CreateTopicsResponse(topics=[
             ct.CreatableTopicResult(t.name, error_code=code, error_message=why)

@@ -48,8 +48,11 @@ class Access:
     """One check Kafka's authorizer makes for a request: ``operation`` on the
     resources of ``resource`` it names (the cluster is one resource, ``kafka-cluster``).
     ``when`` says when it applies if not always ("a transactional batch").
-    Each handler declares its API's checks (``@handler(..., access=...)``): the
-    pipeline's ``authorize`` stage reads them from :attr:`Registration.access`."""
+    Each handler declares its API's checks (``@handler(..., access=...)``). With
+    an authorizer, the pipeline's ``authorize`` stage makes those on the CLUSTER
+    with no ``when`` for every request (:attr:`Registration.access`); the
+    handler makes the others, per resource, through ``ctx.authz``
+    (broker/handlers/acl_checks.py)."""
 
     operation: Operation
     resource: ResourceType
