@@ -81,6 +81,10 @@ def test_a_secure_dev_cluster_needs_credentials_and_acls(tmp_path: Path) -> None
         proc.send_signal(signal.SIGINT)
         assert proc.wait(60) == 0
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        if proc.poll() is None:  # a failed assertion: stop the nodes with it
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.wait(60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
