@@ -15,7 +15,6 @@ from typing import Any
 import pytest
 
 from odradek.testing.broker import Broker
-from odradek.wire.errors import ErrorCode
 from odradek.wire.messages.metadata_request import MetadataRequest
 from odradek.wire.messages.sasl_authenticate_request import SaslAuthenticateRequest
 from odradek.wire.messages.sasl_handshake_request import SaslHandshakeRequest
@@ -144,6 +143,5 @@ def test_an_unreadable_jwks_stops_the_start(tmp_path: Any) -> None:
 
     props = sasl_props(**{"sasl.oauthbearer.jwks.endpoint.url":
                           (tmp_path / "missing.json").as_uri()})
-    with pytest.raises(ConfigError, match="sasl.oauthbearer.jwks.endpoint.url"):
+    with pytest.raises(ConfigError, match=r"sasl\.oauthbearer\.jwks\.endpoint\.url: cannot read"):
         Broker(**props).start()
-    assert ErrorCode.SASL_AUTHENTICATION_FAILED == 58
