@@ -40,7 +40,6 @@ from odradek.wire.messages.describe_configs_response import (
     DescribeConfigsSynonym,
 )
 
-
 SENSITIVE_SUFFIXES = ("sasl.jaas.config", "password", "ssl.keystore.key")
 """Kafka's PASSWORD-type configs (also under ``listener.name.<l>.[<mech>.]``):
 answered with a null value and ``IsSensitive``, never their text."""
