@@ -38,7 +38,7 @@ import logging
 import struct
 from collections import Counter
 from collections.abc import Awaitable, Callable
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from odradek.broker.aio import cancel_and_wait
 from odradek.broker.cluster_config import effective_protocol_map
@@ -49,10 +49,6 @@ from odradek.broker.net.connlimits import ConnectionLimits
 from odradek.broker.net.context import ANONYMOUS, RequestContext, Services
 from odradek.broker.net.pipeline import Call, Pipeline, Stage, Stages, default_stages
 from odradek.broker.net.registry import CloseConnection, Deferred, registration
-from odradek.broker.net.sasl.authenticator import SaslSession, SessionSettings
-from odradek.broker.net.sasl.jwks import JwksCache
-from odradek.broker.net.sasl.settings import SaslConfigError, listener_settings
-from odradek.broker.net.sasl.stage import SaslAuthenticate, wall_ms
 from odradek.broker.net.transfer import write_parts
 from odradek.common.metrics import Registry
 from odradek.wire.frames import (
@@ -65,6 +61,9 @@ from odradek.wire.frames import (
     ServerConnection,
     encode_response,
 )
+
+if TYPE_CHECKING:  # the SASL modules load only on a broker with a SASL listener
+    from odradek.broker.net.sasl.authenticator import SessionSettings
 
 log = logging.getLogger("odradek.broker")
 
@@ -364,6 +363,8 @@ class SaslConnection(KafkaConnection):
     security_protocol = "SASL_PLAINTEXT"
 
     def __init__(self, server: KafkaServer, listener: str = "") -> None:
+        from odradek.broker.net.sasl.authenticator import SaslSession
+
         super().__init__(server, listener)
         self.channel = self
         self.session = SaslSession(server.sasl_settings[listener])
@@ -404,6 +405,8 @@ class SaslConnection(KafkaConnection):
 
     def _raw_token(self, event: RawToken) -> None:
         """A SaslHandshake v0 token: answered with a raw frame; a failure closes."""
+        from odradek.broker.net.sasl.stage import wall_ms
+
         answer = self.session.authenticate(event.data, -1, wall_ms())
         if answer.error:
             log.info("closing %s: %s", self.peer, self.session.close_reason or "SASL failure")
@@ -450,11 +453,17 @@ class KafkaServer:
                                if protocols.get(lis.name) in SASL_PROTOCOLS]
         self.sasl_settings: dict[str, SessionSettings] = {}
         """Each SASL listener's settings, read at start."""
-        self._jwks: dict[str, JwksCache] = {}
+        authenticate: Stage | None = None
+        if self.sasl_listeners:
+            from odradek.broker.net.sasl.stage import SaslAuthenticate
+
+            authenticate = SaslAuthenticate()
+        self._jwks: dict[str, Any] = {}
+        """JWKS caches by URL (broker/net/sasl/jwks.py), for OAUTHBEARER listeners."""
         self.pipeline: Pipeline = default_stages(Stages(
             self.metrics, self.state.quotas, lambda: self.loop_time() * 1000,
             unsupported_version_response, forward, list(stages or ()),
-            authenticate=SaslAuthenticate() if self.sasl_listeners else None))
+            authenticate=authenticate))
         self.connections: set[KafkaConnection] = set()
         self.tasks: set[asyncio.Task[None]] = set()
         """Every connection's serving task until it ends (closed connections too)."""
@@ -562,6 +571,11 @@ class KafkaServer:
     async def _sasl_settings(self) -> None:
         """Read each SASL listener's settings (a ConfigError names what is missing)
         and fetch the JWKS they name, then keep those fresh."""
+        if not self.sasl_listeners:
+            return
+        from odradek.broker.net.sasl.jwks import JwksCache
+        from odradek.broker.net.sasl.settings import SaslConfigError, listener_settings
+
         config = self.state.config
         state = self.state
 
