@@ -134,3 +134,30 @@ def test_librdkafka_keeps_producing_across_reauthentications(reauth_broker: Brok
     producer.close()
     assert errors == []
     assert seen >= 2
+
+
+def test_odradek_client_reauthenticates_by_itself(reauth_broker: Broker) -> None:
+    import asyncio
+
+    from odradek.client.connection import Connection
+    from odradek.client.security import ClientSecurity
+
+    server = reauth_broker.app.server
+    assert server is not None
+    security = ClientSecurity("SASL_PLAINTEXT", sasl_mechanism="SCRAM-SHA-512",
+                              sasl_username="bob", sasl_password="bob-secret")
+
+    async def run() -> int:
+        conn = await Connection.open(reauth_broker.bootstrap_servers, security=security)
+        try:
+            assert conn.session_lifetime_ms == LIFETIME_MS
+            deadline = time.monotonic() + 3 * LIFETIME_MS / 1000
+            while time.monotonic() < deadline:  # requests keep being answered
+                assert (await conn.request(MetadataRequest(topics=None), 12)).brokers
+                await asyncio.sleep(0.05)
+            return max(c.session.reauthentications for c in list(server.connections)
+                       if isinstance(c, SaslConnection) and c.session.principal == "User:bob")
+        finally:
+            await conn.close()
+
+    assert asyncio.run(run()) >= 2

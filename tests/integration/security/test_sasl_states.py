@@ -207,6 +207,15 @@ def test_replayed_scram_client_final_fails(sasl_broker: Broker) -> None:
     _serving(sasl_broker)
 
 
+def test_tokens_of_another_mechanism_fail(raw: RawClient, sasl_broker: Broker) -> None:
+    assert raw.request(SaslHandshakeRequest("PLAIN"), 1).error_code == 0
+    scram_first = ScramClient("SCRAM-SHA-256", "alice", "alice-secret").respond(None) or b""
+    resp = raw.request(SaslAuthenticateRequest(scram_first), 2)
+    assert resp.error_code == ErrorCode.SASL_AUTHENTICATION_FAILED
+    assert raw.closed_by_broker()
+    _serving(sasl_broker)
+
+
 def test_scram_message_after_success_is_illegal(raw: RawClient) -> None:
     client, server_first = _scram_first(raw)
     assert raw.request(SaslAuthenticateRequest(client.respond(server_first) or b""),

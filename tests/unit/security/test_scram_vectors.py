@@ -87,8 +87,9 @@ def test_too_few_stored_iterations_fail() -> None:
 
 
 def test_unknown_extensions_are_ignored_and_m_too() -> None:
-    server = _server()
-    out = server.step(b"n,,n=a=2Cb=3Dc,r=abc,ext=1", 0)
+    out = _server().step(b"n,,n=a=2Cb=3Dc,r=abc,ext=1", 0)
+    assert out.startswith(b"r=abcSERVER,")
+    out = _server().step(b"n,,m=reserved,n=a=2Cb=3Dc,r=abc", 0)
     assert out.startswith(b"r=abcSERVER,")
 
 
