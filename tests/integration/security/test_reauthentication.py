@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Producer
 
-from odradek.broker.net.server import SaslConnection
+from odradek.broker.net.sasl.connection import SaslConnection
 from odradek.testing.broker import Broker
 from odradek.wire.errors import ErrorCode
 from odradek.wire.messages.metadata_request import MetadataRequest
