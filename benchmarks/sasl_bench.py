@@ -2,6 +2,8 @@
 
     python benchmarks/sasl_bench.py [--connections 300] [--runs 3]
 
+(also the suite's ``sasl`` phase: ``python -m benchmarks``)
+
 One ``odradek serve`` subprocess with two listeners: PLAINTEXT and
 SASL_PLAINTEXT (PLAIN and SCRAM-SHA-256; a SCRAM user with 4096 iterations,
 Kafka's default). A set-up is, one connection after the other from one
@@ -69,11 +71,14 @@ async def _setups(address: str, security: ClientSecurity, count: int) -> float:
     return count / (time.perf_counter() - start)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python benchmarks/sasl_bench.py")
-    parser.add_argument("--connections", type=int, default=300)
-    parser.add_argument("--runs", type=int, default=3)
-    args = parser.parse_args(argv)
+LABELS = {"plaintext": "plaintext (connect + ApiVersions)", "PLAIN": "PLAIN",
+          "SCRAM-SHA-256": "SCRAM-SHA-256 (client derives its key each time)",
+          "cached": "SCRAM-SHA-256 (client caches its salted password)"}
+"""Row names, in the order measured; ``plaintext`` is the baseline."""
+
+
+def measure(connections: int, runs: int) -> dict[str, list[float]]:
+    """Set-ups per second of each row of :data:`LABELS`, ``runs`` values each."""
     broker = broker_process(
         "listeners=PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
         "sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256",
@@ -90,31 +95,38 @@ def main(argv: list[str] | None = None) -> int:
             "SCRAM-SHA-256": (sasl_address, ClientSecurity(
                 "SASL_PLAINTEXT", sasl_mechanism="SCRAM-SHA-256", **user)),
         }
-        results: dict[str, list[float]] = {name: [] for name in [*rows, "cached"]}
+        results: dict[str, list[float]] = {name: [] for name in LABELS}
         derive = scram.salted_password
         for address, security in rows.values():  # warm-up: imports, handler loading
             asyncio.run(_setups(address, security, 20))
-        for _ in range(args.runs):
+        for _ in range(runs):
             for name, (address, security) in rows.items():
-                results[name].append(asyncio.run(_setups(address, security,
-                                                         args.connections)))
+                results[name].append(asyncio.run(_setups(address, security, connections)))
             client_sasl.scram.salted_password = functools.lru_cache(derive)  # type: ignore[assignment]
             try:
                 address, security = rows["SCRAM-SHA-256"]
                 results["cached"].append(asyncio.run(_setups(address, security,
-                                                             args.connections)))
+                                                             connections)))
             finally:
                 client_sasl.scram.salted_password = derive  # type: ignore[assignment]
+        return results
     finally:
         broker.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python benchmarks/sasl_bench.py")
+    parser.add_argument("--connections", type=int, default=300)
+    parser.add_argument("--runs", type=int, default=3)
+    args = parser.parse_args(argv)
+    results = measure(args.connections, args.runs)
     base = statistics.median(results["plaintext"])
     print(f"| set-up ({args.connections} connections, median of {args.runs}) "
           f"| set-ups/s (min-max) | vs plaintext |")
     print("|---|---|---|")
-    labels = {"cached": "SCRAM-SHA-256, salted password cached"}
     for name, values in results.items():
         med = statistics.median(values)
-        print(f"| {labels.get(name, name)} | {med:,.0f} ({min(values):,.0f}-{max(values):,.0f})"
+        print(f"| {LABELS[name]} | {med:,.0f} ({min(values):,.0f}-{max(values):,.0f})"
               f" | {med / base:.2f} |")
     return 0
 
