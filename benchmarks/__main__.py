@@ -25,6 +25,8 @@ others      Redis Streams and NATS JetStream produce and consume, 100 B and 1 Ki
 startup     spawn to first ApiVersions answer (fresh and existing data dir,
             bytecode cached or compiled) and idle RSS of each broker process
 metadata    a full Metadata request with 10,000 partitions (1,000 with --quick)
+sasl        connection set-ups per second: PLAIN and SCRAM-SHA-256 against plaintext
+            (sasl_bench.py; 300 connections a run, 100 with --quick)
 spark       spark_bench.py's batch/stream reads and writes (full runs only)
 
 Every figure is the median of ``--runs`` runs with min-max (``--quick``: one
@@ -49,6 +51,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import report
+import sasl_bench
 import startup_bench
 import suite_c
 import suite_kafka as kafka
@@ -368,6 +371,18 @@ def startup_phase(plan: Plan, r: report.Results) -> None:
                    "repository's tests run); Redis and NATS from spawn to their port accepting.")
 
 
+def sasl_phase(plan: Plan, quick: bool, r: report.Results) -> None:
+    """sasl_bench.py: connection set-ups per second, SASL against plaintext."""
+    connections = 100 if quick else 300
+    for name, values in sasl_bench.measure(connections, plan.runs).items():
+        for v in values:
+            r.add("Connection set-ups", sasl_bench.LABELS[name], "odradek", v, "set-ups/s")
+    r.notes.append(f"Connection set-ups: {connections} connections one after the other from "
+                   "one client process (odradek's client): connect, ApiVersions, then for "
+                   "SASL SaslHandshake v1 and SaslAuthenticate, then close (sasl_bench.py).")
+    _log("sasl set-ups measured")
+
+
 def metadata_phase(plan: Plan, targets: list[kafka.Target], r: report.Results) -> None:
     for target in targets:
         created, seconds = kafka.metadata_time(target, plan.metadata_partitions)
@@ -387,7 +402,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, help="results folder (default "
                         "benchmarks/results/<date>-<full|quick>)")
     parser.add_argument("--skip", default="", help="comma-separated phases or targets: "
-                        "latency,produce,group,metadata,c,tls,redis,nats,startup,spark")
+                        "latency,produce,group,metadata,c,tls,redis,nats,startup,spark,sasl")
     args = parser.parse_args(argv)
     plan = QUICK if args.quick else FULL
     if args.runs:
@@ -415,6 +430,8 @@ def main(argv: list[str] | None = None) -> int:
         spark_phase(plan, r)
     if "startup" not in skip:
         startup_phase(plan, r)
+    if "sasl" not in skip:
+        sasl_phase(plan, args.quick, r)
     elapsed = time.perf_counter() - t0
     header = (f"## Benchmark results ({'quick' if args.quick else 'full'} run, "
               f"{time.strftime('%Y-%m-%d %H:%M')})\n\n"

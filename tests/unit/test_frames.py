@@ -633,3 +633,19 @@ def test_parse_request_is_what_server_connection_uses() -> None:
     conn = ServerConnection()
     conn.receive_data(frame)
     assert conn.next_event() == frames.parse_request(frame[4:])
+
+
+def test_raw_token_mode_takes_frames_as_they_are() -> None:
+    """After a SaslHandshake v0 the frames that follow are raw SASL tokens; the
+    switch applies to frames already buffered but not yet taken."""
+    from odradek.wire.frames import RawToken
+    from odradek.wire.messages.api_versions_request import ApiVersionsRequest
+
+    conn = ServerConnection()
+    request = encode_request(18, 3, 1, ApiVersionsRequest())
+    conn.receive_data(struct.pack(">i", 5) + b"token" + request)
+    conn.raw_tokens = True
+    assert conn.next_event() == RawToken(b"token", 5)
+    conn.raw_tokens = False
+    event = conn.next_event()
+    assert isinstance(event, Request) and event.api_key == 18

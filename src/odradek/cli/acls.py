@@ -84,11 +84,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                      help="with --producer: IDEMPOTENT_WRITE on the cluster")
     listing.add_argument("--principal", action="append", default=[], metavar="TYPE:NAME",
                          help="only the ACLs of this principal")
-    add.set_defaults(run=lambda a: with_client(a.bootstrap_server, lambda c: add_acls(c, a)))
-    listing.set_defaults(run=lambda a: with_client(a.bootstrap_server,
-                                                   lambda c: list_acls(c, a)))
-    remove.set_defaults(run=lambda a: with_client(a.bootstrap_server,
-                                                  lambda c: remove_acls(c, a)))
+    add.set_defaults(run=lambda a: with_client(a, lambda c: add_acls(c, a)))
+    listing.set_defaults(run=lambda a: with_client(a, lambda c: list_acls(c, a)))
+    remove.set_defaults(run=lambda a: with_client(a, lambda c: remove_acls(c, a)))
 
 
 def operation(name: str) -> int:

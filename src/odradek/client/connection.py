@@ -60,6 +60,7 @@ class Connection:
         self._reading: asyncio.Task[None] | None = None
         self.versions: dict[int, tuple[int, int]] = {}
         self.session_lifetime_ms = 0
+        self._reauth: asyncio.Task[None] | None = None
         """KIP-368: how long the broker keeps this connection's SASL session (0: for ever)."""
 
     @classmethod
@@ -105,7 +106,25 @@ class Connection:
         """SASL on this connection: SaslHandshake v1, then the mechanism's tokens
         in SaslAuthenticate requests (:mod:`odradek.client.sasl`). ClientError
         for a mechanism the broker does not offer, KafkaError
-        (SASL_AUTHENTICATION_FAILED) for refused credentials."""
+        (SASL_AUTHENTICATION_FAILED) for refused credentials. When the broker
+        gives the session a lifetime (KIP-368), the connection re-authenticates
+        by itself at 85% of it."""
+        await self._sasl_exchange(security)
+        if self.session_lifetime_ms > 0 and self._reauth is None:
+            self._reauth = asyncio.get_running_loop().create_task(
+                self._reauthenticate(security))
+
+    async def _reauthenticate(self, security: ClientSecurity) -> None:
+        """Re-authenticate before each session lapses, until the connection closes
+        or the broker refuses (it then closes the connection)."""
+        while self.session_lifetime_ms > 0:
+            await asyncio.sleep(self.session_lifetime_ms * 0.85 / 1000)
+            try:
+                await self._sasl_exchange(security)
+            except (ClientError, KafkaError):
+                return
+
+    async def _sasl_exchange(self, security: ClientSecurity) -> None:
         from odradek.client.sasl import SaslError, client_for
         from odradek.wire.messages.sasl_authenticate_request import SaslAuthenticateRequest
         from odradek.wire.messages.sasl_handshake_request import SaslHandshakeRequest
@@ -195,6 +214,10 @@ class Connection:
         self._waiting.clear()
 
     async def close(self) -> None:
+        if self._reauth is not None:
+            self._reauth.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._reauth
         self._writer.close()
         try:
             await self._writer.wait_closed()

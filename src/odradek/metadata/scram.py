@@ -28,11 +28,12 @@ from typing import Any
 
 from odradek.wire import scram as scram_wire
 from odradek.wire.errors import ErrorCode
-from odradek.wire.internal.remove_user_scram_credential_record import (
-    RemoveUserScramCredentialRecord,
-)
-from odradek.wire.internal.user_scram_credential_record import UserScramCredentialRecord
 from odradek.wire.scram import ScramCredential
+
+USER_SCRAM_CREDENTIAL_RECORD = 11
+REMOVE_USER_SCRAM_CREDENTIAL_RECORD = 22
+"""Metadata record api keys; the record classes are imported when first needed
+(a broker without SCRAM users never loads them)."""
 
 
 @dataclass(slots=True)
@@ -50,11 +51,14 @@ class ScramCredentials:
         return self.by_user.get(user, {}).get(mech.id)
 
     def replay(self, record: Any) -> None:
-        if isinstance(record, UserScramCredentialRecord):
+        """Apply a UserScramCredentialRecord or RemoveUserScramCredentialRecord
+        (any other record is ignored)."""
+        key = getattr(record, "API_KEY", -1)
+        if key == USER_SCRAM_CREDENTIAL_RECORD:
             self.by_user.setdefault(record.name, {})[record.mechanism] = ScramCredential(
                 bytes(record.salt), bytes(record.stored_key), bytes(record.server_key),
                 record.iterations)
-        elif isinstance(record, RemoveUserScramCredentialRecord):
+        elif key == REMOVE_USER_SCRAM_CREDENTIAL_RECORD:
             creds = self.by_user.get(record.name)
             if creds is not None:
                 creds.pop(record.mechanism, None)
@@ -62,6 +66,12 @@ class ScramCredentials:
                     del self.by_user[record.name]
 
     def to_records(self) -> list[Any]:
+        if not self.by_user:
+            return []
+        from odradek.wire.internal.user_scram_credential_record import (
+            UserScramCredentialRecord,
+        )
+
         return [UserScramCredentialRecord(name=user, mechanism=mech, salt=c.salt,
                                           stored_key=c.stored_key, server_key=c.server_key,
                                           iterations=c.iterations)
@@ -129,6 +139,11 @@ def alter(creds: ScramCredentials, deletions: list[tuple[str, int]],
             problem = _check(creds, u.name, u.mechanism, u.iterations, False)
             if problem is not None:
                 results[u.name] = problem
+    from odradek.wire.internal.remove_user_scram_credential_record import (
+        RemoveUserScramCredentialRecord,
+    )
+    from odradek.wire.internal.user_scram_credential_record import UserScramCredentialRecord
+
     records: list[Any] = []
     for name, mech in deletions:
         if name not in results:

@@ -5,8 +5,6 @@ and raw-socket helpers."""
 from __future__ import annotations
 
 import asyncio
-import base64
-import json
 import socket
 import struct
 import time
@@ -22,6 +20,7 @@ from odradek.wire.messages.alter_user_scram_credentials_request import (
     AlterUserScramCredentialsRequest,
     ScramCredentialUpsertion,
 )
+from tests.support.sasl_tokens import unsecured_jws as unsecured_jws
 
 PLAIN_JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
               'username="admin" password="admin-secret" user_admin="admin-secret" '
@@ -66,17 +65,6 @@ def add_scram_users(bootstrap: str, users: dict[str, str] = USERS,
             await client.close()
 
     asyncio.run(run())
-
-
-def unsecured_jws(principal: str = "alice", lifetime_s: int = 3600, **claims: Any) -> str:
-    """An unsecured JWS as librdkafka's ``enable.sasl.oauthbearer.unsecure.jwt`` makes."""
-    now = int(time.time())
-
-    def part(obj: dict[str, Any]) -> str:
-        return base64.urlsafe_b64encode(json.dumps(obj).encode()).rstrip(b"=").decode()
-
-    body = {"sub": principal, "iat": now, "exp": now + lifetime_s, **claims}
-    return f"{part({'alg': 'none'})}.{part(body)}."
 
 
 def wait_until(predicate: Callable[[], bool], timeout_s: float = 20.0,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import shutil
 import subprocess
+import time
 import uuid
 from typing import Any
 
@@ -157,3 +158,19 @@ def test_kcat_produces_and_consumes(sasl_broker: Broker, mech: str) -> None:
                          capture_output=True, timeout=30)
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines() == [f"m{i}" for i in range(10)]
+
+
+@pytest.mark.parametrize("mech", ["PLAIN", "SCRAM-SHA-256"])
+def test_wrong_password_is_an_authentication_error(sasl_broker: Broker, mech: str) -> None:
+    from confluent_kafka import KafkaError, Producer
+
+    errors: list[Any] = []
+    producer = Producer({**_librdkafka(sasl_broker, mech, password="wrong"),
+                         "error_cb": errors.append, "log_level": 0})
+    deadline = time.monotonic() + 20
+    while not errors and time.monotonic() < deadline:
+        producer.poll(0.1)
+    producer.close()
+    assert errors and errors[0].code() == KafkaError._AUTHENTICATION
+    assert "Authentication failed" in errors[0].str()
+

@@ -207,6 +207,15 @@ def test_replayed_scram_client_final_fails(sasl_broker: Broker) -> None:
     _serving(sasl_broker)
 
 
+def test_tokens_of_another_mechanism_fail(raw: RawClient, sasl_broker: Broker) -> None:
+    assert raw.request(SaslHandshakeRequest("PLAIN"), 1).error_code == 0
+    scram_first = ScramClient("SCRAM-SHA-256", "alice", "alice-secret").respond(None) or b""
+    resp = raw.request(SaslAuthenticateRequest(scram_first), 2)
+    assert resp.error_code == ErrorCode.SASL_AUTHENTICATION_FAILED
+    assert raw.closed_by_broker()
+    _serving(sasl_broker)
+
+
 def test_scram_message_after_success_is_illegal(raw: RawClient) -> None:
     client, server_first = _scram_first(raw)
     assert raw.request(SaslAuthenticateRequest(client.respond(server_first) or b""),
@@ -255,3 +264,19 @@ def test_oauthbearer_bad_token(raw: RawClient, token: bytes, sasl_broker: Broker
         assert "invalid_token" in (resp.error_message or "")
     assert raw.closed_by_broker()
     _serving(sasl_broker)
+
+
+@pytest.mark.parametrize(("props", "names"), [
+    ({}, "sasl.enabled.mechanisms=GSSAPI"),  # Kafka's default, which Odradek does not serve
+    ({"sasl.enabled.mechanisms": "PLAIN"}, "PLAIN"),  # PLAIN without users
+])
+def test_a_listener_with_no_usable_mechanism_stops_the_start(props: dict[str, str],
+                                                             names: str) -> None:
+    from odradek.broker.config import ConfigError
+
+    base = {"listeners": "SASL://127.0.0.1:0",
+            "listener.security.protocol.map": "SASL:SASL_PLAINTEXT", **props}
+    with pytest.raises(ConfigError) as info:
+        Broker(**base).start()
+    message = str(info.value)
+    assert "\n" not in message and "listener SASL" in message and names in message

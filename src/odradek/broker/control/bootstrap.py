@@ -23,11 +23,13 @@ import binascii
 import os
 import struct
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from odradek.broker.control.journal import decode_record, encode_record
 from odradek.wire import scram
-from odradek.wire.internal.user_scram_credential_record import UserScramCredentialRecord
+
+if TYPE_CHECKING:
+    from odradek.wire.internal.user_scram_credential_record import UserScramCredentialRecord
 
 BOOTSTRAP_FILE = "bootstrap.records"
 _I32 = struct.Struct(">i")
@@ -88,6 +90,8 @@ def parse_add_scram(text: str) -> UserScramCredentialRecord:
     if not mech.min_iterations <= iterations <= mech.max_iterations:
         raise ValueError(f"--add-scram: iterations must be {mech.min_iterations} to "
                          f"{mech.max_iterations}")
+    from odradek.wire.internal.user_scram_credential_record import UserScramCredentialRecord
+
     cred = scram.credential(mech.hash_name, password, salt, iterations)
     return UserScramCredentialRecord(name=name, mechanism=mech.id, salt=cred.salt,
                                      stored_key=cred.stored_key, server_key=cred.server_key,

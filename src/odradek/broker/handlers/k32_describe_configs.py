@@ -41,16 +41,27 @@ from odradek.wire.messages.describe_configs_response import (
     DescribeConfigsSynonym,
 )
 
+SENSITIVE_SUFFIXES = ("sasl.jaas.config", "password", "ssl.keystore.key")
+"""Kafka's PASSWORD-type configs (also under ``listener.name.<l>.[<mech>.]``):
+answered with a null value and ``IsSensitive``, never their text."""
+
+
+def is_sensitive(name: str) -> bool:
+    return name.endswith(SENSITIVE_SUFFIXES)
+
 
 def _entry(version: int, e: Entry, include_synonyms: bool) -> DescribeConfigsResourceResult:
+    sensitive = e.sensitive or is_sensitive(e.name)
     entry = DescribeConfigsResourceResult(
-        name=e.name, value=e.value, read_only=e.read_only, config_source=e.source,
-        is_sensitive=e.sensitive, config_type=e.config_type, documentation=None,
+        name=e.name, value=None if sensitive else e.value, read_only=e.read_only,
+        config_source=e.source, is_sensitive=sensitive, config_type=e.config_type,
+        documentation=None,
     )
     if version == 0:
         entry.is_default = e.source == SOURCE_DEFAULT
     if include_synonyms and version >= 1:
-        entry.synonyms = [DescribeConfigsSynonym(n, v, s) for n, v, s in e.synonyms]
+        entry.synonyms = [DescribeConfigsSynonym(n, None if is_sensitive(n) else v, s)
+                          for n, v, s in e.synonyms]
     return entry
 
 

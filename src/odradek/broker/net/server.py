@@ -35,10 +35,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import struct
 from collections import Counter
 from collections.abc import Awaitable, Callable
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from odradek.broker.aio import cancel_and_wait
 from odradek.broker.cluster_config import effective_protocol_map
@@ -51,10 +50,6 @@ from odradek.broker.net.connlimits import ConnectionLimits
 from odradek.broker.net.context import ALLOW_ALL, ANONYMOUS, Authz, RequestContext, Services
 from odradek.broker.net.pipeline import Call, Pipeline, Stage, Stages, default_stages
 from odradek.broker.net.registry import CloseConnection, Deferred, registration
-from odradek.broker.net.sasl.authenticator import SaslSession, SessionSettings
-from odradek.broker.net.sasl.jwks import JwksCache
-from odradek.broker.net.sasl.settings import SaslConfigError, listener_settings
-from odradek.broker.net.sasl.stage import SaslAuthenticate, wall_ms
 from odradek.broker.net.ssl_principal import NoMatchingRule, PrincipalMapper
 from odradek.broker.net.tls import ListenerTls
 from odradek.broker.net.transfer import write_parts
@@ -70,6 +65,9 @@ from odradek.wire.frames import (
     ServerConnection,
     encode_response,
 )
+
+if TYPE_CHECKING:  # the SASL modules load only on a broker with a SASL listener
+    from odradek.broker.net.sasl.authenticator import SessionSettings
 
 log = logging.getLogger("odradek.broker")
 
@@ -97,7 +95,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._authz_for = ""
         """The principal :attr:`_authz` was made for (a SASL listener sets the
         principal after the connection is made)."""
-        self.channel: SaslConnection | None = None
+        self.channel: Any = None
         """The SASL channel the pipeline's authenticate stage works through (SASL listeners)."""
         self.state = server.state
         self.conn = ServerConnection(server.max_frame_bytes, server.memory)
@@ -414,80 +412,22 @@ def peer_principal(transport: asyncio.BaseTransport, mapper: PrincipalMapper | N
 SSL_HANDSHAKE_TIMEOUT_S = 10.0
 """A TLS client that has not finished its handshake by then is disconnected."""
 
-class SaslConnection(KafkaConnection):
-    """A connection on a SASL_PLAINTEXT listener: nothing but ApiVersions and
-    SASL is served until the client authenticates
-    (:mod:`odradek.broker.net.sasl`); then its principal is ``User:<name>``.
-    Frames are capped at ``sasl.server.max.receive.size`` until then."""
-
-    security_protocol = "SASL_PLAINTEXT"
-
-    def __init__(self, server: KafkaServer, listener: str = "") -> None:
-        super().__init__(server, listener)
-        self.channel = self
-        self.session = SaslSession(server.sasl_settings[listener])
-        self._max_frame = self.conn.max_frame_bytes
-        self.conn.max_frame_bytes = min(self._max_frame, self.session.settings.max_receive_size)
-        self._close_delay_ms: int | None = None
-
-    # -- the channel the authenticate stage works through (sasl/stage.py SaslChannel) --
-
-    def raw_tokens(self, on: bool) -> None:
-        self.conn.raw_tokens = on
-
-    def authenticated(self, principal: str) -> None:
-        self.principal = principal
-        self.conn.max_frame_bytes = self._max_frame
-
-    def close_after(self, delay_ms: int) -> None:
-        self._close_delay_ms = delay_ms
-
-    # -- serving -----------------------------------------------------------------
-
-    async def _handle(self, req: Request) -> bool:
-        finished = await super()._handle(req)
-        if self._close_delay_ms is not None:
-            self._close_later()
-        return finished
-
-    def _close_later(self) -> None:
-        delay = self._close_delay_ms or 0
-        self._pause("closing")
-        self._closed = True  # serve nothing more; the answer is written already
-        self._wake.set()
-        asyncio.get_running_loop().call_later(delay / 1000, self._close_transport)
-
-    def _close_transport(self) -> None:
-        if self.transport is not None:
-            self.transport.close()
-
-    def _raw_token(self, event: RawToken) -> None:
-        """A SaslHandshake v0 token: answered with a raw frame; a failure closes."""
-        answer = self.session.authenticate(event.data, -1, wall_ms())
-        if answer.error:
-            log.info("closing %s: %s", self.peer, self.session.close_reason or "SASL failure")
-            self._close_delay_ms = self.session.settings.failed_delay_ms
-            self._close_later()
-            return
-        self._write([struct.pack(">i", len(answer.token)) + answer.token])
-        if answer.done:
-            self.conn.raw_tokens = False
-            self.authenticated(self.session.principal)
-
-
-class SaslSslConnection(SaslConnection):
-    """A connection on a SASL_SSL listener: SASL over TLS (the TLS layer is the
-    listener's, made by ``create_server``)."""
-
-    security_protocol = "SASL_SSL"
-
-
 LISTENER_KINDS: dict[str, type[KafkaConnection]] = {
-    "PLAINTEXT": KafkaConnection, "SSL": SslConnection, "SASL_PLAINTEXT": SaslConnection,
-    "SASL_SSL": SaslSslConnection}
-"""The connection class of each security protocol served. A listener whose
-protocol ends in SSL gets its listener's TLS context (broker/net/tls.py)."""
+    "PLAINTEXT": KafkaConnection, "SSL": SslConnection}
+"""The connection class of each security protocol served (SASL_*: :func:`listener_kind`).
+A listener whose protocol ends in SSL gets its listener's TLS context
+(broker/net/tls.py)."""
 SASL_PROTOCOLS = frozenset({"SASL_PLAINTEXT", "SASL_SSL"})
+
+
+def listener_kind(protocol: str) -> type[KafkaConnection] | None:
+    """The connection class of a listener's security protocol; the SASL kinds
+    (broker/net/sasl/connection.py) are imported only by a broker that has one."""
+    if protocol in SASL_PROTOCOLS:
+        from odradek.broker.net.sasl.connection import SASL_KINDS
+
+        return SASL_KINDS[protocol]
+    return LISTENER_KINDS.get(protocol)
 
 
 class KafkaServer:
@@ -515,12 +455,15 @@ class KafkaServer:
                                if protocols.get(lis.name) in SASL_PROTOCOLS]
         self.sasl_settings: dict[str, SessionSettings] = {}
         """Each SASL listener's settings, read at start."""
-        self._jwks: dict[str, JwksCache] = {}
+        authenticate: Stage | None = None
+        if self.sasl_listeners:
+            from odradek.broker.net.sasl.stage import SaslAuthenticate
+
+            authenticate = SaslAuthenticate()
         self.pipeline: Pipeline = default_stages(Stages(
             self.metrics, self.state.quotas, lambda: self.loop_time() * 1000,
             unsupported_version_response, forward, self.authorizer is not None,
-            list(stages or ()),
-            authenticate=SaslAuthenticate() if self.sasl_listeners else None))
+            list(stages or ()), authenticate=authenticate))
         self.connections: set[KafkaConnection] = set()
         self.tasks: set[asyncio.Task[None]] = set()
         """Every connection's serving task until it ends (closed connections too)."""
@@ -607,10 +550,14 @@ class KafkaServer:
         if self.idle_ms > 0:
             self._sweeper = loop.create_task(self._sweep_idle())
         protocols = effective_protocol_map(self.state.config)
-        await self._sasl_settings()
+        if self.sasl_listeners:
+            from odradek.broker.net.sasl.connection import prepare_listeners
+
+            self.sasl_settings, self._jwks_tasks = await prepare_listeners(
+                self.state.config, self.sasl_listeners, self.state)
         for listener in self.state.config.listeners():
             protocol = protocols.get(listener.name, "PLAINTEXT")
-            kind = LISTENER_KINDS.get(protocol)
+            kind = listener_kind(protocol)
             if kind is None:
                 raise ConfigError(f"listener {listener.name}: security protocol {protocol} "
                                   "is not served yet")
@@ -629,35 +576,6 @@ class KafkaServer:
         for server in self._servers:
             await server.start_serving()
         self._preloader = loop.create_task(self._preload_handlers())
-
-    async def _sasl_settings(self) -> None:
-        """Read each SASL listener's settings (a ConfigError names what is missing)
-        and fetch the JWKS they name, then keep those fresh."""
-        config = self.state.config
-        state = self.state
-
-        def scram(user: str, mechanism: str) -> Any:
-            return state.image.scram.get(user, mechanism)
-
-        def jwks(url: str) -> Any:
-            cache = self._jwks.get(url)
-            if cache is None:
-                cache = self._jwks[url] = JwksCache(url, config.get(
-                    "sasl.oauthbearer.jwks.endpoint.refresh.ms") or "3600000")
-            return cache
-
-        for name in self.sasl_listeners:
-            try:
-                self.sasl_settings[name] = listener_settings(config.get, name, scram, jwks,
-                                                             log.warning)
-            except SaslConfigError as exc:
-                raise ConfigError(str(exc)) from None
-        for cache in self._jwks.values():
-            try:
-                await asyncio.to_thread(cache.fetch)
-            except ValueError as exc:
-                raise ConfigError(str(exc)) from None
-            self._jwks_tasks.append(asyncio.get_running_loop().create_task(cache.refresh()))
 
     async def _preload_handlers(self) -> None:
         """Import :data:`PRELOADED_APIS`' handlers, yielding to requests between

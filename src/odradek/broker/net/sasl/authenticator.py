@@ -98,6 +98,8 @@ class SaslSession:
         self.expiry_ms: int | None = None
         """When the authenticated session ends (None: never)."""
         self.close_reason = ""
+        self.reauthentications = 0
+        """Successful re-authentications on this connection."""
         self._server: MechanismServer | None = None
         self._v1 = False
         self._reauth = False
@@ -196,6 +198,7 @@ class SaslSession:
             return TokenAnswer(ErrorCode.SASL_AUTHENTICATION_FAILED, message, b"",
                                close_after_delay=True)
         self.principal = principal
+        self.reauthentications += self._reauth
         self.state = "complete"
         self._server = None
         lifetime = self._lifetime(server, now_ms)

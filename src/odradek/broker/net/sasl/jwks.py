@@ -14,8 +14,10 @@ import logging
 import urllib.parse
 import urllib.request
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from odradek.broker.net.sasl.jwt import KeySet, parse_jwks
+if TYPE_CHECKING:
+    from odradek.broker.net.sasl.jwt import KeySet
 
 log = logging.getLogger("odradek.broker")
 
@@ -51,6 +53,8 @@ class JwksCache:
         except OSError as exc:
             raise ValueError(f"sasl.oauthbearer.jwks.endpoint.url: cannot read {self.url}: "
                              f"{exc}") from None
+        from odradek.broker.net.sasl.jwt import parse_jwks
+
         keys = parse_jwks(data)
         if not keys:
             raise ValueError(f"sasl.oauthbearer.jwks.endpoint.url: {self.url} holds no RSA "

@@ -95,6 +95,8 @@ class ScramServer:
         if authz and not authz.startswith("a="):
             raise self._fail("Invalid SCRAM client first message: bad authzid")
         items = bare.split(",")
+        if items and items[0].startswith("m="):
+            items = items[1:]  # RFC 5802's reserved mandatory extension: ignored, as Kafka does
         try:
             if len(items) < 2 or items[0][:2] != "n=" or items[1][:2] != "r=":
                 raise ValueError("expected n= and r=")

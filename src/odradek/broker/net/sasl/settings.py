@@ -25,20 +25,22 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import partial
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from odradek.broker.net.sasl.authenticator import SessionSettings
 from odradek.broker.net.sasl.base import MechanismServer
 from odradek.broker.net.sasl.jaas import JaasError, LoginModule, single_module
-from odradek.broker.net.sasl.jwt import JwtValidator, KeySet
 from odradek.broker.net.sasl.oauthbearer import OAUTHBEARER, OAuthBearerServer, UnsecuredValidator
 from odradek.broker.net.sasl.plain import PLAIN, PlainServer, plain_users
 from odradek.broker.net.sasl.scram import CredentialLookup, ScramServer
 from odradek.wire.scram import MECHANISMS as SCRAM_MECHANISMS
 
+if TYPE_CHECKING:  # cryptography is imported only by a listener that verifies JWTs
+    from odradek.broker.net.sasl.jwt import JwtValidator, KeySet
+
 Get = Callable[[str], str]
 """A configuration lookup: the value of a key, ``""`` when unset."""
-JwksSource = Callable[[str], Callable[[], KeySet]]
+JwksSource = Callable[[str], Callable[[], "KeySet"]]
 """A JWKS URL → a callable returning its current key set (the shell fetches)."""
 
 SERVED_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
@@ -138,6 +140,8 @@ def _server_factory(get: Get, listener: str, mech: str, scram: CredentialLookup,
         url = lookup(get, listener, "sasl.oauthbearer.jwks.endpoint.url", mech)
         validator: UnsecuredValidator | JwtValidator
         if url:
+            from odradek.broker.net.sasl.jwt import JwtValidator
+
             if jwks is None:
                 raise SaslConfigError("sasl.oauthbearer.jwks.endpoint.url: no JWKS source")
             validator = JwtValidator(
