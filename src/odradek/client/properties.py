@@ -27,12 +27,12 @@ tuning such as ``request.timeout.ms``) are not this module's and are ignored.
 from __future__ import annotations
 
 import os
-import re
 import ssl
 from collections.abc import Mapping
 
 from odradek.client.keystores import apply_protocols, load_keystore, load_truststore
 from odradek.client.security import PROTOCOLS, ClientSecurity
+from odradek.common.jaas import single_module
 
 KNOWN = frozenset({
     "security.protocol",
@@ -51,30 +51,11 @@ _LOGIN_MODULES = {
     "org.apache.kafka.common.security.scram.ScramLoginModule": ("SCRAM-SHA-256",
                                                                 "SCRAM-SHA-512"),
 }
-_JAAS = re.compile(r"\s*(?P<module>[\w.$]+)\s+(?P<flag>required|requisite|sufficient|optional)"
-                   r"(?P<options>.*?);?\s*$", re.S)
-_OPTION = re.compile(r"\s*([\w.-]+)\s*=\s*(\"(?:[^\"\\]|\\.)*\"|[^\s;\"]+)")
-
-
 def parse_jaas(text: str) -> tuple[str, dict[str, str]]:
-    """``<LoginModule class> <flag> key="value" ...;`` → (class, options)."""
-    match = _JAAS.fullmatch(text)
-    if match is None:
-        raise ValueError("sasl.jaas.config: expected `<LoginModule class> required "
-                         "key=\"value\" ...;`")
-    options: dict[str, str] = {}
-    rest = match["options"]
-    at = 0
-    while rest[at:].strip():
-        opt = _OPTION.match(rest, at)
-        if opt is None:
-            raise ValueError(f"sasl.jaas.config: cannot read options at {rest[at:].strip()[:30]!r}")
-        value = opt[2]
-        if value.startswith('"'):
-            value = re.sub(r"\\(.)", r"\1", value[1:-1])
-        options[opt[1]] = value
-        at = opt.end()
-    return match["module"], options
+    """``<LoginModule class> <flag> key="value" ...;`` → (class, options), read by
+    :mod:`odradek.common.jaas` (ValueError, one line, quoting no value)."""
+    module = single_module(text)
+    return module.module, module.options
 
 
 def _client_context(props: Mapping[str, str]) -> tuple[ssl.SSLContext, bool]:

@@ -1,14 +1,17 @@
-"""Kafka's JAAS configuration strings, read without a JVM.
+"""Kafka's ``sasl.jaas.config`` strings, read without a JVM.
 
-Format (``sasl.jaas.config`` and ``listener.name.<l>.<mech>.sasl.jaas.config``)::
+Format (Kafka's ``JaasConfig``): one or more login modules, each
+``<module class> <flag> [<key>=<value> ...];`` where the flag is ``required``,
+``requisite``, ``sufficient`` or ``optional`` and a value is a bare word or a
+double-quoted string (``\\"`` and ``\\\\`` escapes inside). Example::
 
-    <login module class> <flag> [<key>=<value> ...];
+    org.apache.kafka.common.security.plain.PlainLoginModule required
+        username="admin" password="admin-secret" user_alice="alice-secret";
 
-``flag`` is ``required``, ``requisite``, ``sufficient`` or ``optional``; a value
-is a double-quoted string (backslash escapes the next character) or a bare
-token. Several modules may follow one another, each ended by ``;`` (Kafka uses
-the first). Passwords pass through here: nothing in this module logs, and
-:class:`JaasError` messages never quote a value.
+Options are kept as strings; a :class:`LoginModule`'s ``repr`` never shows
+their values (they hold passwords), and no :class:`JaasError` quotes one.
+The broker's SASL listeners, the client's ``sasl.jaas.config`` property and the
+Spark options all read JAAS strings here.
 """
 
 from __future__ import annotations
@@ -23,88 +26,99 @@ OAUTHBEARER_MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLo
 
 
 class JaasError(ValueError):
-    """A JAAS string that cannot be read (the message names the place, not the value)."""
+    """The JAAS string does not parse; the message says where."""
 
 
 @dataclass(frozen=True, slots=True)
 class LoginModule:
-    name: str
-    """The login module's class name."""
+    module: str
     flag: str
-    options: dict[str, str] = field(default_factory=dict, repr=False)
+    options: dict[str, str] = field(repr=False)
 
     @property
     def short_name(self) -> str:
         """``PlainLoginModule`` for ``org.apache....PlainLoginModule``."""
-        return self.name.rsplit(".", 1)[-1]
+        return self.module.rsplit(".", 1)[-1]
 
-
-def parse_jaas(text: str) -> list[LoginModule]:
-    """Every login module in ``text``, in order; JaasError when malformed."""
-    tokens = _tokens(text)
-    modules: list[LoginModule] = []
-    i = 0
-    while i < len(tokens):
-        kind, value = tokens[i]
-        if kind != "word":
-            raise JaasError("a JAAS entry must start with a login module class name")
-        if i + 1 >= len(tokens) or tokens[i + 1][0] != "word" or \
-                tokens[i + 1][1].lower() not in FLAGS:
-            raise JaasError(f"login module {value}: expected a control flag "
-                            f"({', '.join(FLAGS)})")
-        name, flag, i = value, tokens[i + 1][1].lower(), i + 2
-        options: dict[str, str] = {}
-        while i < len(tokens) and tokens[i][0] != ";":
-            if (tokens[i][0] != "word" or i + 2 >= len(tokens) or tokens[i + 1][0] != "="
-                    or tokens[i + 2][0] not in ("word", "quoted")):
-                raise JaasError(f"login module {name}: expected key=value options")
-            options[tokens[i][1]] = tokens[i + 2][1]
-            i += 3
-        if i >= len(tokens):
-            raise JaasError(f"login module {name}: the entry must end with ';'")
-        modules.append(LoginModule(name, flag, options))
-        i += 1
-    if not modules:
-        raise JaasError("the JAAS configuration is empty")
-    return modules
-
-
-def first_module(text: str) -> LoginModule:
-    """The login module Kafka uses: the first one of ``text``."""
-    return parse_jaas(text)[0]
+    def __repr__(self) -> str:
+        return f"LoginModule({self.module!r}, {self.flag!r}, keys={sorted(self.options)})"
 
 
 def _tokens(text: str) -> list[tuple[str, str]]:
+    """(kind, value): kind is "word", "string" or one of ``=`` ``;``."""
     out: list[tuple[str, str]] = []
     i, n = 0, len(text)
     while i < n:
-        c = text[i]
-        if c.isspace():
+        ch = text[i]
+        if ch.isspace():
             i += 1
-        elif c in ";=":
-            out.append((c, c))
+        elif ch in "=;":
+            out.append((ch, ch))
             i += 1
-        elif c == '"':
+        elif ch == '"':
             i += 1
-            chars: list[str] = []
+            buf = []
             while True:
                 if i >= n:
-                    raise JaasError("a quoted value is not closed")
+                    raise JaasError("sasl.jaas.config: a quoted value is not closed")
                 c = text[i]
                 if c == "\\" and i + 1 < n:
-                    chars.append(text[i + 1])
+                    buf.append(text[i + 1])
                     i += 2
-                elif c == '"':
+                    continue
+                if c == '"':
                     i += 1
                     break
-                else:
-                    chars.append(c)
-                    i += 1
-            out.append(("quoted", "".join(chars)))
+                buf.append(c)
+                i += 1
+            out.append(("string", "".join(buf)))
         else:
-            j = i
-            while j < n and not text[j].isspace() and text[j] not in ';="':
-                j += 1
-            out.append(("word", text[i:j]))
-            i = j
+            start = i
+            while i < n and not text[i].isspace() and text[i] not in '=;"':
+                i += 1
+            out.append(("word", text[start:i]))
     return out
+
+
+def parse_jaas(text: str) -> list[LoginModule]:
+    """Every login module of ``text``; JaasError on a malformed string."""
+    toks = _tokens(text)
+    modules: list[LoginModule] = []
+    i = 0
+    while i < len(toks):
+        kind, module = toks[i]
+        if kind != "word":
+            raise JaasError("sasl.jaas.config: expected a login module class name")
+        if i + 1 >= len(toks) or toks[i + 1][0] != "word":
+            raise JaasError(f"sasl.jaas.config: {module} needs a flag ({', '.join(FLAGS)})")
+        flag = toks[i + 1][1].lower()
+        if flag not in FLAGS:
+            raise JaasError(f"sasl.jaas.config: bad flag {toks[i + 1][1]!r} after {module} "
+                            f"({', '.join(FLAGS)})")
+        i += 2
+        options: dict[str, str] = {}
+        while True:
+            if i >= len(toks):
+                raise JaasError(f"sasl.jaas.config: {module} must end with ';'")
+            kind, value = toks[i]
+            if kind == ";":
+                i += 1
+                break
+            if (kind != "word" or i + 2 >= len(toks) or toks[i + 1][0] != "="
+                    or toks[i + 2][0] not in ("word", "string")):
+                raise JaasError(f"sasl.jaas.config: expected key=value in the options of "
+                                f"{module}")
+            options[value] = toks[i + 2][1]
+            i += 3
+        modules.append(LoginModule(module, flag, options))
+    if not modules:
+        raise JaasError("sasl.jaas.config: no login module")
+    return modules
+
+
+def single_module(text: str) -> LoginModule:
+    """The login module of a ``sasl.jaas.config`` value (Kafka allows exactly one there)."""
+    modules = parse_jaas(text)
+    if len(modules) != 1:
+        raise JaasError(f"sasl.jaas.config: one login module expected, found {len(modules)}")
+    return modules[0]

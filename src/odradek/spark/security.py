@@ -34,7 +34,7 @@ import os
 import tempfile
 from collections.abc import Mapping
 
-from odradek.common.jaas import JaasError, first_module
+from odradek.common.jaas import JaasError, single_module
 
 _DROPPED = ("sasl.jaas.config", "ssl.truststore.location", "ssl.truststore.type",
             "ssl.truststore.password", "ssl.truststore.certificates", "ssl.keystore.type",
@@ -92,7 +92,7 @@ def to_librdkafka(config: Mapping[str, str]) -> dict[str, str]:
 
 def _from_jaas(text: str, mechanism: str) -> dict[str, str]:
     try:
-        module = first_module(text)
+        module = single_module(text)
     except JaasError as exc:
         raise SecurityOptionError(f"option 'kafka.sasl.jaas.config': {exc}") from None
     options = module.options

@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 
 from odradek.broker.net.sasl.base import AuthenticationFailed
-from odradek.broker.net.sasl.jaas import JaasError, parse_jaas, single_module
 from odradek.broker.net.sasl.plain import PlainServer, plain_users
 from odradek.broker.net.sasl.settings import (
     SaslConfigError,
@@ -13,6 +12,7 @@ from odradek.broker.net.sasl.settings import (
     listener_settings,
     lookup,
 )
+from odradek.common.jaas import JaasError, parse_jaas, single_module
 
 PLAIN_JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
               'username="admin" password="admin-secret" user_admin="admin-secret" '

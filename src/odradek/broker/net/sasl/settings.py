@@ -29,10 +29,10 @@ from typing import TYPE_CHECKING, Protocol
 
 from odradek.broker.net.sasl.authenticator import SessionSettings
 from odradek.broker.net.sasl.base import MechanismServer
-from odradek.broker.net.sasl.jaas import JaasError, LoginModule, single_module
 from odradek.broker.net.sasl.oauthbearer import OAUTHBEARER, OAuthBearerServer, UnsecuredValidator
 from odradek.broker.net.sasl.plain import PLAIN, PlainServer, plain_users
 from odradek.broker.net.sasl.scram import CredentialLookup, ScramServer
+from odradek.common.jaas import JaasError, LoginModule, single_module
 from odradek.wire.scram import MECHANISMS as SCRAM_MECHANISMS
 
 if TYPE_CHECKING:  # cryptography is imported only by a listener that verifies JWTs
