@@ -7,15 +7,15 @@ quota on ``(ANONYMOUS, client-id)`` overrides it for that client. Quotas are
 set and read with ``odradek quotas`` (kafka-configs.sh's flags: --user,
 --user-defaults, --client, --client-defaults) and with DescribeClientQuotas's
 match types; they survive a restart and are enforced after it. With a
-stand-in for SASL in the pipeline (``NamedUsers``), a user's quota is one
-rate shared by its client-ids while each user under the default has its
-own. (Neither
+users authenticated with SASL/SCRAM, a user's quota is one rate shared by
+its client-ids while each user under the default has its own. (Neither
 confluent-kafka 2.16.1 nor kafka-python 3.0.12 has an admin call for client
 quotas, so the protocol is driven by the CLI and a raw client.)
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
@@ -26,6 +26,7 @@ from typing import Any
 from confluent_kafka import Producer
 from kafka import KafkaProducer
 
+from odradek.client.security import ClientSecurity
 from odradek.testing.broker import Broker
 from tests.integration.test_quotas import alter, describe
 from tests.support.rawclient import RawClient
@@ -40,9 +41,11 @@ COUNT = 15  # 150 KB: at 50 KB/s with a 1 s burst, at least about 2 s
 class Librdkafka:
     """A confluent-kafka producer remembering the largest throttle librdkafka saw."""
 
-    def __init__(self, bootstrap: str, client_id: str) -> None:
+    def __init__(self, bootstrap: str, client_id: str,
+                 config: dict[str, str] | None = None) -> None:
         self.max_throttle = 0
         self.producer = Producer({
+            **(config or {}),
             "bootstrap.servers": bootstrap, "client.id": client_id, "acks": 1,
             "linger.ms": 0, "batch.num.messages": 1, "statistics.interval.ms": 100,
             "stats_cb": self._stats,
@@ -187,34 +190,24 @@ def test_user_quotas_by_command_line_match_types_and_restart(tmp_path: Path) -> 
         del limited  # librdkafka's handle goes before its broker
 
 
-class NamedUsers:
-    """A stand-in for SASL in the request pipeline (before the quota stage): a
-    client whose client.id is ``<user>-<n>`` is ``User:<user>``, as if it had
-    authenticated; so user quotas are exercised with real clients whatever
-    authentication the broker has."""
-
-    name = "test-users"
-
-    async def __call__(self, call: Any, proceed: Any) -> Any:
-        client_id = call.ctx.client_id or ""
-        if "-" in client_id:
-            call.ctx.principal = "User:" + client_id.split("-")[0]
-        return await proceed(call)
-
-
 def test_a_users_quota_is_shared_by_its_clients_and_a_default_users_is_not() -> None:
     """100 KB/s for alice and for every other user (the default), 2 windows of
     1 s: 80 KB is within one client's first-second allowance. alice-1 then
     alice-2 send 80 KB each: alice-2 is throttled, the two share alice's rate.
-    bob-1 then carol-1 send 80 KB each: neither is, each user has its own."""
-    with Broker(stages=[(NamedUsers(), "quota")], **WINDOWS) as broker:
+    bob-1 then carol-1 send 80 KB each: neither is, each user has its own. The
+    users authenticate with SASL/SCRAM; the quotas are set as the admin."""
+    users = {name: f"{name}-pw" for name in ("alice", "bob", "carol")}
+    with Broker(sasl=users, **WINDOWS) as broker:
         broker.create_topic("q", partitions=1)
-        admin = RawClient(broker.bootstrap_servers)
-        assert alter(admin, [("user", "alice")], [("producer_byte_rate", 100_000, False)]) == [0]
-        assert alter(admin, [("user", None)], [("producer_byte_rate", 100_000, False)]) == [0]
+        admin = broker.client_config()
+        security = ClientSecurity(protocol="SASL_PLAINTEXT", sasl_mechanism="SCRAM-SHA-512",
+                                  sasl_username="admin", sasl_password=admin["sasl.password"])
+        for entity in ([("user", "alice")], [("user", None)]):
+            assert _alter_as(broker.bootstrap_servers, security, entity, 100_000) == [0]
         throttles: dict[str, int] = {}
         for pair in (("alice-1", "alice-2"), ("bob-1", "carol-1")):
-            producers = [Librdkafka(broker.bootstrap_servers, client_id) for client_id in pair]
+            producers = [Librdkafka(broker.bootstrap_servers, client_id, broker.client_config(
+                user=client_id.split("-")[0])) for client_id in pair]
             for producer in producers:  # one after the other, within one window
                 producer.send(8)
             deadline = time.monotonic() + 2
@@ -225,4 +218,27 @@ def test_a_users_quota_is_shared_by_its_clients_and_a_default_users_is_not() -> 
             del producers
         assert throttles["alice-1"] == 0 and throttles["alice-2"] > 0, throttles
         assert throttles["bob-1"] == 0 and throttles["carol-1"] == 0, throttles
-        admin.close()
+
+
+def _alter_as(bootstrap: str, security: ClientSecurity, entity: list[tuple[str, str | None]],
+              rate: int) -> list[int]:
+    """AlterClientQuotas (producer_byte_rate) over an authenticated connection."""
+    from odradek.client.client import KafkaClient
+    from odradek.wire.messages.alter_client_quotas_request import (
+        AlterClientQuotasRequest,
+        EntityData,
+        EntryData,
+        OpData,
+    )
+
+    async def run() -> list[int]:
+        client = await KafkaClient.connect(bootstrap, security=security)
+        try:
+            resp = await client.request(AlterClientQuotasRequest(entries=[EntryData(
+                entity=[EntityData(entity_type=t, entity_name=n) for t, n in entity],
+                ops=[OpData(key="producer_byte_rate", value=rate, remove=False)])]), 1)
+        finally:
+            await client.close()
+        return [e.error_code for e in resp.entries]
+
+    return asyncio.run(run())
