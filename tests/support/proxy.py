@@ -51,7 +51,15 @@ class Proxy:
                 continue
             except OSError:
                 return
-            server = socket.create_connection(self.upstream)
+            try:
+                server = socket.create_connection(self.upstream, timeout=10)
+                server.settimeout(None)
+            except OSError:
+                # The broker refused or was slow: this client sees its connection
+                # close and reconnects; the proxy keeps accepting (a dead accept
+                # thread left every later connection hanging).
+                client.close()
+                continue
             self._sockets += [client, server]
             self.connections += 1
             self._spawn(self._pump, client, server, False)

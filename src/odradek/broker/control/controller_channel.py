@@ -115,6 +115,10 @@ class ControllerChannel:
                 task.cancel()
                 with contextlib.suppress(BaseException):
                     await task
+            elif not task.cancelled():
+                # Done while this request was given up on (the connection dropped
+                # above fails it): its error is the drop's, already answered for.
+                task.exception()
 
     async def alter_partition(self, request: AlterPartitionRequest
                               ) -> AlterPartitionResponse | None:
