@@ -335,7 +335,7 @@ class BrokerConfig:
         out = []
         for key in sorted(self.explicit):
             if (key in known or key in KAFKA_IGNORED or is_ssl_key(key)
-                    or key.startswith("listener.name.")):
+                    or _listener_key_known(key, known)):
                 continue
             close = difflib.get_close_matches(key, sorted(known), 1, 0.75)
             out.append((key, close[0] if close else None))
@@ -470,3 +470,19 @@ class BrokerConfig:
         controller ones (clients never send requests to a controller listener)."""
         names = self.controller_listener_names()
         return [lis for lis in self.advertised_listeners() if lis.name not in names]
+
+
+_MECHANISM_PREFIXES = ("plain.", "scram-sha-256.", "scram-sha-512.", "oauthbearer.", "gssapi.")
+
+
+def _listener_key_known(key: str, known: set[str] | frozenset[str]) -> bool:
+    """``listener.name.<listener>.[<mechanism>.]<key>`` with a key a listener may
+    override (the SSL ones are :func:`is_ssl_key`'s)."""
+    if not key.startswith("listener.name."):
+        return False
+    _listener, _, rest = key[len("listener.name."):].partition(".")
+    for prefix in _MECHANISM_PREFIXES:
+        if rest.startswith(prefix):
+            rest = rest[len(prefix):]
+            break
+    return rest in known

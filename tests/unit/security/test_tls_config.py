@@ -136,6 +136,21 @@ def test_unknown_keys_do_not_include_ssl_keys(tmp_path: Path) -> None:
     assert [k for k, _ in config.unknown_keys()] == ["ssl.keystore.passwrd"]
 
 
+def test_listener_prefixed_keys_are_checked_too(tmp_path: Path) -> None:
+    """``listener.name.<l>.[<mechanism>.]<key>``: known keys pass, a misspelt one
+    is reported like any unknown key."""
+    config = BrokerConfig.from_sources(None, {
+        "log.dirs": str(tmp_path),
+        "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config": "x",
+        "listener.name.controller.sasl.enabled.mechanisms": "PLAIN",
+        "listener.name.sasl.plain.connections.max.reauth.ms": "5",
+        "listener.name.sasl.sasl.jaas.confg": "y",
+        "listener.name.sasl.oauthbearer.sasl.server.max.receive.sizes": "1"})
+    assert [k for k, _ in config.unknown_keys()] == [
+        "listener.name.sasl.oauthbearer.sasl.server.max.receive.sizes",
+        "listener.name.sasl.sasl.jaas.confg"]
+
+
 def test_inter_broker_security_uses_the_listener_keystore(certs: DevCerts, tmp_path: Path) -> None:
     config = BrokerConfig.from_sources(None, {
         "log.dirs": str(tmp_path), "listeners": "PLAINTEXT://127.0.0.1:0,INTERNAL://127.0.0.1:0",
