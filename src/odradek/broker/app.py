@@ -14,7 +14,7 @@ import posixpath
 from typing import TYPE_CHECKING
 
 from odradek.broker.aio import cancel_and_wait
-from odradek.broker.config import BrokerConfig
+from odradek.broker.config import BrokerConfig, ConfigError
 from odradek.broker.control.broker_state import BrokerSessions, BrokerState, SingleNodeSessions
 from odradek.broker.control.dirlock import DirLock, lock_dirs
 from odradek.broker.control.journal import LogJournal
@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from odradek.broker.control.broker_channel import BrokerChannel
     from odradek.broker.control.quorum_metadata_log import QuorumMetadataLog
     from odradek.broker.net.pipeline import Stage
+    from odradek.broker.observe.endpoint import MetricsEndpoint
     from odradek.broker.replica.fetchers import ReplicaFetchers
     from odradek.broker.replica.isr import IsrManager
 
@@ -75,6 +76,12 @@ class BrokerApp:
         composition root starts, resigns and stops)."""
         self.peers: BrokerChannel | None = None
         """Cluster mode: requests to other brokers (the transaction markers)."""
+        self.replicas: ReplicaManager | None = None
+        self.endpoint: MetricsEndpoint | None = None
+        """The metrics and health endpoint (``odradek.metrics.listener``), if set."""
+        self.serving = False
+        """The node serves: listeners open, metadata caught up, registered (``/readyz``)."""
+        self._stopping = False
         self._metadata_stopped = False
         self._registering: asyncio.Task[None] | None = None
         self._background: list[asyncio.Task[None]] = []
@@ -134,7 +141,8 @@ class BrokerApp:
         if not cluster:
             self.groups.start()
             self.txns.start()
-        replicas = ReplicaManager(self.partitions, self.state, self.clock.now_ms)
+        replicas = self.replicas = ReplicaManager(self.partitions, self.state,
+                                                  self.clock.now_ms)
         self.server = KafkaServer(self.state, Services(replicas, self.groups, self.txns),
                                   self.metrics, self.stages, self._forward_stage(), tls)
         # A single node registers once bound, before serving; a cluster node
@@ -149,8 +157,42 @@ class BrokerApp:
             if self.config.get_bool("auto.leader.rebalance.enable"):
                 self._background.append(loop.create_task(rebalance_forever(self.state)))
             self._registering = loop.create_task(self._join())
+        else:
+            self.serving = True
+        await self._start_endpoint()
         log.info("odradek %s %d listening on %s", self._role_name(), self.state.node_id,
                  self.bootstrap_servers)
+
+    async def _start_endpoint(self) -> None:
+        """The metrics and health endpoint, when ``odradek.metrics.listener`` is set
+        (after the Kafka listeners: ``/readyz`` says 503 until :attr:`serving`)."""
+        where = self.config.metrics_listener()
+        if where is None:
+            return
+        from odradek.broker.observe import kafka_metrics
+        from odradek.broker.observe.endpoint import MetricsEndpoint
+
+        kafka_metrics.register(self.metrics, self)
+        self.endpoint = MetricsEndpoint(self.metrics, self.readiness, *where)
+        try:
+            await self.endpoint.start()
+        except OSError as exc:
+            self.endpoint = None
+            raise ConfigError(f"odradek.metrics.listener: cannot listen on "
+                              f"{where[0]}:{where[1]}: {exc.strerror}") from None
+        log.info("metrics and health endpoint on http://%s/metrics", self.endpoint.address)
+
+    def readiness(self) -> str | None:
+        """None once this node serves, else why not (``/readyz``'s one line)."""
+        if self._stopping:
+            return "stopping"
+        if self.server is None or self.state is None:
+            return "starting: the Kafka listeners are not open yet"
+        if not self.serving:
+            if self.quorum is not None and not self.quorum.driver.ready:
+                return "starting: the metadata log has not caught up yet"
+            return "starting: not registered with the controller yet"
+        return None
 
     def _forward_stage(self) -> Stage | None:
         """A cluster node's ``forward`` stage of the request pipeline (none on one
@@ -219,7 +261,10 @@ class BrokerApp:
         state = self.state
         assert state is not None and self.groups is not None and self.txns is not None
         if "broker" not in self.config.process_roles():
-            return  # a controller-only node serves no partitions and no groups
+            # A controller-only node serves no partitions and no groups.
+            await state.metadata.wait_ready()
+            self.serving = True
+            return
         await state.metadata.wait_ready()
         await state.register()
         while (b := state.image.brokers.get(state.node_id)) is None or (
@@ -229,9 +274,12 @@ class BrokerApp:
             heartbeat_forever(state)))
         self.groups.start()
         self.txns.start()
+        self.serving = True
         log.info("node %d registered with controller %d", state.node_id, state.controller_id)
 
     async def stop(self) -> None:
+        self._stopping = True
+        self.serving = False
         await cancel_and_wait(self._registering, *self._background)
         self._registering = None
         self._background.clear()
@@ -266,6 +314,9 @@ class BrokerApp:
         if self.partitions is not None:
             await self.partitions.close()
             self.partitions = None
+        if self.endpoint is not None:  # last: /healthz answers while the node stops
+            await self.endpoint.stop()
+            self.endpoint = None
         for lock in self._locks:
             lock.release()
         self._locks = []

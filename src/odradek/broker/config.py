@@ -162,6 +162,8 @@ DEFAULTS: dict[str, str] = {
     "auto.leader.rebalance.enable": "true",
     "leader.imbalance.check.interval.seconds": "300",
     "odradek.inter.broker.address.overrides": "",
+    # The metrics and health endpoint (broker/observe/): HOST:PORT, off when empty.
+    "odradek.metrics.listener": "",
     "follower.replication.throttled.rate": "0",
 }
 
@@ -396,8 +398,24 @@ class BrokerConfig:
         threads = self.get("num.replica.alter.log.dirs.threads").strip()
         if threads and (not threads.isdigit() or int(threads) < 1):
             raise ConfigError("num.replica.alter.log.dirs.threads: must be at least 1")
+        self.metrics_listener()
         validate(self)
         validate_ssl_keys(self.get, [k for k in self.props if is_ssl_key(k)])
+
+    def metrics_listener(self) -> tuple[str, int] | None:
+        """``odradek.metrics.listener`` as (host, port): ``HOST:PORT`` or
+        ``[v6]:PORT`` (an empty host: every interface); None when unset."""
+        raw = self.get("odradek.metrics.listener").strip()
+        if not raw:
+            return None
+        host, colon, port = raw.rpartition(":")
+        if host.startswith("[") and host.endswith("]"):
+            host = host[1:-1]
+        if not colon or not port.isdigit() or int(port) > 65535:
+            raise ConfigError(f"odradek.metrics.listener: expected HOST:PORT, got {raw!r}")
+        if any(c.isspace() or c in "/[]" for c in host):
+            raise ConfigError(f"odradek.metrics.listener: bad host {host!r} in {raw!r}")
+        return host, int(port)
 
     @property
     def node_id(self) -> int:

@@ -2,7 +2,9 @@
 
 Three kinds, each a family of series told apart by label values:
 
-- :class:`Counter`: a number that only goes up (requests, bytes, errors);
+- :class:`Counter`: a number that only goes up (requests, bytes, errors),
+  added to by the broker or read when rendered (a callable, for totals kept
+  elsewhere);
 - :class:`Gauge`: a number read when rendered (a callable), for what the
   broker already knows (connections open, log end offsets);
 - :class:`Histogram`: observations counted into cumulative buckets, with their
@@ -15,7 +17,9 @@ line, then one line per series, ``name{label="value",...} number``; a
 histogram's series are ``name_bucket{...,le="B"}`` (cumulative, ``+Inf``
 last), ``name_sum`` and ``name_count``. Label values are escaped (backslash,
 double quote, newline). Pure: no I/O, no clock; the endpoint that serves the
-text belongs to the shell.
+text belongs to the shell. :func:`render_openmetrics` writes the same
+families in OpenMetrics 1.0.0 text: a counter's family is named without its
+``_total`` suffix (the series keep it), and the text ends with ``# EOF``.
 
 Invariant: a family's label names are fixed at registration and every series
 gives a value for each; a name registered twice must be the same kind with
@@ -67,9 +71,13 @@ class Cell:
 class Counter(_Family):
     kind = "counter"
 
-    def __init__(self, name: str, help_text: str, labels: Sequence[str] = ()) -> None:
+    def __init__(self, name: str, help_text: str, labels: Sequence[str] = (),
+                 read: Callable[[], Iterable[tuple[Labels, float]]] | None = None) -> None:
         super().__init__(name, help_text, labels)
         self.values: dict[Labels, Cell] = {}
+        self.read = read
+        """Called at each rendering for (label values, total) pairs, when given
+        (totals that never go down, kept by their owner)."""
 
     def cell(self, *labels: str) -> Cell:
         """The series of ``labels`` (made at 0 on first use)."""
@@ -87,8 +95,13 @@ class Counter(_Family):
         return cell.value if cell is not None else 0.0
 
     def samples(self) -> Iterable[tuple[str, Labels, Labels, float]]:
-        for labels in sorted(self.values):
-            yield "", self.labels, labels, self.values[labels].value
+        current = {labels: cell.value for labels, cell in self.values.items()}
+        if self.read is not None:
+            for labels, value in self.read():
+                self._check(labels)
+                current[labels] = value
+        for labels, value in sorted(current.items()):
+            yield "", self.labels, labels, value
 
 
 class Gauge(_Family):
@@ -144,6 +157,25 @@ class Histogram(_Family):
         row = self.series.get(labels)
         return int(sum(row[:-1])) if row is not None else 0
 
+    def quantile(self, q: float, *labels: str) -> float:
+        """An estimate of the ``q`` quantile (0 ≤ q ≤ 1) of a series, as
+        Prometheus's ``histogram_quantile`` makes it: linear within the bucket
+        it falls in (from 0 for the first); the largest finite bound when it
+        falls in +Inf; NaN for a series with no observations."""
+        row = self.series.get(labels)
+        total = sum(row[:-1]) if row is not None else 0
+        if row is None or total == 0:
+            return math.nan
+        rank = q * total
+        running = 0.0
+        for i, bound in enumerate(self.buckets):
+            n = row[i]
+            if running + n >= rank and n > 0:
+                lower = self.buckets[i - 1] if i else 0.0
+                return lower + (bound - lower) * (rank - running) / n
+            running += n
+        return self.buckets[-1]
+
     def samples(self) -> Iterable[tuple[str, Labels, Labels, float]]:
         names = (*self.labels, "le")
         for labels, row in sorted(self.series.items()):
@@ -180,8 +212,9 @@ class Registry:
                              f"with labels {have.labels}")
         return have
 
-    def counter(self, name: str, help_text: str, labels: Sequence[str] = ()) -> Counter:
-        family = self._add(Counter(name, help_text, labels))
+    def counter(self, name: str, help_text: str, labels: Sequence[str] = (),
+                read: Callable[[], Iterable[tuple[Labels, float]]] | None = None) -> Counter:
+        family = self._add(Counter(name, help_text, labels, read))
         assert isinstance(family, Counter)
         return family
 
@@ -200,11 +233,31 @@ class Registry:
 
 def render(registry: Registry) -> str:
     """The registry in the Prometheus text exposition format (see the module)."""
+    lines = _render_lines(registry, openmetrics=False)
+    return "\n".join(lines) + "\n" if lines else ""
+
+
+def render_openmetrics(registry: Registry) -> str:
+    """The registry in OpenMetrics 1.0.0 text (see the module); always ends with
+    ``# EOF``."""
+    return "\n".join([*_render_lines(registry, openmetrics=True), "# EOF"]) + "\n"
+
+
+CONTENT_TYPE_TEXT = "text/plain; version=0.0.4; charset=utf-8"
+"""The content type of :func:`render`."""
+CONTENT_TYPE_OPENMETRICS = "application/openmetrics-text; version=1.0.0; charset=utf-8"
+"""The content type of :func:`render_openmetrics`."""
+
+
+def _render_lines(registry: Registry, openmetrics: bool) -> list[str]:
     lines: list[str] = []
     for name in sorted(registry.families):
         family = registry.families[name]
-        lines.append(f"# HELP {name} {_escape_help(family.help)}")
-        lines.append(f"# TYPE {name} {family.kind}")
+        family_name = name
+        if openmetrics and family.kind == "counter":
+            family_name = name.removesuffix("_total")
+        lines.append(f"# HELP {family_name} {_escape_help(family.help)}")
+        lines.append(f"# TYPE {family_name} {family.kind}")
         for suffix, names, values, value in family.samples():
             if names:
                 pairs = ",".join(f'{k}="{_escape_label(v)}"' for k, v in zip(names, values,
@@ -212,7 +265,7 @@ def render(registry: Registry) -> str:
                 lines.append(f"{name}{suffix}{{{pairs}}} {_number(value)}")
             else:
                 lines.append(f"{name}{suffix} {_number(value)}")
-    return "\n".join(lines) + "\n" if lines else ""
+    return lines
 
 
 def _number(value: float) -> str:

@@ -77,6 +77,16 @@ class Replica:
 
 
 @dataclass(slots=True)
+class IsrChangeCounts:
+    """ISR changes a leader applied, counted for Kafka's ``IsrShrinksPerSec`` and
+    ``IsrExpandsPerSec``: one object shared by every partition of a broker
+    (passed in), so the totals outlive a partition that moves away."""
+
+    shrinks: int = 0
+    expands: int = 0
+
+
+@dataclass(slots=True)
 class PartitionState:
     """The replicated state of one partition (see the module docstring)."""
 
@@ -105,6 +115,10 @@ class PartitionState:
     leader_high_watermark: int = 0
     """A follower: the leader's HW as of its last answer (taken as far as the
     written log reaches, again whenever a write completes)."""
+    isr_changes: IsrChangeCounts = field(default_factory=IsrChangeCounts)
+    """Where this replica, staying leader, counts the ISR shrinking or growing
+    (an AlterPartition it sent, or the controller's change in the metadata, e.g.
+    a fenced broker dropped); a new leadership term counts nothing."""
 
     future: FutureReplica | None = None
     """The copy of the log being filled in another log directory
@@ -210,7 +224,13 @@ class PartitionState:
         if partition_epoch is not None:
             self.partition_epoch = partition_epoch
         wanted = set(replicas) | {self.local_id}
+        before = len(self.isr)
         self.isr = (set(isr) & wanted) | {self.local_id}
+        if not new_term and len(self.isr) != before:
+            if len(self.isr) < before:
+                self.isr_changes.shrinks += 1
+            else:
+                self.isr_changes.expands += 1
         if new_term:
             self.replicas = {b: Replica(b, last_caught_up_ms=now_ms if b in self.isr else -1)
                              for b in sorted(wanted)}

@@ -143,7 +143,9 @@ class RequestMetrics:
     """Per API: requests, request bytes, latency (until the answer is decided; a
     deferred Produce until its acknowledgement) and the error codes in answers
     (every ``error_code`` field of the body, as Kafka's ``ErrorsPerSec`` counts
-    ``errorCounts()``; NONE is not counted)."""
+    ``errorCounts()``; NONE is not counted). Requests are counted by API and
+    version too, under the name jmx_exporter gives Kafka's ``RequestsPerSec``
+    (``kafka_network_requestmetrics_requests_total{request,version}``)."""
 
     name = "metrics"
 
@@ -158,6 +160,10 @@ class RequestMetrics:
             "odradek_request_errors_total",
             "Error codes in answers, by API and error (one per error_code field set)",
             ("api", "error"))
+        self.by_version: Counter = registry.counter(
+            "kafka_network_requestmetrics_requests_total",
+            "Requests received, by API and version (Kafka's RequestsPerSec)",
+            ("request", "version"))
         self.latency: Histogram = registry.histogram(
             "odradek_request_latency_seconds",
             "Time from a request's decoding to its answer being decided, by API", ("api",))
@@ -169,6 +175,11 @@ class RequestMetrics:
             cells = self._cells[call.api_key] = self._make(call.api_key)
         cells.requests.value += 1
         cells.bytes.value += call.request.size
+        version = call.request.api_version
+        cell = cells.versions.get(version)
+        if cell is None:
+            cell = cells.versions[version] = self.by_version.cell(cells.name, str(version))
+        cell.value += 1
         started = self.clock()
         answer = await proceed(call)
         if isinstance(answer, Deferred):
@@ -204,6 +215,7 @@ class _ApiCells:
     requests: Cell
     bytes: Cell
     latency: list[float]
+    versions: dict[int, Cell] = field(default_factory=dict)
 
 
 class VersionGate:

@@ -56,6 +56,7 @@ from odradek.broker.ports import (
 )
 from odradek.broker.replica.partitions import Partition, PartitionManager
 from odradek.broker.replica.ports import Leadership
+from odradek.broker.replica.traffic import TopicTraffic
 from odradek.replication.partition import Appended, Origin, leader_epoch_error
 from odradek.storage.errors import StorageError
 from odradek.wire.batch import BATCH_HEADER_SIZE, read_batch_header
@@ -77,6 +78,8 @@ class ReplicaManager:
         self.partitions = partitions
         self.leadership = leadership
         self.now_ms = now_ms
+        self.traffic = TopicTraffic()
+        """Clients' messages and bytes in and out, by topic (the metrics endpoint's)."""
 
     # -- produce -----------------------------------------------------------------------
 
@@ -117,6 +120,9 @@ class ReplicaManager:
             else:
                 result = self.append(part, entry.records, acks, client_id,
                                      functools.partial(_verify_unless_open, part, verify))
+                if result.appended:
+                    self.traffic.produced(entry.topic, result.last_offset - result.first_offset
+                                          + 1, len(entry.records))
                 out.append(Produced(
                     result.error_code, result.error_message,
                     -1 if result.error_code else result.first_offset,
@@ -197,6 +203,10 @@ class ReplicaManager:
             if total >= params.min_bytes or remaining_ms <= 0 or not watched:
                 if total:
                     await warm([a.records for a in answers if a.records is not None])
+                    if not params.from_follower:
+                        for w, a in zip(wanted, answers, strict=True):
+                            if a.size:
+                                self.traffic.fetched(w.topic, a.size)
                 return FetchResult(answers, total, waited)
             before = loop.time()
             await _wait_for_append(watched, remaining_ms)

@@ -45,7 +45,7 @@ from odradek.common.clock import Clock
 from odradek.common.ids import Ids
 from odradek.metadata.image import MetadataImage
 from odradek.replication.effects import Changed, hw_change
-from odradek.replication.partition import Appended, Origin, PartitionState
+from odradek.replication.partition import Appended, IsrChangeCounts, Origin, PartitionState
 from odradek.storage.checkpoint import kafka_uuid_string
 from odradek.storage.config import LogConfig, LogManagerConfig, log_config_from_server
 from odradek.storage.errors import StorageError
@@ -195,6 +195,8 @@ class PartitionManager:
                               float(rate) if rate.strip() else float("inf"))
         """Moves between log directories (AlterReplicaLogDirs)."""
         self.partitions: dict[tuple[str, int], Partition] = {}
+        self.isr_changes = IsrChangeCounts()
+        """ISR shrinks and expands of the partitions this node led (every one's)."""
         self.default_min_isr = int(server_props.get("min.insync.replicas") or 1)
         self.on_leadership = on_leadership
         """Called after a reconcile with the partitions whose leader or epoch changed
@@ -337,7 +339,8 @@ class PartitionManager:
         # Opened with no leader: the metadata applied next (reconcile) makes it lead
         # (one node: at once, the HW going to the log end) or follow.
         part = Partition(PartitionState(topic, index, plog, local_id=self.node_id,
-                                        leader_epoch=leader_epoch, leader_id=-1))
+                                        leader_epoch=leader_epoch, leader_id=-1,
+                                        isr_changes=self.isr_changes))
         writer = self._log_writer()
         if writer is not None:
             plog.write_sink = writer.sink(part)

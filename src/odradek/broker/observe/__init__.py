@@ -1,0 +1,1 @@
+"""Observability: the metrics and health endpoint (``odradek.metrics.listener``)."""

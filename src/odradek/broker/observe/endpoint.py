@@ -1,0 +1,66 @@
+"""The metrics and health endpoint: ``odradek.metrics.listener=HOST:PORT``.
+
+Routes (GET or HEAD; anything else 405, other paths 404):
+
+- ``/metrics``: the broker's registry, in Prometheus text 0.0.4
+  (``text/plain; version=0.0.4``), or OpenMetrics 1.0.0 text when the
+  ``Accept`` header prefers ``application/openmetrics-text``;
+- ``/healthz``: 200 ``ok`` while the process answers (Kubernetes' liveness);
+- ``/readyz``: 200 ``ready`` once the node is serving (listeners open, metadata
+  caught up, this node registered and its partitions loaded), else 503 with a
+  one-line reason (Kubernetes' readiness).
+
+The HTTP itself is :mod:`odradek.broker.observe.server`'s; the metric families
+are :mod:`odradek.broker.observe.kafka_metrics`' and the request pipeline's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from odradek.broker.observe.http import HttpRequest, prefers_openmetrics
+from odradek.broker.observe.server import HttpServer, Reply
+from odradek.common.metrics import (
+    CONTENT_TYPE_OPENMETRICS,
+    CONTENT_TYPE_TEXT,
+    Registry,
+    render,
+    render_openmetrics,
+)
+
+
+class MetricsEndpoint:
+    """The endpoint's routes over an :class:`HttpServer` (see the module).
+    ``readiness()`` is None when the node is serving, else why not (one line)."""
+
+    def __init__(self, registry: Registry, readiness: Callable[[], str | None],
+                 host: str, port: int, *, read_timeout_s: float = 10.0) -> None:
+        self.registry = registry
+        self.readiness = readiness
+        self.http = HttpServer(host, port, self.handle, read_timeout_s=read_timeout_s)
+
+    async def start(self) -> None:
+        await self.http.start()
+
+    async def stop(self) -> None:
+        await self.http.stop()
+
+    @property
+    def address(self) -> str:
+        return self.http.address
+
+    def handle(self, request: HttpRequest) -> Reply:
+        path = request.path
+        if path == "/metrics":
+            if prefers_openmetrics(request.headers.get("accept", "")):
+                return Reply(200, render_openmetrics(self.registry).encode(),
+                             CONTENT_TYPE_OPENMETRICS)
+            return Reply(200, render(self.registry).encode(), CONTENT_TYPE_TEXT)
+        if path == "/healthz":
+            return Reply(200, b"ok\n")
+        if path == "/readyz":
+            reason = self.readiness()
+            if reason is None:
+                return Reply(200, b"ready\n")
+            return Reply(503, reason.replace("\n", " ").encode() + b"\n")
+        return Reply(404, b"not found; try /metrics, /healthz or /readyz\n")
