@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from odradek.common.metrics import Registry, render
+from odradek.common.metrics import Registry, render, render_openmetrics
 
 
 def test_an_empty_registry_renders_nothing() -> None:
@@ -88,3 +88,42 @@ def test_a_series_must_give_every_label() -> None:
 def test_buckets_must_increase() -> None:
     with pytest.raises(ValueError, match="increase"):
         Registry().histogram("h", "h", buckets=(1.0, 0.5))
+
+
+def test_a_counter_reads_totals_kept_elsewhere_at_each_rendering() -> None:
+    totals = {"t": 3.0}
+    registry = Registry()
+    registry.counter("x_total", "X", ("topic",),
+                     read=lambda: [((k,), v) for k, v in totals.items()])
+    assert 'x_total{topic="t"} 3\n' in render(registry)
+    totals["t"] = 5.0
+    assert 'x_total{topic="t"} 5\n' in render(registry)
+
+
+def test_openmetrics_names_a_counter_family_without_total_and_ends_with_eof() -> None:
+    registry = Registry()
+    registry.counter("odradek_requests_total", "Requests", ("api",)).inc("Produce")
+    registry.gauge("up_things", "Things").set(2)
+    text = render_openmetrics(registry)
+    assert text == (
+        "# HELP odradek_requests Requests\n"
+        "# TYPE odradek_requests counter\n"
+        'odradek_requests_total{api="Produce"} 1\n'
+        "# HELP up_things Things\n"
+        "# TYPE up_things gauge\n"
+        "up_things 2\n"
+        "# EOF\n")
+    assert render_openmetrics(Registry()) == "# EOF\n"
+
+
+def test_histogram_quantiles_interpolate_within_their_bucket() -> None:
+    registry = Registry()
+    h = registry.histogram("lat_seconds", "L", ("api",), buckets=(0.1, 0.2, 0.4))
+    assert math.isnan(h.quantile(0.5, "Produce"))
+    for v in (0.05, 0.15, 0.15, 0.3):
+        h.observe(v, "Produce")
+    assert h.quantile(0.25, "Produce") == pytest.approx(0.1)   # the first bucket's top
+    assert h.quantile(0.5, "Produce") == pytest.approx(0.15)   # halfway into (0.1, 0.2]
+    assert h.quantile(1.0, "Produce") == pytest.approx(0.4)
+    h.observe(9.0, "Produce")                                  # past the last bound
+    assert h.quantile(1.0, "Produce") == pytest.approx(0.4)

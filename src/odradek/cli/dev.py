@@ -9,7 +9,10 @@ or more) under ``--dir``
 unless they are formatted already, starts one ``odradek serve FILE`` process
 per node, prints the bootstrap string, and on Ctrl-C (or SIGTERM, or
 ``quit``) stops them all. Node *i* listens on ``--base-port + 2(i-1)`` for
-clients and the next port for the controller quorum. Each node's output goes
+clients and the next port for the controller quorum, and serves its metrics and
+health endpoint (``odradek.metrics.listener``, docs/operations.md) on
+``--base-port + 2N + (i-1)``, N the number of nodes: the ports right after the
+cluster's others, printed at start. Each node's output goes
 to ``node-i.log`` in its directory. Running it again on the same directory
 restarts the same cluster with its data: the ``server.properties`` written on
 the first run are kept as they are (edit them freely), and ``--override
@@ -111,6 +114,7 @@ def write_configs(base: Path, nodes: int, base_port: int, secure: bool = False
             f"listeners={listener}://127.0.0.1:{client},CONTROLLER://127.0.0.1:{quorum}",
             "controller.listener.names=CONTROLLER",
             f"listener.security.protocol.map={listener}:{listener},CONTROLLER:{listener}",
+            f"{METRICS_KEY}=127.0.0.1:{metrics_port(base_port, nodes, i)}",
             *([f"advertised.listeners=SASL_SSL://localhost:{client}",
                "inter.broker.listener.name=SASL_SSL", *security] if security else []),
             f"log.dirs={(node_dir / 'data').resolve()}",
@@ -160,15 +164,37 @@ def _format(files: list[Path], secure: bool = False) -> None:
             raise CliError(done.stderr.strip().removeprefix("odradek: "))
 
 
+METRICS_KEY = "odradek.metrics.listener"
+
+
+def metrics_port(base_port: int, nodes: int, i: int) -> int:
+    """Node ``i``'s metrics endpoint port: right after the cluster's client and
+    quorum ports."""
+    return base_port + 2 * nodes + i - 1
+
+
+def metrics_address(path: Path) -> str | None:
+    """The ``odradek.metrics.listener`` a node's server.properties sets, if any."""
+    for line in path.read_text(encoding="utf-8").splitlines():
+        key, eq, value = line.partition("=")
+        if eq and key.strip() == METRICS_KEY:
+            return value.strip() or None
+    return None
+
+
 COMMANDS = "kill N, stop N, start N, restart N, pause N, resume N, status, quit"
 
 
 class _Nodes:
     """The node processes of a dev cluster, started and stopped one at a time."""
 
-    def __init__(self, files: list[Path], overrides: list[str]) -> None:
+    def __init__(self, files: list[Path], overrides: list[str],
+                 metrics_ports: list[int] | None = None) -> None:
         self.files = files
         self.overrides = [a for o in overrides for a in ("--override", o)]
+        self.metrics_ports = metrics_ports or []
+        """Node i's metrics endpoint port (index i-1), for the nodes whose
+        server.properties (written by an earlier version) does not set one."""
         self.procs: dict[int, subprocess.Popen[bytes]] = {}
         self.reported: set[int] = set()
 
@@ -180,9 +206,14 @@ class _Nodes:
         if proc is not None and proc.poll() is None:
             print(f"node {i} is running (pid {proc.pid})", flush=True)
             return
+        extra = []
+        if i <= len(self.metrics_ports) and METRICS_KEY not in self.files[i - 1].read_text(
+                encoding="utf-8"):
+            extra = ["--override", f"{METRICS_KEY}=127.0.0.1:{self.metrics_ports[i - 1]}"]
         with open(self.log(i), "ab") as log:
             self.procs[i] = subprocess.Popen(
-                [*_odradek(), "serve", str(self.files[i - 1]), *self.overrides], stdout=log,
+                [*_odradek(), "serve", str(self.files[i - 1]), *extra, *self.overrides],
+                stdout=log,
                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         self.reported.discard(i)
         print(f"node {i}: pid {self.procs[i].pid}, log {self.log(i)}", flush=True)
@@ -280,7 +311,8 @@ def run(args: argparse.Namespace) -> int:
             raise CliError(f"--override {item!r}: expected KEY=VALUE")
     files = write_configs(args.dir, args.nodes, args.base_port, args.secure)
     _format(files, args.secure)
-    nodes = _Nodes(files, args.override)
+    ports = [metrics_port(args.base_port, args.nodes, i) for i in range(1, args.nodes + 1)]
+    nodes = _Nodes(files, args.override, ports)
     stop = False
 
     def on_signal(signum: int, frame: object) -> None:
@@ -296,6 +328,11 @@ def run(args: argparse.Namespace) -> int:
         host = "localhost" if args.secure else "127.0.0.1"
         bootstrap = ",".join(f"{host}:{args.base_port + 2 * i}" for i in range(args.nodes))
         print(f"bootstrap: {bootstrap}", flush=True)
+        endpoints = [metrics_address(f) or f"127.0.0.1:{p}" for f, p in zip(files, ports,
+                                                                           strict=True)]
+        print("metrics: " + " ".join(f"node {i}: http://{a}/metrics"
+                                     for i, a in enumerate(endpoints, 1))
+              + " (also /healthz, /readyz)", flush=True)
         if args.secure:
             print(f"SASL_SSL with ACLs: the admin's client properties are in "
                   f"{args.dir / 'admin.properties'} (--command-config), the CA in "

@@ -145,6 +145,8 @@ class Node:
     controller_port: int | None
     proc: subprocess.Popen[bytes] | None = None
     env: dict[str, str] = field(default_factory=dict)
+    metrics_port: int | None = None
+    """The metrics and health endpoint's port (``LocalCluster(metrics=True)``)."""
 
     @property
     def properties(self) -> Path:
@@ -246,8 +248,12 @@ class LinkProxy:
 class LocalCluster:
     def __init__(self, tmp: Path, controllers: int = 3, brokers: int = 0,
                  overrides: dict[str, str] | None = None, links: bool = False,
-                 tls: bool = False, sasl: bool = False) -> None:
-        """``tls``: every listener (clients', inter-broker, controllers') is SSL
+                 tls: bool = False, sasl: bool = False, metrics: bool = False) -> None:
+        """``metrics``: each node serves its metrics and health endpoint
+        (``odradek.metrics.listener``) on a port of its own
+        (:attr:`Node.metrics_port`, :meth:`metrics_url`).
+
+        ``tls``: every listener (clients', inter-broker, controllers') is SSL
         with ``ssl.client.auth=required``, certificates from
         :func:`odradek.testing.certs.write_dev_certs` in ``tmp/certs``
         (:attr:`certs`); the client listener is advertised as ``localhost``,
@@ -277,6 +283,9 @@ class LocalCluster:
                                  free_port() if combined else None, free_port())
         for i in range(controllers + 1, controllers + brokers + 1):
             self.nodes[i] = Node(i, "broker", tmp / f"node{i}", free_port(), None)
+        if metrics:
+            for node in self.nodes.values():
+                node.metrics_port = free_port()
         self.links: dict[tuple[int, int], LinkProxy] = {}
         self.data_links: dict[tuple[int, int], LinkProxy] = {}
         """Replication links (follower a → leader b's client listener): a node cut
@@ -329,6 +338,8 @@ class LocalCluster:
                 *(["odradek.inter.broker.address.overrides=" + ",".join(
                     f"{b}=127.0.0.1:{link.port}" for (a, b), link in self.data_links.items()
                     if a == node.node_id)] if self.data_links else []),
+                *([f"odradek.metrics.listener=127.0.0.1:{node.metrics_port}"]
+                  if node.metrics_port else []),
                 *(f"{k}={v}" for k, v in self.overrides.items()),
             ]
             node.properties.write_text("\n".join(lines) + "\n")
@@ -450,6 +461,13 @@ class LocalCluster:
         """The brokers' client listeners (``localhost:PORT`` with ``tls``)."""
         host = "localhost" if self.certs is not None else "127.0.0.1"
         return ",".join(f"{host}:{n.client_port}" for n in self.brokers)
+
+    def metrics_url(self, node_id: int, path: str = "/metrics") -> str:
+        """``http://127.0.0.1:PORT/metrics`` (or ``path``) of a node started with
+        ``LocalCluster(metrics=True)``."""
+        port = self.nodes[node_id].metrics_port
+        assert port is not None, "LocalCluster(..., metrics=True) for metrics endpoints"
+        return f"http://127.0.0.1:{port}{path}"
 
     def logs(self) -> str:
         out = []
