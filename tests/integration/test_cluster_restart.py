@@ -337,7 +337,8 @@ def test_dev_cluster_is_a_failover_playground(tmp_path: Path) -> None:
     """`odradek dev cluster` with --override: `kill 2` on its console kills one
     node, which is reported while the others keep serving acks=all records;
     `start 2` brings it back; `quit` stops all; run again on the same
-    directory, it keeps its edited server.properties and every record."""
+    directory, it keeps its edited server.properties and every record. Each
+    node serves its metrics endpoint where the start says."""
     import socket
     import subprocess
     import sys
@@ -346,9 +347,9 @@ def test_dev_cluster_is_a_failover_playground(tmp_path: Path) -> None:
     from tests.support.cluster import free_port
 
     base = free_port()
-    while True:  # base..base+5 must be free
+    while True:  # base..base+8 must be free (clients, quorum, metrics)
         try:
-            for p in range(base, base + 6):
+            for p in range(base, base + 9):
                 with socket.socket() as s:
                     s.bind(("127.0.0.1", p))
             break
@@ -383,6 +384,14 @@ def test_dev_cluster_is_a_failover_playground(tmp_path: Path) -> None:
     proc = launch()
     try:
         bootstrap = said("bootstrap: ").split(": ", 1)[1]
+        metrics = said("metrics: ")
+        assert f"node 3: http://127.0.0.1:{base + 8}/metrics" in metrics, metrics
+        import urllib.request
+
+        def ready() -> bool:
+            with urllib.request.urlopen(f"http://127.0.0.1:{base + 6}/readyz", timeout=10) as r:
+                return r.status == 200
+        wait_for("node 1's /readyz", ready, 60)
         admin = AdminClient({"bootstrap.servers": bootstrap})
         admin.create_topics([NewTopic("play", 3, 3)])["play"].result(30)
         produce(bootstrap, "play", 300, 3)

@@ -11,6 +11,7 @@ import threading
 import urllib.error
 import urllib.request
 import uuid
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer
@@ -19,6 +20,8 @@ from odradek.testing import Broker
 from odradek.testing.cluster import wait_for
 
 pytestmark = pytest.mark.timeout(180)
+
+DOCS = Path(__file__).parents[2] / "docs" / "operations.md"
 
 _LINE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*(?:\{.*\})?) (\S+)$")
 
@@ -100,6 +103,12 @@ def test_a_broker_reports_what_it_served_under_kafka_names() -> None:
         assert m['kafka_server_socket_server_metrics_connection_count{listener="PLAINTEXT"}'] >= 1
         free = [v for k, v in m.items() if k.startswith("odradek_log_dir_free_bytes{")]
         assert len(free) == 1 and free[0] > 0
+        # Every metric docs/operations.md names is exported.
+        with urllib.request.urlopen(base + "/metrics", timeout=30) as resp:
+            families = set(re.findall(r"^# TYPE (\S+) ", resp.read().decode(), re.M))
+        documented = set(re.findall(r"^\| `((?:kafka|odradek)_[a-z_]+)`", DOCS.read_text(),
+                                    re.M))
+        assert len(documented) > 25 and documented <= families, documented - families
 
 
 

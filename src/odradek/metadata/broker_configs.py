@@ -134,9 +134,11 @@ _DEFS = [
     *_defs("string", R, "listeners", "advertised.listeners", "log.dirs", "metadata.log.dir",
            "controller.listener.names", "listener.security.protocol.map",
            "inter.broker.listener.name", "broker.rack"),
-    # Odradek's own (docs/durability.md, docs/cluster.md, docs/limits.md).
+    # Odradek's own (docs/durability.md, docs/cluster.md, docs/limits.md,
+    # docs/operations.md).
     *_defs("string", R, "cluster.id", "log.recovery.damaged.batches",
-           "odradek.inter.broker.address.overrides", kafka=False),
+           "odradek.inter.broker.address.overrides", "odradek.metrics.listener",
+           kafka=False),
     *_defs("int", R, "odradek.log.max.open.files", "odradek.log.writer.threads", kafka=False),
     *_defs("long", R, "odradek.log.page.cache.window.bytes", "odradek.log.preallocate.bytes",
            kafka=False),
