@@ -176,3 +176,29 @@ def test_bad_http_clients_are_refused_or_timed_out_while_kafka_clients_keep_prod
             for s in slow:
                 s.close()
         assert failed == []
+
+
+def test_readiness_says_why_not_before_the_start_and_while_stopping() -> None:
+    broker = Broker(**{"odradek.metrics.listener": "127.0.0.1:0"})
+    assert broker.app.readiness() == "starting: the Kafka listeners are not open yet"
+    with broker:
+        assert broker.app.readiness() is None
+    assert broker.app.readiness() == "stopping"
+    assert broker.app.endpoint is None
+
+
+def test_a_metrics_port_in_use_stops_the_start_naming_the_key() -> None:
+    from odradek.broker.config import ConfigError
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(ConfigError, match=r"^odradek\.metrics\.listener: cannot listen on "):
+            Broker(**{"odradek.metrics.listener": f"127.0.0.1:{port}"}).start()
+
+
+def test_without_the_key_there_is_no_endpoint_and_no_kafka_families() -> None:
+    with Broker() as broker:
+        assert broker.app.endpoint is None
+        assert not any(n.startswith("kafka_server") for n in broker.app.metrics.families)

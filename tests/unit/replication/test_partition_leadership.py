@@ -291,3 +291,22 @@ def test_an_epoch_without_records_is_dropped_by_a_truncation_that_cuts_nothing()
     assert two.log.epochs.entries == [(1, 0)] and two.last_fetched_epoch == 1
     fetch(one, two)
     assert records(two) == records(one)
+
+
+def test_isr_shrinks_and_expands_are_counted_while_leading_into_a_shared_counter() -> None:
+    from odradek.replication.partition import IsrChangeCounts
+
+    counts = IsrChangeCounts()
+    st = open_state(1)
+    st.isr_changes = counts
+    st.apply_metadata(1, 3, 5, [1, 2, 3], [1, 2, 3], NOW)    # a new term: nothing counted
+    assert (counts.shrinks, counts.expands) == (0, 0)
+    st.apply_metadata(1, 3, 6, [1, 2, 3], [1, 2], NOW)       # the controller dropped 3
+    st.become_leader(3, [1, 2, 3], [1], partition_epoch=7)   # an AlterPartition's answer
+    st.apply_metadata(1, 3, 7, [1, 2, 3], [1], NOW)          # the same ISR again
+    assert (counts.shrinks, counts.expands) == (2, 0)
+    st.apply_metadata(1, 3, 8, [1, 2, 3], [1, 2, 3], NOW)
+    assert (counts.shrinks, counts.expands) == (2, 1)
+    st.apply_metadata(2, 4, 9, [1, 2, 3], [2, 3], NOW)       # follows: nothing counted
+    st.apply_metadata(1, 5, 10, [1, 2, 3], [1], NOW)         # leads anew: nothing counted
+    assert (counts.shrinks, counts.expands) == (2, 1)
