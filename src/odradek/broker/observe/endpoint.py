@@ -12,10 +12,15 @@ Routes (GET or HEAD; anything else 405, other paths 404):
 
 The HTTP itself is :mod:`odradek.broker.observe.server`'s; the metric families
 are :mod:`odradek.broker.observe.kafka_metrics`' and the request pipeline's.
+
+A rendering of ``/metrics`` is reused for :data:`RENDER_REUSE_S` (per format):
+a client asking in a loop costs the event loop an HTTP parse per request, not
+a walk over every partition.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 from odradek.broker.observe.http import HttpRequest, prefers_openmetrics
@@ -28,6 +33,9 @@ from odradek.common.metrics import (
     render_openmetrics,
 )
 
+RENDER_REUSE_S = 0.5
+"""How long one rendering of ``/metrics`` answers further scrapes."""
+
 
 class MetricsEndpoint:
     """The endpoint's routes over an :class:`HttpServer` (see the module).
@@ -38,6 +46,8 @@ class MetricsEndpoint:
         self.registry = registry
         self.readiness = readiness
         self.http = HttpServer(host, port, self.handle, read_timeout_s=read_timeout_s)
+        self._rendered: dict[bool, tuple[float, bytes]] = {}
+        """By format (OpenMetrics or not): when rendered (monotonic s), the text."""
 
     async def start(self) -> None:
         await self.http.start()
@@ -52,10 +62,9 @@ class MetricsEndpoint:
     def handle(self, request: HttpRequest) -> Reply:
         path = request.path
         if path == "/metrics":
-            if prefers_openmetrics(request.headers.get("accept", "")):
-                return Reply(200, render_openmetrics(self.registry).encode(),
-                             CONTENT_TYPE_OPENMETRICS)
-            return Reply(200, render(self.registry).encode(), CONTENT_TYPE_TEXT)
+            om = prefers_openmetrics(request.headers.get("accept", ""))
+            return Reply(200, self._render(om), CONTENT_TYPE_OPENMETRICS if om
+                         else CONTENT_TYPE_TEXT)
         if path == "/healthz":
             return Reply(200, b"ok\n")
         if path == "/readyz":
@@ -64,3 +73,12 @@ class MetricsEndpoint:
                 return Reply(200, b"ready\n")
             return Reply(503, reason.replace("\n", " ").encode() + b"\n")
         return Reply(404, b"not found; try /metrics, /healthz or /readyz\n")
+
+    def _render(self, openmetrics: bool) -> bytes:
+        now = time.monotonic()
+        done = self._rendered.get(openmetrics)
+        if done is not None and now - done[0] < RENDER_REUSE_S:
+            return done[1]
+        text = (render_openmetrics if openmetrics else render)(self.registry).encode()
+        self._rendered[openmetrics] = (now, text)
+        return text

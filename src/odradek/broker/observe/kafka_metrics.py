@@ -14,8 +14,8 @@ replica manager's :class:`~odradek.broker.replica.traffic.TopicTraffic`, the
 partitions' states, the partition manager's
 :class:`~odradek.replication.partition.IsrChangeCounts`, the metadata image,
 the connections of the Kafka listeners and the request pipeline's own
-families. Nothing is added to the produce or fetch path but three integer
-additions per partition. Names and labels (``topic=""`` stands for the
+families. The produce and fetch paths only add to a few integers (per
+partition appended or read, per request). Names and labels (``topic=""`` stands for the
 all-topics series jmx_exporter writes without a ``topic`` label: Prometheus
 treats an empty label as an absent one):
 
@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 import shutil
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Protocol
@@ -258,12 +259,12 @@ class _Readers:
             return []
         out = []
         if name == "used":
-            used = dict.fromkeys(pm.log_dirs, 0)
+            used = {os.path.normpath(d): 0 for d in pm.log_dirs}
             for p in pm.partitions.values():
-                d = p.log.parent_dir
+                d = os.path.normpath(p.log.parent_dir)
                 used[d] = used.get(d, 0) + p.log.size_bytes
             return [((d,), float(v)) for d, v in used.items()]
-        for d in pm.log_dirs:
+        for d in map(os.path.normpath, pm.log_dirs):
             try:
                 usage = shutil.disk_usage(d)
             except OSError:
