@@ -19,7 +19,7 @@ def _free_pair() -> int:
     while True:
         base = free_port()
         try:
-            for p in (base, base + 1):
+            for p in (base, base + 1, base + 2):  # client, quorum, metrics
                 with socket.socket() as s:
                     s.bind(("127.0.0.1", p))
             return base
