@@ -127,3 +127,10 @@ def test_histogram_quantiles_interpolate_within_their_bucket() -> None:
     assert h.quantile(1.0, "Produce") == pytest.approx(0.4)
     h.observe(9.0, "Produce")                                  # past the last bound
     assert h.quantile(1.0, "Produce") == pytest.approx(0.4)
+
+
+def test_openmetrics_escapes_quotes_in_help() -> None:
+    registry = Registry()
+    registry.gauge("g", 'all topics: topic=""').set(1)
+    assert '# HELP g all topics: topic=\\"\\"\n' in render_openmetrics(registry)
+    assert '# HELP g all topics: topic=""\n' in render(registry)

@@ -19,7 +19,9 @@ last), ``name_sum`` and ``name_count``. Label values are escaped (backslash,
 double quote, newline). Pure: no I/O, no clock; the endpoint that serves the
 text belongs to the shell. :func:`render_openmetrics` writes the same
 families in OpenMetrics 1.0.0 text: a counter's family is named without its
-``_total`` suffix (the series keep it), and the text ends with ``# EOF``.
+``_total`` suffix (the series keep it; so a counter's name must end in
+``_total``), double quotes in HELP are escaped too, and the text ends with
+``# EOF``.
 
 Invariant: a family's label names are fixed at registration and every series
 gives a value for each; a name registered twice must be the same kind with
@@ -256,7 +258,10 @@ def _render_lines(registry: Registry, openmetrics: bool) -> list[str]:
         family_name = name
         if openmetrics and family.kind == "counter":
             family_name = name.removesuffix("_total")
-        lines.append(f"# HELP {family_name} {_escape_help(family.help)}")
+        help_text = _escape_help(family.help)
+        if openmetrics:  # OpenMetrics escapes double quotes in HELP too
+            help_text = help_text.replace('"', '\\"')
+        lines.append(f"# HELP {family_name} {help_text}")
         lines.append(f"# TYPE {family_name} {family.kind}")
         for suffix, names, values, value in family.samples():
             if names:
