@@ -21,10 +21,12 @@ from odradek.broker.control.journal import LogJournal
 from odradek.broker.control.meta_properties import DataDirError
 from odradek.broker.control.metadata_log import JournalMetadataLog, MetadataLog
 from odradek.broker.coordinators.group_runtime import GroupRuntime
+from odradek.broker.coordinators.lag_metrics import LagMetrics, RemoteEnds
 from odradek.broker.coordinators.txn_runtime import TxnRuntime
 from odradek.broker.net.context import Services
 from odradek.broker.net.server import KafkaServer
 from odradek.broker.net.tls import ListenerTls, broker_client_security, controller_listener
+from odradek.broker.peers import NoPeers
 from odradek.broker.ports import METADATA_TOPIC
 from odradek.broker.replica.manager import ReplicaManager
 from odradek.broker.replica.partitions import Partition, PartitionManager
@@ -75,6 +77,8 @@ class BrokerApp:
         composition root starts, resigns and stops)."""
         self.peers: BrokerChannel | None = None
         """Cluster mode: requests to other brokers (the transaction markers)."""
+        self._lag_remote: RemoteEnds | None = None
+        """End offsets of partitions led elsewhere, for the consumer lag gauges."""
         self._metadata_stopped = False
         self._registering: asyncio.Task[None] | None = None
         self._background: list[asyncio.Task[None]] = []
@@ -131,6 +135,11 @@ class BrokerApp:
         self.txns = TxnRuntime(self.state, self.partitions, self.config, self.clock,
                                lambda: groups, self.peers)
         self.state.on_image += [self.groups.on_metadata, self.txns.on_metadata]
+        # Consumer lag, computed when the registry is rendered (a scrape).
+        meta = self.state
+        self._lag_remote = RemoteEnds(self.peers or NoPeers(), lambda: meta.image, self.clock)
+        LagMetrics(lambda: self.groups, self.partitions, lambda: meta.image,
+                   self._lag_remote).register(self.metrics)
         if not cluster:
             self.groups.start()
             self.txns.start()
@@ -233,6 +242,9 @@ class BrokerApp:
 
     async def stop(self) -> None:
         await cancel_and_wait(self._registering, *self._background)
+        if self._lag_remote is not None:
+            await self._lag_remote.close()
+            self._lag_remote = None
         self._registering = None
         self._background.clear()
         if self.quorum is not None:
