@@ -88,7 +88,7 @@ class RemoteEnds:
         self.timeout_s = timeout_s
         self.max_age_s = max_age_s
         self.cache: dict[Key, tuple[Ends, int]] = {}
-        """(topic, partition) -> (its ends, when they were fetched, ms)."""
+        """(topic, partition) -> (its ends, when they were fetched: the monotonic clock, ms)."""
         self._task: asyncio.Task[None] | None = None
         self._started_ms: int | None = None
 
@@ -96,7 +96,7 @@ class RemoteEnds:
         entry = self.cache.get((topic, partition))
         if entry is None:
             return None
-        if self.clock.now_ms() - entry[1] > self.max_age_s * 1000:
+        if self.clock.monotonic_ms() - entry[1] > self.max_age_s * 1000:
             del self.cache[(topic, partition)]
             return None
         return entry[0]
@@ -105,7 +105,7 @@ class RemoteEnds:
         """The scrape needed these: refresh them in the background when due."""
         if not keys or (self._task is not None and not self._task.done()):
             return
-        now = self.clock.now_ms()
+        now = self.clock.monotonic_ms()
         if self._started_ms is not None and now - self._started_ms < self.refresh_s * 1000:
             return
         try:
@@ -134,7 +134,7 @@ class RemoteEnds:
         except Exception as exc:  # unreachable, slow, or an odd answer: try again later
             log.debug("lag: end offsets from broker %d: %s", leader, exc)
             return
-        now = self.clock.now_ms()
+        now = self.clock.monotonic_ms()
         for key, high in hw.items():
             if key in lso:
                 self.cache[key] = (Ends(high, lso[key]), now)
