@@ -9,6 +9,7 @@ import re
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -107,12 +108,20 @@ def test_lag_matches_cli_and_kafka_python_while_producing_and_consuming(
     try:
         consumer.subscribe(list(topics))
         seen = 0
+        consumed: set[tuple[str, int]] = set()
+        every = {(t, p) for t, n in topics.items() for p in range(n)}
         try:
-            while seen < 150:  # consume and commit while the producer writes
+            # Consume and commit while the producer writes, until every partition
+            # has a commit (a topic without one has no series, as in kafka-exporter)
+            # and 150 records were read.
+            deadline = time.monotonic() + 120
+            while seen < 150 or consumed != every or seen % 10:
+                assert time.monotonic() < deadline, (seen, consumed)
                 msg = consumer.poll(1.0)
                 if msg is None or msg.error():
                     continue
                 seen += 1
+                consumed.add((msg.topic(), msg.partition()))
                 if seen % 10 == 0:
                     consumer.commit(asynchronous=False)
             wait_for("records produced", lambda: produced[0] >= 30, 60)
@@ -124,14 +133,20 @@ def test_lag_matches_cli_and_kafka_python_while_producing_and_consuming(
         # producer stopped; nothing is produced or committed from here on.
         assert not writer.is_alive()
 
+        last: list[object] = []
+
         def agree() -> tuple[dict[tuple[str, int], int], ...] | None:
             ours = metrics_lag(broker, "lag-g")
             cli = cli_lag(broker, "lag-g")
             theirs = kafka_python_lag(broker, "lag-g", topics)
+            last[:] = [ours, cli, theirs]
             return (ours, cli, theirs) if ours == cli == theirs else None
 
-        ours, _, _ = wait_for("metrics, CLI and kafka-python agree on the lag", agree, 60,
-                              interval_s=0.5)
+        try:
+            ours, _, _ = wait_for("metrics, CLI and kafka-python agree on the lag", agree, 60,
+                                  interval_s=0.5)
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}: metrics, CLI, kafka-python: {last}") from None
         assert set(ours) == {(t, p) for t, n in topics.items() for p in range(n)}
         assert sum(v for v in ours.values() if v > 0) > 0  # there is lag to report
         sums = {t: int(v) for (g, t), v in
@@ -144,6 +159,8 @@ def test_lag_matches_cli_and_kafka_python_while_producing_and_consuming(
         assert all(end == produced[0] for end in ends.values()), (ends, produced[0])
         assert series(broker, "kafka_consumergroup_members")[("lag-g",)] == 1
         assert scalar(broker, "kafka_coordinator_group_groupmetadatamanager_numgroupsstable") >= 1
+        rebalances = "kafka_server_group_coordinator_metrics_group_rebalance_count"
+        assert series(broker, rebalances)[("classic",)] >= 1  # the consumer's join
     finally:
         consumer.close()
     wait_for("the group empty once its consumer left", lambda: series(
@@ -198,3 +215,38 @@ def test_deleted_topic_leaves_the_lag_series(broker: Broker) -> None:
         t == "lag-gone" for _, t, _ in series(broker, "kafka_consumergroup_lag")), 60)
     assert not any(t == "lag-gone" for _, t, _ in
                    series(broker, "kafka_consumergroup_current_offset"))
+
+
+def test_consumer_protocol_group_counted_with_its_lag(broker: Broker) -> None:
+    broker.create_topic("lag-848", 2)
+    producer = Producer({"bootstrap.servers": broker.bootstrap_servers})
+    for i in range(10):
+        producer.produce("lag-848", f"r{i}".encode(), partition=i % 2)
+    producer.flush(10)
+    before = series(broker, "kafka_server_group_coordinator_metrics_group_rebalance_count")
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "lag-848-g",
+                         "group.protocol": "consumer", "enable.auto.commit": False,
+                         "auto.offset.reset": "earliest"})
+    try:
+        consumer.subscribe(["lag-848"])
+        got = 0
+        deadline = time.monotonic() + 60
+        while got < 3:
+            assert time.monotonic() < deadline, got
+            msg = consumer.poll(1.0)
+            if msg is not None and not msg.error():
+                got += 1
+        consumer.commit(asynchronous=False)
+        wait_for("the KIP-848 group's member and lag rendered", lambda: (
+            series(broker, "kafka_consumergroup_members").get(("lag-848-g",)) == 1
+            and len([k for k in series(broker, "kafka_consumergroup_lag")
+                     if k[0] == "lag-848-g"]) == 2), 60)
+        ours = metrics_lag(broker, "lag-848-g")
+        assert ours == cli_lag(broker, "lag-848-g") == kafka_python_lag(
+            broker, "lag-848-g", {"lag-848": 2})
+        counts = series(broker, "kafka_server_group_coordinator_metrics_consumer_group_count")
+        assert sum(counts.values()) >= 1
+        after = series(broker, "kafka_server_group_coordinator_metrics_group_rebalance_count")
+        assert after[("consumer",)] > before.get(("consumer",), 0)
+    finally:
+        consumer.close()

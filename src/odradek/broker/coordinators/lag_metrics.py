@@ -16,6 +16,7 @@ The families, as kafka-exporter and jmx_exporter name them::
     kafka_coordinator_group_groupmetadatamanager_numgroups<state>        classic groups by state
     kafka_coordinator_group_groupmetadatamanager_numoffsets              committed offsets
     kafka_server_group_coordinator_metrics_consumer_group_count{state}   KIP-848 groups by state
+    kafka_server_group_coordinator_metrics_group_rebalance_count{protocol}  rebalances begun
 
 Only the groups this broker coordinates (its loaded ``__consumer_offsets``
 partitions) are reported: in a cluster, summing the series of every node
@@ -216,6 +217,12 @@ class LagMetrics:
         for group, n in self.report().members.items():
             yield (group,), n
 
+    def _rebalances(self) -> Iterable[tuple[Labels, float]]:
+        runtime = self.groups()
+        if runtime is not None:
+            for protocol, n in sorted(runtime.coordinator.store.rebalances.items()):
+                yield (protocol,), n
+
     def _in_state(self, state: str) -> Callable[[], Iterable[tuple[Labels, float]]]:
         return lambda: [((), group_counts(self.served())[1][state])]
 
@@ -243,6 +250,9 @@ class LagMetrics:
                   f"Classic groups in state {state.value}", (), self._in_state(state.value))
         gauge(prefix + "numoffsets", "Committed offsets of the groups this broker coordinates",
               (), lambda: [((), sum(len(g.offsets) for g in self.served()))])
+        gauge("kafka_server_group_coordinator_metrics_group_rebalance_count",
+              "Rebalances begun on this broker since it started, by group protocol "
+              "(cumulative)", ("protocol",), self._rebalances)
         gauge("kafka_server_group_coordinator_metrics_consumer_group_count",
               "Consumer (KIP-848) groups by state", ("state",),
               lambda: [((s.lower(),), n)
