@@ -5,7 +5,6 @@ kafka-python's admin client compute, with real clients over real sockets."""
 from __future__ import annotations
 
 import json
-import re
 import subprocess
 import sys
 import threading
@@ -19,32 +18,13 @@ from kafka import TopicPartition as KTopicPartition
 
 from odradek.testing.broker import Broker
 from odradek.testing.cluster import wait_for
-
-LINE = re.compile(r'^(\w+)\{([^}]*)\} (-?[0-9.e+]+)$')
+from tests.integration.scrape import scalar, series
 
 
 @pytest.fixture(scope="module")
 def broker() -> Iterator[Broker]:
     with Broker() as b:
         yield b
-
-
-def series(broker: Broker, name: str) -> dict[tuple[str, ...], float]:
-    """{label values in order: value} of the family ``name``, rendered now."""
-    out: dict[tuple[str, ...], float] = {}
-    for line in broker.render_metrics().splitlines():
-        m = LINE.match(line)
-        if m and m.group(1) == name:
-            labels = tuple(v for _, v in re.findall(r'(\w+)="([^"]*)"', m.group(2)))
-            out[labels] = float(m.group(3))
-    return out
-
-
-def scalar(broker: Broker, name: str) -> float:
-    for line in broker.render_metrics().splitlines():
-        if line.startswith(name + " "):
-            return float(line.split()[1])
-    raise AssertionError(f"{name} not rendered")
 
 
 def metrics_lag(broker: Broker, group: str) -> dict[tuple[str, int], int]:
