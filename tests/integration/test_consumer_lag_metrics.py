@@ -185,7 +185,8 @@ def test_deleted_topic_leaves_the_lag_series(broker: Broker) -> None:
                          "enable.auto.commit": False})
     consumer.commit(offsets=[TopicPartition("lag-gone", 0, 0)], asynchronous=False)
     consumer.close()
-    assert series(broker, "kafka_consumergroup_lag").get(("lag-gone-g", "lag-gone", "1")) == -1
+    wait_for("the uncommitted partition's lag at -1", lambda: series(
+        broker, "kafka_consumergroup_lag").get(("lag-gone-g", "lag-gone", "1")) == -1, 60)
     admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap_servers)
     try:
         admin.delete_topics(["lag-gone"])

@@ -4,6 +4,9 @@
 the registry is rendered (a scrape of the metrics endpoint), from the group
 coordinator's groups (:mod:`odradek.coordinator.lag` does the arithmetic):
 nothing is done on the commit path, and nothing at all while nobody scrapes.
+One computation serves every family of a scrape (kept :data:`MEMO_MS`); it
+runs on the broker's loop and costs a pass over the served groups' committed
+offsets and their topics' partitions.
 The families, as kafka-exporter and jmx_exporter name them::
 
     kafka_consumergroup_lag{consumergroup,topic,partition}          HW - committed (-1: none)
@@ -68,7 +71,11 @@ log = logging.getLogger("odradek.groups")
 LATEST = -1
 """ListOffsets' timestamp for the end of the partition (HW or LSO by isolation)."""
 LIST_OFFSETS_VERSION = 5
+MEMO_MS = 500
+"""How long one computation of the rows serves (the families of one scrape
+read it in turn; two scrapers at once share it)."""
 Key = tuple[str, int]
+Counts = tuple[int, dict[str, int], dict[str, int]]
 
 
 class RemoteEnds:
@@ -168,6 +175,7 @@ class LagMetrics:
         self.partitions = partitions
         self.image = image
         self.remote = remote
+        self._memo: tuple[int, LagReport, Counts] | None = None
 
     def served(self) -> list[Group]:
         """The groups this broker coordinates now (their partitions loaded)."""
@@ -179,6 +187,22 @@ class LagMetrics:
                 and store.partition_of(gid) not in store.foreign]
 
     def report(self) -> LagReport:
+        """The lag rows now; one computation serves every family of one scrape
+        (kept :data:`MEMO_MS`)."""
+        return self._current_memo()[1]
+
+    def counts(self) -> Counts:
+        """(every group, classic groups by state, consumer groups by state)."""
+        return self._current_memo()[2]
+
+    def _current_memo(self) -> tuple[int, LagReport, Counts]:
+        now = self.remote.clock.monotonic_ms()
+        memo = self._memo
+        if memo is None or now - memo[0] >= MEMO_MS or now < memo[0]:
+            memo = self._memo = (now, self._compute(), group_counts(self.served()))
+        return memo
+
+    def _compute(self) -> LagReport:
         image = self.image()
         remote: set[Key] = set()
 
@@ -224,7 +248,7 @@ class LagMetrics:
                 yield (protocol,), n
 
     def _in_state(self, state: str) -> Callable[[], Iterable[tuple[Labels, float]]]:
-        return lambda: [((), group_counts(self.served())[1][state])]
+        return lambda: [((), self.counts()[1][state])]
 
     def register(self, registry: Registry) -> None:
         part = ("consumergroup", "topic", "partition")
@@ -244,7 +268,7 @@ class LagMetrics:
               self._members)
         prefix = "kafka_coordinator_group_groupmetadatamanager_"
         gauge(prefix + "numgroups", "Groups this broker coordinates", (),
-              lambda: [((), group_counts(self.served())[0])])
+              lambda: [((), self.counts()[0])])
         for state in CLASSIC_STATES:
             gauge(prefix + "numgroups" + state.value.lower(),
                   f"Classic groups in state {state.value}", (), self._in_state(state.value))
@@ -256,4 +280,4 @@ class LagMetrics:
         gauge("kafka_server_group_coordinator_metrics_consumer_group_count",
               "Consumer (KIP-848) groups by state", ("state",),
               lambda: [((s.lower(),), n)
-                       for s, n in group_counts(self.served())[2].items()])
+                       for s, n in self.counts()[2].items()])
