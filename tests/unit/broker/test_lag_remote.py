@@ -75,6 +75,11 @@ def test_refresh_is_bounded_throttled_and_only_in_the_background() -> None:
         assert remote._task is not task
         await remote._task
         assert len(peers.asked) > asked and remote.get("t", 0) != first
+        clock.advance(5_000)
+        remote.want({("t", 1)})  # t-0 no longer needed: it leaves the cache
+        await remote._task
+        assert ("t", 0) not in remote.cache
+        remote.cache[("t", 0)] = (Ends(1, 1), clock.monotonic_ms())
         clock.advance(30_001)  # too old: not reported rather than stale
         assert remote.get("t", 0) is None
         await remote.close()

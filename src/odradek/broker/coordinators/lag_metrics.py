@@ -125,7 +125,10 @@ class RemoteEnds:
 
     async def refresh(self, keys: set[Key]) -> None:
         """ListOffsets to the leader of each partition in ``keys``, concurrently,
-        each bounded by ``timeout_s``; what answers goes into the cache."""
+        each bounded by ``timeout_s``; what answers goes into the cache, and what
+        the scrape no longer needs goes out of it."""
+        for key in [k for k in self.cache if k not in keys]:
+            del self.cache[key]
         image = self.image()
         by_leader: dict[int, dict[str, list[int]]] = {}
         for topic, partition in keys:
