@@ -12,7 +12,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from kafka import KafkaAdminClient, KafkaConsumer
 from kafka import TopicPartition as KTopicPartition
 
@@ -25,6 +25,20 @@ from tests.integration.scrape import scalar, series
 def broker() -> Iterator[Broker]:
     with Broker() as b:
         yield b
+
+
+def commit(consumer: Consumer) -> None:
+    """Commit the consumed positions synchronously, again while the coordinator
+    answers a retriable error (a rebalance or a KIP-848 epoch change under way)."""
+    def once() -> bool:
+        try:
+            consumer.commit(asynchronous=False)
+        except KafkaException as exc:
+            if exc.args[0].code() == KafkaError._NO_OFFSET:
+                return True  # nothing new to commit
+            raise
+        return True
+    wait_for("a commit", once, 60, interval_s=0.2)
 
 
 def metrics_lag(broker: Broker, group: str) -> dict[tuple[str, int], int]:
@@ -103,7 +117,7 @@ def test_lag_matches_cli_and_kafka_python_while_producing_and_consuming(
                 seen += 1
                 consumed.add((msg.topic(), msg.partition()))
                 if seen % 10 == 0:
-                    consumer.commit(asynchronous=False)
+                    commit(consumer)
             wait_for("records produced", lambda: produced[0] >= 30, 60)
             assert metrics_lag(broker, "lag-g"), "no lag series while consuming"
         finally:
@@ -217,7 +231,7 @@ def test_consumer_protocol_group_counted_with_its_lag(broker: Broker) -> None:
             msg = consumer.poll(1.0)
             if msg is not None and not msg.error():
                 got += 1
-        consumer.commit(asynchronous=False)
+        commit(consumer)
         wait_for("the KIP-848 group's member and lag rendered", lambda: (
             series(broker, "kafka_consumergroup_members").get(("lag-848-g",)) == 1
             and len([k for k in series(broker, "kafka_consumergroup_lag")
