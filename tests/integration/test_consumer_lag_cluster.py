@@ -95,11 +95,16 @@ def test_coordinator_reports_remote_lag_and_the_next_one_after_it_stops(
     assert producer.flush(60) == 0
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": GROUP,
                          "enable.auto.commit": False})
-    consumer.commit(offsets=[TopicPartition(TOPIC, p, 2 * (p + 1)) for p in range(3)],
-                    asynchronous=False)
+    offsets = [TopicPartition(TOPIC, p, 2 * (p + 1)) for p in range(3)]
+
+    def committed() -> bool:  # again while the group's coordinator loads or moves
+        done = consumer.commit(offsets=offsets, asynchronous=False) or []
+        return len(done) == 3 and all(tp.error is None for tp in done)
+
+    wait_for("the group's commit", committed, 60, interval_s=0.5)
     consumer.close()
     expected = {0: 8, 1: 6, 2: 4}
-    assert cli_lag(bootstrap) == expected
+    wait_for("the CLI's lag", lambda: cli_lag(bootstrap) == expected, 60, interval_s=0.5)
 
     # The coordinator (one node, the only one with the group's series) reports
     # the lag of every partition, those led elsewhere included.
@@ -117,4 +122,5 @@ def test_coordinator_reports_remote_lag_and_the_next_one_after_it_stops(
         (by := lag_by_node(brokers)) and len(by) == 1
         and next(iter(by.values())) == expected and by), 120, interval_s=0.5)
     assert next(iter(moved)) != coordinator
-    assert cli_lag(rest) == expected
+    wait_for("the CLI's lag after the move", lambda: cli_lag(rest) == expected, 60,
+             interval_s=0.5)
