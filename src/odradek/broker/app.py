@@ -21,10 +21,12 @@ from odradek.broker.control.journal import LogJournal
 from odradek.broker.control.meta_properties import DataDirError
 from odradek.broker.control.metadata_log import JournalMetadataLog, MetadataLog
 from odradek.broker.coordinators.group_runtime import GroupRuntime
+from odradek.broker.coordinators.lag_metrics import LagMetrics, RemoteEnds
 from odradek.broker.coordinators.txn_runtime import TxnRuntime
 from odradek.broker.net.context import Services
 from odradek.broker.net.server import KafkaServer
 from odradek.broker.net.tls import ListenerTls, broker_client_security, controller_listener
+from odradek.broker.peers import NoPeers
 from odradek.broker.ports import METADATA_TOPIC
 from odradek.broker.replica.manager import ReplicaManager
 from odradek.broker.replica.partitions import Partition, PartitionManager
@@ -82,6 +84,8 @@ class BrokerApp:
         self.serving = False
         """The node serves: listeners open, metadata caught up, registered (``/readyz``)."""
         self._stopping = False
+        self._lag_remote: RemoteEnds | None = None
+        """End offsets of partitions led elsewhere, for the consumer lag gauges."""
         self._metadata_stopped = False
         self._registering: asyncio.Task[None] | None = None
         self._background: list[asyncio.Task[None]] = []
@@ -173,6 +177,12 @@ class BrokerApp:
         from odradek.broker.observe.endpoint import MetricsEndpoint
 
         kafka_metrics.register(self.metrics, self)
+        # Consumer lag, computed when the registry is rendered (a scrape).
+        meta, partitions = self.state, self.partitions
+        assert meta is not None and partitions is not None  # built by start() before
+        self._lag_remote = RemoteEnds(self.peers or NoPeers(), lambda: meta.image, self.clock)
+        LagMetrics(lambda: self.groups, partitions, lambda: meta.image,
+                   self._lag_remote).register(self.metrics)
         self.endpoint = MetricsEndpoint(self.metrics, self.readiness, *where)
         try:
             await self.endpoint.start()
@@ -281,6 +291,9 @@ class BrokerApp:
         self._stopping = True
         self.serving = False
         await cancel_and_wait(self._registering, *self._background)
+        if self._lag_remote is not None:
+            await self._lag_remote.close()
+            self._lag_remote = None
         self._registering = None
         self._background.clear()
         if self.quorum is not None:

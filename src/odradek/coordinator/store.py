@@ -54,6 +54,10 @@ class GroupStore:
         """Producer id -> offsets its open transaction committed, by (group, topic,
         partition)."""
         self._pending_keys: dict[tuple[str, str, int], set[int]] = {}
+        self.rebalances: dict[str, int] = {"classic": 0, "consumer": 0}
+        """Rebalances begun here, by protocol (a metric, never persisted): a classic
+        group entering PreparingRebalance, a consumer group's epoch bumped by a
+        live operation (not by replay)."""
 
     # -- loading ------------------------------------------------------------------------
 

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from odradek.broker.app import BrokerApp
 from odradek.broker.config import BrokerConfig
+from odradek.common.metrics import render
 from odradek.metadata import acl_changes, controller
 from odradek.metadata.acls import AclBinding, AclFilter
 from odradek.storage.fs import FileSystem
@@ -277,6 +278,15 @@ class Broker:
             return [b for r in outcome.results for b in r.removed]
 
         return self._on_loop(delete())
+
+    def render_metrics(self) -> str:
+        """The broker's metrics registry in Prometheus text (what its metrics
+        endpoint serves), rendered on the broker's loop as a scrape is."""
+
+        async def rendered() -> str:
+            return render(self.app.metrics)
+
+        return self._on_loop(rendered())
 
     def _on_loop(self, coro: Coroutine[Any, Any, T]) -> T:
         if self._loop is None:

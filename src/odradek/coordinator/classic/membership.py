@@ -58,7 +58,7 @@ class Leaving:
 class ClassicMembership:
     def __init__(self, store: GroupStore) -> None:
         self.store = store
-        self.rebalance = Rebalancer(store.config)
+        self.rebalance = Rebalancer(store.config, store.rebalances)
 
     # -- JoinGroup ----------------------------------------------------------------------
 

@@ -80,8 +80,11 @@ def sync_response(group: Group, member: Member) -> SyncGroupResponse:
 
 
 class Rebalancer:
-    def __init__(self, config: GroupConfig) -> None:
+    def __init__(self, config: GroupConfig, counts: dict[str, int] | None = None) -> None:
+        """``counts``: where the rebalances begun are counted, under ``classic``
+        (the store's :attr:`~odradek.coordinator.store.GroupStore.rebalances`)."""
         self.config = config
+        self.counts = counts if counts is not None else {}
 
     # -- rebalancing --------------------------------------------------------------------
 
@@ -104,6 +107,8 @@ class Rebalancer:
         else:
             group.initial_delay_until_ms = None
             group.join_deadline_ms = now_ms + timeout
+        if group.state is not S.PREPARING_REBALANCE:
+            self.counts["classic"] = self.counts.get("classic", 0) + 1
         transition(group, S.PREPARING_REBALANCE, now_ms)
         return self.maybe_complete_join(fx, group, now_ms)
 

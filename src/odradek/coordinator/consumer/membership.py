@@ -390,6 +390,7 @@ class ConsumerMembership:
         bump |= self._refresh_subscription(fx, group, topics)
         if bump:
             cg.group_epoch += 1
+            self.store.rebalances["consumer"] += 1
             fx.records.append(cr.epoch_record(group.group_id, cg.group_epoch))
         if cg.group_epoch > cg.assignment_epoch:
             self._assign(fx, group, topics)
@@ -466,6 +467,7 @@ class ConsumerMembership:
                 cg.subscription = {n: cg.subscription[n] for n in wanted}
                 fx.records.append(cr.subscription_record(group.group_id, cg.subscription))
         cg.group_epoch += 1
+        self.store.rebalances["consumer"] += 1
         fx.records.append(cr.epoch_record(group.group_id, cg.group_epoch))
         if not cg.members:
             group.state_timestamp_ms = now_ms
