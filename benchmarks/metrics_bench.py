@@ -1,0 +1,128 @@
+"""The cost of the metrics endpoint: the C producer (c/rdkbench.c on librdkafka)
+at 1 KiB, acks=1, flat out, into two ``odradek serve`` processes started alike
+but for ``odradek.metrics.listener``, alternating between them in one run;
+the broker with the endpoint is scraped every half second (Prometheus scrapes
+every 15 to 60 s: this is the pessimistic case) while it is produced to.
+
+    python benchmarks/metrics_bench.py [--runs 5] [--count 300000]
+
+Prints each run, then the medians of throughput and of the broker's CPU
+seconds per GB of values, with metrics on over metrics off (goal: within 3 %).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import threading
+import urllib.request
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import suite_c
+import suite_kafka as kafka
+from _common import broker_process, proc_cpu_seconds
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from odradek.testing.cluster import free_port
+
+SIZE = 1024
+KINDS = ("off", "on")
+
+
+class _Broker:
+    """A suite_c target: the broker's address and its process's CPU time."""
+
+    name = "odradek"
+
+    def __init__(self, bootstrap: str, pid: int) -> None:
+        self.bootstrap = bootstrap
+        self.pid = pid
+
+    def cpu_seconds(self) -> float:
+        return proc_cpu_seconds(self.pid)
+
+
+SCRAPE_EVERY_S = 0.5
+
+
+def _scrape(url: str, stop: threading.Event, scrapes: list[int]) -> None:
+    while not stop.is_set():
+        with urllib.request.urlopen(url, timeout=10) as answer:
+            answer.read()
+        scrapes[0] += 1
+        stop.wait(SCRAPE_EVERY_S)
+
+
+def measure(runs: int, count: int) -> dict[str, list[tuple[float, float]]]:
+    """(msg/s, broker CPU s per GB) of each run, by "off" and "on"."""
+    exe, why = suite_c.build()
+    if exe is None:
+        raise RuntimeError(f"metrics benchmark skipped: {why}")
+    port = free_port()
+    extra = os.environ.get("ODRADEK_BENCH_OVERRIDES", "").split()
+    brokers = {"off": broker_process(*extra),
+               "on": broker_process(f"odradek.metrics.listener=127.0.0.1:{port}", *extra)}
+    for b in brokers.values():
+        b.start()
+    try:
+        assert all(b.proc is not None for b in brokers.values())
+        targets = {k: _Broker(b.bootstrap, b.proc.pid)  # type: ignore[union-attr]
+                   for k, b in brokers.items()}
+        admins = {k: AdminClient({"bootstrap.servers": t.bootstrap, "log_level": "0"})
+                  for k, t in targets.items()}
+        out: dict[str, list[tuple[float, float]]] = {k: [] for k in KINDS}
+        for run in range(runs):
+            for kind in (KINDS if run % 2 == 0 else KINDS[::-1]):
+                topic = kafka.fresh_topic("metrics")
+                admins[kind].create_topics(
+                    [NewTopic(topic, suite_c.PARTITIONS, 1)])[topic].result(60)
+                os.sync()
+                stop, scrapes = threading.Event(), [0]
+                scraper = None
+                if kind == "on":
+                    scraper = threading.Thread(target=_scrape, daemon=True, args=(
+                        f"http://127.0.0.1:{port}/metrics", stop, scrapes))
+                    scraper.start()
+                try:
+                    rate = suite_c.produce(exe, targets[kind], topic, count, SIZE, "1", False)
+                finally:
+                    stop.set()
+                    if scraper is not None:
+                        scraper.join(15)
+                admins[kind].delete_topics([topic])[topic].result(60)
+                out[kind].append((rate.msg_per_s, rate.cpu_s_per_gb))
+                print(f"metrics run {run + 1} {kind:3} produce 1 KiB acks=1: "
+                      f"{rate.msg_per_s:,.0f}/s, broker {rate.cpu_s_per_gb:.2f} CPU s/GB"
+                      + (f", {scrapes[0]} scrapes" if kind == "on" else ""),
+                      file=sys.stderr, flush=True)
+        return out
+    finally:
+        for b in brokers.values():
+            b.stop()
+
+
+def summary(results: dict[str, list[tuple[float, float]]]) -> str:
+    rate = {k: statistics.median(r for r, _ in results[k]) for k in KINDS}
+    cpu = {k: statistics.median(c for _, c in results[k]) for k in KINDS}
+    return (f"C producer 1 KiB acks=1, median of {len(results['on'])} runs: metrics off "
+            f"{rate['off']:,.0f} msg/s {cpu['off']:.2f} CPU s/GB, "
+            f"on (scraped every {SCRAPE_EVERY_S:g} s) "
+            f"{rate['on']:,.0f} msg/s {cpu['on']:.2f} CPU s/GB; on/off throughput "
+            f"{rate['on'] / rate['off']:.3f}, CPU per GB {cpu['on'] / cpu['off']:.3f}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--count", type=int, default=300_000, help="records per run")
+    args = parser.parse_args(argv)
+    print(summary(measure(args.runs, args.count)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
