@@ -21,7 +21,13 @@ from odradek.wire.messages.describe_quorum_request import (
     PartitionData,
     TopicData,
 )
-from tests.support.cluster import LocalCluster, active_controller, quorum_leader, wait_for
+from tests.support.cluster import (
+    LocalCluster,
+    active_controller,
+    assert_no_tracebacks,
+    quorum_leader,
+    wait_for,
+)
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -61,9 +67,7 @@ def combined(tmp_path: Path) -> Iterator[LocalCluster]:
     finally:
         cluster.stop()
     # No node hit an internal error on the way (a traceback in a node's log is a bug).
-    for node in cluster.nodes.values():
-        text = node.log_path.read_text(errors="replace")
-        assert "Traceback" not in text, f"node {node.node_id}:\n{text[-4000:]}"
+    assert_no_tracebacks(cluster)
 
 
 def _leaders_kafka_python(bootstrap: str, topic: str) -> dict[int, int]:

@@ -19,7 +19,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.support.cluster import LocalCluster, wait_for
+from tests.support.cluster import LocalCluster, assert_no_tracebacks, wait_for
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -55,9 +55,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
         raise
     finally:
         c.stop()
-    for node in c.nodes.values():
-        text = node.log_path.read_text(errors="replace")
-        assert "Traceback" not in text, f"node {node.node_id}:\n{text[-4000:]}"
+    assert_no_tracebacks(c)
 
 
 def _admin(c: LocalCluster) -> AdminClient:

@@ -12,8 +12,16 @@ from odradek.testing.cluster import (
     wait_for,
 )
 
-__all__ = ["LinkProxy", "LocalCluster", "Node", "active_controller", "free_port",
-           "quorum_leader", "serve_command", "wait_for"]
+__all__ = ["LinkProxy", "LocalCluster", "Node", "active_controller",
+           "assert_no_tracebacks", "free_port", "quorum_leader", "serve_command", "wait_for"]
+
+
+def assert_no_tracebacks(cluster: LocalCluster) -> None:
+    """No node hit an internal error: a traceback in a node's log is a bug (its
+    last 4000 characters are shown)."""
+    for node in cluster.nodes.values():
+        text = node.log_path.read_text(errors="replace")
+        assert "Traceback" not in text, f"node {node.node_id}:\n{text[-4000:]}"
 
 
 def quorum_leader(bootstrap: str) -> int:

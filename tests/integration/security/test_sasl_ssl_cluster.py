@@ -30,6 +30,7 @@ from confluent_kafka.admin import (
 
 from odradek.testing.cluster import LocalCluster, wait_for
 from odradek.testing.secure_cluster import SASL_USERS
+from tests.support.cluster import assert_no_tracebacks
 
 TOPIC = "secured"
 GROUP = "alice-readers"
@@ -48,9 +49,9 @@ def cluster(tmp_path: Path) -> Iterator[LocalCluster]:
         raise
     finally:
         c.stop()
+    assert_no_tracebacks(c)
     for node in c.nodes.values():
         text = node.log_path.read_text(errors="replace")
-        assert "Traceback" not in text, f"node {node.node_id}:\n{text[-4000:]}"
         for secret in (*SASL_USERS.values(), *PASSWORDS.values()):
             assert secret not in text, f"node {node.node_id} logged a password"
 

@@ -19,7 +19,7 @@ from odradek.wire.messages.alter_user_scram_credentials_request import (
 from odradek.wire.messages.describe_user_scram_credentials_request import (
     DescribeUserScramCredentialsRequest,
 )
-from tests.support.cluster import LocalCluster, serve_command, wait_for
+from tests.support.cluster import LocalCluster, assert_no_tracebacks, serve_command, wait_for
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -85,6 +85,4 @@ def test_scram_users_reach_every_node(tmp_path: Path) -> None:
         raise
     finally:
         cluster.stop()
-    for node in cluster.nodes.values():
-        text = node.log_path.read_text(errors="replace")
-        assert "Traceback" not in text, f"node {node.node_id}:\n{text[-4000:]}"
+    assert_no_tracebacks(cluster)

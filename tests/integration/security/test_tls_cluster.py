@@ -13,6 +13,7 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from odradek.testing.cluster import LocalCluster, wait_for
+from tests.support.cluster import assert_no_tracebacks
 
 
 @pytest.fixture
@@ -27,9 +28,7 @@ def tls_cluster(tmp_path: Path) -> Iterator[LocalCluster]:
         raise
     finally:
         cluster.stop()
-    for node in cluster.nodes.values():
-        text = node.log_path.read_text(errors="replace")
-        assert "Traceback" not in text, f"node {node.node_id}:\n{text[-4000:]}"
+    assert_no_tracebacks(cluster)
 
 
 def test_tls_cluster_replicates_with_acks_all(tls_cluster: LocalCluster) -> None:
