@@ -50,6 +50,7 @@ from odradek.broker.handlers.acl_checks import (
 from odradek.broker.handlers.topics import INTERNAL_TOPICS, auto_create
 from odradek.broker.net.context import RequestContext
 from odradek.broker.net.registry import Access, handler
+from odradek.metadata.acls import CLUSTER_NAME
 from odradek.metadata.controller import topic_name_error
 from odradek.metadata.image import MetadataImage, TopicImage
 from odradek.wire.errors import ErrorCode
@@ -188,7 +189,7 @@ def _authorized_operations(ctx: RequestContext, request: MetadataRequest,
     a topic with its field set is a copy."""
     if request.include_cluster_authorized_operations and ctx.api_version <= 10:
         response.cluster_authorized_operations = authorized_operations(
-            ctx, CLUSTER, "kafka-cluster")
+            ctx, CLUSTER, CLUSTER_NAME)
     if request.include_topic_authorized_operations:
         response.topics = [
             t if t.error_code or t.name is None else dataclasses.replace(

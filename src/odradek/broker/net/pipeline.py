@@ -52,7 +52,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from odradek.broker.net.registry import CloseConnection, Deferred, Registration
 from odradek.common.metrics import Cell, Counter, Histogram, Registry, observe_into
-from odradek.metadata.acls import AclOperation
+from odradek.metadata.acls import CLUSTER_NAME, AclOperation, ResourceType
 from odradek.wire.api import api_name
 from odradek.wire.errors import ErrorCode
 
@@ -279,8 +279,7 @@ class Authorize:
         return await proceed(call)
 
 
-CLUSTER_RESOURCE = 4
-CLUSTER_NAME = "kafka-cluster"
+CLUSTER_RESOURCE = ResourceType.CLUSTER.value
 
 
 def cluster_checks(reg: Registration) -> tuple[int, ...]:
