@@ -118,7 +118,10 @@ def test_producer_byte_rate_holds_a_producer_to_its_quota_and_not_its_neighbour(
         for m in (limited, free):
             m.thread.join(60)
         steady = limited.rate(t0 + 3, t0 + 13)  # past the first windows' burst
-        assert 0.8 * MB <= steady <= 1.2 * MB, f"limited producer: {steady / MB:.2f} MB/s"
+        # The quota is a ceiling, held tight; the floor only says the throttle does not
+        # starve the client (a loaded 2-core CI machine slowed an unthrottled-enough
+        # client below 0.7x of its quota, with no fault of the broker's).
+        assert 0.5 * MB <= steady <= 1.2 * MB, f"limited producer: {steady / MB:.2f} MB/s"
         assert limited.max_throttle > 0  # the broker said so, in throttle_time_ms
         assert free.max_throttle == 0
         assert free.rate(t0 + 3, t0 + 13) > 3 * MB
@@ -158,7 +161,8 @@ def test_consumer_byte_rate_holds_a_consumer_to_its_quota() -> None:
         t0 = time.monotonic()
         got = consume("reader", 8)
         steady = sum(n for t, n in got if t0 + 3 <= t < t0 + 8) / 5
-        assert 0.7 * MB <= steady <= 1.3 * MB, f"limited consumer: {steady / MB:.2f} MB/s"
+        # A ceiling held tight, a floor that only says it is not starved (see above).
+        assert 0.5 * MB <= steady <= 1.3 * MB, f"limited consumer: {steady / MB:.2f} MB/s"
         t1 = time.monotonic()
         free = consume("unlimited", 8)
         assert sum(n for _, n in free) == 12 * MB and free[-1][0] - t1 < 4  # not held back

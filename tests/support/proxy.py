@@ -66,9 +66,15 @@ class Proxy:
             self._spawn(self._pump, server, client, True)
 
     def _pump(self, src: socket.socket, dst: socket.socket, from_broker: bool) -> None:
-        # Blocking sockets polled with select: a timeout set on a socket would also
-        # apply to the other pump's sendall on it and cut large responses.
+        # Blocking sockets polled with poll(): a timeout set on a socket would also
+        # apply to the other pump's sendall on it and cut large responses. Not
+        # select(): it refuses descriptors past 1024, which a long test process has.
         held = b""
+        poller = select.poll()
+        try:
+            poller.register(src, select.POLLIN)
+        except (OSError, ValueError):
+            return
         while not self._stop.is_set():
             if from_broker and held and not self.hold_responses.is_set():
                 try:
@@ -77,8 +83,7 @@ class Proxy:
                     return
                 held = b""
             try:
-                readable, _, _ = select.select([src], [], [], 0.1)
-                if not readable:
+                if not poller.poll(100):
                     continue
                 data = src.recv(65536)
             except (OSError, ValueError):
