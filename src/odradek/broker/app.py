@@ -173,10 +173,20 @@ class BrokerApp:
         where = self.config.metrics_listener()
         if where is None:
             return
-        from odradek.broker.observe import kafka_metrics
+        from odradek.broker.observe import (
+            cleaner_metrics,
+            connection_metrics,
+            controller_metrics,
+            kafka_metrics,
+            quota_metrics,
+            raft_metrics,
+        )
         from odradek.broker.observe.endpoint import MetricsEndpoint
 
         kafka_metrics.register(self.metrics, self)
+        for family in (controller_metrics, raft_metrics, cleaner_metrics, quota_metrics,
+                       connection_metrics):
+            family.register(self.metrics, self)
         # Consumer lag, computed when the registry is rendered (a scrape).
         meta, partitions = self.state, self.partitions
         assert meta is not None and partitions is not None  # built by start() before

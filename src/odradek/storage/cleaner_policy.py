@@ -149,7 +149,8 @@ def dirtiest_log(candidates: Iterable[tuple[Log, CleanerView]], now_ms: int,
                  stats: MutableMapping[str, float]) -> tuple[Log, CleanerView] | None:
     """The candidate due for cleaning with the highest dirty ratio, with its view
     (Kafka's ``grabFilthiestCompactedLog``), or None; ``stats["max_dirty_ratio"]``
-    keeps the highest ratio seen."""
+    keeps the highest ratio seen, ``stats["last_max_dirty_ratio"]`` that of this
+    look (0 when no log is due: Kafka's ``max-dirty-percent``, as a ratio)."""
     best: tuple[float, Log, CleanerView] | None = None
     for log, view in candidates:
         ratio = needs_cleaning(log, first_dirty_offset(log), first_uncleanable(log, view, now_ms),
@@ -157,4 +158,5 @@ def dirtiest_log(candidates: Iterable[tuple[Log, CleanerView]], now_ms: int,
         stats["max_dirty_ratio"] = max(stats["max_dirty_ratio"], ratio)
         if ratio >= 0 and (best is None or ratio > best[0]):
             best = (ratio, log, view)
+    stats["last_max_dirty_ratio"] = 0.0 if best is None else best[0]
     return None if best is None else (best[1], best[2])

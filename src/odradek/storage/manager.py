@@ -141,7 +141,12 @@ class LogManager:
         """Drop-behind for every log here (:mod:`odradek.storage.pagecache`)."""
         self.cleaner_stats: dict[str, float] = {
             "passes": 0, "bytes_read": 0, "bytes_written": 0, "last_pass_ms": -1,
-            "max_dirty_ratio": 0.0}
+            "max_dirty_ratio": 0.0, "last_max_dirty_ratio": 0.0, "last_bytes_read": 0,
+            "last_bytes_written": 0, "last_pass_s": 0.0, "pass_started_ms": -1}
+        """The cleaner's totals (passes, bytes), and of its last look and pass:
+        the highest dirty ratio of the logs due (``last_max_dirty_ratio``), the
+        bytes the last pass read and wrote and how long it took (s); wall ms of
+        its end (``last_pass_ms``). Read by the metrics endpoint."""
 
     def reconfigure_cleaner(self, settings: CleanerSettings) -> None:
         """New ``log.cleaner.*`` settings while running (dynamic broker configs): the
@@ -420,6 +425,7 @@ class LogManager:
             wall, self.cleaner_stats)
         if best is None:
             return None
+        self.cleaner_stats["pass_started_ms"] = self.clock.monotonic_ms()
         self.cleaning = plan_pass(best[0], best[1], settings, wall, self._cleaned, force=True,
                                   pool=self.cleaner_pool)
         return self.cleaning
@@ -433,6 +439,9 @@ class LogManager:
         stats["passes"] += 1
         stats["bytes_read"] += job.plan.stats.bytes_read
         stats["bytes_written"] += job.plan.stats.bytes_written
+        stats["last_bytes_read"] = job.plan.stats.bytes_read
+        stats["last_bytes_written"] = job.plan.stats.bytes_written
+        stats["last_pass_s"] = max(self.clock.monotonic_ms() - stats["pass_started_ms"], 0) / 1000
         stats["last_pass_ms"] = self.clock.now_ms()
         self._checkpoints.write_soon(CLEANER_OFFSET_CHECKPOINT, self.clock.monotonic_ms())
         # Clean again soon if the map ended early (more dirt is waiting).

@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import itertools
 import logging
+import time
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import InitVar, dataclass, field
@@ -23,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from odradek.broker.config import BrokerConfig, ConfigError, Listener
 from odradek.broker.control.bootstrap import read_bootstrap
 from odradek.broker.control.controller_channel import ControllerChannel, ControllerUnavailable
+from odradek.broker.control.controller_stats import ControllerStats
 from odradek.broker.control.meta_properties import (
     META_PROPERTIES,
     DataDirError,
@@ -40,6 +42,7 @@ from odradek.common.clock import Clock, SystemClock
 from odradek.common.ids import Ids, RandomIds
 from odradek.metadata import controller
 from odradek.metadata.broker_configs import is_dynamic
+from odradek.metadata.elections import count_elections
 from odradek.metadata.image import Endpoint, MetadataImage
 from odradek.metadata.outcome import Outcome
 
@@ -177,6 +180,8 @@ class BrokerState:
     _writes: asyncio.Lock = field(default_factory=asyncio.Lock)
     """The controller queue: one metadata write at a time, decided on the image
     that the writes before it left."""
+    controller_stats: ControllerStats = field(default_factory=ControllerStats)
+    """The controller queue's timings and leader elections (for the metrics)."""
 
     def __post_init__(self, plane: ControlPlane) -> None:
         config = self.config
@@ -402,12 +407,29 @@ class BrokerState:
         validate-only request) append its records to the metadata log, and
         return its decision once they are committed and applied here.
         NotControllerError on a node that is not the active controller."""
+        called = time.perf_counter()
         async with self._writes:
             if not self.metadata.is_leader:
                 raise NotControllerError(self.metadata.leader_id)
-            decision = decide(self.image)
-            if apply and not decision.error:
-                await self.metadata.append(decision.records)
+            stats = self.controller_stats
+            started = time.perf_counter()
+            stats.queue_time_ms.observe((started - called) * 1000)
+            try:
+                decision = decide(self.image)
+                if apply and not decision.error:
+                    # Counted on the image decided on, before the append replays
+                    # the records into it; recorded once they have committed.
+                    elections, unclean = count_elections(self.image, decision.records)
+                    appended = time.perf_counter()
+                    await self.metadata.append(decision.records)
+                    committed = time.perf_counter()
+                    if decision.records:
+                        stats.commit_latency_ms.record((committed - appended) * 1000,
+                                                       self.clock.monotonic_ms())
+                    if elections:
+                        stats.elected(elections, unclean, (committed - started) * 1000)
+            finally:
+                stats.processing_time_ms.observe((time.perf_counter() - started) * 1000)
             return decision
 
     # -- the metadata log's listener (broker/control/metadata_log.MetadataListener) --

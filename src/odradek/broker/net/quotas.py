@@ -32,6 +32,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 
+from odradek.common.windowed import Windowed
 from odradek.metadata import quotas as model
 from odradek.metadata.image import MetadataImage
 
@@ -98,6 +99,9 @@ class QuotaManager:
         self.window_ms = window_ms
         self.num = num
         self._sensors: dict[tuple[str, model.Entity], Rate] = {}
+        self.throttles: dict[tuple[str, model.Entity], Windowed] = {}
+        """The throttle times (ms) given to each sensor's clients, over the quota's
+        windows (Kafka's ``throttle-time`` sensor; read by the metrics)."""
         self._charges = 0
 
     def active(self, key: str) -> bool:
@@ -112,7 +116,13 @@ class QuotaManager:
                 k for values in image.client_quotas.values() for k in values}
         return key in found
 
-    def _sensor(self, key: str, client_id: str, user: str) -> tuple[float, Rate] | None:
+    @property
+    def sensors(self) -> dict[tuple[str, model.Entity], Rate]:
+        """Every live sensor, by (quota key, entity charged); read by the metrics."""
+        return self._sensors
+
+    def _sensor(self, key: str, client_id: str, user: str
+                ) -> tuple[float, Rate, model.Entity] | None:
         image = self._image()
         cache: dict[tuple[str, str, str], tuple[float, model.Entity] | None] | None = \
             image.derived.get("quota-resolved")
@@ -130,7 +140,15 @@ class QuotaManager:
         sensor = self._sensors.get((key, entity))
         if sensor is None:
             sensor = self._sensors[(key, entity)] = Rate(self.window_ms, self.num)
-        return quota, sensor
+        return quota, sensor, entity
+
+    def _throttled(self, key: str, entity: model.Entity, ms: int, now_ms: float) -> int:
+        if ms:
+            stat = self.throttles.get((key, entity))
+            if stat is None:
+                stat = self.throttles[(key, entity)] = Windowed(self.window_ms, self.num)
+            stat.record(ms, now_ms)
+        return ms
 
     def charge(self, key: str, client_id: str | None, value: float, now_ms: float, *,
                user: str) -> int:
@@ -142,28 +160,32 @@ class QuotaManager:
         found = self._sensor(key, client_id or "", user)
         if found is None:
             return 0
-        quota, sensor = found
+        quota, sensor, entity = found
         sensor.record(value, now_ms)
         self._charges += 1
         if self._charges % 1024 == 0:
             self._expire(now_ms)
-        return throttle_ms(sensor.measure(now_ms), quota, sensor.span_ms(now_ms),
-                           self.window_ms * self.num)
+        return self._throttled(key, entity, throttle_ms(
+            sensor.measure(now_ms), quota, sensor.span_ms(now_ms), self.window_ms * self.num),
+            now_ms)
 
     def pending(self, key: str, client_id: str | None, now_ms: float, *, user: str) -> int:
-        """The throttle time the client is already due, charging nothing."""
+        """The throttle time the client is already due, charging nothing (when
+        not 0, the answer is throttled by it: it counts in :attr:`throttles`)."""
         found = self._sensor(key, client_id or "", user) if self.active(key) else None
         if found is None:
             return 0
-        quota, sensor = found
-        return throttle_ms(sensor.measure(now_ms), quota, sensor.span_ms(now_ms),
-                           self.window_ms * self.num)
+        quota, sensor, entity = found
+        return self._throttled(key, entity, throttle_ms(
+            sensor.measure(now_ms), quota, sensor.span_ms(now_ms), self.window_ms * self.num),
+            now_ms)
 
     def _expire(self, now_ms: float) -> None:
         """Drop sensors with no charge for two whole spans (clients that went away)."""
         horizon = now_ms - 2 * self.num * self.window_ms
         for k in [k for k, s in self._sensors.items() if s.idle_since_ms < horizon]:
             del self._sensors[k]
+            self.throttles.pop(k, None)
 
     def connection_rate(self, ip: str) -> float | None:
         """The ``connection_creation_rate`` quota of connections from ``ip``, if any."""

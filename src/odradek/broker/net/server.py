@@ -54,6 +54,7 @@ from odradek.broker.net.ssl_principal import NoMatchingRule, PrincipalMapper
 from odradek.broker.net.tls import ListenerTls
 from odradek.broker.net.transfer import write_parts
 from odradek.common.metrics import Registry
+from odradek.common.windowed import Windowed
 from odradek.metadata.ssl_configs import is_dynamic_ssl_key
 from odradek.wire.frames import (
     UNBOUNDED,
@@ -139,6 +140,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             return
         self._admitted = True
         self.server.connections.add(self)
+        self.server.opened(self.listener)
         self._task = asyncio.get_running_loop().create_task(self._serve())
         self.server.tasks.add(self._task)
         self._task.add_done_callback(self.server.tasks.discard)
@@ -194,6 +196,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if self._admitted:
             self._admitted = False
             server.limits.release(self.ip)
+            server.closed[self.listener] += 1
         self.conn.close()
         server.memory_waiters.discard(self)
         if server.granted is self:
@@ -482,6 +485,12 @@ class KafkaServer:
         self.granted: KafkaConnection | None = None
         self.stats: Counter[str] = Counter()
         """Events worth counting: "idle_closed", "memory_paused", "memory_granted"."""
+        self.created: Counter[str] = Counter()
+        """Connections admitted since the start, by listener name (the metrics'
+        ``connection_creation_total``); :attr:`closed` those closed since."""
+        self.closed: Counter[str] = Counter()
+        self.creation_rates: dict[str, Windowed] = {}
+        """Admissions by listener over Kafka's 2 x 30 s windows (``connection_creation_rate``)."""
         self._loop: asyncio.AbstractEventLoop | None = None
         self._sweeper: asyncio.Task[None] | None = None
         self._preloader: asyncio.Task[None] | None = None
@@ -494,6 +503,14 @@ class KafkaServer:
             self.limits.reconfigure(self.state.config)
         if any(is_dynamic_ssl_key(n) for n in names):
             self.tls.reconfigure(self.state.config, names)
+
+    def opened(self, listener: str) -> None:
+        """A connection was admitted on ``listener`` (counted for the metrics)."""
+        self.created[listener] += 1
+        rate = self.creation_rates.get(listener)
+        if rate is None:
+            rate = self.creation_rates[listener] = Windowed()
+        rate.record(1, self.loop_time() * 1000)
 
     def loop_time(self) -> float:
         loop = self._loop
