@@ -11,7 +11,10 @@ Routes (GET or HEAD; anything else 405, other paths 404):
   one-line reason (Kubernetes' readiness).
 
 The HTTP itself is :mod:`odradek.broker.observe.server`'s; the metric families
-are :mod:`odradek.broker.observe.kafka_metrics`' and the request pipeline's.
+are :mod:`odradek.broker.observe.kafka_metrics`' (with ``controller_metrics``,
+``raft_metrics``, ``cleaner_metrics``, ``quota_metrics`` and
+``connection_metrics`` beside it), the consumer lag's and the request
+pipeline's.
 
 A rendering of ``/metrics`` is reused for :data:`RENDER_REUSE_S` (per format):
 a client asking in a loop costs the event loop an HTTP parse per request, not
