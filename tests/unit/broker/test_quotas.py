@@ -193,3 +193,20 @@ def test_ip_connection_rate_resolves_exact_then_default() -> None:
     assert q.resolve_ip(quotas, "10.0.0.1") == 7.0
     assert q.resolve_ip(quotas, "10.0.0.2") == 3.0
     assert q.resolve_ip({}, "10.0.0.2") is None
+
+
+def test_throttles_given_are_kept_per_sensor_for_the_metrics_and_expire_with_it() -> None:
+    image = MetadataImage()
+    image.client_quotas[(("client-id", "p"),)] = {q.PRODUCE: 1000.0}
+    manager = QuotaManager(lambda: image, 1000, 3)
+    key = (q.PRODUCE, (("client-id", "p"),))
+    assert manager.charge(q.PRODUCE, "p", 500, 0, user="u") == 0
+    assert manager.throttles == {} and set(manager.sensors) == {key}
+    first = manager.charge(q.PRODUCE, "p", 5000, 10, user="u")
+    due = manager.pending(q.PRODUCE, "p", 20, user="u")
+    assert first > 0 and due > 0
+    assert manager.throttles[key].avg(20) == pytest.approx((first + due) / 2)
+    assert manager.charge(q.PRODUCE, "other", 10**6, 20, user="u") == 0  # no quota: no sensor
+    assert set(manager.sensors) == {key}
+    manager._expire(10 + 2 * 3 * 1000 + 1)  # idle for two spans
+    assert manager.sensors == {} and manager.throttles == {}
