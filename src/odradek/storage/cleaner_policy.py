@@ -149,14 +149,18 @@ def dirtiest_log(candidates: Iterable[tuple[Log, CleanerView]], now_ms: int,
                  stats: MutableMapping[str, float]) -> tuple[Log, CleanerView] | None:
     """The candidate due for cleaning with the highest dirty ratio, with its view
     (Kafka's ``grabFilthiestCompactedLog``), or None; ``stats["max_dirty_ratio"]``
-    keeps the highest ratio seen, ``stats["last_max_dirty_ratio"]`` that of this
-    look (0 when no log is due: Kafka's ``max-dirty-percent``, as a ratio)."""
+    keeps the highest ratio of a log due seen, ``stats["last_max_dirty_ratio"]``
+    the highest ratio of any candidate, due or not, in this look (0 without
+    one: Kafka's ``max-dirty-percent``, as a ratio)."""
     best: tuple[float, Log, CleanerView] | None = None
+    look_max = 0.0
     for log, view in candidates:
-        ratio = needs_cleaning(log, first_dirty_offset(log), first_uncleanable(log, view, now_ms),
-                               now_ms)
+        first_dirty = first_dirty_offset(log)
+        uncleanable = first_uncleanable(log, view, now_ms)
+        look_max = max(look_max, dirty_ratio(log, first_dirty, uncleanable)[0])
+        ratio = needs_cleaning(log, first_dirty, uncleanable, now_ms)
         stats["max_dirty_ratio"] = max(stats["max_dirty_ratio"], ratio)
         if ratio >= 0 and (best is None or ratio > best[0]):
             best = (ratio, log, view)
-    stats["last_max_dirty_ratio"] = 0.0 if best is None else best[0]
+    stats["last_max_dirty_ratio"] = look_max
     return None if best is None else (best[1], best[2])

@@ -3,8 +3,10 @@
 ``kafka_log_<type>_<name>``, dashes as underscores), plus Odradek's own totals:
 
 - ``kafka_log_logcleanermanager_max_dirty_percent``: the highest dirty ratio,
-  in percent, among the compacted logs due for cleaning when the cleaner last
-  looked (0 when none was due);
+  in percent, among the compacted logs when the cleaner last looked (every
+  ``log.cleaner.backoff.ms``), whether or not they were due for cleaning, as
+  Kafka computes it (dirty bytes over the bytes below the first uncleanable
+  offset);
 - ``kafka_log_logcleaner_cleaner_recopy_percent``: bytes the last pass wrote
   as a percentage of those it read (100: nothing was removed);
 - ``kafka_log_logcleaner_max_clean_time_secs``: how long the last pass took
@@ -28,7 +30,7 @@ from odradek.common.metrics import Registry
 
 GAUGES = (
     ("kafka_log_logcleanermanager_max_dirty_percent", "Highest dirty ratio (%) among "
-     "the compacted logs due when the cleaner last looked"),
+     "the compacted logs when the cleaner last looked"),
     ("kafka_log_logcleaner_cleaner_recopy_percent", "Bytes written as a percentage of "
      "bytes read by the last cleaner pass"),
     ("kafka_log_logcleaner_max_clean_time_secs", "Seconds the last cleaner pass took"),
