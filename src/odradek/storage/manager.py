@@ -144,7 +144,7 @@ class LogManager:
             "max_dirty_ratio": 0.0, "last_max_dirty_ratio": 0.0, "last_bytes_read": 0,
             "last_bytes_written": 0, "last_pass_s": 0.0, "pass_started_ms": -1}
         """The cleaner's totals (passes, bytes), and of its last look and pass:
-        the highest dirty ratio of the logs due (``last_max_dirty_ratio``), the
+        the highest dirty ratio of any compacted log (``last_max_dirty_ratio``), the
         bytes the last pass read and wrote and how long it took (s); wall ms of
         its end (``last_pass_ms``). Read by the metrics endpoint."""
 
