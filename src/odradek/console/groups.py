@@ -32,7 +32,7 @@ async def groups(request: web.Request) -> web.Response:
     listed = await console(request).run(list_groups)
     history = console(request).lag_history
     rows = [{"id": g, "protocol_type": t or "-", "state": s or "-",
-             "lag": history[g][-1].total if g in history and history[g] else None}
+             "lag": history[g][-1].total if history.get(g) else None}
             for g, t, s in listed]
     return render(request, "groups.html", groups=rows)
 

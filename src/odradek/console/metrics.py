@@ -6,6 +6,7 @@ under-replicated partitions (a gauge)."""
 
 from __future__ import annotations
 
+import itertools
 import time
 from dataclasses import dataclass
 
@@ -71,7 +72,7 @@ def rates(samples: list[MetricSample], key: str) -> list[tuple[float, float]]:
     if key not in COUNTERS:
         return [(s.at, s.values[key]) for s in samples]
     out = []
-    for a, b in zip(samples, samples[1:], strict=False):
+    for a, b in itertools.pairwise(samples):
         delta, dt = b.values[key] - a.values[key], b.at - a.at
         if dt > 0 and delta >= 0:
             out.append((b.at, delta / dt))

@@ -5,6 +5,7 @@ own metrics."""
 from __future__ import annotations
 
 from collections import Counter
+from typing import Any
 
 from aiohttp import web
 
@@ -26,7 +27,7 @@ def partition_state(leader: int, replicas: list[int], isr: list[int]) -> str:
 
 @routes.get("/")
 async def overview(request: web.Request) -> web.Response:
-    async def gather(client: KafkaClient) -> dict[str, object]:
+    async def gather(client: KafkaClient) -> dict[str, Any]:
         cluster = await describe_cluster(client)
         quorum = await describe_quorum(client)
         meta = await client.metadata(None)

@@ -78,7 +78,7 @@ async def _describe(client: KafkaClient, name: str) -> dict[str, Any]:
     ends = await client.list_offsets(name, live, LATEST) if live else {}
     sizes = await _sizes(client, name, sorted(leaders))
     configs = (await admin.describe_configs(client, admin.TOPIC_RESOURCE, [name]))[name]
-    partitions = [{
+    partitions: list[dict[str, Any]] = [{
         "partition": p.partition_index, "leader": p.leader_id,
         "replicas": list(p.replica_nodes), "isr": list(p.isr_nodes),
         "state": partition_state(p.leader_id, list(p.replica_nodes), list(p.isr_nodes)),
