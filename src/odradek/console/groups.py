@@ -46,7 +46,7 @@ async def group(request: web.Request) -> web.Response:
     history = list(console(request).lag_history.get(gid, ()))
     chart = line_chart("Total lag", [(s.at, float(s.total)) for s in history])
     topics = sorted({r.topic for r in rows} | {t for m in desc.members for t in m.assignment})
-    return render(request, "group.html", group=desc, gid=gid, rows=rows, chart=chart,
+    return render(request, "group.html", group=desc, gid=gid, rows=rows, lag_chart=chart,
                   topics=topics, url=f"/groups/{web_quote(gid)}",
                   total=sum(r.lag or 0 for r in rows), resets=RESETS)
 
