@@ -27,7 +27,6 @@ from tests.integration.console.conftest import (
 CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 
 pytestmark = [
-    pytest.mark.slow,
     pytest.mark.skipif(not (os.access(CHROMIUM, os.X_OK) and os.access(CHROMEDRIVER, os.X_OK)),
                        reason=f"needs {CHROMIUM} and {CHROMEDRIVER} (Debian's chromium and "
                               f"chromium-driver)"),
