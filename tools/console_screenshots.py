@@ -21,20 +21,12 @@ from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Consumer, Producer
-from confluent_kafka.admin import (
-    AclBinding,
-    AclOperation,
-    AclPermissionType,
-    AdminClient,
-    ResourcePatternType,
-    ResourceType,
-)
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
-from odradek.client.access import alter_quota
+from odradek.client.access import Acl, alter_quota, create_acl
 from odradek.client.client import KafkaClient
 from odradek.client.security import ClientSecurity
 from odradek.console.app import ConsoleServer
@@ -71,28 +63,23 @@ def _fill(broker: Broker, conf: dict[str, str]) -> None:
     p.flush(30)
     _consume(conf, "orders", "shipping", 90)
     _consume(conf, "payments", "ledger", 120)
-    admin = AdminClient(conf)
-    for f in admin.create_acls([
-        AclBinding(ResourceType.TOPIC, "orders", ResourcePatternType.LITERAL, "User:alice",
-                   "*", AclOperation.READ, AclPermissionType.ALLOW),
-        AclBinding(ResourceType.GROUP, "shipping", ResourcePatternType.LITERAL, "User:alice",
-                   "*", AclOperation.READ, AclPermissionType.ALLOW),
-        AclBinding(ResourceType.TOPIC, "pay", ResourcePatternType.PREFIXED, "User:bob",
-                   "*", AclOperation.WRITE, AclPermissionType.ALLOW),
-    ]).values():
-        f.result(10)
-
-    async def quotas() -> None:
+    async def access() -> None:
         client = await KafkaClient.connect(
             broker.bootstrap_servers, security=ClientSecurity.from_properties(
                 _admin_properties()))
         try:
+            # (resource type, name, pattern, principal, host, operation, permission):
+            # topic 2, group 3; literal 3, prefixed 4; READ 3, WRITE 4; ALLOW 3
+            for acl in (Acl(2, "orders", 3, "User:alice", "*", 3, 3),
+                        Acl(3, "shipping", 3, "User:alice", "*", 3, 3),
+                        Acl(2, "pay", 4, "User:bob", "*", 4, 3)):
+                await create_acl(client, acl)
             await alter_quota(client, [("user", "alice")], "producer_byte_rate", 1048576)
             await alter_quota(client, [("client-id", None)], "consumer_byte_rate", 4194304)
         finally:
             await client.close()
 
-    asyncio.run(quotas())
+    asyncio.run(access())
 
 
 def _consume(conf: dict[str, str], topic: str, group: str, count: int) -> None:
@@ -140,8 +127,9 @@ def main() -> None:
                         help="how long traffic flows before the screenshots")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
+    metrics_on: dict[str, Any] = {"odradek.metrics.listener": "127.0.0.1:0"}
     with Broker(sasl={"alice": "alice-secret", "bob": "bob-secret"}, acls=True,
-                **{"odradek.metrics.listener": "127.0.0.1:0"}) as broker:
+                **metrics_on) as broker:
         conf = broker.client_config()
         _fill(broker, conf)
         assert broker.app.endpoint is not None

@@ -48,7 +48,7 @@ def test_serves_a_sasl_cluster_with_command_config_and_stops_on_sigint(tmp_path:
             page = get(match.group(1) + "topics")
             assert page.status == 200 and "secured" in page.body
             proc.send_signal(signal.SIGINT)
-            out, err = proc.communicate(timeout=30)
+            _, err = proc.communicate(timeout=30)
             assert proc.returncode == 0, err
             assert "Traceback" not in err
         finally:
