@@ -18,6 +18,8 @@ routes = web.RouteTableDef()
 T = TypeVar("T")
 QUOTA_ENTITIES = ("user", "client-id", "ip")
 MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
+MAX_ITERATIONS = 16384
+"""Kafka's bound on SCRAM iterations (and its lower one, 4096, is the form's minimum)."""
 
 
 async def _listing(request: web.Request,
@@ -116,6 +118,8 @@ async def add_user(request: web.Request) -> web.StreamResponse:
     if mechanism not in MECHANISMS:
         raise BadForm(f"'mechanism' is one of {', '.join(MECHANISMS)}")
     iterations = int_field(data, "iterations", 8192, low=4096)
+    if iterations > MAX_ITERATIONS:
+        raise BadForm(f"'iterations' must be at most {MAX_ITERATIONS}")
     raise await _act("/users", f"set the {mechanism} credential of {name}", request,
                      lambda c: access.upsert_user(c, name, mechanism, password, iterations))
 

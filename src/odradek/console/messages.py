@@ -193,7 +193,9 @@ async def produce(request: web.Request) -> web.StreamResponse:
 @routes.get("/topics/{name}/tail")
 async def tail(request: web.Request) -> web.StreamResponse:
     name = request.match_info["name"]
-    client = await console(request).new_client()
+    state = console(request)
+    client = await state.new_client()
+    state.tails += 1
     try:
         leaders = await client.partitions(name)
         positions = await client.list_offsets(name, leaders, LATEST)
@@ -204,6 +206,7 @@ async def tail(request: web.Request) -> web.StreamResponse:
         await _stream(request, client, name, leaders, positions, resp)
         return resp
     finally:
+        state.tails -= 1
         with contextlib.suppress(Exception):
             await client.close()
 

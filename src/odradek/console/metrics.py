@@ -32,9 +32,12 @@ class MetricSample:
 
 
 def parse(text: str) -> dict[str, float]:
-    """Sum of every sample of each :data:`SERIES` metric in Prometheus text."""
+    """Each :data:`SERIES` metric's total in Prometheus text: its ``topic=""``
+    sample where there is one (the broker's all-topics series, as Kafka's
+    BrokerTopicMetrics has), else the sum of its samples."""
     names = {v: k for k, v in SERIES.items()}
-    out = dict.fromkeys(SERIES, 0.0)
+    summed = dict.fromkeys(SERIES, 0.0)
+    totals: dict[str, float] = {}
     for line in text.splitlines():
         if not line or line.startswith("#"):
             continue
@@ -43,10 +46,14 @@ def parse(text: str) -> dict[str, float]:
         if key is None:
             continue
         try:
-            out[key] += float(line.rsplit("}", 1)[-1].split()[0])
+            value = float(line.rsplit("}", 1)[-1].split()[0])
         except (ValueError, IndexError):
             continue
-    return out
+        if 'topic=""' in line:
+            totals[key] = totals.get(key, 0.0) + value
+        else:
+            summed[key] += value
+    return {k: totals.get(k, summed[k]) for k in SERIES}
 
 
 async def scrape(urls: list[str], timeout_s: float = 3.0) -> MetricSample:

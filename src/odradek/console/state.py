@@ -42,6 +42,8 @@ class Console:
     """group -> (time, total lag, per-partition lag) samples, oldest first."""
     metric_history: deque[metrics.MetricSample] = field(
         default_factory=lambda: deque(maxlen=HISTORY))
+    tails: int = 0
+    """Live tails streaming now (each holds a Kafka connection of its own)."""
     _client: KafkaClient | None = None
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)

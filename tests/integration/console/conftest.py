@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
+from odradek.client.security import PLAINTEXT, ClientSecurity
 from odradek.console.app import ConsoleServer
 from odradek.console.state import Console
 from odradek.testing.broker import Broker
@@ -24,12 +25,14 @@ from odradek.testing.broker import Broker
 class RunningConsole:
     """``odradek console`` on 127.0.0.1 (any free port), on a thread of its own."""
 
-    def __init__(self, bootstrap: str, sample_interval_s: float = 0.5) -> None:
+    def __init__(self, bootstrap: str, sample_interval_s: float = 0.5,
+                 security: ClientSecurity = PLAINTEXT,
+                 metrics_urls: list[str] | None = None) -> None:
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self.thread.start()
-        self.server = ConsoleServer(Console(bootstrap, sample_interval_s=sample_interval_s),
-                                    "127.0.0.1", 0)
+        self.state = Console(bootstrap, security, metrics_urls or [], sample_interval_s)
+        self.server = ConsoleServer(self.state, "127.0.0.1", 0)
         self.url = self._call(self.server.start()).rstrip("/")
 
     def _call(self, coro: Any) -> Any:
