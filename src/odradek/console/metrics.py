@@ -46,7 +46,8 @@ def parse(text: str) -> dict[str, float]:
         if key is None:
             continue
         try:
-            value = float(line.rsplit("}", 1)[-1].split()[0])
+            rest = line[line.rindex("}") + 1:] if "}" in line else line[len(name):]
+            value = float(rest.split()[0])
         except (ValueError, IndexError):
             continue
         if 'topic=""' in line:
