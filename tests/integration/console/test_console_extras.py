@@ -7,6 +7,7 @@ from __future__ import annotations
 import http.client
 import re
 import urllib.parse
+from pathlib import Path
 
 from odradek.client.security import ClientSecurity
 from odradek.testing.broker import ADMIN_PASSWORD, Broker
@@ -18,6 +19,7 @@ from tests.integration.console.conftest import (
     query,
     wait_for,
 )
+from tests.support.cluster import free_port
 
 
 def test_a_live_tail_ends_when_its_client_goes_away() -> None:
@@ -100,3 +102,20 @@ def test_acls_page_without_an_authorizer_says_so() -> None:
             assert "The cluster did not list its ACLs" in page.body
         finally:
             console.close()
+
+
+def test_the_console_reconnects_after_the_broker_restarts(tmp_path: Path) -> None:
+    port = free_port()
+    settings = {"listeners": f"PLAINTEXT://127.0.0.1:{port}"}
+    with Broker(data_dir=str(tmp_path), **settings) as broker:
+        broker.create_topic("durable")
+        console = RunningConsole(broker.bootstrap_servers)
+    try:
+        down = get(console.url + "/topics")
+        assert down.status == 502 and "Cannot reach the cluster" in down.body
+        with Broker(data_dir=str(tmp_path), **settings):
+            back = wait_for(lambda: (r := get(console.url + "/topics")).status == 200 and r,
+                            "the console to reconnect")
+            assert "durable" in back.body
+    finally:
+        console.close()
