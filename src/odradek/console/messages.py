@@ -35,6 +35,8 @@ MAX_SCANNED = 20_000
 MAX_SECONDS = 5.0
 MAX_LIMIT = 500
 TAIL_SECONDS = 600.0
+MAX_TAILS = 16
+"""Live tails at once (each holds a Kafka connection); more are answered 503."""
 KEEPALIVE_S = 10.0
 MAX_SHOWN = 64 << 10
 """Bytes of a key or value shown; the rest is cut."""
@@ -105,7 +107,8 @@ async def browse(client: KafkaClient, topic: str, partition: int | None, mode: s
     found: list[dict[str, Any]] = []
     scanned, deadline, stopped = 0, time.monotonic() + MAX_SECONDS, None
     todo = {p for p in leaders if positions[p] < ends[p]}
-    while todo and len(found) < limit:
+    newest = mode == "end"  # keep reading: the newest ``limit`` matches are shown
+    while todo and (newest or len(found) < limit):
         if scanned >= MAX_SCANNED:
             stopped = f"scanned {scanned} records"
             break
@@ -122,11 +125,13 @@ async def browse(client: KafkaClient, topic: str, partition: int | None, mode: s
                         break
                     scanned += 1
                     positions[p] = r.offset + 1
-                    if matches(r, wanted) and len(found) < limit:
+                    if matches(r, wanted) and (newest or len(found) < limit):
                         found.append(shown(p, r))
                 if not recs or positions[p] >= ends[p]:
                     todo.discard(p)  # an empty answer: a gap to the end (compacted)
     found.sort(key=lambda r: (r["timestamp"], r["partition"], r["offset"]))
+    if newest:
+        found = found[-limit:]
     return {"records": found, "scanned": scanned, "stopped": stopped,
             "positions": positions, "partitions": sorted(await client.partitions(topic))}
 
@@ -194,8 +199,15 @@ async def produce(request: web.Request) -> web.StreamResponse:
 async def tail(request: web.Request) -> web.StreamResponse:
     name = request.match_info["name"]
     state = console(request)
-    client = await state.new_client()
-    state.tails += 1
+    if state.tails >= MAX_TAILS:
+        raise web.HTTPServiceUnavailable(
+            text=f"{MAX_TAILS} live tails are open already: close one and try again")
+    state.tails += 1  # before any await: concurrent requests see it
+    try:
+        client = await state.new_client()
+    except BaseException:
+        state.tails -= 1
+        raise
     try:
         leaders = await client.partitions(name)
         positions = await client.list_offsets(name, leaders, LATEST)

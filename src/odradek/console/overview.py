@@ -38,7 +38,11 @@ async def overview(request: web.Request) -> web.Response:
                 states[partition_state(p.leader_id, list(p.replica_nodes),
                                        list(p.isr_nodes))] += 1
                 leaders[p.leader_id] += 1
-        return {"cluster": cluster, "quorum": quorum, "topics": len(meta.topics),
+        # Brokers name a live broker as the controller (as Kafka's KRaft
+        # brokers do); the quorum, where there is one, names the active one.
+        controller = quorum.leader if quorum is not None else cluster.controller
+        return {"cluster": cluster, "quorum": quorum, "controller": controller,
+                "topics": len(meta.topics),
                 "internal": sum(1 for t in meta.topics if t.is_internal),
                 "states": {s: states.get(s, 0) for s in ("ok", "under-replicated", "offline")},
                 "leaders": leaders}

@@ -10,6 +10,7 @@ import urllib.parse
 from pathlib import Path
 
 from odradek.client.security import ClientSecurity
+from odradek.console.messages import MAX_TAILS
 from odradek.testing.broker import ADMIN_PASSWORD, Broker
 from tests.integration.console.conftest import (
     RunningConsole,
@@ -22,19 +23,20 @@ from tests.integration.console.conftest import (
 from tests.support.cluster import free_port
 
 
-def test_a_live_tail_ends_when_its_client_goes_away() -> None:
+def test_live_tails_are_bounded_and_end_when_their_clients_go_away() -> None:
     with Broker() as broker:
         broker.create_topic("quiet")
         console = RunningConsole(broker.bootstrap_servers)
         try:
             host, port = urllib.parse.urlsplit(console.url).netloc.split(":")
             conns = []
-            for _ in range(3):
+            for _ in range(MAX_TAILS):
                 conn = http.client.HTTPConnection(host, int(port), timeout=10)
                 conn.request("GET", "/topics/quiet/tail")
                 assert conn.getresponse().status == 200
                 conns.append(conn)
-            wait_for(lambda: console.state.tails == 3, "three tails streaming")
+            wait_for(lambda: console.state.tails == MAX_TAILS, "every tail streaming")
+            assert get(console.url + "/topics/quiet/tail").status == 503  # one too many
             for conn in conns:
                 conn.close()
             # No record is produced: the tails notice the closed connections on

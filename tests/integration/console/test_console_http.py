@@ -133,6 +133,8 @@ def test_message_browser_filters_and_the_produce_form_writes(console_broker: Pai
     assert "needle in a haystack" in page and "1 record shown" in page
     assert "needle in a haystack" in get(base + "?from=start&filter=abc-123").body
     assert "needle in a haystack" in get(base + "?from=end&filter=special").body
+    newest = get(base + "?from=end&limit=2").body  # the newest two of all partitions
+    assert "needle in a haystack" in newest and "2 records shown" in newest
     pretty = get(base + "?from=start&filter=%22n%22:%207%7D").body
     assert "&#34;n&#34;: 7\n}" in pretty  # the JSON value, indented
     future = urllib.parse.quote("2100-01-01T00:00:00")
