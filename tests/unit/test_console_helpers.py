@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from odradek.console import metrics
 from odradek.console.charts import HEIGHT, PAD, WIDTH, line_chart
-from odradek.console.messages import MAX_SHOWN, matches, pretty, text
+from odradek.console.messages import MAX_SHOWN_BYTES, matches, pretty, text
 from odradek.wire.records import Record
 
 PAGE = """# HELP kafka_server_brokertopicmetrics_messagesin_total records in
@@ -54,7 +54,7 @@ def test_values_are_shown_as_text_json_or_hex() -> None:
     assert text(None) is None
     assert text(b"plain") == "plain"
     assert text(b"\xff\x00") == "0xff00"
-    assert text(b"a" * (MAX_SHOWN + 5)).endswith(f"… ({MAX_SHOWN + 5} bytes)")
+    assert text(b"a" * (MAX_SHOWN_BYTES + 5)).endswith(f"… ({MAX_SHOWN_BYTES + 5} bytes)")
     assert pretty('{"a": [1, 2]}') == '{\n  "a": [\n    1,\n    2\n  ]\n}'
     assert pretty("[1") is None and pretty("42") is None and pretty(None) is None
 

@@ -1,9 +1,9 @@
 """The console's aiohttp application and its server.
 
 HTTP limits (the console faces browsers, possibly hostile ones): a request
-line or header field over :data:`MAX_LINE` bytes, or more than
+line or header field over :data:`MAX_LINE_BYTES` bytes, or more than
 :data:`MAX_HEADERS` headers, is refused with a 4xx before any handler runs;
-a body over :data:`MAX_BODY` bytes is refused with 413; an idle keep-alive
+a body over :data:`MAX_BODY_BYTES` bytes is refused with 413; an idle keep-alive
 connection is closed after :data:`KEEPALIVE_S`. Each connection is its own
 task, so a slow client holds only its own connection, and the console is a
 process apart from the brokers, so it cannot stall their Kafka listeners.
@@ -19,14 +19,14 @@ from odradek.console import access, groups, messages, overview, topics
 from odradek.console.state import Console
 from odradek.console.web import CONSOLE, ENV, STATIC, environment, errors
 
-MAX_LINE = 8190
+MAX_LINE_BYTES = 8190
 MAX_HEADERS = 100
-MAX_BODY = 256 << 10
+MAX_BODY_BYTES = 256 << 10
 KEEPALIVE_S = 75.0
 
 
 def build_app(state: Console) -> web.Application:
-    app = web.Application(client_max_size=MAX_BODY, middlewares=[errors])
+    app = web.Application(client_max_size=MAX_BODY_BYTES, middlewares=[errors])
     app[CONSOLE] = state
     app[ENV] = environment()
     for module in (overview, topics, messages, groups, access):
@@ -51,7 +51,7 @@ class ConsoleServer:
         client = await self.state.client()
         await client.metadata([])  # fails here, with ClientError, if no broker answers
         self._runner = web.AppRunner(
-            build_app(self.state), max_line_size=MAX_LINE, max_field_size=MAX_LINE,
+            build_app(self.state), max_line_size=MAX_LINE_BYTES, max_field_size=MAX_LINE_BYTES,
             max_headers=MAX_HEADERS, keepalive_timeout=KEEPALIVE_S, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port)

@@ -5,12 +5,12 @@ Browsing starts at the beginning, the end (the last ``limit`` records of
 each partition), an offset, or a timestamp (ListOffsets), and keeps records
 whose key, value or a header (name or value) contains the filter text. One
 request reads at most :data:`MAX_SCANNED` records and for at most
-:data:`MAX_SECONDS`, then shows what it found and where it stopped.
+:data:`MAX_SEARCH_S`, then shows what it found and where it stopped.
 
 ``/topics/{name}/tail`` is a server-sent event stream (``text/event-stream``):
 one ``data:`` line of JSON per record produced after it opened (the
 :func:`shown` form), a ``:`` comment as keep-alive, and an ``event: end``
-after :data:`TAIL_SECONDS` (the page then stops its EventSource). It polls
+after :data:`TAIL_MAX_S` (the page then stops its EventSource). It polls
 on a client of its own and ends as soon as the browser goes away.
 """
 
@@ -32,13 +32,13 @@ from odradek.wire.records import Record, build_batch
 
 routes = web.RouteTableDef()
 MAX_SCANNED = 20_000
-MAX_SECONDS = 5.0
+MAX_SEARCH_S = 5.0
 MAX_LIMIT = 500
-TAIL_SECONDS = 600.0
+TAIL_MAX_S = 600.0
 MAX_TAILS = 16
 """Live tails at once (each holds a Kafka connection); more are answered 503."""
 KEEPALIVE_S = 10.0
-MAX_SHOWN = 64 << 10
+MAX_SHOWN_BYTES = 64 << 10
 """Bytes of a key or value shown; the rest is cut."""
 MODES = ("start", "end", "offset", "timestamp")
 
@@ -46,12 +46,12 @@ MODES = ("start", "end", "offset", "timestamp")
 def text(data: bytes | None) -> str | None:
     if data is None:
         return None
-    cut = data[:MAX_SHOWN]
+    cut = data[:MAX_SHOWN_BYTES]
     try:
         out = cut.decode("utf-8")
     except UnicodeDecodeError:
         out = "0x" + cut.hex()
-    return out + (f"… ({len(data)} bytes)" if len(data) > MAX_SHOWN else "")
+    return out + (f"… ({len(data)} bytes)" if len(data) > MAX_SHOWN_BYTES else "")
 
 
 def pretty(value: str | None) -> str | None:
@@ -105,7 +105,7 @@ async def browse(client: KafkaClient, topic: str, partition: int | None, mode: s
     ends = await client.list_offsets(topic, leaders, LATEST)
     wanted = needle.encode()
     found: list[dict[str, Any]] = []
-    scanned, deadline, stopped = 0, time.monotonic() + MAX_SECONDS, None
+    scanned, deadline, stopped = 0, time.monotonic() + MAX_SEARCH_S, None
     todo = {p for p in leaders if positions[p] < ends[p]}
     newest = mode == "end"  # keep reading: the newest ``limit`` matches are shown
     while todo and (newest or len(found) < limit):
@@ -113,7 +113,7 @@ async def browse(client: KafkaClient, topic: str, partition: int | None, mode: s
             stopped = f"scanned {scanned} records"
             break
         if time.monotonic() > deadline:
-            stopped = f"searched for {MAX_SECONDS:.0f} s"
+            stopped = f"searched for {MAX_SEARCH_S:.0f} s"
             break
         for node in {leaders[p] for p in todo}:
             parts = {p: positions[p] for p in todo if leaders[p] == node}
@@ -225,9 +225,9 @@ async def tail(request: web.Request) -> web.StreamResponse:
 
 async def _stream(request: web.Request, client: KafkaClient, topic: str, leaders: dict[int, int],
                   positions: dict[int, int], resp: web.StreamResponse) -> None:
-    """Records from ``positions`` on, as SSE events, until :data:`TAIL_SECONDS`
+    """Records from ``positions`` on, as SSE events, until :data:`TAIL_MAX_S`
     pass or the browser goes away (a write then raises)."""
-    deadline = time.monotonic() + TAIL_SECONDS
+    deadline = time.monotonic() + TAIL_MAX_S
     quiet_since = time.monotonic()
     try:
         while time.monotonic() < deadline:

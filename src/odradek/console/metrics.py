@@ -19,7 +19,7 @@ SERIES = {
     "under_replicated": "kafka_server_replicamanager_underreplicatedpartitions",
 }
 COUNTERS = ("messages_in", "bytes_in", "bytes_out")
-MAX_BODY = 8 << 20
+MAX_BODY_BYTES = 8 << 20
 """A metrics page larger than this is not read."""
 
 
@@ -66,7 +66,7 @@ async def scrape(urls: list[str], timeout_s: float = 3.0) -> MetricSample:
             try:
                 async with session.get(url) as resp:
                     resp.raise_for_status()
-                    body = await resp.content.read(MAX_BODY)
+                    body = await resp.content.read(MAX_BODY_BYTES)
                 for k, v in parse(body.decode("utf-8", "replace")).items():
                     total[k] += v
             except (aiohttp.ClientError, TimeoutError, UnicodeError) as exc:

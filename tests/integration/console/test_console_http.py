@@ -14,7 +14,7 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource
 
-from odradek.console.app import MAX_BODY
+from odradek.console.app import MAX_BODY_BYTES
 from odradek.testing.broker import Broker
 from tests.integration.console.conftest import (
     RunningConsole,
@@ -215,7 +215,8 @@ def test_malformed_and_oversized_requests_are_refused(console_broker: Pair,
 def test_bad_forms_are_refused(console_broker: Pair) -> None:
     broker, console = console_broker
     broker.create_topic("guarded")
-    huge = post(console.url + "/topics", {"name": "x", "configs": "a=" + "b" * (MAX_BODY + 1)})
+    huge = post(console.url + "/topics",
+                {"name": "x", "configs": "a=" + "b" * (MAX_BODY_BYTES + 1)})
     assert huge.status == 413
     assert post(console.url + "/topics", {"name": "x", "partitions": "many"}).status == 400
     assert post(console.url + "/topics", {"partitions": "1"}).status == 400
