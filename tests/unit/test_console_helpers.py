@@ -46,6 +46,11 @@ def test_line_chart_scales_into_the_box() -> None:
     assert chart.latest == "100" and chart.peak == "100"
     assert "3 samples" in chart.span
     assert line_chart("empty", []).points == ""
+    both = line_chart("lag", [(0.0, 10.0), (10.0, 10.0)], {"t-0": [(0.0, 20.0), (10.0, 5.0)]})
+    (label, other), = both.others
+    assert label == "t-0"
+    assert other.split()[0] == f"{PAD:.1f},{PAD:.1f}"  # the highest value of all at the top
+    assert both.points.split()[0].endswith(f",{HEIGHT / 2:.1f}")
     flat = line_chart("one", [(1.0, 7.0)]).points.split()
     assert len(flat) == 2 and flat[0].split(",")[1] == flat[1].split(",")[1]
 

@@ -20,6 +20,8 @@ class Chart:
     """How much time the chart covers, for its caption."""
     width: int = WIDTH
     height: int = HEIGHT
+    others: tuple[tuple[str, str], ...] = ()
+    """(label, points) of further series drawn in the same box and scale."""
 
 
 def _fmt(value: float) -> str:
@@ -29,19 +31,26 @@ def _fmt(value: float) -> str:
     return f"{value:.0f}" if value == int(value) else f"{value:.2f}"
 
 
-def line_chart(title: str, series: list[tuple[float, float]]) -> Chart:
-    """``series``: (unix time, value) oldest first."""
+def line_chart(title: str, series: list[tuple[float, float]],
+               others: dict[str, list[tuple[float, float]]] | None = None) -> Chart:
+    """``series``: (unix time, value) oldest first; ``others``: more series by
+    label (e.g. each partition's lag under the total), scaled alike."""
     if not series:
         return Chart(title, "", "-", "-", "no samples yet")
     t0, t1 = series[0][0], series[-1][0]
-    top = max(v for _, v in series) or 1.0
+    top = max(v for s in (series, *(others or {}).values()) for _, v in s) or 1.0
     dt = (t1 - t0) or 1.0
-    pts = " ".join(
-        f"{PAD + (t - t0) / dt * (WIDTH - 2 * PAD):.1f},"
-        f"{HEIGHT - PAD - v / top * (HEIGHT - 2 * PAD):.1f}" for t, v in series)
-    if len(series) == 1:
-        y = pts.split(",")[1]
-        pts = f"{PAD},{y} {WIDTH - PAD},{y}"
+
+    def points(data: list[tuple[float, float]]) -> str:
+        pts = [f"{PAD + (t - t0) / dt * (WIDTH - 2 * PAD):.1f},"
+               f"{HEIGHT - PAD - v / top * (HEIGHT - 2 * PAD):.1f}" for t, v in data]
+        if len(pts) == 1:
+            y = pts[0].split(",")[1]
+            pts = [f"{PAD},{y}", f"{WIDTH - PAD},{y}"]
+        return " ".join(pts)
+
     span = f"last {int(t1 - t0)} s, {len(series)} samples, to " + time.strftime(
         "%H:%M:%S", time.localtime(t1))
-    return Chart(title, pts, _fmt(series[-1][1]), _fmt(max(v for _, v in series)), span)
+    return Chart(title, points(series), _fmt(series[-1][1]), _fmt(max(v for _, v in series)),
+                 span, others=tuple((label, points(data))
+                                    for label, data in (others or {}).items() if data))

@@ -25,6 +25,8 @@ from odradek.wire.errors import ErrorCode
 
 routes = web.RouteTableDef()
 RESETS = ("earliest", "latest", "offset", "timestamp")
+MAX_CHARTED_PARTITIONS = 12
+"""Past this many partitions the lag chart draws the total only."""
 
 
 @routes.get("/groups")
@@ -44,7 +46,11 @@ async def group(request: web.Request) -> web.Response:
     if desc.state == "Dead" and not rows:
         raise KafkaError(ErrorCode.GROUP_ID_NOT_FOUND, f"group {gid!r} does not exist")
     history = list(console(request).lag_history.get(gid, ()))
-    chart = line_chart("Total lag", [(s.at, float(s.total)) for s in history])
+    keys = sorted({k for s in history for k in s.partitions})
+    per_partition = {f"{t}-{p}": [(s.at, float(s.partitions[(t, p)])) for s in history
+                                  if (t, p) in s.partitions]
+                     for t, p in keys} if len(keys) <= MAX_CHARTED_PARTITIONS else {}
+    chart = line_chart("Total lag", [(s.at, float(s.total)) for s in history], per_partition)
     topics = sorted({r.topic for r in rows} | {t for m in desc.members for t in m.assignment})
     return render(request, "group.html", group=desc, gid=gid, rows=rows, lag_chart=chart,
                   topics=topics, url=f"/groups/{web_quote(gid)}",

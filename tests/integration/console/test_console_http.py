@@ -50,6 +50,10 @@ def test_every_page_answers_with_the_cluster_state(console_broker: Pair) -> None
         reply = get(console.url + path)
         assert reply.status == 200, (path, reply.body[:300])
         assert text in reply.body, path
+    # the sampler has drawn the group's lag, the total and each partition
+    wait_for(lambda: console.state.lag_history.get("billing"), "a lag sample of the group")
+    group_page = get(console.url + "/groups/billing").body
+    assert '<polyline points="' in group_page and "<title>orders-" in group_page
     assert get(console.url + "/topics/missing").status == 404
     assert get(console.url + "/topics/missing/messages").status == 404
     assert get(console.url + "/groups/missing").status == 404
