@@ -11,11 +11,16 @@ request reads at most :data:`MAX_SCANNED` records and for at most
 one ``data:`` line of JSON per record produced after it opened (the
 :func:`shown` form), a ``:`` comment as keep-alive, and an ``event: end``
 after :data:`TAIL_MAX_S` (the page then stops its EventSource). It polls
-on a client of its own and ends as soon as the browser goes away.
+on a client of its own and ends as soon as the browser goes away. Each
+event's ``id`` is where the tail stands, ``partition:next offset`` pairs
+joined by commas (``0:17,1:9``); a browser reconnecting after a dropped
+stream sends it back as ``Last-Event-ID`` and the tail resumes there, so
+no record is skipped. A leader change refreshes the leaders and goes on.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import random
@@ -26,7 +31,7 @@ from typing import Any
 from aiohttp import web
 
 from odradek.client.client import EARLIEST, LATEST, KafkaClient, partition_for_key
-from odradek.client.connection import KafkaError
+from odradek.client.connection import ClientError, KafkaError
 from odradek.console.web import BadForm, back, console, field, form, int_field, render, web_quote
 from odradek.wire.records import Record, build_batch
 
@@ -35,6 +40,8 @@ MAX_SCANNED = 20_000
 MAX_SEARCH_S = 5.0
 MAX_LIMIT = 500
 TAIL_MAX_S = 600.0
+MAX_EVENT_ID = 4096
+"""Longest ``Last-Event-ID`` read (and event id written: past it, none)."""
 MAX_TAILS = 16
 """Live tails at once (each holds a Kafka connection); more are answered 503."""
 KEEPALIVE_S = 10.0
@@ -210,7 +217,9 @@ async def tail(request: web.Request) -> web.StreamResponse:
         raise
     try:
         leaders = await client.partitions(name)
-        positions = await client.list_offsets(name, leaders, LATEST)
+        positions = await client.list_offsets(
+            name, {p: n for p, n in leaders.items() if n >= 0}, LATEST)
+        positions.update(resume_point(request.headers.get("Last-Event-ID", ""), leaders))
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream",
                                            "Cache-Control": "no-cache"})
         await resp.prepare(request)
@@ -223,8 +232,25 @@ async def tail(request: web.Request) -> web.StreamResponse:
             await client.close()
 
 
-async def _stream(request: web.Request, client: KafkaClient, topic: str, leaders: dict[int, int],
-                  positions: dict[int, int], resp: web.StreamResponse) -> None:
+def resume_point(last_event_id: str, leaders: dict[int, int]) -> dict[int, int]:
+    """``partition:offset`` pairs of a ``Last-Event-ID`` for partitions the
+    topic has; anything malformed is ignored (the tail starts at the end)."""
+    out: dict[int, int] = {}
+    for pair in last_event_id[:MAX_EVENT_ID].split(","):
+        p, sep, o = pair.partition(":")
+        if sep and p.isdigit() and o.isdigit() and int(p) in leaders:
+            out[int(p)] = int(o)
+    return out
+
+
+def event_id(positions: dict[int, int]) -> str:
+    text = ",".join(f"{p}:{o}" for p, o in sorted(positions.items()))
+    return text if len(text) <= MAX_EVENT_ID else ""
+
+
+async def _stream(request: web.Request, client: KafkaClient, topic: str,
+                  leaders: dict[int, int], positions: dict[int, int],
+                  resp: web.StreamResponse) -> None:
     """Records from ``positions`` on, as SSE events, until :data:`TAIL_MAX_S`
     pass or the browser goes away (a write then raises)."""
     deadline = time.monotonic() + TAIL_MAX_S
@@ -235,12 +261,24 @@ async def _stream(request: web.Request, client: KafkaClient, topic: str, leaders
                 return  # the browser left while no record came
             sent = False
             for node in {n for n in leaders.values() if n >= 0}:
-                parts = {p: positions[p] for p, n in leaders.items() if n == node}
-                records, _ = await client.fetch(topic, node, parts, max_wait_ms=500)
+                parts = {p: positions[p] for p, n in leaders.items()
+                         if n == node and p in positions}
+                if not parts:
+                    continue
+                try:
+                    records, _ = await client.fetch(topic, node, parts, max_wait_ms=500)
+                except (KafkaError, ClientError):  # a leader moved: where is it now?
+                    await asyncio.sleep(0.5)
+                    leaders = await client.partitions(topic)
+                    fresh = {p: n for p, n in leaders.items() if n >= 0 and p not in positions}
+                    if fresh:
+                        positions.update(await client.list_offsets(topic, fresh, EARLIEST))
+                    break
                 for p, recs in records.items():
                     for r in recs:
                         positions[p] = r.offset + 1
-                        await resp.write(f"data: {json.dumps(shown(p, r))}\n\n".encode())
+                        await resp.write(f"id: {event_id(positions)}\n"
+                                         f"data: {json.dumps(shown(p, r))}\n\n".encode())
                         sent = True
             if sent:
                 quiet_since = time.monotonic()

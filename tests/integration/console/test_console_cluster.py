@@ -5,11 +5,16 @@ replicas on every node; metric charts come from all three endpoints."""
 
 from __future__ import annotations
 
+import http.client
+import json
 import re
+import time
+import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from confluent_kafka import Producer
 
 from odradek.testing.cluster import LocalCluster
 from tests.integration.console.conftest import RunningConsole, get, post, query, wait_for
@@ -68,9 +73,28 @@ def test_overview_and_topic_pages_of_a_three_node_cluster(cluster: LocalCluster)
         assert [(int(p), {int(n) for n in replicas.split(", ")}) for p, _, replicas in rows] == [
             (0, {1, 2, 3}), (1, {1, 2, 3}), (2, {1, 2, 3})]
 
+        host, port = urllib.parse.urlsplit(console.url).netloc.split(":")
+        tail = http.client.HTTPConnection(host, int(port), timeout=60)
+        tail.request("GET", "/topics/spread/tail")
+        stream = tail.getresponse()
+        assert stream.readline().startswith(b"retry:")
         cluster.kill(3)
         wait_for(lambda: _card(get(console.url + "/").body, "under-replicated") > 0,
                  "under-replicated partitions after a node died", 90)
+        # The tail follows the partitions node 3 led to their new leaders.
+        values = [f"after-{p}" for p in range(3)]
+        producer = Producer({"bootstrap.servers": cluster.bootstrap})
+        for p, v in enumerate(values):
+            producer.produce("spread", v.encode(), partition=p)
+        assert producer.flush(60) == 0
+        seen: list[str] = []
+        deadline = time.monotonic() + 30
+        while len(seen) < 3 and time.monotonic() < deadline:
+            line = stream.readline()
+            if line.startswith(b"data: "):
+                seen.append(json.loads(line[6:])["value"])
+        tail.close()
+        assert sorted(seen) == values
         assert len(console.state.metric_history) > 0
         assert console.state.metric_history[-1].errors  # node 3's endpoint is gone
     finally:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import re
 import socket
 import time
 import urllib.parse
@@ -183,6 +184,24 @@ def test_live_tail_streams_records_produced_after_it_opened(console_broker: Pair
                 event = json.loads(line[6:])
                 break
         assert event is not None and event["value"] == "fresh record"
+    finally:
+        conn.close()
+    # A reconnecting EventSource sends the last event's id back: the tail
+    # resumes there (here: from offset 0 of every partition, the old record too).
+    conn = http.client.HTTPConnection(host, int(port), timeout=15)
+    try:
+        conn.request("GET", "/topics/live/tail", headers={"Last-Event-ID": "0:0,1:0"})
+        resp = conn.getresponse()
+        values, ids = [], []
+        deadline = time.monotonic() + 10
+        while len(values) < 2 and time.monotonic() < deadline:
+            line = resp.readline()
+            if line.startswith(b"id: "):
+                ids.append(line[4:].strip().decode())
+            if line.startswith(b"data: "):
+                values.append(json.loads(line[6:])["value"])
+        assert sorted(values) == ["fresh record", "old record"]
+        assert all(re.fullmatch(r"0:\d+,1:\d+", i) for i in ids), ids
     finally:
         conn.close()
 
