@@ -16,7 +16,7 @@ from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from odradek.testing.broker import Broker
-from tests.integration.console.conftest import (
+from tests.integration.console.support import (
     RunningConsole,
     committed,
     consume_and_commit,

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from odradek.testing.broker import ADMIN_PASSWORD, Broker
-from tests.integration.console.conftest import get
+from tests.integration.console.support import get
 
 
 def _console(*args: str) -> subprocess.Popen[str]:

@@ -17,7 +17,7 @@ import pytest
 from confluent_kafka import Producer
 
 from odradek.testing.cluster import LocalCluster
-from tests.integration.console.conftest import RunningConsole, get, post, query, wait_for
+from tests.integration.console.support import RunningConsole, get, post, query, wait_for
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.timeout(300)]
 

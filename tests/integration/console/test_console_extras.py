@@ -12,7 +12,7 @@ from pathlib import Path
 from odradek.client.security import ClientSecurity
 from odradek.console.messages import MAX_TAILS
 from odradek.testing.broker import ADMIN_PASSWORD, Broker
-from tests.integration.console.conftest import (
+from tests.integration.console.support import (
     RunningConsole,
     get,
     post,

@@ -17,7 +17,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource
 
 from odradek.console.app import MAX_BODY_BYTES
 from odradek.testing.broker import Broker
-from tests.integration.console.conftest import (
+from tests.integration.console.support import (
     RunningConsole,
     committed,
     consume_and_commit,
