@@ -11,7 +11,7 @@ from aiohttp import web
 
 from odradek.client import access
 from odradek.client.client import KafkaClient
-from odradek.client.connection import KafkaError
+from odradek.client.connection import KafkaError, UnsupportedApi
 from odradek.console.web import BadForm, back, console, field, form, int_field, render
 
 routes = web.RouteTableDef()
@@ -26,7 +26,7 @@ async def _listing(request: web.Request,
                    work: Callable[[KafkaClient], Awaitable[list[T]]]) -> tuple[list[T], str | None]:
     try:
         return await console(request).run(work), None
-    except KafkaError as exc:
+    except (KafkaError, UnsupportedApi) as exc:
         return [], str(exc)
 
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from odradek.client.client import KafkaClient
-from odradek.client.connection import ClientError
+from odradek.client.connection import ClientError, UnsupportedApi
 from odradek.client.security import PLAINTEXT, ClientSecurity
 from odradek.console import lag, metrics
 
@@ -68,6 +68,8 @@ class Console:
         client = await self.client()
         try:
             return await work(client)
+        except UnsupportedApi:
+            raise  # the connection is fine
         except (ClientError, OSError, TimeoutError, EOFError):
             await self.drop(client)
             raise

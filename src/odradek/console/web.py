@@ -16,7 +16,7 @@ from urllib.parse import urlencode
 import jinja2
 from aiohttp import web
 
-from odradek.client.connection import ClientError, KafkaError
+from odradek.client.connection import ClientError, KafkaError, UnsupportedApi
 from odradek.console.state import Console
 from odradek.wire.errors import ErrorCode
 
@@ -101,6 +101,8 @@ async def errors(request: web.Request, handler: Any) -> web.StreamResponse:
         return response
     except BadForm as exc:
         return _error_page(request, 400, "Bad request", str(exc))
+    except UnsupportedApi as exc:
+        return _error_page(request, 501, "Not served by this cluster", str(exc))
     except KafkaError as exc:
         status = 404 if exc.code in NOT_FOUND else 502
         return _error_page(request, status, "Not found" if status == 404 else "Kafka error",
