@@ -27,7 +27,8 @@ from odradek.console import lag, metrics
 T = TypeVar("T")
 HISTORY = 360
 """Samples kept per series (an hour at the default 10 s interval)."""
-CONNECT_TIMEOUT_S = 5.0
+CONNECT_TIMEOUT_S = 4.0
+"""As the other commands: a silent port is "not a broker" within 5 s."""
 
 log = logging.getLogger("odradek.console")
 
