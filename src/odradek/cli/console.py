@@ -56,7 +56,9 @@ def run(args: argparse.Namespace) -> int:
             url = await server.start()
         except (ClientError, KafkaError, TimeoutError) as exc:
             await server.stop()
-            raise CliError(f"cannot reach {args.bootstrap_server}: {exc}") from None
+            text = str(exc) or type(exc).__name__
+            raise CliError(text if args.bootstrap_server in text
+                           else f"{args.bootstrap_server}: {text}") from None
         except OSError as exc:
             raise CliError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
         print(f"Odradek console for {args.bootstrap_server} at {url} (Ctrl-C stops it)",

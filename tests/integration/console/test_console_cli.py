@@ -58,7 +58,7 @@ def test_serves_a_sasl_cluster_with_command_config_and_stops_on_sigint(tmp_path:
         # Without the settings the SASL listener refuses it: one line, exit 1.
         err = _one_line_failure(_console("--bootstrap-server", broker.bootstrap_servers,
                                          "--listen", "127.0.0.1:0"))
-        assert "cannot reach" in err
+        assert broker.bootstrap_servers in err
 
 
 def test_no_broker_is_one_line_and_exit_1() -> None:
