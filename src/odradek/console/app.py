@@ -3,10 +3,12 @@
 HTTP limits (the console faces browsers, possibly hostile ones): a request
 line or header field over :data:`MAX_LINE_BYTES` bytes, or more than
 :data:`MAX_HEADERS` headers, is refused with a 4xx before any handler runs;
-a body over :data:`MAX_BODY_BYTES` bytes is refused with 413; an idle keep-alive
-connection is closed after :data:`KEEPALIVE_S`. Each connection is its own
-task, so a slow client holds only its own connection, and the console is a
-process apart from the brokers, so it cannot stall their Kafka listeners.
+a body over :data:`MAX_BODY_BYTES` bytes is refused with 413; a connection
+that sends nothing for :data:`IDLE_TIMEOUT_S` (idle between requests, or
+stalled in the middle of one: aiohttp's keep-alive timer covers both) is
+closed. Each connection is its own task, so a slow client holds only its
+own connection until then, and the console is a process apart from the
+brokers, so it cannot stall their Kafka listeners.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from odradek.console.web import CONSOLE, ENV, STATIC, environment, errors
 MAX_LINE_BYTES = 8190
 MAX_HEADERS = 100
 MAX_BODY_BYTES = 256 << 10
-KEEPALIVE_S = 75.0
+IDLE_TIMEOUT_S = 15.0
 
 
 def build_app(state: Console) -> web.Application:
@@ -44,6 +46,7 @@ class ConsoleServer:
     state: Console
     host: str = "127.0.0.1"
     port: int = 8080
+    idle_timeout_s: float = IDLE_TIMEOUT_S
     url: str = ""
     _runner: web.AppRunner | None = None
 
@@ -52,7 +55,7 @@ class ConsoleServer:
         await client.metadata([])  # fails here, with ClientError, if no broker answers
         self._runner = web.AppRunner(
             build_app(self.state), max_line_size=MAX_LINE_BYTES, max_field_size=MAX_LINE_BYTES,
-            max_headers=MAX_HEADERS, keepalive_timeout=KEEPALIVE_S, access_log=None)
+            max_headers=MAX_HEADERS, keepalive_timeout=self.idle_timeout_s, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port)
         try:

@@ -17,7 +17,7 @@ from typing import Any
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from odradek.client.security import PLAINTEXT, ClientSecurity
-from odradek.console.app import ConsoleServer
+from odradek.console.app import IDLE_TIMEOUT_S, ConsoleServer
 from odradek.console.state import Console
 
 
@@ -26,12 +26,13 @@ class RunningConsole:
 
     def __init__(self, bootstrap: str, sample_interval_s: float = 0.5,
                  security: ClientSecurity = PLAINTEXT,
-                 metrics_urls: list[str] | None = None) -> None:
+                 metrics_urls: list[str] | None = None,
+                 idle_timeout_s: float = IDLE_TIMEOUT_S) -> None:
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self.thread.start()
         self.state = Console(bootstrap, security, metrics_urls or [], sample_interval_s)
-        self.server = ConsoleServer(self.state, "127.0.0.1", 0)
+        self.server = ConsoleServer(self.state, "127.0.0.1", 0, idle_timeout_s)
         self.url = self._call(self.server.start()).rstrip("/")
 
     def _call(self, coro: Any) -> Any:

@@ -277,6 +277,20 @@ def test_slow_http_clients_stall_neither_the_console_nor_the_broker(console_brok
             s.close()
 
 
+def test_a_stalled_http_client_is_disconnected() -> None:
+    with Broker() as broker:
+        console = RunningConsole(broker.bootstrap_servers, idle_timeout_s=1.0)
+        try:
+            host, port = urllib.parse.urlsplit(console.url).netloc.split(":")
+            with socket.create_connection((host, int(port)), timeout=10) as s:
+                s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\nX-Slow: ")
+                started = time.monotonic()
+                assert s.recv(100) == b""  # closed by the console, not by the timeout here
+                assert time.monotonic() - started < 5
+        finally:
+            console.close()
+
+
 def test_access_pages_create_and_delete(console_broker: Pair) -> None:
     _, console = console_broker
     reply = post(console.url + "/quotas", {"entity_type": "user", "entity_name": "alice",
