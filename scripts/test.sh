@@ -15,6 +15,13 @@ if ! command -v kcat >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 && [ 
     (apt-get update -qq && apt-get install -y -qq kcat) >/dev/null 2>&1 \
         || echo "scripts/test.sh: could not install kcat; its tests will be skipped" >&2
 fi
+# The web console's browser tests (tests/integration/console) drive Debian's
+# headless Chromium through chromedriver.
+if { [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; } \
+        && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+    (apt-get update -qq && apt-get install -y -qq chromium chromium-driver) >/dev/null 2>&1 \
+        || echo "scripts/test.sh: could not install chromium; the console's browser tests will be skipped" >&2
+fi
 # Spark (tests/spark, pipelines/) runs on Java 17.
 if ! command -v java >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
     (apt-get update -qq && apt-get install -y -qq openjdk-17-jre-headless) >/dev/null 2>&1 \

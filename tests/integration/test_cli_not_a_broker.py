@@ -42,6 +42,7 @@ COMMANDS = [
     ["cluster", "describe"], ["leaders", "elect", "--type", "preferred"],
     ["acls", "list"], ["acls", "add", "--allow-principal", "User:a", "--topic", "t"],
     ["acls", "remove", "--topic", "t"],
+    ["console", "--listen", "127.0.0.1:0"],
 ]
 
 

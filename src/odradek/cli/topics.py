@@ -35,10 +35,11 @@ import os
 import uuid
 from typing import Any
 
-from odradek.cli.common import DEFAULT_SOURCE, DELETE, SET, TOPIC_RESOURCE, CliError, add_bootstrap
+from odradek.cli.common import DEFAULT_SOURCE, TOPIC_RESOURCE, CliError, add_bootstrap
 from odradek.cli.leaders import add_reassign
 from odradek.cli.output import emit_json, table
 from odradek.cli.session import with_client
+from odradek.client import admin
 from odradek.client.client import KafkaClient
 from odradek.client.connection import check
 from odradek.client.transactions import describe_producers
@@ -54,26 +55,11 @@ from odradek.storage.names import (
     parse_segment_file_name,
     partition_dir_name,
 )
-from odradek.wire.messages.create_partitions_request import (
-    CreatePartitionsRequest,
-    CreatePartitionsTopic,
-)
-from odradek.wire.messages.create_topics_request import (
-    CreatableTopic,
-    CreatableTopicConfig,
-    CreateTopicsRequest,
-)
-from odradek.wire.messages.delete_topics_request import DeleteTopicsRequest, DeleteTopicState
 from odradek.wire.messages.describe_configs_request import (
     DescribeConfigsRequest,
     DescribeConfigsResource,
 )
 from odradek.wire.messages.describe_log_dirs_request import DescribeLogDirsRequest
-from odradek.wire.messages.incremental_alter_configs_request import (
-    AlterableConfig,
-    AlterConfigsResource,
-    IncrementalAlterConfigsRequest,
-)
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -128,16 +114,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _create(client: KafkaClient, args: argparse.Namespace) -> int:
-    configs = [CreatableTopicConfig(name=k, value=v) for k, v in _pairs(args.config).items()]
-    resp = await client.request(CreateTopicsRequest(timeout_ms=30000, topics=[CreatableTopic(
-        name=args.topic, num_partitions=args.partitions,
-        replication_factor=args.replication_factor, configs=configs,
-    )]), 7, 2)
-    (result,) = resp.topics
-    check(result.error_code, result.error_message)
+    partitions, replication = await admin.create_topic(
+        client, args.topic, args.partitions, args.replication_factor, _pairs(args.config))
     if args.json:
-        emit_json({"topic": args.topic, "partitions": result.num_partitions,
-                   "replication_factor": result.replication_factor})
+        emit_json({"topic": args.topic, "partitions": partitions,
+                   "replication_factor": replication})
     else:
         print(f"Created topic {args.topic}.")
     return 0
@@ -320,12 +301,7 @@ async def _add_producers(client: KafkaClient, described: dict[str, Any]) -> None
 
 
 async def _delete(client: KafkaClient, args: argparse.Namespace) -> int:
-    resp = await client.request(DeleteTopicsRequest(
-        topics=[DeleteTopicState(name=n) for n in args.topics], topic_names=list(args.topics),
-        timeout_ms=30000,
-    ), 6)
-    for r in resp.responses:
-        check(r.error_code, r.error_message or f"topic {r.name!r}")
+    await admin.delete_topics(client, list(args.topics))
     if args.json:
         emit_json({"deleted": list(args.topics)})
     else:
@@ -339,19 +315,10 @@ async def _alter(client: KafkaClient, args: argparse.Namespace) -> int:
     if args.partitions is None and not changes and not args.delete_config:
         raise CliError("nothing to alter: give --partitions, --config or --delete-config")
     if args.partitions is not None:
-        resp = await client.request(CreatePartitionsRequest(timeout_ms=30000, topics=[
-            CreatePartitionsTopic(name=args.topic, count=args.partitions, assignments=None)
-        ]), 3)
-        check(resp.results[0].error_code, resp.results[0].error_message)
+        await admin.create_partitions(client, args.topic, args.partitions)
     if changes or args.delete_config:
-        ops = [AlterableConfig(name=k, config_operation=SET, value=v) for k, v in changes.items()]
-        ops += [AlterableConfig(name=k, config_operation=DELETE, value=None)
-                for k in args.delete_config]
-        resp = await client.request(IncrementalAlterConfigsRequest(resources=[
-            AlterConfigsResource(resource_type=TOPIC_RESOURCE, resource_name=args.topic,
-                                 configs=ops)
-        ]), 1)
-        check(resp.responses[0].error_code, resp.responses[0].error_message)
+        await admin.alter_configs(client, TOPIC_RESOURCE, args.topic, changes,
+                                  list(args.delete_config))
     if args.json:
         emit_json({"topic": args.topic, "partitions": args.partitions,
                    "set": changes, "deleted": args.delete_config})

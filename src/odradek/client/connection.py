@@ -29,6 +29,11 @@ class ClientError(Exception):
     """The broker cannot be reached, or it spoke something this client cannot use."""
 
 
+class UnsupportedApi(ClientError):
+    """The broker does not serve the API (or no version this client speaks);
+    the connection itself is fine."""
+
+
 class KafkaError(Exception):
     """A Kafka error code in an answer."""
 
@@ -160,10 +165,10 @@ class Connection:
     def version_for(self, api_key: int, max_version: int, min_version: int = 0) -> int:
         served = self.versions.get(api_key)
         if served is None:
-            raise ClientError(f"{self.address} does not serve {api.api_name(api_key)}")
+            raise UnsupportedApi(f"{self.address} does not serve {api.api_name(api_key)}")
         version = min(max_version, served[1])
         if version < max(served[0], min_version):
-            raise ClientError(
+            raise UnsupportedApi(
                 f"{self.address} serves {api.api_name(api_key)} {served[0]}-{served[1]}, "
                 f"this client {min_version}-{max_version}"
             )
