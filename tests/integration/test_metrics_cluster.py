@@ -19,6 +19,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from odradek.testing.cluster import LocalCluster, wait_for
 from tests.integration.test_metrics_endpoint import get, scrape
+from tests.support.cluster import running
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -35,15 +36,8 @@ def cluster(tmp_path: Path) -> Iterator[LocalCluster]:
     c = LocalCluster(tmp_path, controllers=3, metrics=True, overrides={
         "broker.session.timeout.ms": "4000", "broker.heartbeat.interval.ms": "1000",
         "replica.lag.time.max.ms": "5000", "min.insync.replicas": "2"})
-    c.format()
-    c.start()
-    try:
+    with running(c):
         yield c
-    except BaseException:
-        print(c.logs())
-        raise
-    finally:
-        c.stop()
 
 
 def test_a_killed_node_shows_in_every_survivors_metrics_and_heals(

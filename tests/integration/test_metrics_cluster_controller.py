@@ -20,6 +20,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from odradek.testing.cluster import LocalCluster, wait_for
 from tests.integration.test_metrics_endpoint import get, scrape
+from tests.support.cluster import running
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -36,15 +37,8 @@ def cluster(tmp_path: Path) -> Iterator[LocalCluster]:
     c = LocalCluster(tmp_path, controllers=1, brokers=3, metrics=True, overrides={
         "broker.session.timeout.ms": "4000", "broker.heartbeat.interval.ms": "1000",
         "replica.lag.time.max.ms": "5000"})
-    c.format()
-    c.start()
-    try:
+    with running(c):
         yield c
-    except BaseException:
-        print(c.logs())
-        raise
-    finally:
-        c.stop()
 
 
 def _ready(cluster: LocalCluster, node: int) -> None:

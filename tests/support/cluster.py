@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 from odradek.testing.cluster import (
     LinkProxy,
     LocalCluster,
@@ -13,7 +16,23 @@ from odradek.testing.cluster import (
 )
 
 __all__ = ["LinkProxy", "LocalCluster", "Node", "active_controller",
-           "assert_no_tracebacks", "free_port", "quorum_leader", "serve_command", "wait_for"]
+           "assert_no_tracebacks", "free_port", "quorum_leader", "running", "serve_command",
+           "wait_for"]
+
+
+@contextmanager
+def running(cluster: LocalCluster) -> Iterator[LocalCluster]:
+    """Format and start ``cluster``; stop it at the end. When the body fails, its
+    nodes' logs are printed first (pytest shows them with the failure)."""
+    cluster.format()
+    cluster.start()
+    try:
+        yield cluster
+    except BaseException:
+        print(cluster.logs())
+        raise
+    finally:
+        cluster.stop()
 
 
 def assert_no_tracebacks(cluster: LocalCluster) -> None:

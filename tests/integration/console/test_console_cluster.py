@@ -18,6 +18,7 @@ from confluent_kafka import Producer
 
 from odradek.testing.cluster import LocalCluster
 from tests.integration.console.support import RunningConsole, get, post, query, wait_for
+from tests.support.cluster import running
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -27,15 +28,8 @@ def cluster(tmp_path: Path) -> Iterator[LocalCluster]:
     c = LocalCluster(tmp_path, controllers=3, metrics=True, overrides={
         "broker.session.timeout.ms": "4000", "broker.heartbeat.interval.ms": "1000",
         "replica.lag.time.max.ms": "3000"})
-    c.format()
-    c.start()
-    try:
+    with running(c):
         yield c
-    except BaseException:
-        print(c.logs())
-        raise
-    finally:
-        c.stop()
 
 
 def _up(url: str) -> bool:

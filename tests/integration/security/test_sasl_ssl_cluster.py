@@ -30,7 +30,7 @@ from confluent_kafka.admin import (
 
 from odradek.testing.cluster import LocalCluster, wait_for
 from odradek.testing.secure_cluster import SASL_USERS
-from tests.support.cluster import assert_no_tracebacks
+from tests.support.cluster import assert_no_tracebacks, running
 
 TOPIC = "secured"
 GROUP = "alice-readers"
@@ -40,15 +40,8 @@ PASSWORDS = {"alice": "alice-secret", "bob": "bob-secret"}
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[LocalCluster]:
     c = LocalCluster(tmp_path, controllers=3, sasl=True)
-    c.format()
-    c.start()
-    try:
+    with running(c):
         yield c
-    except BaseException:
-        print(c.logs())
-        raise
-    finally:
-        c.stop()
     assert_no_tracebacks(c)
     for node in c.nodes.values():
         text = node.log_path.read_text(errors="replace")
