@@ -102,10 +102,13 @@ def quantiles(buckets: Sequence[float], row: Sequence[float], qs: Sequence[float
     """The ``qs`` quantiles (increasing, each in [0, 1]) of a histogram row
     (:meth:`Histogram.row`: a count per bucket, +Inf last, then the sum), in one
     pass, as :meth:`Histogram.quantile` estimates each: linear within the bucket
-    (from 0 for the first), the largest finite bound past it; NaN when empty."""
+    (from 0 for the first), the largest finite bound past it; NaN when empty;
+    0 when every observation was 0 (a phase some API never spends time in)."""
     total = sum(row[:-1])
     if total == 0:
         return [math.nan] * len(qs)
+    if row[-1] <= 0.0:
+        return [0.0] * len(qs)
     out: list[float] = []
     i, running = 0, 0.0
     n_buckets = len(buckets)
