@@ -220,8 +220,12 @@ class _Readers:
         out = []
         if name == "used":
             used = {os.path.normpath(d): 0 for d in pm.log_dirs}
+            norm: dict[str, str] = {}  # a few directories, many partitions
             for p in pm.partitions.values():
-                d = os.path.normpath(p.log.parent_dir)
+                raw = p.log.parent_dir
+                d = norm.get(raw)
+                if d is None:
+                    d = norm[raw] = os.path.normpath(raw)
                 used[d] = used.get(d, 0) + p.log.size_bytes
             return [((d,), float(v)) for d, v in used.items()]
         for d in map(os.path.normpath, pm.log_dirs):

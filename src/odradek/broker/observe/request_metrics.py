@@ -62,11 +62,14 @@ def register(registry: Registry, broker: BrokerView) -> None:
             return []
         return [(values, v) for _, _, values, v in family.samples()]
 
+    memos: dict[str, Memo] = {}
+
     def time_ms(phase: str) -> Series:
         s = stage()
         if s is None:
             return []
-        return quantile_series(s.latency if not phase else s.phases[phase], 1000.0)
+        return quantile_series(s.latency if not phase else s.phases[phase], 1000.0,
+                               memos.setdefault(phase, {}))
 
     def count() -> Series:
         s = stage()
@@ -86,14 +89,29 @@ def register(registry: Registry, broker: BrokerView) -> None:
                    ("request",), read=count)
 
 
-def quantile_series(h: Histogram, scale: float) -> Series:
+_Q_LABELS = tuple(str(q) for q in QUANTILES)
+Memo = dict[Labels, tuple[float, list[tuple[Labels, float]]]]
+"""Per series of one histogram: (its count, its quantile series) when last
+estimated."""
+
+
+def quantile_series(h: Histogram, scale: float, memo: Memo | None = None) -> Series:
     """``((api, "q"), value × scale)`` for each quantile of :data:`QUANTILES` of
-    each series of ``h`` with observations."""
+    each series of ``h`` with observations. With ``memo``, a series with no
+    new observations since the last call is not estimated again."""
     out: list[tuple[Labels, float]] = []
     for labels, row in list(h.series.items()):
-        for q, v in zip(QUANTILES, quantiles(h.buckets, row, QUANTILES), strict=True):
-            if not math.isnan(v):
-                out.append(((labels[0], str(q)), v * scale))
+        count = float(sum(row[:-1]))
+        known = memo.get(labels) if memo is not None else None
+        if known is not None and known[0] == count:
+            out += known[1]
+            continue
+        api = labels[0]
+        series: list[tuple[Labels, float]] = [((api, q), v * scale) for q, v in zip(
+            _Q_LABELS, quantiles(h.buckets, row, QUANTILES), strict=True) if not math.isnan(v)]
+        if memo is not None:
+            memo[labels] = (count, series)
+        out += series
     return out
 
 
