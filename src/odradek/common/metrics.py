@@ -52,8 +52,8 @@ class _Family:
         self.labels: Labels = tuple(labels)
         self.rendered: dict[tuple[str, Labels], str] = {}
         """The rendering's line prefix (``name_suffix{k="v",...} ``) of each
-        series rendered last time, by (suffix, label values): a scrape escapes
-        and joins the labels of a new series only."""
+        series rendered, by (suffix, label values): a scrape escapes and joins
+        the labels of a new series only (emptied when most are gone)."""
 
     def _check(self, values: Labels) -> None:
         if len(values) != len(self.labels):
@@ -275,10 +275,11 @@ def _render_lines(registry: Registry, openmetrics: bool) -> list[str]:
         lines.append(f"# HELP {family_name} {help_text}")
         lines.append(f"# TYPE {family_name} {family.kind}")
         known = family.rendered
-        now: dict[tuple[str, Labels], str] = {}
+        append = lines.append
+        count = 0
         for suffix, names, values, value in family.samples():
-            key = (suffix, values)
-            prefix = known.get(key)
+            count += 1
+            prefix = known.get((suffix, values))
             if prefix is None:
                 if names:
                     pairs = ",".join(f'{k}="{_escape_label(v)}"'
@@ -286,9 +287,14 @@ def _render_lines(registry: Registry, openmetrics: bool) -> list[str]:
                     prefix = f"{name}{suffix}{{{pairs}}} "
                 else:
                     prefix = f"{name}{suffix} "
-            now[key] = prefix
-            lines.append(prefix + _number(value))
-        family.rendered = now  # series gone since are forgotten
+                known[(suffix, values)] = prefix
+            if -_EXACT < value < _EXACT:  # _number's common case, inline
+                whole = int(value)
+                append(prefix + (str(whole) if whole == value else repr(float(value))))
+            else:
+                append(prefix + _number(value))
+        if len(known) > 2 * count + 16:  # many series gone since: forget them
+            family.rendered = {}
     return lines
 
 
