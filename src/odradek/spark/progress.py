@@ -12,10 +12,11 @@ the driver-side Python runner has no call for it, so ``metrics`` stays empty.
 What the API does carry is ``reportLatestOffset()``, which the odradek source
 implements: Spark shows it as ``sources[].latestOffset``, next to
 ``endOffset``. :func:`offsets_behind_latest` computes Kafka's three numbers
-from those two, for a progress read from ``query.lastProgress`` /
-``query.recentProgress`` (dicts) or given to a ``StreamingQueryListener``'s
-``onQueryProgress`` (``SourceProgress`` objects, whose offsets are JSON
-text).
+from those two, for a ``sources[]`` entry of ``query.lastProgress`` /
+``query.recentProgress`` (dicts) or of a ``StreamingQueryListener``'s
+``onQueryProgress`` event (``SourceProgress`` objects). pyspark 4.3 gives the
+offsets as JSON text in both; parsed JSON (``json.loads`` of a progress's
+``json``) is taken too.
 
 Offsets are the source's JSON, ``{"topic": {"partition": next_offset}}``.
 """
