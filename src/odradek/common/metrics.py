@@ -50,10 +50,21 @@ class _Family:
         self.name = name
         self.help = help_text
         self.labels: Labels = tuple(labels)
+        self.rendered: dict[tuple[str, Labels], str] = {}
+        """The rendering's line prefix (``name_suffix{k="v",...} ``) of each
+        series rendered, by (suffix, label values): a scrape escapes and joins
+        the labels of a new series only (emptied when most are gone)."""
 
     def _check(self, values: Labels) -> None:
         if len(values) != len(self.labels):
             raise ValueError(f"{self.name}: labels {self.labels}, got values {values}")
+
+    def _checked(self, read: Iterable[tuple[Labels, float]]) -> Iterable[tuple[Labels, float]]:
+        n = len(self.labels)
+        for labels, value in read:
+            if len(labels) != n:
+                self._check(labels)
+            yield labels, value
 
     def samples(self) -> Iterable[tuple[str, Labels, Labels, float]]:
         """(name suffix, label names, label values, value) of every series."""
@@ -99,11 +110,10 @@ class Counter(_Family):
     def samples(self) -> Iterable[tuple[str, Labels, Labels, float]]:
         current = {labels: cell.value for labels, cell in self.values.items()}
         if self.read is not None:
-            for labels, value in self.read():
-                self._check(labels)
-                current[labels] = value
+            current.update(self._checked(self.read()))
+        names = self.labels
         for labels, value in sorted(current.items()):
-            yield "", self.labels, labels, value
+            yield "", names, labels, value
 
 
 class Gauge(_Family):
@@ -123,11 +133,10 @@ class Gauge(_Family):
     def samples(self) -> Iterable[tuple[str, Labels, Labels, float]]:
         current = dict(self.values)
         if self.read is not None:
-            for labels, value in self.read():
-                self._check(labels)
-                current[labels] = value
+            current.update(self._checked(self.read()))
+        names = self.labels
         for labels, value in sorted(current.items()):
-            yield "", self.labels, labels, value
+            yield "", names, labels, value
 
 
 class Histogram(_Family):
@@ -139,6 +148,8 @@ class Histogram(_Family):
         if list(buckets) != sorted(set(buckets)):
             raise ValueError(f"{name}: buckets must increase: {buckets}")
         self.buckets = tuple(buckets)
+        self._bounds = (*(_number(b) for b in self.buckets), "+Inf")
+        """The ``le`` label value of each bucket, +Inf last."""
         self.series: dict[Labels, list[float]] = {}
         """Per series: a count per bucket (not cumulative; the last for +Inf),
         then the sum."""
@@ -182,9 +193,9 @@ class Histogram(_Family):
         names = (*self.labels, "le")
         for labels, row in sorted(self.series.items()):
             running = 0.0
-            for bound, n in zip((*self.buckets, math.inf), row[:-1], strict=True):
+            for bound, n in zip(self._bounds, row[:-1], strict=True):
                 running += n
-                yield "_bucket", names, (*labels, _number(bound)), running
+                yield "_bucket", names, (*labels, bound), running
             yield "_sum", self.labels, labels, row[-1]
             yield "_count", self.labels, labels, running
 
@@ -263,26 +274,44 @@ def _render_lines(registry: Registry, openmetrics: bool) -> list[str]:
             help_text = help_text.replace('"', '\\"')
         lines.append(f"# HELP {family_name} {help_text}")
         lines.append(f"# TYPE {family_name} {family.kind}")
+        known = family.rendered
+        append = lines.append
+        count = 0
         for suffix, names, values, value in family.samples():
-            if names:
-                pairs = ",".join(f'{k}="{_escape_label(v)}"' for k, v in zip(names, values,
-                                                                            strict=True))
-                lines.append(f"{name}{suffix}{{{pairs}}} {_number(value)}")
+            count += 1
+            prefix = known.get((suffix, values))
+            if prefix is None:
+                if names:
+                    pairs = ",".join(f'{k}="{_escape_label(v)}"'
+                                     for k, v in zip(names, values, strict=True))
+                    prefix = f"{name}{suffix}{{{pairs}}} "
+                else:
+                    prefix = f"{name}{suffix} "
+                known[(suffix, values)] = prefix
+            if -_EXACT < value < _EXACT:  # _number's common case, inline
+                whole = int(value)
+                append(prefix + (str(whole) if whole == value else repr(float(value))))
             else:
-                lines.append(f"{name}{suffix} {_number(value)}")
+                append(prefix + _number(value))
+        if len(known) > 2 * count + 16:  # many series gone since: forget them
+            family.rendered = {}
     return lines
 
 
 def _number(value: float) -> str:
+    if -_EXACT < value < _EXACT:  # finite, not NaN
+        whole = int(value)
+        return str(whole) if whole == value else repr(float(value))
     if value == math.inf:
         return "+Inf"
     if value == -math.inf:
         return "-Inf"
     if math.isnan(value):
         return "NaN"
-    if float(value).is_integer() and abs(value) < 2**53:
-        return str(int(value))
     return repr(float(value))
+
+
+_EXACT = float(2**53)
 
 
 def _escape_label(value: str) -> str:

@@ -133,34 +133,47 @@ def test_error_codes_are_found_at_every_depth() -> None:
     assert error_codes(pr.ProduceResponse()) == []
 
 
-def test_metrics_count_requests_bytes_latency_and_errors_by_api() -> None:
+def test_metrics_count_requests_bytes_errors_and_time_each_phase_by_api() -> None:
     registry = Registry()
-    ticks = iter([1.0, 1.25, 2.0, 2.5])
+    ticks = iter([1.25, 1.5])  # started, returned
     metrics = RequestMetrics(registry, clock=lambda: next(ticks))
     answer = cts.CreateTopicsResponse(topics=[
         cts.CreatableTopicResult("t", error_code=ErrorCode.TOPIC_ALREADY_EXISTS)])
     pipeline = Pipeline([metrics, Dispatch()])
-    asyncio.run(pipeline.run(call(19, 5, ctq.CreateTopicsRequest(), registration(19, answer))))
-    assert metrics.requests.get("CreateTopics") == 1
+    c = call(19, 5, ctq.CreateTopicsRequest(), registration(19, answer))
+    c.received = 1.0
+    asyncio.run(pipeline.run(c))
+    assert metrics.by_version.get("CreateTopics", "5") == 1
     assert metrics.request_bytes.get("CreateTopics") == 10
     assert metrics.errors.get("CreateTopics", "TOPIC_ALREADY_EXISTS") == 1
-    assert metrics.latency.series[("CreateTopics",)][-1] == 0.25
+    assert metrics.latency.count("CreateTopics") == 0  # timed once its answer is written
+    metrics.sent(c, 1.75, 2.0)
+    assert metrics.latency.series[("CreateTopics",)][-1] == 1.0
+    assert {p: h.series[("CreateTopics",)][-1] for p, h in metrics.phases.items()} == {
+        "queue": 0.25, "local": 0.25, "remote": 0.0, "response_queue": 0.25, "send": 0.25}
 
-    # A deferred answer is timed (and its errors counted) when it is decided.
+    # A deferred answer's wait is remote time; its errors are counted when decided.
+    ticks = iter([10.0, 10.5, 12.0])  # started, returned, decided
+
     async def deferred() -> Any:
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[Any] = loop.create_future()
-        reg = registration(0, Deferred(fut))
-        out = await pipeline.run(call(0, 9, None, reg))
-        assert isinstance(out, Deferred) and metrics.latency.count("Produce") == 0
+        d = call(0, 9, None, registration(0, Deferred(fut)))
+        d.received = 9.0
+        out = await pipeline.run(d)
+        assert isinstance(out, Deferred)
         fut.set_result(pr.ProduceResponse(responses=[pr.TopicProduceResponse(
             "a", [pr.PartitionProduceResponse(0, ErrorCode.NOT_ENOUGH_REPLICAS)])]))
-        return await out.answer
+        await out.answer
+        metrics.sent(d, 12.0, 12.5)
 
     asyncio.run(deferred())
     assert metrics.latency.count("Produce") == 1
-    assert metrics.latency.series[("Produce",)][-1] == 0.5
+    assert metrics.latency.series[("Produce",)][-1] == 3.5
+    assert {p: h.series[("Produce",)][-1] for p, h in metrics.phases.items()} == {
+        "queue": 1.0, "local": 0.5, "remote": 1.5, "response_queue": 0.0, "send": 0.5}
     assert metrics.errors.get("Produce", "NOT_ENOUGH_REPLICAS") == 1
+    assert "odradek_requests_total" not in registry.families
 
 
 class FakeQuorum:

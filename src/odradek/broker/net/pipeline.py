@@ -8,9 +8,10 @@ comes back. The answer is a response body, a :class:`Deferred` (a Produce still
 waiting for its writes) or None (no answer: acks=0). The stages, outermost
 first (:func:`default_stages`):
 
-1. ``metrics``: counts the request, its bytes, its latency and the error codes
-   of its answer, by API (:class:`RequestMetrics`); outermost, so a request a
-   later stage refuses is counted too.
+1. ``metrics``: counts the request, its bytes, the error codes of its answer
+   and times it, phase by phase, by API (:class:`RequestMetrics`,
+   broker/net/request_metrics.py); outermost, so a request a later stage
+   refuses is counted too.
 2. ``version``: the version gate. An API or version this broker does not serve
    closes the connection (ApiVersions gets its v0 UNSUPPORTED_VERSION answer,
    KIP-511); a version advertised only to be refused gets the API's
@@ -51,9 +52,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from odradek.broker.net.registry import CloseConnection, Deferred, Registration
-from odradek.common.metrics import Cell, Counter, Histogram, Registry, observe_into
+from odradek.broker.net.request_metrics import ApiCells
+from odradek.broker.net.request_metrics import RequestMetrics as RequestMetrics
+from odradek.broker.net.request_metrics import error_codes as error_codes
+from odradek.common.metrics import Registry
 from odradek.metadata.acls import CLUSTER_NAME, AclOperation, ResourceType
-from odradek.wire.api import api_name
 from odradek.wire.errors import ErrorCode
 
 if TYPE_CHECKING:
@@ -74,6 +77,16 @@ class Call:
     response_version: int = -1
     """The version the answer is encoded at; -1: the request's (ApiVersions'
     UNSUPPORTED_VERSION answer is v0)."""
+    received: float = -1.0
+    """When the connection had the request's last byte (``time.perf_counter``
+    seconds; -1: unknown). The stamps below are the ``metrics`` stage's
+    (broker/net/request_metrics.py)."""
+    started: float = 0.0
+    decided: float = 0.0
+    local: float = 0.0
+    remote: float = 0.0
+    cells: ApiCells | None = None
+    """The API's series in the ``metrics`` stage (None: not seen by it)."""
 
     @property
     def api_key(self) -> int:
@@ -137,85 +150,6 @@ async def _no_further(call: Call) -> Any:
 
 
 # -- the stages ------------------------------------------------------------------
-
-
-class RequestMetrics:
-    """Per API: requests, request bytes, latency (until the answer is decided; a
-    deferred Produce until its acknowledgement) and the error codes in answers
-    (every ``error_code`` field of the body, as Kafka's ``ErrorsPerSec`` counts
-    ``errorCounts()``; NONE is not counted). Requests are counted by API and
-    version too, under the name jmx_exporter gives Kafka's ``RequestsPerSec``
-    (``kafka_network_requestmetrics_requests_total{request,version}``)."""
-
-    name = "metrics"
-
-    def __init__(self, registry: Registry, clock: Callable[[], float] = time.perf_counter
-                 ) -> None:
-        self.clock = clock
-        self.requests: Counter = registry.counter(
-            "odradek_requests_total", "Requests received, by API", ("api",))
-        self.request_bytes: Counter = registry.counter(
-            "odradek_request_bytes_total", "Bytes of request frames received, by API", ("api",))
-        self.errors: Counter = registry.counter(
-            "odradek_request_errors_total",
-            "Error codes in answers, by API and error (one per error_code field set)",
-            ("api", "error"))
-        self.by_version: Counter = registry.counter(
-            "kafka_network_requestmetrics_requests_total",
-            "Requests received, by API and version (Kafka's RequestsPerSec)",
-            ("request", "version"))
-        self.latency: Histogram = registry.histogram(
-            "odradek_request_latency_seconds",
-            "Time from a request's decoding to its answer being decided, by API", ("api",))
-        self._cells: dict[int, _ApiCells] = {}
-
-    async def __call__(self, call: Call, proceed: Proceed) -> Any:
-        cells = self._cells.get(call.api_key)
-        if cells is None:
-            cells = self._cells[call.api_key] = self._make(call.api_key)
-        cells.requests.value += 1
-        cells.bytes.value += call.request.size
-        version = call.request.api_version
-        cell = cells.versions.get(version)
-        if cell is None:
-            cell = cells.versions[version] = self.by_version.cell(cells.name, str(version))
-        cell.value += 1
-        started = self.clock()
-        answer = await proceed(call)
-        if isinstance(answer, Deferred):
-            return Deferred(self._later(cells, started, answer.answer))
-        self._done(cells, started, answer)
-        return answer
-
-    def _make(self, api_key: int) -> _ApiCells:
-        try:
-            name = api_name(api_key)
-        except (KeyError, ValueError):
-            name = f"Api{api_key}"
-        return _ApiCells(name, self.requests.cell(name), self.request_bytes.cell(name),
-                         self.latency.row(name))
-
-    async def _later(self, cells: _ApiCells, started: float, answer: Awaitable[Any]) -> Any:
-        body = await answer
-        self._done(cells, started, body)
-        return body
-
-    def _done(self, cells: _ApiCells, started: float, body: Any) -> None:
-        observe_into(self.latency.buckets, cells.latency, self.clock() - started)
-        if body is not None:
-            for code in error_codes(body):
-                self.errors.inc(cells.name, _error_name(code))
-
-
-@dataclass(slots=True)
-class _ApiCells:
-    """One API's series, kept by :class:`RequestMetrics` to skip label lookups."""
-
-    name: str
-    requests: Cell
-    bytes: Cell
-    latency: list[float]
-    versions: dict[int, Cell] = field(default_factory=dict)
 
 
 class VersionGate:
@@ -377,73 +311,3 @@ def default_stages(parts: Stages) -> Pipeline:
     for stage, before in parts.extra:
         pipeline.add(stage, before=before)
     return pipeline
-
-
-# -- error codes of an answer ------------------------------------------------------
-
-Collector = Callable[[Any, list[int]], None]
-_COLLECTORS: dict[type, Collector | None] = {}
-"""Per generated class: a function appending the non-zero error codes of an
-instance and of the structs it holds (None: it holds no error code)."""
-
-
-def error_codes(body: Any) -> list[int]:
-    """Every non-zero ``error_code`` in ``body`` and the structs it holds."""
-    out: list[int] = []
-    collect = _collector(type(body))
-    if collect is not None:
-        collect(body, out)
-    return out
-
-
-def _collector(cls: type) -> Collector | None:
-    if cls in _COLLECTORS:
-        return _COLLECTORS[cls]
-    _COLLECTORS[cls] = None  # a struct that holds itself ends here
-    own = False
-    singles: list[tuple[str, Collector]] = []
-    arrays: list[tuple[str, Collector]] = []
-    leaf_arrays: list[str] = []  # arrays of structs whose only error code is their own
-    for f in getattr(cls, "FIELDS", ()):
-        if f.name == "error_code" and f.kind == "int16" and not f.array:
-            own = True
-        elif f.kind == "struct" and f.struct is not None:
-            sub = _collector(f.struct)
-            if sub is None:
-                continue
-            if f.array and f.struct in _LEAVES:
-                leaf_arrays.append(f.name)
-            else:
-                (arrays if f.array else singles).append((f.name, sub))
-    if not own and not singles and not arrays and not leaf_arrays:
-        return None
-
-    def collect(node: Any, out: list[int]) -> None:
-        if own and node.error_code:
-            out.append(node.error_code)
-        for name in leaf_arrays:
-            for item in getattr(node, name):
-                if item.error_code:
-                    out.append(item.error_code)
-        for name, sub in singles:
-            sub(getattr(node, name), out)
-        for name, sub in arrays:
-            for item in getattr(node, name):
-                sub(item, out)
-
-    if own and not singles and not arrays and not leaf_arrays:
-        _LEAVES.add(cls)
-    _COLLECTORS[cls] = collect
-    return collect
-
-
-_LEAVES: set[type] = set()
-"""Classes whose only error code is their own field (read inline by their parent)."""
-
-
-def _error_name(code: int) -> str:
-    try:
-        return ErrorCode(code).name
-    except ValueError:
-        return str(code)
-

@@ -35,8 +35,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Awaitable, Callable
+from time import perf_counter
 from typing import TYPE_CHECKING, Any, cast
 
 from odradek.broker.aio import cancel_and_wait
@@ -48,7 +49,14 @@ from odradek.broker.net import authz
 from odradek.broker.net.authz import AclAuthorizer
 from odradek.broker.net.connlimits import ConnectionLimits
 from odradek.broker.net.context import ALLOW_ALL, ANONYMOUS, Authz, RequestContext, Services
-from odradek.broker.net.pipeline import Call, Pipeline, Stage, Stages, default_stages
+from odradek.broker.net.pipeline import (
+    Call,
+    Pipeline,
+    RequestMetrics,
+    Stage,
+    Stages,
+    default_stages,
+)
 from odradek.broker.net.registry import CloseConnection, Deferred, registration
 from odradek.broker.net.ssl_principal import NoMatchingRule, PrincipalMapper
 from odradek.broker.net.tls import ListenerTls
@@ -118,6 +126,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
         """Deferred answers not yet written."""
         self._tail: asyncio.Future[None] | None = None
         """Done once the newest deferred answer is written (answers go in order)."""
+        self._arrivals: deque[float] = deque()
+        """When each complete frame not yet taken arrived (``perf_counter``), oldest
+        first: as many as ``conn.buffered_frames``."""
 
     # -- protocol callbacks -------------------------------------------------
 
@@ -158,6 +169,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
             return
         self.last_active = self.server.loop_time()
         if conn.buffered_frames:
+            arrivals = self._arrivals
+            if len(arrivals) < conn.buffered_frames:
+                now = perf_counter()
+                while len(arrivals) < conn.buffered_frames:
+                    arrivals.append(now)
             self._wake.set()
             if conn.buffered_frames >= self.server.max_queued_requests:
                 self._pause("queue")
@@ -224,6 +240,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
                     continue
                 self.busy = True
                 finished = True
+                received = self._arrivals.popleft() if self._arrivals else -1.0
                 try:
                     if isinstance(event, BadRequest):
                         await self._in_order()
@@ -234,7 +251,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
                         await self._in_order()
                         self._raw_token(event)
                         continue
-                    finished = await self._handle(event)
+                    finished = await self._handle(event, received)
                 finally:
                     self.busy = False
                     self.last_active = self.server.loop_time()
@@ -273,18 +290,19 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if tail is not None and not tail.done():
             await tail
 
-    def _defer(self, req: Request, ctx: RequestContext, deferred: Deferred) -> None:
+    def _defer(self, call: Call, deferred: Deferred) -> None:
         loop = asyncio.get_running_loop()
         before, done = self._tail, loop.create_future()
         self._tail = done
         self._deferred += 1
-        task = loop.create_task(self._finish(req, ctx, deferred, before, done))
+        task = loop.create_task(self._finish(call, deferred, before, done))
         self.server.tasks.add(task)
         task.add_done_callback(self.server.tasks.discard)
 
-    async def _finish(self, req: Request, ctx: RequestContext, deferred: Deferred,
+    async def _finish(self, call: Call, deferred: Deferred,
                       before: asyncio.Future[None] | None, done: asyncio.Future[None]) -> None:
         """A deferred answer: wait for it, then for the answers before it, write it."""
+        req, ctx = call.request, call.ctx
         try:
             try:
                 body = await deferred.answer
@@ -294,9 +312,14 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 return
             if before is not None and not before.done():
                 await before
-            if body is not None and not self._closed:
-                self._write(encode_response(req.api_key, req.api_version, req.correlation_id,
-                                            body))
+            if not self._closed:
+                began = perf_counter()
+                if body is not None:
+                    self._write(encode_response(req.api_key, req.api_version,
+                                                req.correlation_id, body))
+                timer = self.server.request_metrics
+                if timer is not None:
+                    timer.sent(call, began, perf_counter() if body is not None else began)
             if ctx.throttle_ms and not self._closed:
                 self.server.stats["throttled"] += 1
                 self._pause("throttle")
@@ -321,12 +344,13 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._authz_for = self.principal
         return self._authz
 
-    async def _handle(self, req: Request) -> bool:
+    async def _handle(self, req: Request, received: float = -1.0) -> bool:
         """Serve one request through the server's :class:`Pipeline`; False when
         its answer was deferred (it releases the request's memory itself). A
         Produce is served at once (its appends are assigned in request order);
         anything else after the deferred answers before it are written, as Kafka
-        serves a connection one request at a time."""
+        serves a connection one request at a time. ``received``: when its last
+        byte arrived (``perf_counter``; -1 unknown), for the request's timing."""
         if req.api_key != 0:
             await self._in_order()
         ctx = RequestContext(self.state, req.api_version, req.header, self.peer, req.size,
@@ -337,7 +361,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
                              else self._new_authz(),
                              services=self.server.services, channel=self.channel)
         # registration() imports the API's module on its first request.
-        call = Call(req, registration(req.api_key), ctx)
+        call = Call(req, registration(req.api_key), ctx, received=received)
         try:
             body = await self.server.pipeline.run(call)
         except CloseConnection as exc:
@@ -345,12 +369,21 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self.close()
             return True
         if isinstance(body, Deferred):
-            self._defer(req, ctx, body)
+            self._defer(call, body)
             return False
-        if body is not None and not self._closed:
-            await self._in_order()
-            version = call.response_version if call.response_version >= 0 else req.api_version
-            self._write(encode_response(req.api_key, version, req.correlation_id, body))
+        if not self._closed:
+            if body is not None:
+                await self._in_order()
+                began = perf_counter()
+                version = (call.response_version if call.response_version >= 0
+                           else req.api_version)
+                self._write(encode_response(req.api_key, version, req.correlation_id, body))
+                written = perf_counter()
+            else:
+                began = written = perf_counter()
+            timer = self.server.request_metrics
+            if timer is not None:
+                timer.sent(call, began, written)
         throttle = ctx.throttle_ms
         if throttle and not self._closed:
             # KIP-219: the answer goes out at once; then the connection is muted
@@ -467,6 +500,9 @@ class KafkaServer:
             self.metrics, self.state.quotas, lambda: self.loop_time() * 1000,
             unsupported_version_response, forward, self.authorizer is not None,
             list(stages or ()), authenticate=authenticate))
+        self.request_metrics: RequestMetrics | None = next(
+            (s for s in self.pipeline.stages if isinstance(s, RequestMetrics)), None)
+        """The pipeline's ``metrics`` stage, told when each answer is written."""
         self.connections: set[KafkaConnection] = set()
         self.tasks: set[asyncio.Task[None]] = set()
         """Every connection's serving task until it ends (closed connections too)."""

@@ -20,11 +20,9 @@ all-topics series jmx_exporter writes without a ``topic`` label: Prometheus
 treats an empty label as an absent one):
 
 - ``kafka_server_brokertopicmetrics_{messagesin,bytesin,bytesout}_total{topic}``
-- ``kafka_network_requestmetrics_requests_total{request,version}`` (counted by
-  the pipeline), ``kafka_network_requestmetrics_errors_total{request,error}``,
-  ``kafka_network_requestmetrics_totaltimems{request,quantile}`` (quantiles
-  0.5 0.75 0.95 0.98 0.99 0.999 estimated from the latency histogram, in ms)
-  and ``kafka_network_requestmetrics_totaltimems_count{request}``
+- ``kafka_network_requestmetrics_*``: the request families of
+  :mod:`odradek.broker.observe.request_metrics` (requests, errors, total time
+  and its phases)
 - ``kafka_server_replicamanager_{partitioncount,leadercount,
   underreplicatedpartitions,underminisrpartitioncount,atminisrpartitioncount}``
   and ``kafka_server_replicamanager_{isrshrinks,isrexpands}_total``
@@ -44,22 +42,19 @@ treats an empty label as an absent one):
 from __future__ import annotations
 
 import functools
-import math
 import os
 import shutil
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Protocol
 
-from odradek.common.metrics import Histogram, Labels, Registry
+from odradek.broker.observe import request_metrics
+from odradek.common.metrics import Labels, Registry
 
 if TYPE_CHECKING:
     from odradek.broker.control.broker_state import BrokerState
     from odradek.broker.net.server import KafkaServer
     from odradek.broker.replica.manager import ReplicaManager
     from odradek.broker.replica.partitions import PartitionManager
-
-QUANTILES = (0.5, 0.75, 0.95, 0.98, 0.99, 0.999)
-"""The percentiles a Yammer histogram exposes (50th … 999th)."""
 
 Series = Iterable[tuple[Labels, float]]
 
@@ -86,16 +81,7 @@ def register(registry: Registry, broker: BrokerView) -> None:
                          f"Kafka's BrokerTopicMetrics {name}PerSec: clients' records or "
                          "bytes by topic (topic=\"\": all topics)",
                          ("topic",), read=functools.partial(m.traffic, i))
-    registry.counter("kafka_network_requestmetrics_errors_total",
-                     "Error codes in answers by API and error (Kafka's ErrorsPerSec)",
-                     ("request", "error"), read=m.errors)
-    registry.gauge("kafka_network_requestmetrics_totaltimems",
-                   "Request total time in ms by API, quantiles estimated from "
-                   "odradek_request_latency_seconds (Kafka's TotalTimeMs)",
-                   ("request", "quantile"), read=m.total_time)
-    registry.gauge("kafka_network_requestmetrics_totaltimems_count",
-                   "Requests timed, by API (Kafka's TotalTimeMs Count)",
-                   ("request",), read=m.total_time_count)
+    request_metrics.register(registry, broker)
     for name, what in (("partitioncount", "Partitions hosted here"),
                        ("leadercount", "Partitions led here"),
                        ("underreplicatedpartitions", "Led partitions whose ISR is smaller "
@@ -151,32 +137,6 @@ class _Readers:
         t = replicas.traffic
         return [(("",), float(t.total[i])),
                 *(((topic,), float(row[i])) for topic, row in t.by_topic.items())]
-
-    def _latency(self) -> Histogram | None:
-        family = self.registry.families.get("odradek_request_latency_seconds")
-        return family if isinstance(family, Histogram) else None
-
-    def total_time(self) -> Series:
-        h = self._latency()
-        if h is None:
-            return []
-        out = []
-        for labels in list(h.series):
-            for q in QUANTILES:
-                v = h.quantile(q, *labels)
-                if not math.isnan(v):
-                    out.append(((labels[0], str(q)), v * 1000))
-        return out
-
-    def total_time_count(self) -> Series:
-        h = self._latency()
-        return [] if h is None else [(labels, float(h.count(*labels))) for labels in h.series]
-
-    def errors(self) -> Series:
-        family = self.registry.families.get("odradek_request_errors_total")
-        if family is None or family.kind != "counter":
-            return []
-        return [(values, v) for _, _, values, v in family.samples()]
 
     def replica_counts(self, name: str) -> Series:
         pm = self.broker.partitions
@@ -260,8 +220,12 @@ class _Readers:
         out = []
         if name == "used":
             used = {os.path.normpath(d): 0 for d in pm.log_dirs}
+            norm: dict[str, str] = {}  # a few directories, many partitions
             for p in pm.partitions.values():
-                d = os.path.normpath(p.log.parent_dir)
+                raw = p.log.parent_dir
+                d = norm.get(raw)
+                if d is None:
+                    d = norm[raw] = os.path.normpath(raw)
                 used[d] = used.get(d, 0) + p.log.size_bytes
             return [((d,), float(v)) for d, v in used.items()]
         for d in map(os.path.normpath, pm.log_dirs):

@@ -57,8 +57,8 @@ class SaslConnection(KafkaConnection):
 
     # -- serving -----------------------------------------------------------------
 
-    async def _handle(self, req: Request) -> bool:
-        finished = await super()._handle(req)
+    async def _handle(self, req: Request, received: float = -1.0) -> bool:
+        finished = await super()._handle(req, received)
         if self._close_delay_ms is not None:
             self._close_later()
         return finished
