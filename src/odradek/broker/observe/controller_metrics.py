@@ -28,7 +28,8 @@ import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from odradek.broker.observe.kafka_metrics import QUANTILES, BrokerView, Series
+from odradek.broker.observe.kafka_metrics import BrokerView, Series
+from odradek.broker.observe.request_metrics import QUANTILES
 from odradek.common.metrics import Histogram, Registry
 
 if TYPE_CHECKING:
