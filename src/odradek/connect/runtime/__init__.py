@@ -1,0 +1,1 @@
+"""Workers, the REST API, task threads and the internal topics."""
