@@ -5,8 +5,13 @@ Settings (connector config; Kafka's names and defaults):
 - ``errors.tolerance``: ``none`` (the first failure fails the task) or ``all``
   (the record is skipped, and sent to the dead letter queue if one is set);
 - ``errors.retry.timeout`` ms (0: no retry, -1: forever) and
-  ``errors.retry.delay.max.ms`` (60000): retriable failures are retried with
-  backoff up to that long before they count as failures;
+  ``errors.retry.delay.max.ms`` (60000): an operation that raises
+  :class:`RetriableError` is called again after 300 ms, then 600, 1200, ...
+  (each wait at most ``errors.retry.delay.max.ms``, and never past the
+  timeout; Kafka picks a random wait below the cap once the doubling reaches
+  it, this waits the cap), until it succeeds or the timeout has passed since
+  the first attempt; then the last error counts as a failure. Other errors
+  are failures at once.
 - ``errors.log.enable`` / ``errors.log.include.messages``: log each failure
   (and the record);
 - sinks only: ``errors.deadletterqueue.topic.name``,
@@ -24,6 +29,7 @@ record's headers.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -69,6 +75,15 @@ SINK_CONFIG = CONFIG.define(
 )
 
 
+RETRY_DELAY_MIN_MS = 300
+
+
+class RetriableError(Exception):
+    """An error worth retrying (Kafka's ``RetriableException``): connectors,
+    converters, transforms and the runtime raise it (or a subclass) for
+    transient failures such as a lost connection."""
+
+
 class Skip(Exception):
     """Raised by :meth:`ErrorHandler.run` when tolerance is ``all``: skip the record."""
 
@@ -93,11 +108,20 @@ class ErrorHandler:
     if asked and :class:`Skip` is raised (the caller drops the record and, for
     a sink, sends it to the DLQ)."""
 
-    def __init__(self, props: Mapping[str, str], *, sink: bool) -> None:
+    def __init__(self, props: Mapping[str, str], *, sink: bool,
+                 clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        """``clock`` gives seconds and ``sleep`` waits seconds (inject both in
+        tests; a runtime may pass a ``sleep`` that returns early on stop)."""
         values = (SINK_CONFIG if sink else CONFIG).parse(
             {k: v for k, v in props.items() if k.startswith("errors.")})
         self.tolerance_all = values["errors.tolerance"] == "all"
         self.retry_timeout_ms = int(values["errors.retry.timeout"])
+        self.retry_delay_max_ms = int(values["errors.retry.delay.max.ms"])
+        self.clock = clock
+        self.sleep = sleep
+        self.stopping = False
+        self.retries = 0
         self.log_enable = bool(values["errors.log.enable"])
         self.log_messages = bool(values["errors.log.include.messages"])
         self.dlq_topic = str(values.get("errors.deadletterqueue.topic.name") or "")
@@ -111,7 +135,7 @@ class ErrorHandler:
             topic: str | None = None, partition: int | None = None,
             offset: int | None = None, record: Any = None) -> T:
         try:
-            return fn()
+            return self._with_retries(fn)
         except Exception as e:
             self.failures += 1
             failure = Failure(stage, class_name, e, topic, partition, offset)
@@ -123,6 +147,30 @@ class ErrorHandler:
                 raise
             self.skipped += 1
             raise Skip(failure) from e
+
+
+    def stop(self) -> None:
+        """Stop retrying: the next retriable failure counts at once."""
+        self.stopping = True
+
+    def _with_retries(self, fn: Callable[[], T]) -> T:
+        start = self.clock()
+        attempt = 0
+        while True:
+            try:
+                return fn()
+            except RetriableError:
+                elapsed_ms = (self.clock() - start) * 1000
+                forever = self.retry_timeout_ms < 0
+                if self.stopping or not (forever or elapsed_ms < self.retry_timeout_ms):
+                    raise
+                delay = min(RETRY_DELAY_MIN_MS << min(attempt, 40), self.retry_delay_max_ms)
+                if not forever:
+                    delay = min(delay, max(0.0, self.retry_timeout_ms - elapsed_ms))
+                attempt += 1
+                self.retries += 1
+                log.debug("Retriable failure; retrying in %s ms (attempt %d)", delay, attempt)
+                self.sleep(delay / 1000)
 
 
 def dlq_headers(failure: Failure, connector: str, task_id: int) -> list[tuple[str, bytes]]:
