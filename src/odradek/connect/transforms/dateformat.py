@@ -50,15 +50,24 @@ def _tokens(pattern: str) -> list[_Token]:
     while i < len(pattern):
         c = pattern[i]
         if c == "'":
-            end = pattern.find("'", i + 1)
-            if end == i + 1:
+            if pattern.startswith("''", i):
                 out.append(_Token("", 0, "'"))
                 i += 2
                 continue
-            if end < 0:
-                raise PatternError(f"Unterminated quote in pattern {pattern!r}")
-            out.append(_Token("", 0, pattern[i + 1:end].replace("''", "'")))
-            i = end + 1
+            text, j = [], i + 1
+            while True:
+                if j >= len(pattern):
+                    raise PatternError(f"Unterminated quote in pattern {pattern!r}")
+                if pattern.startswith("''", j):
+                    text.append("'")
+                    j += 2
+                elif pattern[j] == "'":
+                    break
+                else:
+                    text.append(pattern[j])
+                    j += 1
+            out.append(_Token("", 0, "".join(text)))
+            i = j + 1
         elif c.isascii() and c.isalpha():
             if c not in SUPPORTED:
                 raise PatternError(f"Illegal pattern character '{c}'")

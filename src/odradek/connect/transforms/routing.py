@@ -20,9 +20,15 @@ from odradek.connect.transforms.base import Transformation
 _GROUP = re.compile(r"\\(.)|\$(\d+)|\$\{(\w+)\}|\$")
 
 
+_JAVA_NAMED = re.compile(r"(?<!\\)\(\?<(?=[A-Za-z])")
+
+
 def compile_regex(name: str, pattern: str) -> re.Pattern[str]:
+    """A Java regex compiled by Python's ``re`` (Java's named groups
+    ``(?<name>...)`` are rewritten to Python's ``(?P<name>...)``; Java-only
+    syntax such as possessive quantifiers or ``\\p{Alpha}`` is refused)."""
     try:
-        return re.compile(pattern)
+        return re.compile(_JAVA_NAMED.sub("(?P<", pattern))
     except re.error as e:
         raise ConfigError(name, f"Invalid value {pattern} for configuration {name}: "
                           f"Invalid regex: {e}") from None
