@@ -164,7 +164,8 @@ class ErrorHandler:
                 forever = self.retry_timeout_ms < 0
                 if self.stopping or not (forever or elapsed_ms < self.retry_timeout_ms):
                     raise
-                delay = min(RETRY_DELAY_MIN_MS << min(attempt, 40), self.retry_delay_max_ms)
+                delay: float = min(RETRY_DELAY_MIN_MS << min(attempt, 40),
+                                   self.retry_delay_max_ms)
                 if not forever:
                     delay = min(delay, max(0.0, self.retry_timeout_ms - elapsed_ms))
                 attempt += 1

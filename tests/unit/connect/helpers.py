@@ -15,7 +15,7 @@ def make(name: str, /, **props: str) -> Any:
     return obj
 
 
-def T(name: str) -> str:  # noqa: N802 - reads like Kafka's class names
+def T(name: str) -> str:
     return "org.apache.kafka.connect.transforms." + name
 
 

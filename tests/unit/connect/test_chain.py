@@ -98,6 +98,6 @@ def test_every_builtin_loads_as_its_kind(name: str) -> None:
     kind = Predicate if ".predicates." in name else Transformation
     assert issubclass(cls, kind)
     if name.endswith("$Key"):
-        assert getattr(cls, "IS_KEY") is True
+        assert cls.IS_KEY is True
     if name.endswith("$Value"):
-        assert getattr(cls, "IS_KEY") is False
+        assert cls.IS_KEY is False

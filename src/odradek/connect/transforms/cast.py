@@ -20,7 +20,6 @@ import decimal
 import math
 import struct
 from collections.abc import Mapping
-from dataclasses import replace
 from typing import Any
 
 from odradek.connect import data as d
@@ -108,7 +107,7 @@ def cast(value: Any, target: str) -> Any:
 def _check_source(schema: Schema, target: str, field: str) -> None:
     if schema.name == d.DECIMAL or target == d.STRING:
         return
-    if schema.name is not None and schema.name in (d.DATE, d.TIME, d.TIMESTAMP) or \
+    if (schema.name is not None and schema.name in (d.DATE, d.TIME, d.TIMESTAMP)) or \
             schema.type not in TARGETS:
         raise DataError(f"Cast transformation does not support casting from "
                         f"{schema.name or schema.type} to {target}"
@@ -160,15 +159,15 @@ class Cast(SideTransformation):
             return self.with_side(record, _cast_schema(schema, whole), cast(value, whole))
         struct_value = require_struct(schema, value, "cast types")
         fields = []
-        for f in schema.fields:
-            t = self.casts.get(f.name)
-            if t is None:
-                fields.append((f.name, f.schema))
+        for fld in schema.fields:
+            target = self.casts.get(fld.name)
+            if target is None:
+                fields.append((fld.name, fld.schema))
                 continue
-            _check_source(f.schema, t, f.name)
-            fields.append((f.name, _cast_schema(f.schema, t)))
-            struct_value[f.name] = cast(struct_value.get(f.name), t)
-        return self.with_side(record, replace(struct_like(schema, fields)), struct_value)
+            _check_source(fld.schema, target, fld.name)
+            fields.append((fld.name, _cast_schema(fld.schema, target)))
+            struct_value[fld.name] = cast(struct_value.get(fld.name), target)
+        return self.with_side(record, struct_like(schema, fields), struct_value)
 
 
 class CastKey(Cast):

@@ -68,7 +68,7 @@ def _instance(props: Mapping[str, str], kind: str, alias: str, base: type) -> An
                           f"{type_key}: Class {class_name} could not be found.") from None
     if not issubclass(cls, base):
         raise ConfigError(type_key, f"{class_name} is not a {base.__name__}")
-    obj = cls()
+    obj: Any = cls()
     sub = _sub(props, prefix)
     sub.pop("predicate", None)
     sub.pop("negate", None)

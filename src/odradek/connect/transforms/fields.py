@@ -69,7 +69,7 @@ class InsertField(SideTransformation):
         self.static_value = v["static.value"]
 
     def _values(self, record: ConnectRecord, schemaless: bool) -> list[tuple[str, Any]]:
-        out = []
+        out: list[tuple[str, Any]] = []
         for what, name, _ in self.fields:
             if what == "topic":
                 out.append((name, record.topic))

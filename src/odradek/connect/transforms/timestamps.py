@@ -109,7 +109,8 @@ class TimestampConverter(SideTransformation):
         if kind == "Time":
             return time_to_ms(value)
         if kind == "unix":
-            return value * self.unit if self.unit > 0 else value // -self.unit
+            n = int(value)
+            return n * self.unit if self.unit > 0 else n // -self.unit
         if self.format is None:
             raise DataError("TimestampConverter requires format option to be specified "
                             "when using string timestamps")
