@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 
 from odradek.connect import data as d
 from odradek.connect.config import ConfigError
-from odradek.connect.converters.json import JsonConverter, decimal_to_bytes
+from odradek.connect.converters.json import JsonConverter
+from odradek.connect.converters.logical import decimal_to_bytes
 from odradek.connect.converters.simple import DataError
 from odradek.connect.data import Schema
 

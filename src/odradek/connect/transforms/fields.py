@@ -27,7 +27,7 @@ from typing import Any
 
 from odradek.connect import data as d
 from odradek.connect.config import BOOLEAN, LIST, STRING, ConfigDef, ConfigError, ConfigKey
-from odradek.connect.converters.json import ms_to_datetime
+from odradek.connect.converters.logical import ms_to_datetime
 from odradek.connect.converters.simple import DataError
 from odradek.connect.data import ConnectRecord, Schema, SinkRecord
 from odradek.connect.transforms.base import Transformation

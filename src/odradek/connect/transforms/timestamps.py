@@ -24,7 +24,7 @@ from typing import Any
 
 from odradek.connect import data as d
 from odradek.connect.config import STRING, ConfigDef, ConfigError, ConfigKey, one_of
-from odradek.connect.converters.json import (
+from odradek.connect.converters.logical import (
     date_to_days,
     datetime_to_ms,
     days_to_date,
