@@ -83,3 +83,11 @@ def test_predicates() -> None:
     with pytest.raises(ConfigError) as e:
         make(p + "HasHeaderKey")
     assert e.value.name == "name"
+
+
+def test_header_from_refuses_a_tombstone_as_kafka_does() -> None:
+    from odradek.connect.converters.simple import DataError
+
+    t = make(T("HeaderFrom$Value"), fields="a", headers="h", operation="copy")
+    with pytest.raises(DataError, match="Only Map"):
+        t.apply(record(None))

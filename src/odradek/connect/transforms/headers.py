@@ -4,7 +4,8 @@ DropHeaders.
 - ``HeaderFrom``: ``fields`` and ``headers`` (lists of the same length) and
   ``operation`` (``copy`` or ``move``): each field's value (and, schema'd, its
   schema) is added as the header of the same position; ``move`` also removes
-  the field from the map/STRUCT and its schema. A null key/value passes.
+  the field from the map/STRUCT and its schema. A null key/value is an error
+  (as in Kafka: put it under a predicate such as ``RecordIsTombstone``, negated).
 - ``InsertHeader``: ``header`` and ``value.literal``, parsed as
   :func:`values.parse_text` does (so ``42`` is an INT8 header), appended.
 - ``DropHeaders``: ``headers`` — every header with one of those keys is removed.
@@ -57,8 +58,6 @@ class HeaderFrom(SideTransformation):
 
     def apply(self, record: ConnectRecord) -> ConnectRecord | None:
         value, schema = self.value_of(record), self.schema_of(record)
-        if value is None:
-            return record
         added = list(record.headers)
         if schema is None:
             m = require_map(value, "header " + ("move" if self.move else "copy"))
