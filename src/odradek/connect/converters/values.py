@@ -9,10 +9,11 @@ base64; Timestamp ``yyyy-MM-dd'T'HH:mm:ss.SSS'Z'``, Date ``yyyy-MM-dd``, Time
 ``HH:mm:ss.SSS'Z'`` (UTC); lists and maps as JSON (strings quoted).
 
 From text (:func:`parse_text`), in this order: empty → ""; ``null`` → null;
-``true``/``false`` (any case) → BOOLEAN; an integer → the smallest of
-INT8/INT16/INT32/INT64 that holds it (larger: Decimal with scale 0); a number
-with a fraction or exponent → FLOAT64 (Kafka picks FLOAT32 when it fits: a
-simplification); the three date/time forms above → Date/Time/Timestamp; text
+``true``/``false`` (any case) → BOOLEAN; a whole number (also ``5.0`` or
+``1e3``) → the smallest of INT8/INT16/INT32/INT64 that holds it (larger:
+Decimal with scale 0); another number → FLOAT64 with the exact double (Kafka
+gives FLOAT32 with the value rounded to a float when it fits: simplified here
+so no precision is lost); the three date/time forms above → Date/Time/Timestamp; text
 starting with ``[`` or ``{`` that is valid JSON → a list or dict without a
 schema (Kafka infers an element schema when the elements agree: not done
 here); anything else → the text as STRING.
@@ -87,6 +88,14 @@ def _literal(value: Any, *, embedded: bool) -> str:
     return f'"{text}"' if embedded else text
 
 
+def _integer(n: int) -> tuple[Schema, Any]:
+    for bits, schema in _INT_SCHEMAS:
+        if -(1 << (bits - 1)) <= n < (1 << (bits - 1)):
+            return schema, n
+    return Schema(d.BYTES, name=d.DECIMAL, version=1,
+                  parameters={"scale": "0"}), decimal.Decimal(n)
+
+
 def parse_text(text: str) -> tuple[Schema | None, Any]:
     """The schema and value ``text`` reads as (see the module docstring)."""
     s = text.strip()
@@ -97,13 +106,11 @@ def parse_text(text: str) -> tuple[Schema | None, Any]:
     if s.lower() in ("true", "false"):
         return BOOLEAN_SCHEMA, s.lower() == "true"
     if _INT.fullmatch(s):
-        n = int(s)
-        for bits, schema in _INT_SCHEMAS:
-            if -(1 << (bits - 1)) <= n < (1 << (bits - 1)):
-                return schema, n
-        return Schema(d.BYTES, name=d.DECIMAL, version=1,
-                      parameters={"scale": "0"}), decimal.Decimal(n)
+        return _integer(int(s))
     if _FLOAT.fullmatch(s):
+        exact = decimal.Decimal(s)
+        if exact == exact.to_integral_value() and abs(exact) < 10 ** 19:
+            return _integer(int(exact))
         return FLOAT64_SCHEMA, float(s)
     try:
         if m := _TIMESTAMP.fullmatch(s):

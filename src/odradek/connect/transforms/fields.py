@@ -10,6 +10,7 @@ passes InsertField, ReplaceField and MaskField unchanged, as in Kafka.
   field name ending in ``!`` makes the new field required, ``?`` (the
   default) optional. Types: topic and static STRING, partition INT32, offset
   INT64, timestamp the Timestamp logical type (schemaless: ms as an int).
+  Schemaless, a missing partition, timestamp or static value adds no field.
 - ``ReplaceField``: ``exclude``, ``include`` (empty: all) and ``renames``
   (``old:new`` pairs).
 - ``MaskField``: ``fields`` set to their type's empty value (false, 0, 0.0,
@@ -93,7 +94,7 @@ class InsertField(SideTransformation):
             return record
         if schema is None:
             updated = require_map(value, self.PURPOSE)
-            updated.update(self._values(record, True))
+            updated.update((k, v) for k, v in self._values(record, True) if v is not None)
             return self.with_side(record, None, updated)
         struct = require_struct(schema, value, self.PURPOSE)
         types = {"topic": Schema(d.STRING), "partition": Schema(d.INT32),
