@@ -71,3 +71,9 @@ def test_set_schema_metadata() -> None:
     with pytest.raises(ConfigError) as e:
         make(T("SetSchemaMetadata$Value"), **{"schema.version": "x"})
     assert e.value.name == "schema.version"
+
+
+def test_flatten_optional_struct_makes_every_field_optional() -> None:
+    t = make(T("Flatten$Value"))
+    out = t.apply(record({"id": 1, "pos": None, "tags": []}, OUTER.as_optional()))
+    assert all(f.schema.optional for f in out.value_schema.fields)

@@ -9,7 +9,8 @@ Flatten and SetSchemaMetadata (each with ``Key``/``Value`` variants).
   map/STRUCT.
 - ``Flatten``: ``delimiter`` (``.``) — nested maps/STRUCTs become top-level
   fields named by their path joined with the delimiter; arrays and (with a
-  schema) maps stay values; fields under an optional STRUCT become optional.
+  schema) maps stay values; fields under an optional STRUCT (or in an optional
+  top-level STRUCT) become optional.
 - ``SetSchemaMetadata``: ``schema.name``, ``schema.version`` — set on the
   schema (records without a schema are an error).
 """
@@ -122,7 +123,7 @@ class Flatten(SideTransformation):
             raise DataError(f"Only Struct objects supported for [{self.PURPOSE}], found "
                             f"schema type {schema.type}")
         fields: list[tuple[str, Schema]] = []
-        self._flat_schema("", schema, False, fields)
+        self._flat_schema("", schema, schema.optional, fields)
         new_schema = struct_like(schema, fields)
         if value is None:
             return self.with_side(record, new_schema, None)
