@@ -55,7 +55,8 @@ def test_number_errors() -> None:
 @pytest.mark.parametrize("text,type_,value", [
     ("true", d.BOOLEAN, True), ("FALSE", d.BOOLEAN, False), ("42", d.INT8, 42),
     ("300", d.INT16, 300), ("70000", d.INT32, 70000), ("5000000000", d.INT64, 5_000_000_000),
-    ("1.5", d.FLOAT64, 1.5), ("5.0", d.INT8, 5), ("1e3", d.INT16, 1000), ("hello", d.STRING, "hello"), ("", d.STRING, ""),
+    ("1.5", d.FLOAT64, 1.5), ("5.0", d.INT8, 5), ("1e3", d.INT16, 1000),
+    ("hello", d.STRING, "hello"), ("", d.STRING, ""),
     ("2024-02-29", d.INT32, dt.date(2024, 2, 29)),
     ("12:30:00.250Z", d.INT32, dt.time(12, 30, 0, 250_000)),
     ("2024-02-29T12:30:00.250Z", d.INT64, dt.datetime(2024, 2, 29, 12, 30, 0, 250_000,
