@@ -7,6 +7,8 @@ import decimal
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from odradek.connect import data as d
 from odradek.connect.config import ConfigError
@@ -152,3 +154,13 @@ def test_timestamp_router() -> None:
     assert h.apply(record(1)).topic == "x_2023.11.14.22_orders"
     with pytest.raises(DataError, match="Timestamp missing"):
         t.apply(record(1, timestamp=None))
+
+
+@given(st.datetimes(min_value=dt.datetime(1970, 1, 1), max_value=dt.datetime(2069, 12, 31)),
+       st.sampled_from(["yyyy-MM-dd'T'HH:mm:ss.SSSZ", "dd MMMM yyyy hh:mm:ss.SSS a",
+                        "EEE, d MMM yy HH:mm:ss.SSS X", "yyyyMMddHHmmssSSS",
+                        "D yyyy k:m:s.S"]))
+def test_date_format_round_trips(when: dt.datetime, pattern: str) -> None:
+    when = when.replace(microsecond=when.microsecond // 1000 * 1000, tzinfo=dt.UTC)
+    f = DateFormat(pattern)
+    assert f.parse(f.format(when)) == when
