@@ -72,6 +72,9 @@ SINK_COMMON = COMMON + errors.SINK_CONFIG + ConfigDef((
               documentation="A regular expression of the topics to consume."),
 ))
 
+ClientConfig = dict[str, str | int | float | bool]
+"""A confluent-kafka configuration."""
+
 _CLIENT_PREFIXES = ("security.", "sasl.", "ssl.", "client.", "socket.", "request.timeout.ms",
                     "metadata.", "reconnect.", "retry.backoff.")
 
@@ -99,7 +102,7 @@ class WorkerConfig:
                    url.port)
 
     def client_config(self, kind: str, overrides: Mapping[str, str] | None = None
-                      ) -> dict[str, str]:
+                      ) -> ClientConfig:
         """confluent-kafka settings for ``kind`` (``producer``/``consumer``)."""
         out = {k: v for k, v in self.props.items() if k.startswith(_CLIENT_PREFIXES)}
         out.update(prefixed(self.props, f"{kind}."))
@@ -113,9 +116,9 @@ def prefixed(props: Mapping[str, str], prefix: str) -> dict[str, str]:
     return {k[len(prefix):]: v for k, v in props.items() if k.startswith(prefix)}
 
 
-def librdkafka(props: Mapping[str, str]) -> dict[str, str]:
+def librdkafka(props: Mapping[str, str]) -> ClientConfig:
     """Java client names turned into librdkafka's (see the module's docstring)."""
-    out = dict(props)
+    out: dict[str, str] = dict(props)
     jaas = out.pop("sasl.jaas.config", None)
     if jaas:
         try:
@@ -132,6 +135,6 @@ def librdkafka(props: Mapping[str, str]) -> dict[str, str]:
             raise ConfigError("ssl.truststore.type", "only PEM trust stores can be used here")
         out.setdefault("ssl.ca.location", store)
     out.pop("ssl.truststore.password", None)
-    if out.get("ssl.endpoint.identification.algorithm", None) == "":
+    if out.get("ssl.endpoint.identification.algorithm") == "":
         out["ssl.endpoint.identification.algorithm"] = "none"
-    return out
+    return dict(out)

@@ -10,6 +10,7 @@ source offsets may be altered or reset only then (KIP-875).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import traceback
@@ -115,7 +116,7 @@ def config_errors(cls: type[Connector], config: Mapping[str, str],
         for name, errs in cls().validate(config).items():
             for e in errs:
                 add(name, e)
-    except Exception as e:  # noqa: BLE001 (a connector's validate failing is an error)
+    except Exception as e:
         add("connector.class", f"validate failed: {e}")
     try:
         chain(config).close()
@@ -222,7 +223,7 @@ class Herder:
             entry.task_configs = [dict(c) for c in instance.task_configs(max_tasks)]
             entry.trace = None
             entry.state = t.RUNNING if entry.target == STARTED else t.PAUSED
-        except Exception:  # noqa: BLE001 (the connector's failure is its status)
+        except Exception:
             entry.state, entry.trace = t.FAILED, traceback.format_exc()
             entry.instance = None
             return
@@ -249,10 +250,8 @@ class Herder:
         if not keep_configs:
             entry.task_configs = []
         if entry.instance is not None:
-            try:
+            with contextlib.suppress(Exception):  # best effort
                 entry.instance.stop()
-            except Exception:  # noqa: BLE001 (stopping is best effort)
-                pass
             entry.instance = None
 
     def reconfigure(self, name: str) -> None:
@@ -324,7 +323,7 @@ class Herder:
                         task["state"] = t.RESTARTING
             if entry.target == STOPPED_TARGET:
                 return answer
-            if restart_connector and (plain or include_tasks and not only_failed
+            if restart_connector and (plain or (include_tasks and not only_failed)
                                       or len(task_ids) == len(entry.runners)):
                 self._shutdown(entry)
                 self._start(entry)
@@ -337,10 +336,8 @@ class Herder:
 
     def _restart_connector_only(self, entry: Entry) -> None:
         if entry.instance is not None:
-            try:
+            with contextlib.suppress(Exception):  # best effort
                 entry.instance.stop()
-            except Exception:  # noqa: BLE001
-                pass
         runners, entry.runners = entry.runners, []
         self._start_connector_keep_tasks(entry, runners)
 
@@ -352,7 +349,7 @@ class Herder:
             entry.instance = instance
             entry.state = t.RUNNING if entry.target == STARTED else t.PAUSED
             entry.trace = None
-        except Exception:  # noqa: BLE001
+        except Exception:
             entry.state, entry.trace = t.FAILED, traceback.format_exc()
         if runners:
             entry.runners = runners

@@ -10,6 +10,7 @@ otherwise); GET works in any state, as Kafka's.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
@@ -167,14 +168,12 @@ def plugin_list(connectors_only: bool) -> list[dict[str, str]]:
         except (ImportError, AttributeError):
             continue
         kind = _kind(cls)
-        if kind is None or connectors_only and kind not in ("source", "sink"):
+        if kind is None or (connectors_only and kind not in ("source", "sink")):
             continue
         ver = _version()
         if kind in ("source", "sink"):
-            try:
+            with contextlib.suppress(Exception):  # best effort
                 ver = cls().version()
-            except Exception:  # noqa: BLE001
-                pass
         out.append({"class": p.name, "type": kind, "version": ver})
     return out
 

@@ -82,18 +82,19 @@ def _instance(name_key: str, props: Mapping[str, str], base: type) -> Any:
     if not type_name:
         raise ConfigError(name_key, f"Missing required configuration \"{name_key}\"")
     try:
-        obj = plugins.load(type_name)()
+        obj: Any = plugins.load(type_name)()
     except plugins.PluginNotFound:
         raise ConfigError(name_key, f"Class {type_name} could not be found.") from None
     if not isinstance(obj, base):
         raise ConfigError(name_key, f"{type_name} is not a {base.__name__}")
     prefix = name_key.removesuffix("type")
+    configure: Any = getattr(obj, "configure")  # noqa: B009 (isinstance(type) narrows to object)
     try:
-        obj.configure({k: v for k, v in prefixed(props, prefix).items() if k != "type"})
+        configure({k: v for k, v in prefixed(props, prefix).items() if k != "type"})
+    except ConfigError as e:  # named by the plugin's own key: give the full name
+        raise ConfigError(prefix + e.name, e.message) from None
     except ValueError as e:
-        raise ConfigError(getattr(e, "name", name_key) if isinstance(e, ConfigError)
-                          and not getattr(e, "name", "").startswith(prefix)
-                          else name_key, str(e)) from None
+        raise ConfigError(name_key, str(e)) from None
     return obj
 
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from aiohttp import web
 
+from odradek.connect import plugins
 from odradek.connect.runtime import manage
 from odradek.connect.runtime.herder import (
     Herder,
@@ -48,7 +49,7 @@ async def errors(request: web.Request, handler: Handler) -> web.StreamResponse:
         if e.status < 400:
             raise
         return _error(e.status, e.reason or e.text or "")
-    except Exception as e:  # noqa: BLE001 (a bug: still Kafka's error shape)
+    except Exception as e:
         return _error(500, f"{type(e).__name__}: {e}")
 
 
@@ -249,7 +250,7 @@ class RestApi:
                                  f"type {plugin}")
         cls = connector_class(config)
         extra = await self.call(config_errors, cls, config, self.herder.worker.props, own=False)
-        name = manage.plugins.find(plugin).name
+        name = plugins.find(plugin).name
         answer = definition(cls).config_infos(config, name, {
             k: v for k, v in extra.items() if k in definition(cls)})
         # errors about settings not in the definition (transforms.a.type...) count too

@@ -25,16 +25,19 @@ makes it FAILED with its trace; a stopped runner is gone (its status with it).
 from __future__ import annotations
 
 import collections
+import contextlib
 import threading
 import time
 import traceback
 from collections.abc import Callable, Mapping
+from functools import partial
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka import TopicPartition as KTopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
+from odradek.connect.api import OffsetStorageReader as _Reader
 from odradek.connect.api import (
     RecordMetadata,
     SinkTask,
@@ -43,7 +46,6 @@ from odradek.connect.api import (
     SourceTaskContext,
     TopicPartition,
 )
-from odradek.connect.api import OffsetStorageReader as _Reader
 from odradek.connect.data import Header, SinkRecord, SourceRecord
 from odradek.connect.errors import ErrorHandler, Skip, dlq_headers
 from odradek.connect.runtime.config import WorkerConfig, prefixed
@@ -96,10 +98,8 @@ class TaskRunner:
         self._running.set()
         task = self.task
         if task is not None:
-            try:
+            with contextlib.suppress(Exception):  # best effort
                 task.stop()
-            except Exception:  # noqa: BLE001 (a task failing to stop is still stopped)
-                pass
         if join and self.thread.is_alive() and threading.current_thread() is not self.thread:
             self.thread.join(STOP_TIMEOUT_S)
 
@@ -107,7 +107,7 @@ class TaskRunner:
         try:
             self.task = self.task_cls()
             self.run()
-        except Exception:  # noqa: BLE001 (the task's failure is its status)
+        except Exception:
             self.trace = traceback.format_exc()
             self.state = FAILED
 
@@ -185,18 +185,16 @@ class SourceRunner(TaskRunner):
                     outstanding.append(entry)
                     try:
                         out = handler.run("TRANSFORMATION", "chain",
-                                          lambda r=record: _apply(transforms, r))
+                                          partial(_apply, transforms, record))
                         if out is None:
                             entry[1] = True
                             task.commit_record(record, None)
                             continue
                         topic = out.topic
-                        key = handler.run("KEY_CONVERTER", type(kconv).__name__,
-                                          lambda o=out: kconv.from_connect_data(
-                                              o.topic, o.key_schema, o.key))
-                        value = handler.run("VALUE_CONVERTER", type(vconv).__name__,
-                                            lambda o=out: vconv.from_connect_data(
-                                                o.topic, o.value_schema, o.value))
+                        key = handler.run("KEY_CONVERTER", type(kconv).__name__, partial(
+                            kconv.from_connect_data, out.topic, out.key_schema, out.key))
+                        value = handler.run("VALUE_CONVERTER", type(vconv).__name__, partial(
+                            vconv.from_connect_data, out.topic, out.value_schema, out.value))
                         headers = [(h.key, header_bytes(h.value)) for h in out.headers]
                     except Skip:
                         entry[1] = True
@@ -345,21 +343,23 @@ class SinkRunner(TaskRunner):
                         if err.code() == KafkaError._PARTITION_EOF:
                             continue
                         raise KafkaException(err)
-                    tp = TopicPartition(msg.topic(), msg.partition())
-                    if msg.topic() not in seen_topics:
-                        seen_topics.add(msg.topic())
-                        self.on_topic(msg.topic())
+                    topic = msg.topic() or ""
+                    tp = TopicPartition(topic, msg.partition() or 0)
+                    if topic not in seen_topics:
+                        seen_topics.add(topic)
+                        self.on_topic(topic)
                     record = self._convert(msg, handler, kconv, vconv, transforms)
                     if record is not None:
                         batch.append(record)
-                    self.current[tp] = msg.offset() + 1
+                    self.current[tp] = (msg.offset() or 0) + 1
                 if batch:
                     try:
-                        handler.run("TASK_PUT", type(task).__name__, lambda b=batch: task.put(b))
+                        handler.run("TASK_PUT", type(task).__name__, partial(task.put, batch))
                     except Skip as skip:
                         for r in batch:
-                            self._to_dlq(handler, skip, r.original_topic, r.original_kafka_partition,
-                                         r.original_kafka_offset, None, None)
+                            self._to_dlq(handler, skip, r.original_topic,
+                                         r.original_kafka_partition, r.original_kafka_offset,
+                                         None, None)
                 if self.commit_requested or time.monotonic() >= next_commit:
                     self.commit_requested = False
                     self._commit()
@@ -413,8 +413,9 @@ class SinkRunner(TaskRunner):
                     if e.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
                         raise
             self.dlq = Producer({**config, "acks": "all"})
-        headers = (dlq_headers(skip.failure, self.connector, self.id)
-                   if handler.dlq_headers else None)
+        headers: list[tuple[str, str | bytes | None]] | None = (
+            list(dlq_headers(skip.failure, self.connector, self.id))
+            if handler.dlq_headers else None)
         self.dlq.produce(handler.dlq_topic, key=key, value=value, headers=headers)
         self.dlq.poll(0)
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from aiohttp import web
 from confluent_kafka import KafkaException
@@ -69,7 +70,8 @@ class StandaloneWorker:
             await self.runner.cleanup()
             raise WorkerError(f"cannot listen on {host}:{self.config.port}: "
                               f"{e.strerror or e}") from None
-        sockets = site._server.sockets if site._server else []  # type: ignore[union-attr]
+        server: Any = site._server
+        sockets = server.sockets if server is not None else []
         port = sockets[0].getsockname()[1] if sockets else self.config.port
         shown = "127.0.0.1" if host in ("0.0.0.0", "") else host
         self.url = f"http://{shown}:{port}"
@@ -100,7 +102,7 @@ class StandaloneWorker:
             self._stopped = asyncio.Event()
             try:
                 await self.start()
-            except BaseException as e:  # noqa: BLE001 (handed to the caller)
+            except BaseException as e:
                 error.append(e)
                 ready.set()
                 return
