@@ -94,7 +94,8 @@ class WorkerProcess:
                          if "Odradek Connect" in line), "")
         if not self.url:
             self.proc.kill()
-            raise RuntimeError(f"worker did not start: {self.proc.stderr.read() if self.proc.stderr else ''}")
+            err = self.proc.stderr.read() if self.proc.stderr else ""
+            raise RuntimeError(f"worker did not start: {err}")
 
     def _drain(self) -> None:
         assert self.proc.stdout is not None

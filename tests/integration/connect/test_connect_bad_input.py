@@ -76,13 +76,14 @@ def test_failed_connector_shows_its_trace_and_restarts(connect: Running) -> None
     config = {"connector.class": FLAKY, "fail.file": str(flag)}
     assert call("POST", connect.url + "/connectors", {"name": "f", "config": config})[0] == 201
     status, body = call("GET", connect.url + "/connectors/f/status")
+    assert status == 200
     assert body["connector"]["state"] == "FAILED"
     assert "RuntimeError: flaky connector: the fail file exists" in body["connector"]["trace"]
     assert body["tasks"] == []
     flag.unlink()
     assert call("POST", connect.url + "/connectors/f/restart")[0] == 204
     wait_for("f running", lambda: running(connect.url, "f"))
-    status, body = call("GET", connect.url + "/connectors/f/status")
+    _status, body = call("GET", connect.url + "/connectors/f/status")
     assert "trace" not in body["connector"]
 
 

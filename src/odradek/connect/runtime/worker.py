@@ -31,7 +31,8 @@ class WorkerError(Exception):
 
 
 def cluster_id(config: WorkerConfig) -> str:
-    admin = AdminClient(config.client_config("consumer"))
+    # quiet: the one-line error below says it (librdkafka would log each retry)
+    admin = AdminClient({**config.client_config("consumer"), "log_level": 0})
     try:
         metadata = admin.list_topics(timeout=BROKER_TIMEOUT_S)
     except KafkaException as e:
