@@ -1,15 +1,20 @@
 """Test plugins referenced by Python path: a connector whose start raises,
-and a source whose task raises, while a flag file (``fail.file``) exists."""
+and a source whose task raises, while a flag file (``fail.file``) exists; a
+converter refusing ``bad``; a transform upper-casing values and a predicate
+matching a value prefix."""
 
 from __future__ import annotations
 
 import os
 import time
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from odradek.connect.api import SourceConnector, SourceTask, Task
 from odradek.connect.config import STRING, ConfigDef, ConfigKey
-from odradek.connect.data import SourceRecord
+from odradek.connect.converters.simple import StringConverter
+from odradek.connect.data import ConnectRecord, Schema, SourceRecord
+from odradek.connect.transforms.base import Predicate, Transformation
 
 CONFIG = ConfigDef((ConfigKey("fail.file", STRING, documentation="Fail while it exists."),
                     ConfigKey("fail.in", STRING, "connector",
@@ -59,3 +64,30 @@ class FlakyTask(SourceTask):
 
     def stop(self) -> None:
         pass
+
+
+class FailingConverter(StringConverter):
+    """StringConverter that refuses the value ``bad`` when reading."""
+
+    def to_connect_data(self, topic: str, data: bytes | None) -> tuple[Schema | None, Any]:
+        if data == b"bad":
+            raise ValueError("bad data")
+        return super().to_connect_data(topic, data)
+
+
+class UpperCase(Transformation[ConnectRecord]):
+    def configure(self, props: Mapping[str, str]) -> None:
+        pass
+
+    def apply(self, record: ConnectRecord) -> ConnectRecord | None:
+        return record.new_record(value=str(record.value).upper())
+
+
+class StartsWith(Predicate[ConnectRecord]):
+    CONFIG = ConfigDef((ConfigKey("prefix", STRING),))
+
+    def configure(self, props: Mapping[str, str]) -> None:
+        self.prefix = str(self.CONFIG.parse(props)["prefix"])
+
+    def test(self, record: ConnectRecord) -> bool:
+        return str(record.value).startswith(self.prefix)

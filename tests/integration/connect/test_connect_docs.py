@@ -46,7 +46,7 @@ def test_the_docs_curl_session(connect: Running, tmp_path: Path) -> None:
     assert [c["value"]["name"] for c in validated["configs"] if c["value"]["errors"]] == ["file"]
     code, created = by_path["localhost:8083/connectors"]
     assert code == 201 and isinstance(created, dict) and created["name"] == "demo"
-    offsets = [b for line, _, b in answers if line.endswith("demo/offsets")][0]
+    offsets = next(b for line, _, b in answers if line.endswith("demo/offsets"))
     assert offsets == {"offsets": [{"partition": {"filename": str(demo)},
                                     "offset": {"position": 4}}]}
     assert [c for line, c, _ in answers if "DELETE" in line] == [204]

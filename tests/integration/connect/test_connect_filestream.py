@@ -26,7 +26,6 @@ def _lines(n: int, start: int = 0) -> str:
     return "".join(f"{i} {samples[i % len(samples)]}\n" for i in range(start, start + n))
 
 
-@pytest.mark.slow
 def test_round_trip_byte_for_byte(tmp_path: Path) -> None:
     text = _lines(20000)
     source, sink = tmp_path / "in.txt", tmp_path / "out.txt"

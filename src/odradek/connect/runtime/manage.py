@@ -48,7 +48,8 @@ def get_offsets(herder: Herder, name: str) -> dict[str, Any]:
     if entry.type == "source":
         return {"offsets": [{"partition": p, "offset": o}
                             for p, o in herder.offsets.of(name)]}
-    future = _admin(herder).list_consumer_group_offsets(
+    admin = _admin(herder)  # kept referenced: a collected client never completes its futures
+    future = admin.list_consumer_group_offsets(
         [ConsumerGroupTopicPartitions(_group(herder, name))])
     out = []
     try:
@@ -136,8 +137,9 @@ def reset_offsets(herder: Herder, name: str) -> dict[str, str]:
         if entry.type == "source":
             herder.offsets.remove(name)
         else:
+            admin = _admin(herder)
             try:
-                for f in _admin(herder).delete_consumer_groups([_group(herder, name)]).values():
+                for f in admin.delete_consumer_groups([_group(herder, name)]).values():
                     try:
                         f.result(TIMEOUT_S)
                     except KafkaException as e:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import logging
 import threading
 import time
 import traceback
@@ -55,6 +56,8 @@ from odradek.connect.runtime.pipeline import chain, converter, header_bytes
 UNASSIGNED, RUNNING, PAUSED, FAILED, RESTARTING, STOPPED = (
     "UNASSIGNED", "RUNNING", "PAUSED", "FAILED", "RESTARTING", "STOPPED")
 STOP_TIMEOUT_S = 10.0
+KAFKA_LOG = logging.getLogger("odradek.connect.kafka")
+"""Where librdkafka's own log lines go (not stderr)."""
 
 
 class TaskRunner:
@@ -96,12 +99,12 @@ class TaskRunner:
     def stop(self, join: bool = True) -> None:
         self._stop.set()
         self._running.set()
-        task = self.task
-        if task is not None:
-            with contextlib.suppress(Exception):  # best effort
-                task.stop()
+        self.interrupt()
         if join and self.thread.is_alive() and threading.current_thread() is not self.thread:
             self.thread.join(STOP_TIMEOUT_S)
+
+    def interrupt(self) -> None:
+        """Make the task's loop return soon (called from another thread)."""
 
     def _main(self) -> None:
         try:
@@ -137,6 +140,12 @@ class _SourceContext(SourceTaskContext):
 class SourceRunner(TaskRunner):
     offsets: OffsetFile
 
+    def interrupt(self) -> None:
+        task = self.task
+        if task is not None:  # SourceTask.stop is called from another thread, as Kafka's
+            with contextlib.suppress(Exception):  # best effort
+                task.stop()
+
     def run(self) -> None:
         task: SourceTask = self.task
         task.initialize(_SourceContext(self.config, Reader(self.offsets, self.connector)))
@@ -146,7 +155,7 @@ class SourceRunner(TaskRunner):
         transforms = chain(self.cconfig)
         producer = Producer({**self.worker.client_config(
             "producer", prefixed(self.cconfig, "producer.override.")),
-            "enable.idempotence": "true", "acks": "all", "linger.ms": "5"})
+            "enable.idempotence": "true", "acks": "all", "linger.ms": "5", "logger": KAFKA_LOG})
         # [record, acked] in poll order; acked when produced, dropped or skipped
         outstanding: collections.deque[list[Any]] = collections.deque()
         committable: dict[str, tuple[Mapping[str, Any], Mapping[str, Any]]] = {}
@@ -290,7 +299,8 @@ class SinkRunner(TaskRunner):
         self.consumer = Consumer({**self.worker.client_config(
             "consumer", prefixed(cc, "consumer.override.")),
             "group.id": group, "enable.auto.commit": "false",
-            "auto.offset.reset": "earliest", "enable.partition.eof": "false"})
+            "auto.offset.reset": "earliest", "enable.partition.eof": "false",
+            "logger": KAFKA_LOG})
         handler = ErrorHandler(cc, sink=True)
         kconv = converter("key", cc, self.worker.props)
         vconv = converter("value", cc, self.worker.props)
@@ -369,6 +379,8 @@ class SinkRunner(TaskRunner):
         finally:
             transforms.close()
             self.consumer.close()
+            with contextlib.suppress(Exception):  # on the task's thread, after its last put
+                task.stop()
             if self.dlq is not None:
                 self.dlq.flush(STOP_TIMEOUT_S)
 
@@ -412,7 +424,7 @@ class SinkRunner(TaskRunner):
                 except KafkaException as e:
                     if e.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
                         raise
-            self.dlq = Producer({**config, "acks": "all"})
+            self.dlq = Producer({**config, "acks": "all", "logger": KAFKA_LOG})
         headers: list[tuple[str, str | bytes | None]] | None = (
             list(dlq_headers(skip.failure, self.connector, self.id))
             if handler.dlq_headers else None)
