@@ -80,6 +80,7 @@ class FileStreamSourceTask(SourceTask):
         self.topic = ""
         self.batch = 2000
         self.position = 0
+        self.partition: dict[str, str] = {}
         self.stopping = False
 
     def version(self) -> str:
@@ -89,6 +90,7 @@ class FileStreamSourceTask(SourceTask):
         values = FileStreamSourceConnector.CONFIG.parse(props)
         self.filename, self.topic = str(values["file"]), str(values["topic"])
         self.batch = int(values["batch.size"])
+        self.partition = {"filename": self.filename}
         committed = self.context.offset_storage_reader.offset({"filename": self.filename})
         self.position = int(committed["position"]) if committed else 0
 
@@ -114,7 +116,7 @@ class FileStreamSourceTask(SourceTask):
                 text = line[:-1].removesuffix(b"\r").decode("utf-8", errors="replace")
                 records.append(SourceRecord(
                     self.topic, None, None, None, OPTIONAL_STRING, text,
-                    source_partition={"filename": self.filename},
+                    source_partition=self.partition,
                     source_offset={"position": self.position}))
         if self.stopping:
             if self.file is not None:  # closed here, on the task's own thread

@@ -172,12 +172,16 @@ class SourceRunner(TaskRunner):
                                                             msg.offset()))
             return cb
 
+        last: list[Any] = [None, ""]  # the previous record's partition map and its key
+
         def flush_offsets() -> None:
             while outstanding and outstanding[0][1]:
                 record: SourceRecord = outstanding.popleft()[0]
-                if record.source_partition:
-                    committable[repr(sorted(record.source_partition.items()))] = (
-                        record.source_partition, record.source_offset)
+                partition = record.source_partition
+                if partition:
+                    if partition is not last[0]:  # most records share their task's map
+                        last[0], last[1] = partition, repr(sorted(partition.items()))
+                    committable[last[1]] = (partition, record.source_offset)
             if committable:
                 self.offsets.put(self.connector, list(committable.values()))
                 committable.clear()
@@ -193,8 +197,8 @@ class SourceRunner(TaskRunner):
                     entry: list[Any] = [record, False]
                     outstanding.append(entry)
                     try:
-                        out = handler.run("TRANSFORMATION", "chain",
-                                          partial(_apply, transforms, record))
+                        out = handler.run("TRANSFORMATION", "chain", partial(
+                            _apply, transforms, record)) if transforms.steps else record
                         if out is None:
                             entry[1] = True
                             task.commit_record(record, None)
