@@ -121,10 +121,12 @@ class RestApi:
                       "kafka_cluster_id": self.cluster_id})
 
     async def list_connectors(self, request: web.Request) -> web.Response:
+        return _json(await self.call(self._connectors, request.query.getall("expand", [])))
+
+    def _connectors(self, expand: list[str]) -> Any:
         names = self.herder.names()
-        expand = request.query.getall("expand", [])
         if not expand:
-            return _json(names)
+            return names
         out: dict[str, dict[str, Any]] = {}
         for n in names:
             item: dict[str, Any] = {}
@@ -136,7 +138,7 @@ class RestApi:
             except RestError:
                 continue  # deleted meanwhile
             out[n] = item
-        return _json(out)
+        return out
 
     async def create(self, request: web.Request) -> web.Response:
         body = await _body(request)
@@ -153,14 +155,14 @@ class RestApi:
         return _json(info, 201, Location=f"/connectors/{name}")
 
     async def info(self, request: web.Request) -> web.Response:
-        return _json(self.herder.info(request.match_info["c"]))
+        return _json(await self.call(self.herder.info, request.match_info["c"]))
 
     async def delete(self, request: web.Request) -> web.Response:
         await self.call(self.herder.delete, request.match_info["c"])
         return web.Response(status=204)
 
     async def get_config(self, request: web.Request) -> web.Response:
-        return _json(self.herder.config(request.match_info["c"]))
+        return _json(await self.call(self.herder.config, request.match_info["c"]))
 
     async def put_config(self, request: web.Request) -> web.Response:
         name = request.match_info["c"]
@@ -177,7 +179,7 @@ class RestApi:
         return _json(await self.call(self.herder.patch, request.match_info["c"], changes))
 
     async def status(self, request: web.Request) -> web.Response:
-        return _json(self.herder.status(request.match_info["c"]))
+        return _json(await self.call(self.herder.status, request.match_info["c"]))
 
     async def restart(self, request: web.Request) -> web.Response:
         answer = await self.call(self.herder.restart, request.match_info["c"],
@@ -197,7 +199,7 @@ class RestApi:
         return web.Response(status=204)
 
     async def tasks(self, request: web.Request) -> web.Response:
-        return _json(self.herder.task_list(request.match_info["c"]))
+        return _json(await self.call(self.herder.task_list, request.match_info["c"]))
 
     def _task(self, request: web.Request) -> tuple[str, int]:
         name, n = request.match_info["c"], request.match_info["n"]
@@ -207,17 +209,17 @@ class RestApi:
         return name, int(n)
 
     async def task_status(self, request: web.Request) -> web.Response:
-        return _json(self.herder.task_status(*self._task(request)))
+        return _json(await self.call(self.herder.task_status, *self._task(request)))
 
     async def task_restart(self, request: web.Request) -> web.Response:
         await self.call(self.herder.restart_task, *self._task(request))
         return web.Response(status=204)
 
     async def topics(self, request: web.Request) -> web.Response:
-        return _json(self.herder.topics(request.match_info["c"]))
+        return _json(await self.call(self.herder.topics, request.match_info["c"]))
 
     async def reset_topics(self, request: web.Request) -> web.Response:
-        self.herder.reset_topics(request.match_info["c"])
+        await self.call(self.herder.reset_topics, request.match_info["c"])
         return web.Response(status=202)
 
     async def get_offsets(self, request: web.Request) -> web.Response:

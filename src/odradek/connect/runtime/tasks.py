@@ -319,8 +319,11 @@ class SinkRunner(TaskRunner):
             task.open(new)
 
         def on_revoke(consumer: Any, parts: list[Any]) -> None:
-            gone = {TopicPartition(p.topic, p.partition) for p in parts}
-            self._commit(gone)
+            gone = {TopicPartition(p.topic, p.partition) for p in parts} & self.assigned
+            if not gone:
+                return
+            if not failing:  # a failed put's records are not committed
+                self._commit(gone)
             task.close(sorted(gone, key=lambda t: (t.topic, t.partition)))
             self.assigned -= gone
             for tp in gone:
@@ -333,6 +336,7 @@ class SinkRunner(TaskRunner):
         self.state = RUNNING
         next_commit = time.monotonic() + self.worker.flush_interval_ms / 1000
         paused_all = False
+        failing = False
         try:
             while not self._stop.is_set():
                 if not self._running.is_set():  # keep the group membership, fetch nothing
@@ -351,6 +355,8 @@ class SinkRunner(TaskRunner):
                     self.seeks.pop(tp)
                 msgs = self.consumer.consume(500, timeout=0.2)
                 batch: list[SinkRecord] = []
+                raw: list[tuple[bytes | None, bytes | None]] = []
+                consumed: dict[TopicPartition, int] = {}
                 for msg in msgs:
                     err = msg.error()
                     if err is not None:
@@ -365,21 +371,27 @@ class SinkRunner(TaskRunner):
                     record = self._convert(msg, handler, kconv, vconv, transforms)
                     if record is not None:
                         batch.append(record)
-                    self.current[tp] = (msg.offset() or 0) + 1
+                        raw.append((msg.key(), msg.value()))
+                    consumed[tp] = (msg.offset() or 0) + 1
                 if batch:
                     try:
                         handler.run("TASK_PUT", type(task).__name__, partial(task.put, batch))
                     except Skip as skip:
-                        for r in batch:
+                        for r, (key, value) in zip(batch, raw, strict=True):
                             self._to_dlq(handler, skip, r.original_topic,
                                          r.original_kafka_partition, r.original_kafka_offset,
-                                         None, None)
+                                         key, value)
+                self.current.update(consumed)  # only once put returned
                 if self.commit_requested or time.monotonic() >= next_commit:
                     self.commit_requested = False
                     self._commit()
                     next_commit = time.monotonic() + self.worker.flush_interval_ms / 1000
             self._commit()
             task.close(sorted(self.assigned, key=lambda t: (t.topic, t.partition)))
+            self.assigned.clear()
+        except BaseException:
+            failing = True
+            raise
         finally:
             transforms.close()
             self.consumer.close()
