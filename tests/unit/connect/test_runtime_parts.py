@@ -14,6 +14,7 @@ import pytest
 from odradek.connect.api import OffsetStorageReader, SourceTaskContext
 from odradek.connect.config import ConfigError
 from odradek.connect.connectors.file import FileStreamSourceConnector, FileStreamSourceTask
+from odradek.connect.data import ConnectRecord
 from odradek.connect.runtime.config import WorkerConfig, librdkafka
 from odradek.connect.runtime.offsets import OffsetFile
 from odradek.connect.runtime.pipeline import chain
@@ -165,3 +166,21 @@ def test_file_source_offsets_are_checked() -> None:
 class _Key(dict[str, str]):
     def __hash__(self) -> int:  # type: ignore[override]
         return hash(tuple(sorted(self.items())))
+
+
+@pytest.mark.parametrize("negate,expected", [("false", ["XA", "yb"]), ("true", ["xa", "YB"])])
+def test_chain_predicate_and_negate(negate: str, expected: list[str]) -> None:
+    p = "tests.integration.connect.plugins"
+    steps = chain({"transforms": "up", "transforms.up.type": f"{p}.UpperCase",
+                   "transforms.up.predicate": "x", "transforms.up.negate": negate,
+                   "predicates": "x", "predicates.x.type": f"{p}.StartsWith",
+                   "predicates.x.prefix": "x"})
+    out = []
+    for value in ("xa", "yb"):
+        record: ConnectRecord | None = ConnectRecord("t", None, None, None, None, value)
+        for step in steps.steps:
+            assert record is not None
+            record = step.apply(record)
+        assert record is not None
+        out.append(record.value)
+    assert out == expected
