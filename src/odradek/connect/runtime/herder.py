@@ -18,28 +18,19 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from odradek.connect import plugins
 from odradek.connect.api import (
     Connector,
     ConnectorContext,
     SinkConnector,
-    SourceConnector,
 )
-from odradek.connect.config import ConfigDef, ConfigError
 from odradek.connect.runtime import tasks as t
-from odradek.connect.runtime.config import SINK_COMMON, SOURCE_COMMON, WorkerConfig
+from odradek.connect.runtime.config import WorkerConfig
 from odradek.connect.runtime.offsets import OffsetFile
-from odradek.connect.runtime.pipeline import chain, converter
+from odradek.connect.runtime.sink import SinkRunner
+from odradek.connect.runtime.validation import RestError, config_errors, connector_class
 
 STARTED, PAUSED_TARGET, STOPPED_TARGET = "STARTED", "PAUSED", "STOPPED"
 INITIAL_STATES = {"RUNNING": STARTED, "PAUSED": PAUSED_TARGET, "STOPPED": STOPPED_TARGET}
-
-
-class RestError(Exception):
-    def __init__(self, code: int, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
 
 
 class FrozenDict(dict[str, Any]):
@@ -77,63 +68,6 @@ class Entry:
     @property
     def type(self) -> str:
         return "sink" if issubclass(self.cls, SinkConnector) else "source"
-
-
-def definition(cls: type) -> ConfigDef:
-    """The common settings merged with the connector's own."""
-    common = SINK_COMMON if issubclass(cls, SinkConnector) else SOURCE_COMMON
-    return common + getattr(cls, "CONFIG", ConfigDef())
-
-
-def connector_class(config: Mapping[str, str]) -> type[Connector]:
-    name = config.get("connector.class", "").strip()
-    if not name:
-        raise RestError(400, "connector.class: Missing required configuration "
-                             "\"connector.class\" which has no default value.")
-    try:
-        cls = plugins.load(name)
-    except plugins.PluginNotFound as e:
-        raise RestError(400, f"connector.class: {e}") from None
-    if not (isinstance(cls, type) and issubclass(cls, SourceConnector | SinkConnector)):
-        raise RestError(400, f"connector.class: {name} is not a connector")
-    return cls
-
-
-def config_errors(cls: type[Connector], config: Mapping[str, str],
-                  worker: Mapping[str, str], *, own: bool = True) -> dict[str, list[str]]:
-    """Errors by setting name: the merged ConfigDef's (unless ``own`` is false),
-    the connector's ``validate``, the transforms', the converters' and the
-    sink's topics."""
-    errors: dict[str, list[str]] = {}
-
-    def add(name: str, message: str) -> None:
-        errors.setdefault(name, []).append(message)
-
-    for name, errs in (definition(cls).validate(config) if own else {}).items():
-        for e in errs:
-            add(name, e)
-    try:
-        for name, errs in cls().validate(config).items():
-            for e in errs:
-                add(name, e)
-    except Exception as e:
-        add("connector.class", f"validate failed: {e}")
-    try:
-        chain(config).close()
-    except ConfigError as e:
-        add(e.name, e.message)
-    for which in ("key", "value"):
-        if config.get(f"{which}.converter"):
-            try:
-                converter(which, config, worker)
-            except ConfigError as e:
-                add(e.name, e.message)
-    if issubclass(cls, SinkConnector):
-        has_topics = bool(config.get("topics", "").strip())
-        has_regex = bool(config.get("topics.regex", "").strip())
-        if has_topics == has_regex:
-            add("topics", "Must configure one of topics or topics.regex")
-    return {k: v for k, v in errors.items() if v}
 
 
 class Herder:
@@ -233,7 +167,7 @@ class Herder:
 
     def _runner(self, entry: Entry, n: int) -> t.TaskRunner:
         assert entry.instance is not None
-        cls: type[t.TaskRunner] = (t.SinkRunner if entry.type == "sink" else t.SourceRunner)
+        cls: type[t.TaskRunner] = (SinkRunner if entry.type == "sink" else t.SourceRunner)
         runner = cls(entry.name, n, entry.instance.task_class(), entry.task_configs[n],
                      entry.config, self.worker, entry.topics.add,
                      paused=entry.target == PAUSED_TARGET)

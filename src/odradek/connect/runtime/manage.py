@@ -22,7 +22,8 @@ from confluent_kafka.admin import AdminClient
 from odradek.connect import connectors, converters, plugins, transforms
 from odradek.connect.api import SinkConnector, SourceConnector, TopicPartition
 from odradek.connect.converters.base import Converter, HeaderConverter
-from odradek.connect.runtime.herder import STOPPED_TARGET, FrozenDict, Herder, RestError
+from odradek.connect.runtime.herder import STOPPED_TARGET, FrozenDict, Herder
+from odradek.connect.runtime.validation import RestError
 from odradek.connect.transforms.base import Predicate, Transformation
 
 TIMEOUT_S = 10.0

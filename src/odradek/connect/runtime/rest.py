@@ -18,8 +18,8 @@ from aiohttp import web
 
 from odradek.connect import plugins
 from odradek.connect.runtime import manage
-from odradek.connect.runtime.herder import (
-    Herder,
+from odradek.connect.runtime.herder import Herder
+from odradek.connect.runtime.validation import (
     RestError,
     config_errors,
     connector_class,

@@ -19,9 +19,10 @@ from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
 from odradek.connect.runtime.config import WorkerConfig
-from odradek.connect.runtime.herder import Herder, RestError
+from odradek.connect.runtime.herder import Herder
 from odradek.connect.runtime.offsets import OffsetFile
 from odradek.connect.runtime.rest import RestApi
+from odradek.connect.runtime.validation import RestError
 
 BROKER_TIMEOUT_S = 5.0
 
