@@ -184,3 +184,15 @@ def test_chain_predicate_and_negate(negate: str, expected: list[str]) -> None:
         assert record is not None
         out.append(record.value)
     assert out == expected
+
+
+def test_the_quick_start_properties_are_valid() -> None:
+    from odradek.broker.config import read_properties
+    from odradek.connect.runtime.validation import config_errors, connector_class
+
+    root = Path(__file__).resolve().parents[3] / "config"
+    worker = read_properties(root / "connect-standalone.properties")
+    assert WorkerConfig.parse(worker).port == 8083
+    for name in ("connect-file-source.properties", "connect-file-sink.properties"):
+        props = read_properties(root / name)
+        assert config_errors(connector_class(props), props, worker) == {}, name
