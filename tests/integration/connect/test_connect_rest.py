@@ -7,8 +7,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from confluent_kafka import Consumer
+
+from odradek.connect.runtime.worker import StandaloneWorker
+from odradek.testing.broker import Broker
 from tests.integration.connect.conftest import Running
-from tests.integration.connect.support import call, running, state, wait_for
+from tests.integration.connect.support import call, running, state, wait_for, worker_props
 
 SOURCE = "org.apache.kafka.connect.file.FileStreamSourceConnector"
 SINK = "org.apache.kafka.connect.file.FileStreamSinkConnector"
@@ -141,3 +145,32 @@ def test_create_with_initial_state(connect: Running) -> None:
     status, body = call("POST", f"{connect.url}/connectors",
                         {"name": "c", "config": config, "initial_state": "SLEEPING"})
     assert status == 400 and "initial_state" in body["message"]
+
+
+def test_pausing_a_source_commits_its_offsets(tmp_path: Path) -> None:
+    source = tmp_path / "in.txt"
+    source.write_text("one\ntwo\nthree\n", encoding="utf-8")
+    with Broker() as broker:
+        broker.create_topic("paused", partitions=1)
+        worker = StandaloneWorker({**worker_props(broker.bootstrap_servers, tmp_path),
+                                   "offset.flush.interval.ms": "600000"})
+        url = worker.start_in_thread()
+        try:
+            call("POST", url + "/connectors", {"name": "p", "config": {
+                "connector.class": "FileStreamSource", "file": str(source), "topic": "paused"}})
+            consumer = Consumer({"bootstrap.servers": broker.bootstrap_servers,
+                                 "group.id": "c", "auto.offset.reset": "earliest"})
+            consumer.subscribe(["paused"])
+            seen: list[bytes] = []
+            wait_for("three records", lambda: seen.extend(
+                m.value() or b"" for m in consumer.consume(10, timeout=0.2)
+                if m.error() is None) or len(seen) == 3)
+            consumer.close()
+            assert call("GET", url + "/connectors/p/offsets")[1] == {"offsets": []}
+            assert call("PUT", url + "/connectors/p/pause")[0] == 202
+            wait_for("the offsets committed", lambda: call(
+                "GET", url + "/connectors/p/offsets")[1]["offsets"])
+            assert call("GET", url + "/connectors/p/offsets")[1]["offsets"] == [
+                {"partition": {"filename": str(source)}, "offset": {"position": 14}}]
+        finally:
+            worker.stop_thread()

@@ -178,7 +178,12 @@ class SourceRunner(TaskRunner):
         self.state = RUNNING
         next_flush = time.monotonic() + self.worker.flush_interval_ms / 1000
         try:
-            while self._wait_running():
+            while True:
+                if not self._running.is_set():  # paused: what was sent is committed first
+                    producer.flush(STOP_TIMEOUT_S)
+                    flush_offsets()
+                if not self._wait_running():
+                    break
                 records = task.poll() or []
                 for record in records:
                     entry: list[Any] = [record, False]
