@@ -85,22 +85,26 @@ class SinkRunner(TaskRunner):
         task: SinkTask = self.task
         cc = self.cconfig
         group = cc.get("consumer.override.group.id", f"connect-{self.connector}")
-        self.consumer = Consumer({**self.worker.client_config(
-            "consumer", prefixed(cc, "consumer.override.")),
-            "group.id": group, "enable.auto.commit": "false",
-            "auto.offset.reset": "earliest", "enable.partition.eof": "false",
-            "logger": KAFKA_LOG})
         handler = ErrorHandler(cc, sink=True)
         kconv = converter("key", cc, self.worker.props)
         vconv = converter("value", cc, self.worker.props)
         transforms = chain(cc)
         task.initialize(_SinkContext(self, self.config))
         task.start(self.config)
+        # created last, closed in the finally below: a consumer left open would hold
+        # its partitions from a restarted task until the session times out
+        self.consumer = Consumer({**self.worker.client_config(
+            "consumer", prefixed(cc, "consumer.override.")),
+            "group.id": group, "enable.auto.commit": "false",
+            "auto.offset.reset": "earliest", "enable.partition.eof": "false",
+            "logger": KAFKA_LOG})
         seen_topics: set[str] = set()
 
         def on_assign(consumer: Any, parts: list[Any]) -> None:
             new = [TopicPartition(p.topic, p.partition) for p in parts]
             self.assigned.update(new)
+            if not self._running.is_set():  # the worker paused the task: these too
+                consumer.pause(parts)
             task.open(new)
 
         def on_revoke(consumer: Any, parts: list[Any]) -> None:
@@ -136,8 +140,12 @@ class SinkRunner(TaskRunner):
                     paused_all = False
                     self.state = RUNNING
                 for tp, off in list(self.seeks.items()):
-                    self.consumer.seek(KTopicPartition(tp.topic, tp.partition, off))
-                    self.seeks.pop(tp)
+                    if tp in self.assigned:  # others wait for their assignment
+                        try:
+                            self.consumer.seek(KTopicPartition(tp.topic, tp.partition, off))
+                        except KafkaException:
+                            continue  # not fetching yet: try again next round
+                        self.seeks.pop(tp)
                 msgs = self.consumer.consume(500, timeout=0.2)
                 batch: list[SinkRecord] = []
                 raw: list[tuple[bytes | None, bytes | None]] = []
