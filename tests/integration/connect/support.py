@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -108,6 +109,6 @@ class WorkerProcess:
         self.proc.kill()
         self.proc.wait(30)
 
-    def terminate(self) -> int:
-        self.proc.terminate()
+    def terminate(self, sig: int = signal.SIGTERM) -> int:
+        self.proc.send_signal(sig)
         return self.proc.wait(30)

@@ -1,9 +1,11 @@
 """``odradek connect standalone``'s errors are one line and exit 1, no
-traceback; SIGTERM stops the tasks, flushes offsets and exits 0."""
+traceback; SIGTERM or Ctrl-C (SIGINT) stops the tasks, flushes offsets and
+exits 0."""
 
 from __future__ import annotations
 
 import json
+import signal
 import socket
 import subprocess
 import sys
@@ -70,7 +72,8 @@ def test_errors_are_one_line(tmp_path: Path) -> None:
     _one_line_error(_run(str(nobroker)), "no broker", no_broker)
 
 
-def test_sigterm_flushes_offsets_and_exits_0(tmp_path: Path) -> None:
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_signal_flushes_offsets_and_exits_0(tmp_path: Path, sig: int) -> None:
     source = tmp_path / "in.txt"
     source.write_text("one\ntwo\nthree\n", encoding="utf-8")
     with Broker() as broker:
@@ -84,6 +87,6 @@ def test_sigterm_flushes_offsets_and_exits_0(tmp_path: Path) -> None:
         wait_for("src running", lambda: running(proc.url, "src"))
         assert not (tmp_path / "connect.offsets").exists() or json.loads(
             (tmp_path / "connect.offsets").read_text()) == []
-        assert proc.terminate() == 0
+        assert proc.terminate(sig) == 0
     assert json.loads((tmp_path / "connect.offsets").read_text()) == [
         [["src", {"filename": str(source)}], {"position": 14}]]
