@@ -13,7 +13,7 @@ from typing import Any
 from odradek.connect.api import SourceConnector, SourceTask, Task
 from odradek.connect.config import STRING, ConfigDef, ConfigKey
 from odradek.connect.converters.simple import StringConverter
-from odradek.connect.data import ConnectRecord, Schema, SourceRecord
+from odradek.connect.data import ConnectRecord, Header, Schema, SourceRecord
 from odradek.connect.transforms.base import Predicate, Transformation
 
 CONFIG = ConfigDef((ConfigKey("fail.file", STRING, documentation="Fail while it exists."),
@@ -91,3 +91,54 @@ class StartsWith(Predicate[ConnectRecord]):
 
     def test(self, record: ConnectRecord) -> bool:
         return str(record.value).startswith(self.prefix)
+
+
+class FixedSourceConnector(SourceConnector):
+    """Emits two keyed records with headers to ``topic``, once."""
+
+    CONFIG = ConfigDef((ConfigKey("topic", STRING),))
+
+    def __init__(self) -> None:
+        self.props: dict[str, str] = {}
+
+    def version(self) -> str:
+        return "0.1"
+
+    def start(self, props: Mapping[str, str]) -> None:
+        self.props = dict(props)
+
+    def task_class(self) -> type[Task]:
+        return FixedSourceTask
+
+    def task_configs(self, max_tasks: int) -> list[dict[str, str]]:
+        return [dict(self.props)]
+
+    def stop(self) -> None:
+        pass
+
+
+class FixedSourceTask(SourceTask):
+    def __init__(self) -> None:
+        self.topic = ""
+        self.done = False
+        self.committed: list[int] = []
+
+    def version(self) -> str:
+        return "0.1"
+
+    def start(self, props: Mapping[str, str]) -> None:
+        self.topic = props["topic"]
+        self.done = self.context.offset_storage_reader.offset({"fixed": 1}) is not None
+
+    def poll(self) -> Sequence[SourceRecord] | None:
+        if self.done:
+            time.sleep(0.05)
+            return []
+        self.done = True
+        return [SourceRecord(self.topic, 0, None, f"k{i}", None, {"n": i},
+                             headers=(Header("h", "v"), Header("n", i)),
+                             source_partition={"fixed": 1}, source_offset={"i": i})
+                for i in range(2)]
+
+    def stop(self) -> None:
+        pass

@@ -4,6 +4,8 @@ and its committed offsets through the API."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from confluent_kafka import Consumer, Producer
 
 from tests.integration.connect.conftest import Running
@@ -64,3 +66,21 @@ def test_sink_transforms_and_dead_letter_queue(connect: Running) -> None:
     status, body = call("DELETE", connect.url + "/connectors/s/offsets")
     assert status == 200 and "reset successfully" in body["message"]
     assert call("GET", connect.url + "/connectors/s/offsets")[1] == {"offsets": []}
+
+
+def test_source_keys_headers_and_partition(connect: Running) -> None:
+    connect.broker.create_topic("fixed", partitions=2)
+    config = {"connector.class": f"{P}.FixedSourceConnector", "topic": "fixed"}
+    assert call("POST", connect.url + "/connectors", {"name": "fx", "config": config})[0] == 201
+    consumer = Consumer({"bootstrap.servers": connect.broker.bootstrap_servers,
+                         "group.id": "fx-check", "auto.offset.reset": "earliest"})
+    consumer.subscribe(["fixed"])
+    got: list[Any] = []
+    wait_for("two records", lambda: got.extend(
+        m for m in consumer.consume(10, timeout=0.2) if m.error() is None) or len(got) == 2)
+    consumer.close()
+    assert [(m.partition(), m.key(), m.value()) for m in got] == [
+        (0, b"k0", b"{'n': 0}"), (0, b"k1", b"{'n': 1}")]
+    assert got[0].headers() == [("h", b"v"), ("n", b"0")]
+    wait_for("the offset", lambda: call("GET", connect.url + "/connectors/fx/offsets")[1][
+        "offsets"] == [{"partition": {"fixed": 1}, "offset": {"i": 1}}])

@@ -34,7 +34,7 @@ from odradek.connect.api import (
     SourceTask,
     SourceTaskContext,
 )
-from odradek.connect.data import SourceRecord
+from odradek.connect.data import ConnectRecord, SourceRecord
 from odradek.connect.errors import ErrorHandler, Skip
 from odradek.connect.runtime.config import WorkerConfig, prefixed
 from odradek.connect.runtime.offsets import OffsetFile, Reader
@@ -200,7 +200,8 @@ class SourceRunner(TaskRunner):
                             kconv.from_connect_data, out.topic, out.key_schema, out.key))
                         value = handler.run("VALUE_CONVERTER", type(vconv).__name__, partial(
                             vconv.from_connect_data, out.topic, out.value_schema, out.value))
-                        headers = [(h.key, header_bytes(h.value)) for h in out.headers]
+                        headers = handler.run("HEADER_CONVERTER", "SimpleHeaderConverter",
+                                              partial(_headers, out)) if out.headers else []
                     except Skip:
                         entry[1] = True
                         continue
@@ -234,6 +235,10 @@ class SourceRunner(TaskRunner):
             transforms.close()
         if failure:
             raise failure[0]
+
+
+def _headers(record: ConnectRecord) -> list[tuple[str, bytes | None]]:
+    return [(h.key, header_bytes(h.value)) for h in record.headers]
 
 
 def apply_chain(transforms: Any, record: Any) -> Any:
