@@ -22,7 +22,7 @@ from odradek.cli.common import CliError
 SUBCOMMANDS = (
     "serve", "topics", "produce", "consume", "groups", "transactions", "quotas", "configs",
     "cluster", "users", "acls",
-    "dump_log", "storage", "dev", "metadata", "leaders", "console",
+    "dump_log", "storage", "dev", "metadata", "leaders", "console", "connect",
 )
 
 

@@ -1,0 +1,62 @@
+"""``odradek connect standalone WORKER.properties [CONNECTOR.properties ...]``.
+
+A standalone Kafka Connect–compatible worker (:mod:`odradek.connect.runtime`):
+worker settings from the first file, one connector per further file (both in
+Java properties format, as Kafka's ``connect-standalone.sh`` takes them). It
+prints its REST URL and runs until Ctrl-C or SIGTERM, then stops the tasks,
+flushes their offsets and exits 0. A missing file, a bad setting, the port
+taken or no broker at ``bootstrap.servers`` is one line and exit 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+from pathlib import Path
+
+from odradek.broker.config import read_properties
+from odradek.cli.common import CliError
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("connect", help="Kafka Connect: run connectors (standalone worker)")
+    modes = p.add_subparsers(dest="mode", required=True)
+    s = modes.add_parser("standalone", help="a standalone worker with its REST API")
+    s.add_argument("worker", type=Path, metavar="WORKER.properties")
+    s.add_argument("connectors", type=Path, nargs="*", metavar="CONNECTOR.properties")
+    s.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from odradek.connect.config import ConfigError
+    from odradek.connect.runtime.worker import StandaloneWorker, WorkerError
+
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(message)s")
+    worker_props = read_properties(args.worker)
+    connectors = [read_properties(p) for p in args.connectors]
+    try:
+        worker = StandaloneWorker(worker_props, connectors)
+    except ConfigError as e:
+        raise CliError(f"{args.worker}: {e}") from None
+    except WorkerError as e:
+        raise CliError(str(e)) from None
+
+    async def main() -> None:
+        try:
+            url = await worker.start()
+        except (WorkerError, ConfigError) as e:
+            raise CliError(str(e)) from None
+        print(f"Odradek Connect (standalone) at {url} (Ctrl-C stops it)", flush=True)
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        try:
+            await stop.wait()
+        finally:
+            await worker.stop()
+
+    asyncio.run(main())
+    return 0
