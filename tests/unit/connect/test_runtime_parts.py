@@ -17,7 +17,7 @@ from odradek.connect.connectors.file import FileStreamSourceConnector, FileStrea
 from odradek.connect.data import ConnectRecord
 from odradek.connect.runtime.config import WorkerConfig, librdkafka
 from odradek.connect.runtime.offsets import OffsetFile
-from odradek.connect.runtime.pipeline import chain
+from odradek.connect.transforms.chain import TransformChain
 
 BASE = {"key.converter": "StringConverter", "value.converter": "StringConverter",
         "offset.storage.file.filename": "/tmp/x"}
@@ -93,14 +93,14 @@ def test_pem_truststore_becomes_ca_location() -> None:
 ])
 def test_chain_errors_name_the_setting(props: dict[str, str], name: str) -> None:
     with pytest.raises(ConfigError) as e:
-        chain(props)
+        TransformChain.from_props(props)
     assert e.value.name == name
 
 
 def test_chain_predicate_must_be_listed() -> None:
     p = "tests.integration.connect.plugins"
     with pytest.raises(ConfigError) as e:
-        chain({"transforms": "a", "transforms.a.type": f"{p}.UpperCase",
+        TransformChain.from_props({"transforms": "a", "transforms.a.type": f"{p}.UpperCase",
                "transforms.a.predicate": "x"})
     assert e.value.name == "transforms.a.predicate"
 
@@ -171,16 +171,13 @@ class _Key(dict[str, str]):
 @pytest.mark.parametrize("negate,expected", [("false", ["XA", "yb"]), ("true", ["xa", "YB"])])
 def test_chain_predicate_and_negate(negate: str, expected: list[str]) -> None:
     p = "tests.integration.connect.plugins"
-    steps = chain({"transforms": "up", "transforms.up.type": f"{p}.UpperCase",
+    chain = TransformChain.from_props({"transforms": "up", "transforms.up.type": f"{p}.UpperCase",
                    "transforms.up.predicate": "x", "transforms.up.negate": negate,
                    "predicates": "x", "predicates.x.type": f"{p}.StartsWith",
                    "predicates.x.prefix": "x"})
     out = []
     for value in ("xa", "yb"):
-        record: ConnectRecord | None = ConnectRecord("t", None, None, None, None, value)
-        for step in steps.steps:
-            assert record is not None
-            record = step.apply(record)
+        record = chain.apply(ConnectRecord("t", None, None, None, None, value))
         assert record is not None
         out.append(record.value)
     assert out == expected

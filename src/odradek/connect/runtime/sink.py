@@ -26,15 +26,15 @@ from odradek.connect.api import SinkTask, SinkTaskContext, TopicPartition
 from odradek.connect.data import Header, SinkRecord
 from odradek.connect.errors import ErrorHandler, Skip, dlq_headers
 from odradek.connect.runtime.config import prefixed
-from odradek.connect.runtime.pipeline import chain, converter
+from odradek.connect.runtime.pipeline import converter, header_converter
 from odradek.connect.runtime.tasks import (
     KAFKA_LOG,
     PAUSED,
     RUNNING,
     STOP_TIMEOUT_S,
     TaskRunner,
-    apply_chain,
 )
+from odradek.connect.transforms.chain import TransformChain
 
 
 class _SinkContext(SinkTaskContext):
@@ -88,7 +88,8 @@ class SinkRunner(TaskRunner):
         handler = ErrorHandler(cc, sink=True)
         kconv = converter("key", cc, self.worker.props)
         vconv = converter("value", cc, self.worker.props)
-        transforms = chain(cc)
+        self.hconv = header_converter(cc, self.worker.props)
+        transforms = TransformChain.from_props(cc)
         task.initialize(_SinkContext(self, self.config))
         task.start(self.config)
         # created last, closed in the finally below: a consumer left open would hold
@@ -193,8 +194,15 @@ class SinkRunner(TaskRunner):
             if self.dlq is not None:
                 self.dlq.flush(STOP_TIMEOUT_S)
 
+    def _headers(self, msg: Any) -> tuple[Header, ...]:
+        out = []
+        for k, v in msg.headers() or []:
+            schema, value = self.hconv.to_connect_header(msg.topic(), k, v)
+            out.append(Header(k, value, schema))
+        return tuple(out)
+
     def _convert(self, msg: Any, handler: ErrorHandler, kconv: Any, vconv: Any,
-                 transforms: Any) -> SinkRecord | None:
+                 transforms: TransformChain) -> SinkRecord | None:
         where = {"topic": msg.topic(), "partition": msg.partition(), "offset": msg.offset()}
         try:
             ks, key = handler.run("KEY_CONVERTER", type(kconv).__name__,
@@ -205,13 +213,15 @@ class SinkRunner(TaskRunner):
             ts_type, ts = msg.timestamp()
             record = SinkRecord(
                 msg.topic(), msg.partition(), ks, key, vs, value, ts if ts >= 0 else None,
-                tuple(Header(k, v) for k, v in (msg.headers() or [])),
+                handler.run("HEADER_CONVERTER", type(self.hconv).__name__,
+                            lambda: self._headers(msg), **where),
                 kafka_offset=msg.offset(),
                 timestamp_type="LogAppendTime" if ts_type == 2 else "CreateTime",
                 original_topic=msg.topic(), original_kafka_partition=msg.partition(),
                 original_kafka_offset=msg.offset())
-            out: SinkRecord | None = handler.run(
-                "TRANSFORMATION", "chain", lambda: apply_chain(transforms, record), **where)
+            out = transforms.apply(record, lambda cls, fn: handler.run(
+                "TRANSFORMATION", cls, fn, **where))
+            assert out is None or isinstance(out, SinkRecord)
             return out
         except Skip as skip:
             self._to_dlq(handler, skip, msg.topic(), msg.partition(), msg.offset(),

@@ -34,11 +34,13 @@ from odradek.connect.api import (
     SourceTask,
     SourceTaskContext,
 )
+from odradek.connect.converters.base import HeaderConverter
 from odradek.connect.data import ConnectRecord, SourceRecord
 from odradek.connect.errors import ErrorHandler, Skip
 from odradek.connect.runtime.config import WorkerConfig, prefixed
 from odradek.connect.runtime.offsets import OffsetFile, Reader
-from odradek.connect.runtime.pipeline import chain, converter, header_bytes
+from odradek.connect.runtime.pipeline import converter, header_converter
+from odradek.connect.transforms.chain import TransformChain
 
 UNASSIGNED, RUNNING, PAUSED, FAILED, RESTARTING, STOPPED = (
     "UNASSIGNED", "RUNNING", "PAUSED", "FAILED", "RESTARTING", "STOPPED")
@@ -139,7 +141,8 @@ class SourceRunner(TaskRunner):
         handler = ErrorHandler(self.cconfig, sink=False)
         kconv = converter("key", self.cconfig, self.worker.props)
         vconv = converter("value", self.cconfig, self.worker.props)
-        transforms = chain(self.cconfig)
+        hconv = header_converter(self.cconfig, self.worker.props)
+        transforms = TransformChain.from_props(self.cconfig)
         producer = Producer({**self.worker.client_config(
             "producer", prefixed(self.cconfig, "producer.override.")),
             "enable.idempotence": "true", "acks": "all", "linger.ms": "5", "logger": KAFKA_LOG})
@@ -189,8 +192,8 @@ class SourceRunner(TaskRunner):
                     entry: list[Any] = [record, False]
                     outstanding.append(entry)
                     try:
-                        out = handler.run("TRANSFORMATION", "chain", partial(
-                            apply_chain, transforms, record)) if transforms.steps else record
+                        out = transforms.apply(record, partial(
+                            handler.run, "TRANSFORMATION")) if transforms.stages else record
                         if out is None:
                             entry[1] = True
                             task.commit_record(record, None)
@@ -200,8 +203,9 @@ class SourceRunner(TaskRunner):
                             kconv.from_connect_data, out.topic, out.key_schema, out.key))
                         value = handler.run("VALUE_CONVERTER", type(vconv).__name__, partial(
                             vconv.from_connect_data, out.topic, out.value_schema, out.value))
-                        headers = handler.run("HEADER_CONVERTER", "SimpleHeaderConverter",
-                                              partial(_headers, out)) if out.headers else []
+                        headers = handler.run("HEADER_CONVERTER", type(hconv).__name__,
+                                              partial(_headers, hconv, out)
+                                              ) if out.headers else []
                     except Skip:
                         entry[1] = True
                         continue
@@ -237,13 +241,8 @@ class SourceRunner(TaskRunner):
             raise failure[0]
 
 
-def _headers(record: ConnectRecord) -> list[tuple[str, bytes | None]]:
-    return [(h.key, header_bytes(h.value)) for h in record.headers]
+def _headers(conv: HeaderConverter, record: ConnectRecord
+             ) -> list[tuple[str, bytes | None]]:
+    return [(h.key, conv.from_connect_header(record.topic, h.key, h.schema, h.value))
+            for h in record.headers]
 
-
-def apply_chain(transforms: Any, record: Any) -> Any:
-    for step in transforms.steps:
-        record = step.apply(record)
-        if record is None:
-            return None
-    return record

@@ -12,7 +12,8 @@ from odradek.connect import plugins
 from odradek.connect.api import Connector, SinkConnector, SourceConnector
 from odradek.connect.config import ConfigDef, ConfigError
 from odradek.connect.runtime.config import SINK_COMMON, SOURCE_COMMON
-from odradek.connect.runtime.pipeline import chain, converter
+from odradek.connect.runtime.pipeline import converter
+from odradek.connect.transforms.chain import validate_transforms
 
 
 class RestError(Exception):
@@ -61,10 +62,9 @@ def config_errors(cls: type[Connector], config: Mapping[str, str],
                 add(name, e)
     except Exception as e:
         add("connector.class", f"validate failed: {e}")
-    try:
-        chain(config).close()
-    except ConfigError as e:
-        add(e.name, e.message)
+    for name, errs in validate_transforms(config).items():
+        for message in errs:
+            add(name, message)
     for which in ("key", "value"):
         if config.get(f"{which}.converter"):
             try:
