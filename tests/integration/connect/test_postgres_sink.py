@@ -136,7 +136,7 @@ def test_a_failed_put_writes_nothing(pg_url: str) -> None:
     task, _ = _task(pg_url, {tp}, **{"exactly.once.enabled": "true", "auto.evolve": "false"})
     task.put([SinkRecord("items", 0, None, None, VALUE, {"id": 1, "name": "a", "n": 1},
                          kafka_offset=0)])
-    with pytest.raises(ValueError, match="auto.evolve"):
+    with pytest.raises(ValueError, match=r"auto\.evolve"):
         task.put([SinkRecord("items", 0, None, None, VALUE, {"id": 2, "name": "b", "n": 2},
                              kafka_offset=1),
                   SinkRecord("items", 0, None, None, None, {"id": 3, "bad": 1},

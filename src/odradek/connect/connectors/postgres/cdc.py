@@ -39,6 +39,7 @@ import select
 import threading
 import time
 from collections import deque
+from dataclasses import dataclass, replace
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -95,6 +96,15 @@ class PostgresCdcSourceConnector(SourceConnector):
         pass
 
 
+@dataclass(slots=True)
+class _Pending:
+    """A returned record awaiting acknowledgement."""
+
+    key: tuple[Any, ...]
+    lsn_commit: int
+    acked: bool = False
+
+
 def _offset_key(offset: Mapping[str, Any]) -> tuple[Any, ...]:
     return tuple(sorted((k, str(v)) for k, v in offset.items()))
 
@@ -114,8 +124,8 @@ class PostgresCdcSourceTask(SourceTask):
         self.stopping = threading.Event()
         self.lock = threading.Lock()  # held by poll; guards the acknowledgement state
         self.poll_lock = threading.Lock()
-        self.pending: deque[list[Any]] = deque()  # [offset key, lsn_commit, acked]
-        self.by_key: dict[tuple[Any, ...], list[Any]] = {}
+        self.pending: deque[_Pending] = deque()
+        self.by_key: dict[tuple[Any, ...], _Pending] = {}
         self.ack_lsn = 0
         self.sent_lsn = 0
         self.tables: dict[int, ev.Table] = {}
@@ -218,19 +228,19 @@ class PostgresCdcSourceTask(SourceTask):
     # -- acknowledgements -----------------------------------------------------
 
     def _track(self, record: SourceRecord) -> None:
-        entry = [_offset_key(record.source_offset),
-                 int(record.source_offset.get("lsn_commit") or 0), False]
+        entry = _Pending(_offset_key(record.source_offset),
+                         int(record.source_offset.get("lsn_commit") or 0))
         self.pending.append(entry)
-        self.by_key[entry[0]] = entry
+        self.by_key[entry.key] = entry
 
     def commit_record(self, record: SourceRecord, metadata: RecordMetadata | None) -> None:
         with self.lock:
             entry = self.by_key.pop(_offset_key(record.source_offset), None)
             if entry is None:
                 return
-            entry[2] = True
-            while self.pending and self.pending[0][2]:
-                self.ack_lsn = max(self.ack_lsn, self.pending.popleft()[1])
+            entry.acked = True
+            while self.pending and self.pending[0].acked:
+                self.ack_lsn = max(self.ack_lsn, self.pending.popleft().lsn_commit)
 
     def commit(self) -> None:
         stored = self.context.offset_storage_reader.offset(self.partition)
@@ -300,7 +310,7 @@ class PostgresCdcSourceTask(SourceTask):
                 last = out[-1]
                 value = dict(last.value)
                 value["source"] = {**value["source"], "snapshot": "last"}
-                out[-1] = last.new_record(value=value, source_offset={
+                out[-1] = replace(last, value=value, source_offset={
                     **last.source_offset, "last_snapshot_record": True,
                     "lsn_commit": self.consistent})
         return out
@@ -399,7 +409,7 @@ class PostgresCdcSourceTask(SourceTask):
                 r = self._record(t, op, before, after, m.commit_ts // 1000, offset,
                                  tx_id=begin.xid, lsn=m.commit_lsn)
                 if tombstone:
-                    r = r.new_record(value=None, value_schema=None)
+                    r = replace(r, value=None, value_schema=None)
                 out.append(r)
         self.txn = []
         return out

@@ -33,7 +33,7 @@ PG_EPOCH = dt.datetime(2000, 1, 1, tzinfo=dt.UTC)
 UNCHANGED = object()
 """A TOASTed value the update did not change (pgoutput does not send it)."""
 
-Tuple = list[str | None | object]
+Tuple = list[str | object | None]
 """A row's columns: text, None (null) or :data:`UNCHANGED`."""
 
 
