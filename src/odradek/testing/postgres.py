@@ -53,9 +53,13 @@ def _os_user() -> tuple[int, int] | None:
     try:
         entry = pwd.getpwnam(OS_USER)
     except KeyError:
-        subprocess.run(["useradd", "--system", "--no-create-home", "--shell",
-                        "/usr/sbin/nologin", OS_USER], check=True, capture_output=True)
-        entry = pwd.getpwnam(OS_USER)
+        made = subprocess.run(["useradd", "--system", "--no-create-home", "--shell",
+                               "/usr/sbin/nologin", OS_USER], capture_output=True)
+        try:  # another test process may have created it at the same time
+            entry = pwd.getpwnam(OS_USER)
+        except KeyError:
+            raise RuntimeError(f"could not create the OS user {OS_USER}: "
+                               f"{made.stderr.decode(errors='replace').strip()}") from None
     return entry.pw_uid, entry.pw_gid
 
 

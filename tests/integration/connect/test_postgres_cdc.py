@@ -181,6 +181,30 @@ def test_snapshot_stream_ack_and_restart(pg_url: str, db: Any) -> None:
     task.stop()
 
 
+def test_an_unfinished_snapshot_is_taken_again(pg_url: str, db: Any) -> None:
+    sql(db, "CREATE TABLE items (id integer PRIMARY KEY, name text)",
+        "INSERT INTO items SELECT i, 'n' || i FROM generate_series(1, 5) i")
+    offsets = MemoryOffsets()
+    props = {"max.batch.size": "2", "publication.autocreate.mode": "filtered",
+             "table.include.list": "public.items"}
+    task = start(pg_url, offsets, **props)
+    part = list(task.poll() or [])
+    # Two rows read; the second is held back until it is known not to be the last.
+    assert summary(part) == [("r", 1, None, "n1")]
+    ack(task, offsets, part)  # committed, but the snapshot is not finished
+    task.stop()
+    sql(db, "INSERT INTO items VALUES (6, 'n6')")
+    task = start(pg_url, offsets, **props)
+    again = poll_n(task, 6)
+    assert summary(again) == [("r", i, None, f"n{i}") for i in range(1, 7)]
+    assert again[-1].source_offset["last_snapshot_record"] is True
+    sql(db, "INSERT INTO items VALUES (7, 'n7')")
+    assert summary(poll_n(task, 1)) == [("c", 7, None, "n7")]
+    task.stop()
+    assert scalar(db, "SELECT pg_get_publication_tables('dbz_publication')::regclass::text"
+                      " LIMIT 1") == "items"
+
+
 def test_heartbeats_move_an_idle_slot(pg_url: str, db: Any) -> None:
     sql(db, "CREATE TABLE items (id integer PRIMARY KEY, name text)",
         "CREATE TABLE noise (x integer)")

@@ -169,3 +169,19 @@ def test_bulk_reads_everything_each_time_and_query_mode(pg_url: str, db: Any) ->
     assert names(got) == ["A", "B"] and {r.topic for r in got} == {"upper"}
     assert got[0].source_partition == {"query": "SELECT id, upper(name) AS name FROM items"}
     task.stop()
+
+
+def test_timestamp_delay_leaves_young_rows_for_later(pg_url: str, db: Any) -> None:
+    sql(db, "INSERT INTO items (name, updated) VALUES ('old', %s)", BASE)
+    sql(db, "INSERT INTO items (name, updated) VALUES ('young', now() AT TIME ZONE 'UTC')")
+    task = start(pg_url, MemoryOffsets(), mode="timestamp+incrementing",
+                 **{"incrementing.column.name": "id", "timestamp.column.name": "updated",
+                    "timestamp.delay.interval.ms": "1500"})
+    first = list(task.poll() or [])
+    inserted = time.monotonic()
+    assert names(first) == ["old"]  # 'young' is not 1.5 s old yet
+    got = poll_n(task, 1)
+    assert names(got) == ["young"]
+    assert time.monotonic() - inserted > 1.0
+    task.stop()
+    assert task.poll() is None

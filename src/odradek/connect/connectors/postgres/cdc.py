@@ -143,6 +143,7 @@ class PostgresCdcSourceTask(SourceTask):
         self.snap: Any = None
         self.snap_tables: list[ev.Table] = []
         self.snap_cursor: Any = None
+        self.snap_held: SourceRecord | None = None
         stored = self.context.offset_storage_reader.offset(self.partition)
         self.skip_lsn, self.skip_event = 0, 0
         self.start_lsn = 0
@@ -301,7 +302,14 @@ class PostgresCdcSourceTask(SourceTask):
                 out.append(self._record(t, "r", None, after, now, {
                     "lsn": self.consistent, "snapshot": True, "ts_usec": now * 1000,
                     "last_snapshot_record": False}, snapshot="true"))
-        if not self.snap_tables:
+        # The last record read is held back until it is known whether it is
+        # the snapshot's last (it must carry the marker).
+        out = ([self.snap_held] if self.snap_held is not None else []) + out
+        self.snap_held = None
+        if self.snap_tables:
+            if out:
+                self.snap_held = out.pop()
+        else:
             self.snap.commit()
             self.snap.close()
             self.snap = None

@@ -145,6 +145,7 @@ class PostgresSourceTask(SourceTask):
         self.ts = str(c["timestamp.column.name"])
         self.interval = int(c["poll.interval.ms"]) / 1000
         self.stopping = threading.Event()
+        self.poll_lock = threading.Lock()
         self.conn = common.connect(c)
         self.conn.autocommit = True
         self.queriers = ([_Querier(t, None) for t in c["table.whitelist"]]
@@ -156,17 +157,25 @@ class PostgresSourceTask(SourceTask):
                 q.offset = {k: int(v) for k, v in stored.items()}
 
     def stop(self) -> None:
+        """Wakes a waiting ``poll``; the connection closes once no query runs."""
         self.stopping.set()
+        if self.poll_lock.acquire(timeout=30):
+            try:
+                self.conn.close()
+            finally:
+                self.poll_lock.release()
 
     def poll(self) -> Sequence[SourceRecord] | None:
         due = min(q.next_at for q in self.queriers)
         wait = due - time.monotonic()
-        if wait > 0 and self.stopping.wait(wait):
-            self.conn.close()
+        if (wait > 0 and self.stopping.wait(wait)) or self.stopping.is_set():
             return None
-        if self.stopping.is_set():
-            self.conn.close()
-            return None
+        with self.poll_lock:
+            if self.stopping.is_set():
+                return None
+            return self._poll_due()
+
+    def _poll_due(self) -> list[SourceRecord]:
         now = time.monotonic()
         out: list[SourceRecord] = []
         for q in self.queriers:
