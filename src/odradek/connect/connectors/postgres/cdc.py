@@ -39,8 +39,8 @@ import select
 import threading
 import time
 from collections import deque
-from dataclasses import dataclass, replace
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 from psycopg2.extras import LogicalReplicationConnection, ReplicationCursor
