@@ -205,6 +205,18 @@ def test_an_unfinished_snapshot_is_taken_again(pg_url: str, db: Any) -> None:
                       " WHERE pubname = 'dbz_publication'") == "items"
 
 
+def test_a_key_change_is_a_delete_and_a_create(pg_url: str, db: Any) -> None:
+    sql(db, "CREATE TABLE items (id integer PRIMARY KEY, name text)",
+        "INSERT INTO items VALUES (1, 'a')")
+    task = start(pg_url, MemoryOffsets(), **{"snapshot.mode": "never"})
+    assert task.poll() == []
+    sql(db, "UPDATE items SET id = 2, name = 'b' WHERE id = 1")
+    # REPLICA IDENTITY DEFAULT: the old image holds the key columns only.
+    assert summary(poll_n(task, 3)) == [("d", 1, None, None), ("tomb", 1),
+                                        ("c", 2, None, "b")]
+    task.stop()
+
+
 def test_heartbeats_move_an_idle_slot(pg_url: str, db: Any) -> None:
     sql(db, "CREATE TABLE items (id integer PRIMARY KEY, name text)",
         "CREATE TABLE noise (x integer)")

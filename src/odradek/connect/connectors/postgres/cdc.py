@@ -10,7 +10,9 @@ committed offset it creates the slot, takes the snapshot the slot exports
 consistent point (``START_REPLICATION ... (proto_version '1',
 publication_names ...)``), decoded by :mod:`.pgoutput`. Events:
 :mod:`.cdc_events`. ``table.include.list`` is a list of regular expressions
-matched against ``schema.table``.
+matched against ``schema.table``. An update that changes the key is a delete
+(with its tombstone) of the old key and a create of the new one, as Debezium
+sends it. Each transaction is held in memory until its Commit message.
 
 Source partition ``{"server": topic.prefix}``. A streamed record's offset is
 ``{"lsn": its transaction's end LSN, "txId", "ts_usec": commit time,
@@ -391,7 +393,13 @@ class PostgresCdcSourceTask(SourceTask):
                 if isinstance(m, pgoutput.Insert):
                     self.txn.append((t, "c", None, ev.row(t, m.new)))
                 elif isinstance(m, pgoutput.Update):
-                    self.txn.append((t, "u", ev.row(t, m.old), ev.row(t, m.new)))
+                    before, after = ev.row(t, m.old), ev.row(t, m.new)
+                    if before is not None and ev.key(t, before) != ev.key(t, after):
+                        # The key changed: the old key's row is gone (as Debezium).
+                        self.txn.append((t, "d", before, None))
+                        self.txn.append((t, "c", None, after))
+                    else:
+                        self.txn.append((t, "u", before, after))
                 else:
                     self.txn.append((t, "d", ev.row(t, m.old), None))
         elif isinstance(m, pgoutput.Commit):
