@@ -19,7 +19,7 @@ Source partition ``{"server": topic.prefix}``. A streamed record's offset is
 "lsn_commit", "event": its number in the transaction}`` where ``lsn_commit``
 is the end LSN of the last transaction whose records all come at or before
 this one. Snapshot records have ``{"lsn": consistent point, "snapshot": true,
-"last_snapshot_record": bool}`` (``lsn_commit`` on the last only). A task
+"event": n, "last_snapshot_record": bool}`` (``lsn_commit`` on the last only). A task
 started with a committed offset streams from its ``lsn_commit`` and skips the
 events of its transaction numbered up to ``event``: nothing is lost or repeated;
 an unfinished snapshot is taken again (from a new slot).
@@ -127,7 +127,8 @@ class PostgresCdcSourceTask(SourceTask):
         self.lock = threading.Lock()  # held by poll; guards the acknowledgement state
         self.poll_lock = threading.Lock()
         self.pending: deque[_Pending] = deque()
-        self.by_key: dict[tuple[Any, ...], _Pending] = {}
+        self.by_key: dict[tuple[Any, ...], deque[_Pending]] = {}
+        self.snap_count = 0
         self.ack_lsn = 0
         self.sent_lsn = 0
         self.tables: dict[int, ev.Table] = {}
@@ -234,13 +235,17 @@ class PostgresCdcSourceTask(SourceTask):
         entry = _Pending(_offset_key(record.source_offset),
                          int(record.source_offset.get("lsn_commit") or 0))
         self.pending.append(entry)
-        self.by_key[entry.key] = entry
+        self.by_key.setdefault(entry.key, deque()).append(entry)
 
     def commit_record(self, record: SourceRecord, metadata: RecordMetadata | None) -> None:
         with self.lock:
-            entry = self.by_key.pop(_offset_key(record.source_offset), None)
-            if entry is None:
+            key = _offset_key(record.source_offset)
+            same = self.by_key.get(key)
+            if not same:
                 return
+            entry = same.popleft()
+            if not same:
+                del self.by_key[key]
             entry.acked = True
             while self.pending and self.pending[0].acked:
                 self.ack_lsn = max(self.ack_lsn, self.pending.popleft().lsn_commit)
@@ -301,9 +306,11 @@ class PostgresCdcSourceTask(SourceTask):
             now = int(time.time() * 1000)
             for values in rows:
                 after = ev.row(t, list(values))
+                self.snap_count += 1
                 out.append(self._record(t, "r", None, after, now, {
                     "lsn": self.consistent, "snapshot": True, "ts_usec": now * 1000,
-                    "last_snapshot_record": False}, snapshot="true"))
+                    "event": self.snap_count, "last_snapshot_record": False},
+                    snapshot="true"))
         # The last record read is held back until it is known whether it is
         # the snapshot's last (it must carry the marker).
         out = ([self.snap_held] if self.snap_held is not None else []) + out
