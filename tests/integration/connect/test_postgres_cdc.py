@@ -217,6 +217,27 @@ def test_a_key_change_is_a_delete_and_a_create(pg_url: str, db: Any) -> None:
     task.stop()
 
 
+def test_committed_offsets_move_the_slot_without_record_acks(pg_url: str, db: Any) -> None:
+    """A worker that commits offsets but skips ``commit_record`` for a record
+    (one an error handler dropped) does not stall the slot."""
+    sql(db, "CREATE TABLE items (id integer PRIMARY KEY, name text)")
+    offsets = MemoryOffsets()
+    task = start(pg_url, offsets, **{"snapshot.mode": "never"})
+    assert task.poll() == []
+    sql(db, "INSERT INTO items VALUES (1, 'a')")
+    sql(db, "INSERT INTO items VALUES (2, 'b')")
+    first, second = poll_n(task, 2)
+    task.commit_record(second, None)  # the first is never acknowledged
+    task.poll()
+    assert confirmed(db) < first.source_offset["lsn_commit"]
+    offsets.commit(second.source_partition, second.source_offset)
+    task.commit()
+    wait_for(lambda: confirmed(db) == second.source_offset["lsn_commit"],
+             "the slot at the committed offset", task.poll)
+    assert not task.pending and not task.by_key
+    task.stop()
+
+
 def test_heartbeats_move_an_idle_slot(pg_url: str, db: Any) -> None:
     sql(db, "CREATE TABLE items (id integer PRIMARY KEY, name text)",
         "CREATE TABLE noise (x integer)")

@@ -98,7 +98,7 @@ class PostgresCdcSourceConnector(SourceConnector):
         pass
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)
 class _Pending:
     """A returned record awaiting acknowledgement."""
 
@@ -251,10 +251,22 @@ class PostgresCdcSourceTask(SourceTask):
                 self.ack_lsn = max(self.ack_lsn, self.pending.popleft().lsn_commit)
 
     def commit(self) -> None:
+        """The committed offset's ``lsn_commit`` is safe to flush; records up to it
+        need no acknowledgement any more (a worker that drops a record without
+        calling ``commit_record`` does not stall the slot)."""
         stored = self.context.offset_storage_reader.offset(self.partition)
-        if stored and stored.get("lsn_commit"):
-            with self.lock:
-                self.ack_lsn = max(self.ack_lsn, int(stored["lsn_commit"]))
+        if not stored or not stored.get("lsn_commit"):
+            return
+        committed = int(stored["lsn_commit"])
+        with self.lock:
+            self.ack_lsn = max(self.ack_lsn, committed)
+            while self.pending and self.pending[0].lsn_commit <= committed:
+                entry = self.pending.popleft()
+                same = self.by_key.get(entry.key)
+                if same is not None and entry in same:
+                    same.remove(entry)
+                    if not same:
+                        del self.by_key[entry.key]
 
     @property
     def flushed_lsn(self) -> int:
