@@ -11,10 +11,15 @@ when missing), which owns the directory. :meth:`stop` asks for a fast shutdown
 
 The binaries are looked up in :data:`BIN_DIRS` (Debian's PostgreSQL 15 first);
 :func:`find_bin_dir` returns None when there are none, so fixtures can skip.
+
+Fixtures (registered by :mod:`odradek.testing.pytest_plugin`):
+``postgres_server`` (one per session, skipped when the binaries are absent) and
+``postgres_url`` (a new empty database on it, per test).
 """
 
 from __future__ import annotations
 
+import itertools
 import os
 import pwd
 import shutil
@@ -23,8 +28,11 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from types import TracebackType
+
+import pytest
 
 BIN_DIRS = ("/usr/lib/postgresql/15/bin", "/usr/lib/postgresql/16/bin",
             "/usr/lib/postgresql/17/bin")
@@ -155,3 +163,30 @@ class PostgresServer:
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         self.stop()
+
+
+_databases = itertools.count(1)
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    """A private PostgreSQL server for the session (skipped without the binaries)."""
+    if find_bin_dir() is None:
+        pytest.skip(f"PostgreSQL server binaries not installed (looked in {', '.join(BIN_DIRS)};"
+                    " Debian: apt-get install postgresql-15)")
+    with PostgresServer() as server:
+        yield server
+
+
+@pytest.fixture
+def postgres_url(postgres_server: PostgresServer) -> str:
+    """The ``postgresql://`` URL of a new, empty database on the session's server
+    (needs psycopg2, the ``connect`` extra)."""
+    psycopg2 = pytest.importorskip("psycopg2")
+    name = f"t{next(_databases)}"
+    conn = psycopg2.connect(postgres_server.url)
+    conn.autocommit = True
+    with conn.cursor() as cur:
+        cur.execute(f"CREATE DATABASE {name}")
+    conn.close()
+    return postgres_server.url.rsplit("/", 1)[0] + "/" + name

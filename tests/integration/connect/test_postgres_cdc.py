@@ -24,8 +24,8 @@ from .pgsupport import FakeSourceContext, MemoryOffsets
 
 
 @pytest.fixture
-def db(pg_url: str) -> Iterator[Any]:
-    conn = psycopg2.connect(pg_url)
+def db(postgres_url: str) -> Iterator[Any]:
+    conn = psycopg2.connect(postgres_url)
     conn.autocommit = True
     yield conn
     # Slots are the server's, not the database's: drop this test's.
@@ -122,14 +122,14 @@ def test_decodes_pgoutput_messages() -> None:
     assert pgoutput.lsn_int("1/10") == 0x1_0000_0010
 
 
-def test_snapshot_stream_ack_and_restart(pg_url: str, db: Any) -> None:
+def test_snapshot_stream_ack_and_restart(postgres_url: str, db: Any) -> None:
     sql(db, "CREATE TABLE items (id integer PRIMARY KEY, name text, n numeric(6,1))",
         "ALTER TABLE items REPLICA IDENTITY FULL",
         "CREATE TABLE other (x integer)",
         "INSERT INTO items VALUES (1, 'one', 1.5), (2, 'two', 2.0)")
     offsets = MemoryOffsets()
     props = {"table.include.list": "public.items"}
-    task = start(pg_url, offsets, **props)
+    task = start(postgres_url, offsets, **props)
     snap = poll_n(task, 2)
     assert summary(snap) == [("r", 1, None, "one"), ("r", 2, None, "two")]
     assert [r.source_offset.get("last_snapshot_record") for r in snap] == [False, True]
@@ -171,7 +171,7 @@ def test_snapshot_stream_ack_and_restart(pg_url: str, db: Any) -> None:
     task.stop()
 
     sql(db, "INSERT INTO items VALUES (5, 'five', 5)")
-    task = start(pg_url, offsets, **props)
+    task = start(postgres_url, offsets, **props)
     rest = poll_n(task, 4)
     assert summary(rest) == [("u", 4, "four", "cuatro"), ("d", 3, "three", None),
                              ("tomb", 3), ("c", 5, None, "five")]
@@ -181,20 +181,20 @@ def test_snapshot_stream_ack_and_restart(pg_url: str, db: Any) -> None:
     task.stop()
 
 
-def test_an_unfinished_snapshot_is_taken_again(pg_url: str, db: Any) -> None:
+def test_an_unfinished_snapshot_is_taken_again(postgres_url: str, db: Any) -> None:
     sql(db, "CREATE TABLE items (id integer PRIMARY KEY, name text)",
         "INSERT INTO items SELECT i, 'n' || i FROM generate_series(1, 5) i")
     offsets = MemoryOffsets()
     props = {"max.batch.size": "2", "publication.autocreate.mode": "filtered",
              "table.include.list": "public.items"}
-    task = start(pg_url, offsets, **props)
+    task = start(postgres_url, offsets, **props)
     part = list(task.poll() or [])
     # Two rows read; the second is held back until it is known not to be the last.
     assert summary(part) == [("r", 1, None, "n1")]
     ack(task, offsets, part)  # committed, but the snapshot is not finished
     task.stop()
     sql(db, "INSERT INTO items VALUES (6, 'n6')")
-    task = start(pg_url, offsets, **props)
+    task = start(postgres_url, offsets, **props)
     again = poll_n(task, 6)
     assert summary(again) == [("r", i, None, f"n{i}") for i in range(1, 7)]
     assert again[-1].source_offset["last_snapshot_record"] is True
@@ -205,10 +205,10 @@ def test_an_unfinished_snapshot_is_taken_again(pg_url: str, db: Any) -> None:
                       " WHERE pubname = 'dbz_publication'") == "items"
 
 
-def test_a_key_change_is_a_delete_and_a_create(pg_url: str, db: Any) -> None:
+def test_a_key_change_is_a_delete_and_a_create(postgres_url: str, db: Any) -> None:
     sql(db, "CREATE TABLE items (id integer PRIMARY KEY, name text)",
         "INSERT INTO items VALUES (1, 'a')")
-    task = start(pg_url, MemoryOffsets(), **{"snapshot.mode": "never"})
+    task = start(postgres_url, MemoryOffsets(), **{"snapshot.mode": "never"})
     assert task.poll() == []
     sql(db, "UPDATE items SET id = 2, name = 'b' WHERE id = 1")
     # REPLICA IDENTITY DEFAULT: the old image holds the key columns only.
@@ -217,12 +217,12 @@ def test_a_key_change_is_a_delete_and_a_create(pg_url: str, db: Any) -> None:
     task.stop()
 
 
-def test_committed_offsets_move_the_slot_without_record_acks(pg_url: str, db: Any) -> None:
+def test_committed_offsets_move_the_slot_without_record_acks(postgres_url: str, db: Any) -> None:
     """A worker that commits offsets but skips ``commit_record`` for a record
     (one an error handler dropped) does not stall the slot."""
     sql(db, "CREATE TABLE items (id integer PRIMARY KEY, name text)")
     offsets = MemoryOffsets()
-    task = start(pg_url, offsets, **{"snapshot.mode": "never"})
+    task = start(postgres_url, offsets, **{"snapshot.mode": "never"})
     assert task.poll() == []
     sql(db, "INSERT INTO items VALUES (1, 'a')")
     sql(db, "INSERT INTO items VALUES (2, 'b')")
@@ -238,11 +238,11 @@ def test_committed_offsets_move_the_slot_without_record_acks(pg_url: str, db: An
     task.stop()
 
 
-def test_heartbeats_move_an_idle_slot(pg_url: str, db: Any) -> None:
+def test_heartbeats_move_an_idle_slot(postgres_url: str, db: Any) -> None:
     sql(db, "CREATE TABLE items (id integer PRIMARY KEY, name text)",
         "CREATE TABLE noise (x integer)")
     offsets = MemoryOffsets()
-    task = start(pg_url, offsets, **{"table.include.list": "public.items",
+    task = start(postgres_url, offsets, **{"table.include.list": "public.items",
                                      "heartbeat.interval.ms": "100", "snapshot.mode": "never"})
     for i in range(20):
         sql(db, f"INSERT INTO noise VALUES ({i})")

@@ -36,12 +36,12 @@ def _rows(url: str, sql: str) -> list[tuple[Any, ...]]:
         conn.close()
 
 
-def test_cdc_to_topic_to_sink(pg_url: str, broker: Broker) -> None:
-    src = psycopg2.connect(pg_url)
+def test_cdc_to_topic_to_sink(postgres_url: str, broker: Broker) -> None:
+    src = psycopg2.connect(postgres_url)
     src.autocommit = True
     cur = src.cursor()
     cur.execute("CREATE DATABASE copy")
-    copy_url = pg_url.rsplit("/", 1)[0] + "/copy"
+    copy_url = postgres_url.rsplit("/", 1)[0] + "/copy"
     cur.execute("CREATE TABLE items (id integer PRIMARY KEY, name text, qty integer);"
                 "ALTER TABLE items REPLICA IDENTITY FULL;"
                 "INSERT INTO items SELECT i, 'n' || i, i FROM generate_series(1, 50) i")
@@ -50,7 +50,7 @@ def test_cdc_to_topic_to_sink(pg_url: str, broker: Broker) -> None:
     offsets = MemoryOffsets()
     source = PostgresCdcSourceTask()
     source.initialize(FakeSourceContext(offsets))
-    source.start({"connection.url": pg_url, "topic.prefix": "shop", "slot.name": "pipe",
+    source.start({"connection.url": postgres_url, "topic.prefix": "shop", "slot.name": "pipe",
                   "table.include.list": "public.items", "poll.interval.ms": "50"})
     producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "acks": "all",
                          "enable.idempotence": True})
@@ -76,7 +76,7 @@ def test_cdc_to_topic_to_sink(pg_url: str, broker: Broker) -> None:
     # change was delivered.
     end = pgoutput.lsn_int(_one(cur, "SELECT pg_current_wal_insert_lsn()::text"))
     cur.execute("UPDATE items SET name = 'again' WHERE id > 60")
-    expected = _rows(pg_url, "SELECT id, name, qty FROM items ORDER BY id")
+    expected = _rows(postgres_url, "SELECT id, name, qty FROM items ORDER BY id")
 
     # Poll and produce until the slot has moved past the last change: it moves
     # only on delivery reports.

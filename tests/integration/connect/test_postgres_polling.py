@@ -26,8 +26,8 @@ BASE = dt.datetime(2026, 1, 1, 12, 0, 0)
 
 
 @pytest.fixture
-def db(pg_url: str) -> Iterator[Any]:
-    conn = psycopg2.connect(pg_url)
+def db(postgres_url: str) -> Iterator[Any]:
+    conn = psycopg2.connect(postgres_url)
     conn.autocommit = True
     with conn.cursor() as cur:
         cur.execute("CREATE TABLE items (id serial PRIMARY KEY, name text,"
@@ -84,10 +84,10 @@ def test_connector_checks_mode_columns() -> None:
     assert [t["table.whitelist"] for t in c.task_configs(2)] == ["a,c", "b"]
 
 
-def test_incrementing_captures_inserts_in_order(pg_url: str, db: Any) -> None:
+def test_incrementing_captures_inserts_in_order(postgres_url: str, db: Any) -> None:
     for i in range(6):
         sql(db, "INSERT INTO items (name, price, updated) VALUES (%s, 1.50, %s)", f"r{i}", BASE)
-    task = start(pg_url, MemoryOffsets(), mode="incrementing",
+    task = start(postgres_url, MemoryOffsets(), mode="incrementing",
                  **{"incrementing.column.name": "id"})
     first = poll_n(task, 6)
     assert names(first) == [f"r{i}" for i in range(6)]
@@ -104,14 +104,14 @@ def test_incrementing_captures_inserts_in_order(pg_url: str, db: Any) -> None:
     task.stop()
 
 
-def test_timestamp_incrementing_captures_updates_and_resumes(pg_url: str, db: Any) -> None:
+def test_timestamp_incrementing_captures_updates_and_resumes(postgres_url: str, db: Any) -> None:
     for i in range(5):
         sql(db, "INSERT INTO items (name, updated) VALUES (%s, %s)", f"r{i}",
             BASE + dt.timedelta(seconds=i // 2))  # ties: two rows per second
     offsets = MemoryOffsets()
     props = {"mode": "timestamp+incrementing", "incrementing.column.name": "id",
              "timestamp.column.name": "updated"}
-    task = start(pg_url, offsets, **props)
+    task = start(postgres_url, offsets, **props)
     got = poll_n(task, 5)
     assert names(got) == ["r0", "r1", "r2", "r3", "r4"]
     sql(db, "UPDATE items SET name = 'r1b', updated = %s WHERE id = 2",
@@ -123,8 +123,8 @@ def test_timestamp_incrementing_captures_updates_and_resumes(pg_url: str, db: An
     task.stop()
     # Only the first three records' offsets were committed: a new task reads
     # the rest again (r3, r4 and the later changes), nothing lost.
-    offsets.commit({"table": "items"}, poll_first := _third(pg_url, props))
-    task = start(pg_url, offsets, **props)
+    offsets.commit({"table": "items"}, poll_first := _third(postgres_url, props))
+    task = start(postgres_url, offsets, **props)
     assert names(poll_n(task, 4)) == ["r3", "r4", "r1b", "r5"]
     task.stop()
     assert poll_first == {"incrementing": 3, **ts_offset(BASE + dt.timedelta(seconds=1))}
@@ -139,10 +139,10 @@ def _third(url: str, props: dict[str, str]) -> dict[str, Any]:
     return dict(sorted(recs, key=lambda r: r.value["id"])[2].source_offset)
 
 
-def test_timestamp_mode_captures_updates(pg_url: str, db: Any) -> None:
+def test_timestamp_mode_captures_updates(postgres_url: str, db: Any) -> None:
     sql(db, "INSERT INTO items (name, updated) VALUES ('a', %s), ('b', %s)",
         BASE, BASE + dt.timedelta(seconds=1))
-    task = start(pg_url, MemoryOffsets(), mode="timestamp",
+    task = start(postgres_url, MemoryOffsets(), mode="timestamp",
                  **{"timestamp.column.name": "updated"})
     assert names(poll_n(task, 2)) == ["a", "b"]
     sql(db, "UPDATE items SET name = 'a2', updated = %s WHERE name = 'a'",
@@ -153,17 +153,18 @@ def test_timestamp_mode_captures_updates(pg_url: str, db: Any) -> None:
     task.stop()
 
 
-def test_bulk_reads_everything_each_time_and_query_mode(pg_url: str, db: Any) -> None:
+def test_bulk_reads_everything_each_time_and_query_mode(postgres_url: str, db: Any) -> None:
     sql(db, "INSERT INTO items (name, updated) VALUES ('a', %s), ('b', %s)", BASE, BASE)
-    task = start(pg_url, MemoryOffsets(), mode="bulk")
+    task = start(postgres_url, MemoryOffsets(), mode="bulk")
     # Each poll (one interval apart) reads the whole table again.
     assert names(list(task.poll() or [])) == ["a", "b"]
     assert names(list(task.poll() or [])) == ["a", "b"]
     task.stop()
     task = PostgresSourceTask()
     task.initialize(FakeSourceContext(MemoryOffsets()))
-    task.start({"connection.url": pg_url, "query": "SELECT id, upper(name) AS name FROM items",
-                "topic.prefix": "upper", "mode": "incrementing",
+    task.start({"connection.url": postgres_url,
+                "query": "SELECT id, upper(name) AS name FROM items", "topic.prefix": "upper",
+                "mode": "incrementing",
                 "incrementing.column.name": "id", "poll.interval.ms": "20"})
     got = poll_n(task, 2)
     assert names(got) == ["A", "B"] and {r.topic for r in got} == {"upper"}
@@ -171,10 +172,10 @@ def test_bulk_reads_everything_each_time_and_query_mode(pg_url: str, db: Any) ->
     task.stop()
 
 
-def test_timestamp_delay_leaves_young_rows_for_later(pg_url: str, db: Any) -> None:
+def test_timestamp_delay_leaves_young_rows_for_later(postgres_url: str, db: Any) -> None:
     sql(db, "INSERT INTO items (name, updated) VALUES ('old', %s)", BASE)
     sql(db, "INSERT INTO items (name, updated) VALUES ('young', now() AT TIME ZONE 'UTC')")
-    task = start(pg_url, MemoryOffsets(), mode="timestamp+incrementing",
+    task = start(postgres_url, MemoryOffsets(), mode="timestamp+incrementing",
                  **{"incrementing.column.name": "id", "timestamp.column.name": "updated",
                     "timestamp.delay.interval.ms": "1500"})
     first = list(task.poll() or [])

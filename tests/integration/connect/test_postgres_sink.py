@@ -51,10 +51,10 @@ def test_sink_resolves_by_alias() -> None:
 
 
 @pytest.mark.slow
-def test_upserts_100k_records_to_the_last_value_per_key(pg_url: str) -> None:
+def test_upserts_100k_records_to_the_last_value_per_key(postgres_url: str) -> None:
     rng = random.Random(37)
     tps = {TopicPartition("items", p) for p in range(3)}
-    task, _ = _task(pg_url, tps, **{"insert.mode": "upsert", "pk.mode": "record_key",
+    task, _ = _task(postgres_url, tps, **{"insert.mode": "upsert", "pk.mode": "record_key",
                                     "delete.enabled": "true", "batch.size": "2000"})
     expected: dict[int, tuple[str, int] | None] = {}
     offsets = {p: 0 for p in range(3)}
@@ -78,12 +78,12 @@ def test_upserts_100k_records_to_the_last_value_per_key(pg_url: str) -> None:
     task.put(batch)
     task.stop()
     want = sorted((k, v[0], v[1]) for k, v in expected.items() if v is not None)
-    assert _rows(pg_url, "SELECT id, name, n FROM items ORDER BY id") == want
+    assert _rows(postgres_url, "SELECT id, name, n FROM items ORDER BY id") == want
     assert any(v is None for v in expected.values())
 
 
-def test_auto_create_types_and_evolve(pg_url: str) -> None:
-    task, _ = _task(pg_url, {TopicPartition("items", 0)},
+def test_auto_create_types_and_evolve(postgres_url: str) -> None:
+    task, _ = _task(postgres_url, {TopicPartition("items", 0)},
                     **{"insert.mode": "upsert", "pk.mode": "record_value", "pk.fields": "id"})
     schema = data.struct(
         ("id", Schema(data.INT32)), ("ok", Schema(data.BOOLEAN)),
@@ -98,20 +98,20 @@ def test_auto_create_types_and_evolve(pg_url: str) -> None:
     task.put([SinkRecord("items", 0, None, None, None, {"id": 1, "ok": False, "extra": "x"},
                          kafka_offset=1)])
     task.stop()
-    types = dict(_rows(pg_url, "SELECT column_name, data_type FROM information_schema.columns"
+    types = dict(_rows(postgres_url, "SELECT column_name, data_type FROM information_schema.columns"
                                " WHERE table_name = 'items'"))
     assert types == {"id": "integer", "ok": "boolean", "price": "numeric", "day": "date",
                      "at": "timestamp without time zone", "raw": "bytea", "extra": "text"}
-    assert _rows(pg_url, "SELECT id, ok, price, day, at, encode(raw, 'hex'), extra"
+    assert _rows(postgres_url, "SELECT id, ok, price, day, at, encode(raw, 'hex'), extra"
                          " FROM items") == [
         (1, False, decimal.Decimal("9.99"), dt.date(2026, 1, 2), at.replace(tzinfo=None),
          "0001", "x")]
 
 
-def test_exactly_once_offsets_stored_with_the_rows(pg_url: str) -> None:
+def test_exactly_once_offsets_stored_with_the_rows(postgres_url: str) -> None:
     tp = TopicPartition("items", 0)
     props = {"insert.mode": "insert", "exactly.once.enabled": "true"}
-    task, ctx = _task(pg_url, {tp}, **props)
+    task, ctx = _task(postgres_url, {tp}, **props)
     assert ctx.resets == {}
     task.put([SinkRecord("items", 0, None, None, VALUE, {"id": i, "name": "a", "n": i},
                          kafka_offset=i) for i in range(10)])
@@ -119,21 +119,21 @@ def test_exactly_once_offsets_stored_with_the_rows(pg_url: str) -> None:
     task.stop()
     # A new task resumes at the stored offset; records the consumer redelivers
     # below it are not written twice.
-    task, ctx = _task(pg_url, {tp}, **props)
+    task, ctx = _task(postgres_url, {tp}, **props)
     assert ctx.resets == {tp: 10}
     task.put([SinkRecord("items", 0, None, None, VALUE, {"id": i, "name": "b", "n": i},
                          kafka_offset=i) for i in range(5, 15)])
     assert task.pre_commit({tp: 15}) == {tp: 15}
     task.stop()
-    assert _rows(pg_url, "SELECT id, name FROM items ORDER BY id") == (
+    assert _rows(postgres_url, "SELECT id, name FROM items ORDER BY id") == (
         [(i, "a") for i in range(10)] + [(i, "b") for i in range(10, 15)])
-    assert _rows(pg_url, "SELECT connector, topic, kafka_partition, next_offset"
+    assert _rows(postgres_url, "SELECT connector, topic, kafka_partition, next_offset"
                          " FROM __odradek_connect_offsets") == [("pg-sink", "items", 0, 15)]
 
 
-def test_a_failed_put_writes_nothing(pg_url: str) -> None:
+def test_a_failed_put_writes_nothing(postgres_url: str) -> None:
     tp = TopicPartition("items", 0)
-    task, _ = _task(pg_url, {tp}, **{"exactly.once.enabled": "true", "auto.evolve": "false"})
+    task, _ = _task(postgres_url, {tp}, **{"exactly.once.enabled": "true", "auto.evolve": "false"})
     task.put([SinkRecord("items", 0, None, None, VALUE, {"id": 1, "name": "a", "n": 1},
                          kafka_offset=0)])
     with pytest.raises(ValueError, match=r"auto\.evolve"):
@@ -142,5 +142,5 @@ def test_a_failed_put_writes_nothing(pg_url: str) -> None:
                   SinkRecord("items", 0, None, None, None, {"id": 3, "bad": 1},
                              kafka_offset=2)])
     task.stop()
-    assert _rows(pg_url, "SELECT id FROM items") == [(1,)]
-    assert _rows(pg_url, "SELECT next_offset FROM __odradek_connect_offsets") == [(1,)]
+    assert _rows(postgres_url, "SELECT id FROM items") == [(1,)]
+    assert _rows(postgres_url, "SELECT next_offset FROM __odradek_connect_offsets") == [(1,)]
