@@ -40,9 +40,8 @@ import re
 import select
 import threading
 import time
-from collections import deque
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from psycopg2.extras import LogicalReplicationConnection, ReplicationCursor
@@ -52,6 +51,7 @@ from odradek.connect.api import RecordMetadata, SourceConnector, SourceTask, Tas
 from odradek.connect.config import ConfigDef, ConfigKey, one_of
 from odradek.connect.connectors.postgres import cdc_events as ev
 from odradek.connect.connectors.postgres import common, pgoutput
+from odradek.connect.connectors.postgres.acks import Acks
 from odradek.connect.connectors.postgres.common import ident, table_ident
 from odradek.connect.data import SourceRecord
 
@@ -98,19 +98,6 @@ class PostgresCdcSourceConnector(SourceConnector):
         pass
 
 
-@dataclass(slots=True, eq=False)
-class _Pending:
-    """A returned record awaiting acknowledgement."""
-
-    key: tuple[Any, ...]
-    lsn_commit: int
-    acked: bool = False
-
-
-def _offset_key(offset: Mapping[str, Any]) -> tuple[Any, ...]:
-    return tuple(sorted((k, str(v)) for k, v in offset.items()))
-
-
 class PostgresCdcSourceTask(SourceTask):
     def version(self) -> str:
         return ev.VERSION
@@ -124,12 +111,9 @@ class PostgresCdcSourceTask(SourceTask):
         self.include = [re.compile(p) for p in c["table.include.list"]]
         self.partition = {"server": self.prefix}
         self.stopping = threading.Event()
-        self.lock = threading.Lock()  # held by poll; guards the acknowledgement state
         self.poll_lock = threading.Lock()
-        self.pending: deque[_Pending] = deque()
-        self.by_key: dict[tuple[Any, ...], deque[_Pending]] = {}
+        self.acks = Acks()
         self.snap_count = 0
-        self.ack_lsn = 0
         self.sent_lsn = 0
         self.tables: dict[int, ev.Table] = {}
         self.txn: list[tuple[ev.Table, str, dict[str, Any] | None, dict[str, Any] | None]] = []
@@ -231,42 +215,16 @@ class PostgresCdcSourceTask(SourceTask):
 
     # -- acknowledgements -----------------------------------------------------
 
-    def _track(self, record: SourceRecord) -> None:
-        entry = _Pending(_offset_key(record.source_offset),
-                         int(record.source_offset.get("lsn_commit") or 0))
-        self.pending.append(entry)
-        self.by_key.setdefault(entry.key, deque()).append(entry)
-
     def commit_record(self, record: SourceRecord, metadata: RecordMetadata | None) -> None:
-        with self.lock:
-            key = _offset_key(record.source_offset)
-            same = self.by_key.get(key)
-            if not same:
-                return
-            entry = same.popleft()
-            if not same:
-                del self.by_key[key]
-            entry.acked = True
-            while self.pending and self.pending[0].acked:
-                self.ack_lsn = max(self.ack_lsn, self.pending.popleft().lsn_commit)
+        self.acks.ack(record.source_offset)
 
     def commit(self) -> None:
         """The committed offset's ``lsn_commit`` is safe to flush; records up to it
         need no acknowledgement any more (a worker that drops a record without
         calling ``commit_record`` does not stall the slot)."""
         stored = self.context.offset_storage_reader.offset(self.partition)
-        if not stored or not stored.get("lsn_commit"):
-            return
-        committed = int(stored["lsn_commit"])
-        with self.lock:
-            self.ack_lsn = max(self.ack_lsn, committed)
-            while self.pending and self.pending[0].lsn_commit <= committed:
-                entry = self.pending.popleft()
-                same = self.by_key.get(entry.key)
-                if same is not None and entry in same:
-                    same.remove(entry)
-                    if not same:
-                        del self.by_key[entry.key]
+        if stored and stored.get("lsn_commit"):
+            self.acks.committed(int(stored["lsn_commit"]))
 
     @property
     def flushed_lsn(self) -> int:
@@ -294,7 +252,7 @@ class PostgresCdcSourceTask(SourceTask):
                 return None
             out = self._snapshot_batch() if self.snap is not None else self._stream()
             for r in out:
-                self._track(r)
+                self.acks.track(r.source_offset)
             if out:
                 self.last_emit = time.monotonic()
             return out
@@ -365,8 +323,7 @@ class PostgresCdcSourceTask(SourceTask):
         self.last_emit = time.monotonic()
 
     def _feedback(self) -> None:
-        with self.lock:
-            lsn = self.ack_lsn
+        lsn = self.acks.lsn
         if lsn > self.sent_lsn:
             self.cur.send_feedback(flush_lsn=lsn, reply=True)
             self.sent_lsn = lsn
