@@ -120,17 +120,26 @@ class PostgresCdcSourceTask(SourceTask):
         self.begin: pgoutput.Begin | None = None
         self.last_commit = 0
         self.last_emit = time.monotonic()
-        self.meta = common.connect(c)
-        self.meta.autocommit = True
-        self.db = str(self.meta.get_dsn_parameters().get("dbname", ""))
-        self._ensure_publication()
-        self.repl = common.connect(c, connection_factory=LogicalReplicationConnection)
-        self.cur: ReplicationCursor = self.repl.cursor()
         self.streaming = False
         self.snap: Any = None
         self.snap_tables: list[ev.Table] = []
         self.snap_cursor: Any = None
         self.snap_held: SourceRecord | None = None
+        self.repl: Any = None
+        self.meta = common.connect(c)
+        try:
+            self._setup()
+        except BaseException:
+            self._close()
+            raise
+
+    def _setup(self) -> None:
+        c = self.c
+        self.meta.autocommit = True
+        self.db = str(self.meta.get_dsn_parameters().get("dbname", ""))
+        self._ensure_publication()
+        self.repl = common.connect(c, connection_factory=LogicalReplicationConnection)
+        self.cur: ReplicationCursor = self.repl.cursor()
         stored = self.context.offset_storage_reader.offset(self.partition)
         self.skip_lsn, self.skip_event = 0, 0
         self.start_lsn = 0
@@ -139,7 +148,7 @@ class PostgresCdcSourceTask(SourceTask):
         exists = self._slot_exists()
         if c["snapshot.mode"] == "initial" and not snapshot_done:
             if exists:
-                self._sql(f"SELECT pg_drop_replication_slot('{self.slot}')")
+                self._sql("SELECT pg_drop_replication_slot(%s)", self.slot)
             self._create_slot(snapshot=True)
         elif not exists:
             self._create_slot(snapshot=False)
