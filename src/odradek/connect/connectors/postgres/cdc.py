@@ -78,6 +78,9 @@ CONFIG = common.CONNECTION_CONFIG + ConfigDef((
 ))
 
 
+SLOT_NAME = re.compile(r"[a-z0-9_]{1,63}")
+
+
 class PostgresCdcSourceConnector(SourceConnector):
     CONFIG = CONFIG
 
@@ -96,6 +99,22 @@ class PostgresCdcSourceConnector(SourceConnector):
 
     def stop(self) -> None:
         pass
+
+    def validate(self, props: Mapping[str, str]) -> Mapping[str, list[str]]:
+        errors: dict[str, list[str]] = {}
+        if not SLOT_NAME.fullmatch(props.get("slot.name", "debezium")):
+            errors["slot.name"] = ["a slot name is lower-case letters, digits and _ "
+                                   "(at most 63)"]
+        if (props.get("publication.autocreate.mode") == "filtered"
+                and not props.get("table.include.list", "").strip()):
+            errors["table.include.list"] = ["publication.autocreate.mode=filtered needs the "
+                                            "tables listed"]
+        for p in cfg.parse("table.include.list", cfg.LIST, props.get("table.include.list", "")):
+            try:
+                re.compile(p)
+            except re.error as e:
+                errors.setdefault("table.include.list", []).append(f"{p}: {e}")
+        return errors
 
 
 class PostgresCdcSourceTask(SourceTask):
