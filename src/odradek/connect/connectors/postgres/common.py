@@ -184,10 +184,13 @@ def pg_type(schema: Schema | None, sample: Any = None) -> str:
     return "text"
 
 
+_PLAIN = (str, int, float, bool)
+
+
 def to_pg(schema: Schema | None, value: Any) -> Any:
     """A Connect value as a psycopg2 parameter for a column of :func:`pg_type`."""
-    if value is None:
-        return None
+    if value is None or (type(value) in _PLAIN and (schema is None or schema.name is None)):
+        return value
     name = schema.name if schema is not None else None
     if name == data.TIMESTAMP and isinstance(value, int):
         return (EPOCH + dt.timedelta(milliseconds=value)).replace(tzinfo=None)

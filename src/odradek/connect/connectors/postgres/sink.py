@@ -30,7 +30,7 @@ it are ignored; ``pre_commit`` returns the stored offsets.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from psycopg2.extras import execute_values
@@ -117,6 +117,8 @@ class PostgresSinkTask(SinkTask):
         self.eos = bool(c["exactly.once.enabled"])
         self.conn = common.connect(c)
         self.tables: dict[str, _Table] = {}
+        self._key_memo: dict[int, tuple[Any, list[str], dict[str, Schema | None]]] = {}
+        self._schema_memo: dict[tuple[int, int], tuple[Any, Any, dict[str, Schema | None]]] = {}
         self.stored: dict[TopicPartition, int] = {}
         if self.eos:
             with self.conn.cursor() as cur:
@@ -193,7 +195,13 @@ class PostgresSinkTask(SinkTask):
         if self.pk_mode == "record_key":
             if isinstance(r.key, dict):
                 names = self.pk_fields or list(r.key)
-                schemas = {n: _field_schema(r.key_schema, n) for n in names}
+                memo = self._key_memo.get(id(r.key_schema))
+                if memo is not None and memo[0] is r.key_schema and memo[1] == names:
+                    schemas = memo[2]
+                else:
+                    schemas = {n: _field_schema(r.key_schema, n) for n in names}
+                    if r.key_schema is not None:
+                        self._key_memo[id(r.key_schema)] = (r.key_schema, names, schemas)
                 return {n: r.key.get(n) for n in names}, schemas
             name = self.pk_fields[0] if self.pk_fields else "__connect_key"
             return {name: r.key}, {name: r.key_schema}
@@ -202,6 +210,24 @@ class PostgresSinkTask(SinkTask):
             return ({n: value.get(n) for n in self.pk_fields},
                     {n: _field_schema(r.value_schema, n) for n in self.pk_fields})
         return {}, {}
+
+    def _schemas(self, r: SinkRecord, key_schemas: dict[str, Schema | None], row: Row
+                 ) -> dict[str, Schema | None]:
+        """Every column's schema; one shared dict per pair of schemas (records
+        from one converter share their schema objects)."""
+        if r.value_schema is None:
+            return {**{n: None for n in row}, **key_schemas}
+        memo = self._schema_memo.get((id(r.key_schema), id(r.value_schema)))
+        if memo is not None and memo[0] is r.key_schema and memo[1] is r.value_schema:
+            return memo[2]
+        schemas = dict(key_schemas)
+        for f in r.value_schema.fields:
+            schemas.setdefault(f.name, f.schema)
+        for n in row:
+            schemas.setdefault(n, None)
+        self._schema_memo[(id(r.key_schema), id(r.value_schema))] = (
+            r.key_schema, r.value_schema, schemas)
+        return schemas
 
     def _write(self, records: Sequence[SinkRecord]) -> None:
         # Per table, in order: (op, key tuple, row, schemas); collapsed per key on upsert.
@@ -219,25 +245,28 @@ class PostgresSinkTask(SinkTask):
             row = dict(key)
             for n, v in r.value.items():
                 row.setdefault(n, v)
-                if n not in schemas:
-                    schemas[n] = _field_schema(r.value_schema, n)
-            by_table.setdefault(table, []).append(("upsert", key, row, schemas))
+            by_table.setdefault(table, []).append(("upsert", key, row,
+                                                   self._schemas(r, schemas, row)))
         for table, ops in by_table.items():
             self._apply(table, ops)
 
     def _apply(self, table: str, ops: list[tuple[str, Row, Row, dict[str, Schema | None]]]
                ) -> None:
         schemas: dict[str, Schema | None] = {}
-        samples: Row = {}
-        for _, _, row, s in ops:
-            for n, sch in s.items():
-                if schemas.get(n) is None:
-                    schemas[n] = sch
-            for n, v in row.items():
-                if samples.get(n) is None:
-                    samples[n] = v
+        seen: set[int] = set()
+        for _, _, _, s in ops:
+            if id(s) not in seen:
+                seen.add(id(s))
+                for n, sch in s.items():
+                    if schemas.get(n) is None:
+                        schemas[n] = sch
+
+        def sample(name: str) -> Any:
+            """The first non-null value of a column (types schemaless columns)."""
+            return next((row[name] for _, _, row, _ in ops if row.get(name) is not None), None)
+
         pk = list(ops[0][1]) if ops[0][1] else []
-        t = self._table(table, schemas, samples, pk)
+        t = self._table(table, schemas, sample, pk)
         if not (self.upsert and pk):
             run: list[Row] = []  # consecutive records of one kind, applied in order
             for i, (op, key, row, _) in enumerate(ops):
@@ -289,13 +318,13 @@ class PostgresSinkTask(SinkTask):
             with self.conn.cursor() as cur:
                 execute_values(cur, sql, values, page_size=int(self.c["batch.size"]))
 
-    def _table(self, name: str, schemas: Mapping[str, Schema | None], samples: Row,
-               pk: list[str]) -> _Table:
+    def _table(self, name: str, schemas: Mapping[str, Schema | None],
+               sample: Callable[[str], Any], pk: list[str]) -> _Table:
         t = self.tables.get(name) or self._describe(name)
         if t is None:
             if not self.c["auto.create"]:
                 raise ValueError(f"table {name} does not exist and auto.create is false")
-            cols = [f"{ident(n)} {common.pg_type(schemas.get(n), samples.get(n))}"
+            cols = [f"{ident(n)} {common.pg_type(schemas.get(n), sample(n))}"
                     + (" NOT NULL" if n in pk else "") for n in schemas]
             if pk:
                 cols.append(f"PRIMARY KEY ({', '.join(ident(n) for n in pk)})")
@@ -311,7 +340,7 @@ class PostgresSinkTask(SinkTask):
             with self.conn.cursor() as cur:
                 for n in missing:
                     cur.execute(f"ALTER TABLE {table_ident(name)} ADD COLUMN IF NOT EXISTS "
-                                f"{ident(n)} {common.pg_type(schemas.get(n), samples.get(n))}")
+                                f"{ident(n)} {common.pg_type(schemas.get(n), sample(n))}")
             t = self._describe(name)
             assert t is not None
         self.tables[name] = t
