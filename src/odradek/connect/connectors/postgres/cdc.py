@@ -12,7 +12,8 @@ publication_names ...)``), decoded by :mod:`.pgoutput`. Events:
 :mod:`.cdc_events`. ``table.include.list`` is a list of regular expressions
 matched against ``schema.table``. An update that changes the key is a delete
 (with its tombstone) of the old key and a create of the new one, as Debezium
-sends it. Each transaction is held in memory until its Commit message.
+sends it. Each transaction is held in memory until its Commit message. TRUNCATE
+is not sent as an event (Debezium's default, ``skipped.operations=t``).
 
 Source partition ``{"server": topic.prefix}``. A streamed record's offset is
 ``{"lsn": its transaction's end LSN, "txId", "ts_usec": commit time,
