@@ -27,6 +27,13 @@ if ! command -v java >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 && [ 
     (apt-get update -qq && apt-get install -y -qq openjdk-17-jre-headless) >/dev/null 2>&1 \
         || echo "scripts/test.sh: could not install Java; the Spark tests will be skipped" >&2
 fi
+# The PostgreSQL connectors' tests (tests/integration/connect) start a private
+# PostgreSQL 15 server from Debian's binaries.
+if [ ! -x /usr/lib/postgresql/15/bin/initdb ] && command -v apt-get >/dev/null 2>&1 \
+        && [ "$(id -u)" = 0 ]; then
+    (apt-get update -qq && apt-get install -y -qq postgresql-15) >/dev/null 2>&1 \
+        || echo "scripts/test.sh: could not install PostgreSQL 15; its tests will be skipped" >&2
+fi
 status=0
 python3 -m ruff check src tools tests benchmarks pipelines || status=1
 python3 -m mypy || status=1

@@ -15,6 +15,9 @@ tests do not need isolation (``make_topic`` gives each test its own topics).
 ``make_topic(name=None, partitions=1, configs=None)`` creates a topic on the
 test's broker (the function-scoped one if the test uses it, else the session
 one) and returns its name.
+``postgres_server`` (session) and ``postgres_url`` (a fresh database per test)
+run a private PostgreSQL server from the installed binaries
+(:mod:`odradek.testing.postgres`).
 """
 
 from __future__ import annotations
@@ -25,6 +28,9 @@ from collections.abc import Callable, Iterator, Mapping
 import pytest
 
 from odradek.testing.broker import Broker
+from odradek.testing.postgres import postgres_server, postgres_url
+
+__all__ = ["postgres_server", "postgres_url"]  # fixtures, re-exported for pytest
 
 _names = itertools.count(1)
 
