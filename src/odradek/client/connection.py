@@ -196,7 +196,15 @@ class Connection:
             frame = self._conn.send(body, version)
             self._waiting.append(fut)
             self._writer.write(frame)
-        await self._writer.drain()
+        try:
+            await self._writer.drain()
+        except BaseException:
+            # The answer will not be awaited: a failure the read loop sets on it
+            # must not be logged as "Future exception was never retrieved".
+            if fut.done() and not fut.cancelled():
+                fut.exception()
+            fut.cancel()
+            raise
         return await fut
 
     async def _read_loop(self) -> None:
@@ -214,8 +222,8 @@ class Connection:
         except (OSError, FrameError) as exc:
             error = ClientError(f"connection to {self.address} failed: {_reason(exc)}")
         for fut in self._waiting:
-            if not fut.done():
-                fut.set_exception(error)
+            if not fut.done():  # one exception each: a shared one gathers every
+                fut.set_exception(type(error)(str(error)))  # raiser's traceback
         self._waiting.clear()
 
     async def close(self) -> None:
