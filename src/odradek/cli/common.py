@@ -1,9 +1,12 @@
-"""What every subcommand shares: the one-line error, and the broker address flag."""
+"""What every subcommand shares: the one-line error, the broker address flag, and
+stopping on SIGINT or SIGTERM."""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
+import signal
 from pathlib import Path
 
 BOOTSTRAP_ENV = "ODRADEK_BOOTSTRAP_SERVER"
@@ -20,6 +23,17 @@ SET, DELETE = 0, 1
 
 class CliError(Exception):
     """A failure reported as one line (``odradek: ...``) and exit status 1."""
+
+
+
+def stop_on_signals() -> asyncio.Event:
+    """An event SIGINT or SIGTERM sets (Ctrl-C and ``kill`` stop a long-running
+    command cleanly); call it inside the running loop."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    return stop
 
 
 def add_bootstrap(parser: argparse.ArgumentParser) -> None:

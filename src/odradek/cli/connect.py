@@ -13,11 +13,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import signal
 from pathlib import Path
 
 from odradek.broker.config import read_properties
-from odradek.cli.common import CliError
+from odradek.cli.common import CliError, stop_on_signals
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -49,10 +48,7 @@ def run(args: argparse.Namespace) -> int:
         except (WorkerError, ConfigError) as e:
             raise CliError(str(e)) from None
         print(f"Odradek Connect (standalone) at {url} (Ctrl-C stops it)", flush=True)
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
+        stop = stop_on_signals()
         try:
             await stop.wait()
         finally:

@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import signal
 from pathlib import Path
 
-from odradek.cli.common import DEFAULT_BOOTSTRAP, CliError
+from odradek.cli.common import DEFAULT_BOOTSTRAP, CliError, stop_on_signals
 from odradek.cli.session import command_security
 
 
@@ -63,10 +62,7 @@ def run(args: argparse.Namespace) -> int:
             raise CliError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
         print(f"Odradek console for {args.bootstrap_server} at {url} (Ctrl-C stops it)",
               flush=True)
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
+        stop = stop_on_signals()
         try:
             await stop.wait()
         finally:

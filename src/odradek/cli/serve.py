@@ -6,12 +6,11 @@ import argparse
 import asyncio
 import errno
 import logging
-import signal
 from collections.abc import Callable
 from pathlib import Path
 
 from odradek.broker.config import BrokerConfig, parse_overrides, read_properties
-from odradek.cli.common import CliError
+from odradek.cli.common import CliError, stop_on_signals
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -133,10 +132,7 @@ def run(args: argparse.Namespace) -> int:
         loop_factory = None
 
     async def main() -> None:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
+        stop = stop_on_signals()
         app = BrokerApp(config)
         try:
             await app.start()
@@ -157,7 +153,7 @@ def run(args: argparse.Namespace) -> int:
 
             # Threads too, even if the loop itself is what is stuck (stderr).
             faulthandler.dump_traceback_later(SLOW_STOP_S * 2, file=sys.stderr)
-            slow = loop.call_later(SLOW_STOP_S, _report_slow_stop)
+            slow = asyncio.get_running_loop().call_later(SLOW_STOP_S, _report_slow_stop)
             await app.stop()
             slow.cancel()
 
