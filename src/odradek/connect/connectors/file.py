@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from typing import IO, Any
+from typing import IO, Any, ClassVar
 
 from odradek.connect.api import SinkConnector, SinkTask, SourceConnector, SourceTask, Task
 from odradek.connect.config import INT, LIST, STRING, ConfigDef, ConfigKey, at_least, non_empty
@@ -31,15 +31,11 @@ POLL_WAIT_S = 0.1
 """How long poll waits when the file has no new complete line."""
 
 
-class FileStreamSourceConnector(SourceConnector):
-    CONFIG = ConfigDef((
-        ConfigKey("file", STRING, validator=non_empty, importance="HIGH",
-                  documentation="The file to read, line by line."),
-        ConfigKey("topic", STRING, validator=non_empty, importance="HIGH",
-                  documentation="The topic to write the lines to."),
-        ConfigKey("batch.size", INT, 2000, validator=at_least(1), importance="LOW",
-                  documentation="The most lines a poll returns."),
-    ))
+class _Checked:
+    """What both FileStream connectors do with their settings: check them
+    against ``CONFIG`` at start and keep them for the tasks."""
+
+    CONFIG: ClassVar[ConfigDef]
 
     def __init__(self) -> None:
         self.props: dict[str, str] = {}
@@ -51,14 +47,25 @@ class FileStreamSourceConnector(SourceConnector):
         self.CONFIG.parse(props)
         self.props = dict(props)
 
+    def stop(self) -> None:
+        pass
+
+
+class FileStreamSourceConnector(_Checked, SourceConnector):
+    CONFIG = ConfigDef((
+        ConfigKey("file", STRING, validator=non_empty, importance="HIGH",
+                  documentation="The file to read, line by line."),
+        ConfigKey("topic", STRING, validator=non_empty, importance="HIGH",
+                  documentation="The topic to write the lines to."),
+        ConfigKey("batch.size", INT, 2000, validator=at_least(1), importance="LOW",
+                  documentation="The most lines a poll returns."),
+    ))
+
     def task_class(self) -> type[Task]:
         return FileStreamSourceTask
 
     def task_configs(self, max_tasks: int) -> list[dict[str, str]]:
         return [{k: self.props[k] for k in ("file", "topic", "batch.size") if k in self.props}]
-
-    def stop(self) -> None:
-        pass
 
     def alter_offsets(self, props: Mapping[str, str],
                       offsets: Mapping[Mapping[str, Any], Mapping[str, Any] | None]) -> bool:
@@ -130,7 +137,7 @@ class FileStreamSourceTask(SourceTask):
         self.stopping = True
 
 
-class FileStreamSinkConnector(SinkConnector):
+class FileStreamSinkConnector(_Checked, SinkConnector):
     CONFIG = ConfigDef((
         ConfigKey("file", STRING, validator=non_empty, importance="HIGH",
                   documentation="The file to append each record's value to."),
@@ -140,24 +147,11 @@ class FileStreamSinkConnector(SinkConnector):
                   documentation="A regular expression of the topics to consume."),
     ))
 
-    def __init__(self) -> None:
-        self.props: dict[str, str] = {}
-
-    def version(self) -> str:
-        return VERSION
-
-    def start(self, props: Mapping[str, str]) -> None:
-        self.CONFIG.parse(props)
-        self.props = dict(props)
-
     def task_class(self) -> type[Task]:
         return FileStreamSinkTask
 
     def task_configs(self, max_tasks: int) -> list[dict[str, str]]:
         return [dict(self.props) for _ in range(max(1, max_tasks))]
-
-    def stop(self) -> None:
-        pass
 
 
 class FileStreamSinkTask(SinkTask):
