@@ -25,7 +25,7 @@ from odradek.connect.api import (
 )
 from odradek.connect.runtime import tasks as t
 from odradek.connect.runtime.config import WorkerConfig
-from odradek.connect.runtime.offsets import OffsetFile
+from odradek.connect.runtime.offsets import OffsetStore
 from odradek.connect.runtime.sink import SinkRunner
 from odradek.connect.runtime.validation import RestError, config_errors, connector_class
 
@@ -71,7 +71,7 @@ class Entry:
 
 
 class Herder:
-    def __init__(self, worker: WorkerConfig, offsets: OffsetFile) -> None:
+    def __init__(self, worker: WorkerConfig, offsets: OffsetStore) -> None:
         self.worker = worker
         self.offsets = offsets
         self.worker_id = f"{worker.host}:{worker.port}"

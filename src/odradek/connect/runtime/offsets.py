@@ -19,9 +19,24 @@ import os
 import threading
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from odradek.connect.api import OffsetStorageReader
+
+
+class OffsetStore(Protocol):
+    """Where a worker keeps source offsets: :class:`OffsetFile` (standalone) or
+    ``offset_topic.TopicOffsets`` (the offsets topic). ``put`` returns once the
+    offsets are durable (file synced, or records acknowledged)."""
+
+    def get(self, connector: str, partition: Mapping[str, Any]) -> dict[str, Any] | None: ...
+
+    def of(self, connector: str) -> list[tuple[dict[str, Any], dict[str, Any]]]: ...
+
+    def put(self, connector: str,
+            offsets: Iterable[tuple[Mapping[str, Any], Mapping[str, Any] | None]]) -> None: ...
+
+    def remove(self, connector: str) -> None: ...
 
 
 def _key(connector: str, partition: Mapping[str, Any]) -> str:
@@ -90,7 +105,7 @@ class OffsetFile:
 
 
 class Reader(OffsetStorageReader):
-    def __init__(self, store: OffsetFile, connector: str) -> None:
+    def __init__(self, store: OffsetStore, connector: str) -> None:
         self.store = store
         self.connector = connector
 

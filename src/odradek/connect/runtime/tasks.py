@@ -38,7 +38,7 @@ from odradek.connect.converters.base import HeaderConverter
 from odradek.connect.data import ConnectRecord, SourceRecord
 from odradek.connect.errors import ErrorHandler, Skip
 from odradek.connect.runtime.config import WorkerConfig, prefixed
-from odradek.connect.runtime.offsets import OffsetFile, Reader
+from odradek.connect.runtime.offsets import OffsetStore, Reader
 from odradek.connect.runtime.pipeline import converter, header_converter
 from odradek.connect.transforms.chain import TransformChain
 
@@ -127,7 +127,7 @@ class _SourceContext(SourceTaskContext):
 
 
 class SourceRunner(TaskRunner):
-    offsets: OffsetFile
+    offsets: OffsetStore
 
     def interrupt(self) -> None:
         task = self.task
