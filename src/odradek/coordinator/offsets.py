@@ -132,17 +132,28 @@ class Offsets:
             return ErrorCode.INVALID_GROUP_ID
         group = self.store.groups.get(req.group_id)
         if group is None:
-            if req.generation >= 0 or req.member_id:
-                return ErrorCode.ILLEGAL_GENERATION
+            # Generation -1 is an admin client or a consumer outside group management
+            # (whatever member id it names): a simple group is made. Otherwise the
+            # group is gone: v9+ says so, older versions keep ILLEGAL_GENERATION.
+            if req.generation >= 0:
+                return (ErrorCode.GROUP_ID_NOT_FOUND if req.version >= 9 and not req.transactional
+                        else ErrorCode.ILLEGAL_GENERATION)
             self.store.groups[req.group_id] = Group(req.group_id, state_timestamp_ms=now_ms)
             return ErrorCode.NONE
         if group.state is S.DEAD:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        anonymous = req.generation < 0 and not req.member_id and req.group_instance_id is None
         if group.consumer is not None:
+            if req.transactional and anonymous:
+                return ErrorCode.NONE
             return self.consumer.validate_commit(group, req.member_id, req.generation,
                                                  req.version, req.transactional)
-        if req.generation < 0 and not req.member_id and group.state is S.EMPTY:
+        if req.generation < 0 and group.state is S.EMPTY:
             return ErrorCode.NONE
+        if anonymous:
+            # TxnOffsetCommit v0-v2 carry no member id or generation: a transactional
+            # commit needs none; a plain one from outside a live group is refused.
+            return ErrorCode.NONE if req.transactional else ErrorCode.UNKNOWN_MEMBER_ID
         return self.members.validate_commit(
             group, req.member_id, req.group_instance_id, req.generation, now_ms
         )

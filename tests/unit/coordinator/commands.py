@@ -15,7 +15,8 @@ heard are remembered)::
     sync GROUP ALIAS [gen=N] [member=ID] [instance=ID] [assign=A:x,B:y]
     heartbeat GROUP ALIAS [gen=N] [member=ID] [instance=ID]
     leave GROUP ALIAS [instance=ID] [member=ID]
-    commit GROUP ALIAS|- [gen=N] TOPIC:PARTITION=OFFSET ...
+    commit GROUP ALIAS|- [gen=N] [member=ID] [version=9] [txn=1] TOPIC:PARTITION=OFFSET ...
+                        (txn=1: as TxnOffsetCommit validates it)
     fetch GROUP
     describe GROUP
     delete GROUP
@@ -207,8 +208,9 @@ class GroupCommands(CommandSet):
                 tp, offset = a.split("=")
                 topic, partition = tp.split(":")
                 commits.append(Commit(topic, int(partition), int(offset), -1, kw.get("meta")))
-        req = CommitRequest(group, int(kw.get("gen", c.generation)), c.member_id, None, -1,
-                            commits)
+        req = CommitRequest(group, int(kw.get("gen", c.generation)), kw.get("member", c.member_id),
+                            None, -1, commits, version=int(kw.get("version", "9")),
+                            transactional=kw.get("txn") == "1")
         self.apply(self.coordinator.commit_offsets(
             self.token(alias, "commit"), self.now_ms, req, lambda t, p: not t.startswith("missing")
         ))
