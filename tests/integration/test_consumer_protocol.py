@@ -295,3 +295,42 @@ def test_a_classic_group_with_members_is_upgraded_online(broker: Broker, strateg
     finally:
         for m in members:
             m.stop()
+
+
+@pytest.mark.parametrize("strategy", ["cooperative-sticky", "range"])
+def test_a_group_left_with_classic_members_is_downgraded_online(
+        broker: Broker, strategy: str) -> None:
+    """KIP-848's online downgrade with librdkafka on both protocols: the
+    consumer-protocol member leaves, the group is classic again and its classic
+    members share every partition, reading each committed record once."""
+    topic, group = f"cg-down-{strategy}", f"g-down-{strategy}"
+    broker.create_topic(topic, partitions=6)
+    bootstrap = broker.bootstrap_servers
+    classic_conf = {"group.protocol": "classic", "partition.assignment.strategy": strategy,
+                    "session.timeout.ms": 6000, "heartbeat.interval.ms": 300}
+    modern = Member(bootstrap, group, [topic])  # group.protocol=consumer
+    members = [modern]
+    try:
+        _wait_split(members, [6], topic, 6)
+        classic = [Member(bootstrap, group, [topic], **classic_conf) for _ in range(2)]
+        members += classic
+        _wait_split(members, [2, 2, 2], topic, 6)
+        _produce(bootstrap, topic, [f"a{i}".encode() for i in range(60)], 6)
+        wait_until(lambda: len(_seen(members)) == 60, 30, "the first 60 records")
+
+        members.remove(modern)
+        modern.stop()
+        _wait_split(members, [3, 3], topic, 6)
+        raw = RawClient(bootstrap)
+        try:
+            listed = raw.request(ListGroupsRequest(), 5).groups
+        finally:
+            raw.close()
+        assert [(g.group_type, g.protocol_type) for g in listed if g.group_id == group] == [
+            ("classic", "consumer")]
+        _produce(bootstrap, topic, [f"b{i}".encode() for i in range(60)], 6)
+        wait_until(lambda: len(_seen([*members, modern])) == 120, 30, "the next 60 records")
+        assert _read_twice([*members, modern]) == []
+    finally:
+        for m in members:
+            m.stop()

@@ -351,3 +351,61 @@ def test_classic_members_are_served_by_an_upgraded_group(raw: RawClient) -> None
     assert left.error_code == 0 and left.members[0].error_code == 0
     described = raw.request(ConsumerGroupDescribeRequest(group_ids=["g-up"]), 1).groups[0]
     assert [m.member_id for m in described.members] == ["m-new"]
+
+
+def test_a_consumer_group_left_with_classic_members_is_downgraded_online(
+        raw: RawClient) -> None:
+    """KIP-848's online downgrade: the last consumer-protocol member leaves, the
+    classic members that remain rejoin a classic group, which a classic
+    rebalance then serves (its leader assigns)."""
+    from odradek.wire.messages.heartbeat_request import HeartbeatRequest
+    from odradek.wire.messages.sync_group_request import (
+        SyncGroupRequest,
+        SyncGroupRequestAssignment,
+    )
+
+    group = "g-down"
+
+    def join(member_id: str) -> Any:
+        return raw.request(JoinGroupRequest(
+            group_id=group, session_timeout_ms=10000, rebalance_timeout_ms=10000,
+            member_id=member_id, protocol_type="consumer",
+            protocols=[JoinGroupRequestProtocol(name="range",
+                                                metadata=_subscription([TOPIC]))]), 5)
+
+    modern = _hb(raw, group, "m-modern", 0)
+    assert modern.error_code == 0
+    first = join("")
+    assert first.error_code == ErrorCode.MEMBER_ID_REQUIRED
+    joined = join(first.member_id)  # a classic member inside the consumer group
+    mid = joined.member_id
+    assert joined.error_code == 0
+    kinds = raw.request(ListGroupsRequest(), 5).groups
+    assert [(g.group_id, g.group_type) for g in kinds if g.group_id == group] == [
+        (group, "consumer")]
+    # The consumer-protocol member leaves: only the classic member is left.
+    gone = _hb(raw, group, "m-modern", -1)
+    assert gone.error_code == 0
+    kinds = raw.request(ListGroupsRequest(), 5).groups
+    assert [(g.group_id, g.group_type) for g in kinds if g.group_id == group] == [
+        (group, "classic")]
+    described = raw.request(DescribeGroupsRequest(groups=[group]), 5).groups[0]
+    assert described.protocol_type == "consumer"
+    assert [m.member_id for m in described.members] == [mid]
+    # A rebalance is under way: the member rejoins the classic group and, as its
+    # leader, assigns every partition.
+    beat = raw.request(HeartbeatRequest(group_id=group, generation_id=joined.generation_id,
+                                        member_id=mid), 3)
+    assert beat.error_code in (ErrorCode.REBALANCE_IN_PROGRESS, ErrorCode.ILLEGAL_GENERATION)
+    rejoined = join(mid)
+    assert rejoined.error_code == 0 and rejoined.leader == mid
+    assert [m.member_id for m in rejoined.members] == [mid]
+    from odradek.coordinator.consumer.classic_members import encode_assignment
+    tid = _topic_id(raw)
+    everything = encode_assignment({tid: frozenset(range(4))}, {tid: TOPIC}.get, 0)
+    synced = raw.request(SyncGroupRequest(
+        group_id=group, generation_id=rejoined.generation_id, member_id=mid,
+        assignments=[SyncGroupRequestAssignment(member_id=mid, assignment=everything)]), 3)
+    assert synced.error_code == 0 and _assigned(synced.assignment) == [0, 1, 2, 3]
+    described = raw.request(DescribeGroupsRequest(groups=[group]), 5).groups[0]
+    assert described.group_state == "Stable" and described.protocol_data == "range"

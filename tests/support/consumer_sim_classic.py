@@ -7,7 +7,9 @@ Heartbeat, LeaveGroup; protocol type ``consumer``) to the world of
 :class:`~tests.support.consumer_sim.ConsumerSim`. Most start at once and form a
 classic group; the consumer-protocol clients (0-3) start later, and the first
 one to join a Stable classic group upgrades it. Some classic clients start late
-and join the consumer group as new classic members; when every member is gone
+and join the consumer group as new classic members; when the last
+consumer-protocol client leaves or expires while classic ones remain, the group
+is downgraded online to a classic group they rejoin; when every member is gone
 a JoinGroup turns the empty consumer group classic again.
 
 Classic clients follow the Java client's ConsumerCoordinator, one request in
@@ -152,6 +154,7 @@ class UpgradeSim(ConsumerSim):
     def __post_init__(self) -> None:
         super().__post_init__()
         self.classics: dict[str, ClassicClient] = {}
+        self._consumer_group = False  # the group had consumer-protocol members
         self.name_ids = {n: tid for n, (tid, _) in self.topics.items()}
         """Every topic name ever created -> its id (names are never reused here)."""
         self.parked: dict[object, tuple[str, int]] = {}
@@ -501,6 +504,11 @@ class UpgradeSim(ConsumerSim):
 
     def _check_more(self, where: str, owners: dict[tuple[uuid.UUID, int], str]) -> None:
         group = self.coordinator.groups.get(GROUP)
+        if group is not None and group.consumer is not None:
+            self._consumer_group = bool(group.consumer.members)
+        elif group is not None and self._consumer_group and group.members:
+            self._count("downgrade")  # the last consumer-protocol member left
+            self._consumer_group = False
         for k in self.classics.values():
             owned = self._existing(k.owned)
             if not owned:

@@ -42,6 +42,7 @@ from odradek.coordinator.admin import GroupAdmin
 from odradek.coordinator.classic.membership import ClassicMembership, Leaving
 from odradek.coordinator.consumer.membership import Caller, ConsumerMembership, Topics
 from odradek.coordinator.core import Effects, GroupConfig
+from odradek.coordinator.downgrade import to_classic_group
 from odradek.coordinator.group import Group, GroupState, Token
 from odradek.coordinator.offsets import (
     Commit,
@@ -85,6 +86,7 @@ class GroupCoordinator:
         self.store = GroupStore(config, new_id)
         self.classic = ClassicMembership(self.store)
         self.consumer = ConsumerMembership(self.store)
+        self.consumer.downgrade = self._downgrade
         self.offsets = Offsets(self.store, self.classic, self.consumer)
         self.admin = GroupAdmin(self.store)
         self._timed: tuple[Timed, ...] = (self.classic, self.consumer)
@@ -131,6 +133,12 @@ class GroupCoordinator:
         """The earliest time :meth:`poll` has work to do; None when there is none."""
         due = [part.next_deadline_ms() for part in self._timed]
         return min((t for t in due if t is not None), default=None)
+
+    def _downgrade(self, fx: Effects, group: Group, now_ms: int) -> None:
+        """The last consumer-protocol member left: the classic members that remain
+        make the group classic again, and rejoin it (KIP-848's online downgrade)."""
+        to_classic_group(fx, group, now_ms)
+        self.classic.rebalance.prepare(fx, group, now_ms)
 
     # -- classic membership -------------------------------------------------------------
 

@@ -80,5 +80,6 @@ def test_the_upgrade_seeds_exercise_every_path() -> None:
                  "hb-REBALANCE_IN_PROGRESS", "hb-UNKNOWN_MEMBER_ID", "eager-revoke",
                  "cooperative-revoke", "withheld", "commit-NONE", "zombie", "crash",
                  "crash-before-append", "ctimeout", "silent", "leave", "topic",
-                 "UNREVOKED_PARTITIONS", "UNRELEASED_PARTITIONS", "GROUP_ID_NOT_FOUND"):
+                 "UNREVOKED_PARTITIONS", "UNRELEASED_PARTITIONS", "GROUP_ID_NOT_FOUND",
+                 "downgrade"):
         assert totals[kind], f"no {kind} in upgrade seeds 0-11: {dict(totals)}"

@@ -25,9 +25,8 @@ answers them from the consumer group, as Kafka 4.0 does:
 An eager client revokes everything before it rejoins (it reports no owned
 partitions), a cooperative one only what it was told to give up; either way a
 partition is handed to one member only once its previous owner released it.
-Not done: Kafka's downgrade of a consumer group whose last consumer-protocol
-member leaves back into a classic group (it stays a consumer group whose
-members all speak the classic protocol, which works the same for them).
+When the last consumer-protocol member leaves, the group is downgraded back to
+a classic group (:mod:`odradek.coordinator.downgrade`).
 """
 
 from __future__ import annotations

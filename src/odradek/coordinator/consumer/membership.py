@@ -40,7 +40,7 @@ answers GROUP_ID_NOT_FOUND (the member retries).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -118,6 +118,9 @@ class ConsumerMembership:
     def __init__(self, store: GroupStore) -> None:
         self.store = store
         self.bridge = ClassicBridge(self)
+        self.downgrade: Callable[[Effects, Group, int], None] | None = None
+        """Called when a consumer-protocol member left and only classic members
+        remain (the facade turns the group classic: KIP-848's online downgrade)."""
 
     @property
     def config(self) -> GroupConfig:
@@ -442,6 +445,7 @@ class ConsumerMembership:
             fx.records.append(self.current_record(group.group_id, member))
         else:
             self.remove_member(fx, group, member.member_id, now_ms, topics)
+            self._maybe_downgrade(fx, group, now_ms)
         return ConsumerGroupHeartbeatResponse(
             member_id=member.member_id, member_epoch=req.member_epoch,
             heartbeat_interval_ms=0)
@@ -557,12 +561,22 @@ class ConsumerMembership:
             cg = group.consumer
             if cg is None or self.store.is_loading(gid):
                 continue
+            removed_modern = False
             for mid, m in sorted(cg.members.items()):
                 if m.session_deadline_ms <= now_ms or (
                         m.revocation_deadline_ms is not None
                         and m.revocation_deadline_ms <= now_ms):
+                    removed_modern |= m.classic is None
                     self.remove_member(fx, group, mid, now_ms, None)
+            if removed_modern:
+                self._maybe_downgrade(fx, group, now_ms)
         return fx
+
+    def _maybe_downgrade(self, fx: Effects, group: Group, now_ms: int) -> None:
+        cg = group.consumer
+        if self.downgrade is not None and cg is not None and cg.members and all(
+                m.classic is not None for m in cg.members.values()):
+            self.downgrade(fx, group, now_ms)
 
     def next_deadline_ms(self) -> int | None:
         due: list[int] = []
