@@ -48,6 +48,8 @@ from odradek.connect.transforms.chain import TransformChain
 
 log = logging.getLogger("odradek.connect.sink")
 MIN_BACKOFF_MS = 100
+DLQ_PARTITIONS = 1
+"""Kafka's reporter creates the dead letter queue with one partition."""
 
 
 class ToleranceExceeded(Exception):
@@ -300,7 +302,7 @@ class SinkRunner(TaskRunner):
         if self.dlq is None:
             config = self.worker.client_config("producer")
             admin = AdminClient({k: v for k, v in config.items()})
-            futures = admin.create_topics([NewTopic(handler.dlq_topic, 1,
+            futures = admin.create_topics([NewTopic(handler.dlq_topic, DLQ_PARTITIONS,
                                                     handler.dlq_replication)])
             for f in futures.values():
                 try:
