@@ -24,9 +24,11 @@ Settings (connector config; Kafka's names and defaults):
   Kafka.
 
 The runtime calls :meth:`ErrorHandler.run` around each stage (``KEY_CONVERTER``,
-``VALUE_CONVERTER``, ``HEADER_CONVERTER``, ``TRANSFORMATION``, ``TASK_PUT``,
-``KAFKA_PRODUCE``, ``KAFKA_CONSUME``), and :func:`dlq_headers` to build a DLQ
-record's headers.
+``VALUE_CONVERTER``, ``HEADER_CONVERTER``, ``TRANSFORMATION``, ``KAFKA_PRODUCE``,
+``KAFKA_CONSUME``), and :func:`dlq_headers` to build a DLQ record's headers.
+A sink's ``put`` is not such a stage (as in Kafka, an exception from it fails
+the task); records its task reports through the errant record reporter count
+as failures of stage ``TASK_PUT``.
 """
 
 from __future__ import annotations

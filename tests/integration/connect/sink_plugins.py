@@ -2,6 +2,7 @@
 line per ``put`` call (``{"values": [...]}``) to ``out.file``:
 
 - ``report``: values ``bad`` go to ``context.errant_record_reporter``;
+  ``report-new``: a new record made for each ``bad`` one is reported instead;
 - ``fail``: a batch holding ``boom`` raises RuntimeError;
 - ``retriable``: the first ``retries`` calls set ``context.timeout(200)`` and
   raise RetriableError (the line is written first, so the retried batches show).
@@ -63,11 +64,14 @@ class MisbehavingSinkTask(SinkTask):
         if mode == "retriable" and self.calls <= int(self.props.get("retries", "2")):
             self.context.timeout(200)
             raise RetriableError(f"not yet (call {self.calls})")
-        if mode == "report":
+        if mode in ("report", "report-new"):
             reporter = self.context.errant_record_reporter
             assert reporter is not None
             for r in records:
                 if r.value == "bad":
+                    if mode == "report-new":  # a record the worker never consumed
+                        r = SinkRecord(r.topic, r.kafka_partition, None, "made-key", None,
+                                       "made-value", kafka_offset=10**6)
                     reporter.report(r, ValueError(f"cannot store {r.value}"))
 
     def stop(self) -> None:

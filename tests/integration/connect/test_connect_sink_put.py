@@ -108,3 +108,13 @@ def test_reported_record_fails_the_task_with_tolerance_none(connect: Running) ->
     _create(connect, "none", out, mode="report")
     trace = _failed_trace(connect, "none")
     assert "ToleranceExceeded" in trace and "cannot store bad" in trace
+
+
+def test_a_reported_record_not_consumed_is_converted_again(connect: Running) -> None:
+    _produce(connect, "in", [b"a", b"bad"])
+    out = connect.tmp / "out.jsonl"
+    _create(connect, "new", out, mode="report-new", **{
+        "errors.tolerance": "all", "errors.deadletterqueue.topic.name": "dlq-new",
+        "errors.deadletterqueue.topic.replication.factor": "1"})
+    got = _read_all(connect.broker.bootstrap_servers, "dlq-new", 1)
+    assert [(m.key(), m.value()) for m in got] == [(b"made-key", b"made-value")]

@@ -33,6 +33,7 @@ from confluent_kafka import TopicPartition as KTopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from odradek.connect.api import ErrantRecordReporter, SinkTask, SinkTaskContext, TopicPartition
+from odradek.connect.converters.base import Converter
 from odradek.connect.data import Header, SinkRecord
 from odradek.connect.errors import ErrorHandler, Failure, RetriableError, Skip, dlq_headers
 from odradek.connect.runtime.config import prefixed
@@ -63,12 +64,13 @@ class _Reporter(ErrantRecordReporter):
 
     def report(self, record: SinkRecord, error: BaseException) -> None:
         """Sends the record's original bytes (found by its original topic,
-        partition and offset among the batch being put) to the DLQ."""
+        partition and offset among the batch being put; for another record,
+        its key and value converted again) to the DLQ."""
         runner, handler = self.runner, self.handler
         topic = record.original_topic or record.topic
-        partition = (record.original_kafka_partition if record.original_kafka_partition
-                     is not None else record.kafka_partition)
-        offset = (record.original_kafka_offset if record.original_kafka_offset is not None
+        partition = (record.original_kafka_partition if record.original_kafka_partition >= 0
+                     else record.kafka_partition)
+        offset = (record.original_kafka_offset if record.original_kafka_offset >= 0
                   else record.kafka_offset)
         handler.failures += 1
         if handler.log_enable:
@@ -78,7 +80,12 @@ class _Reporter(ErrantRecordReporter):
         if not handler.tolerance_all:
             raise ToleranceExceeded(f"Tolerance exceeded in error handler: {error}") from error
         handler.skipped += 1
-        key, value = runner.raw.get((topic, partition, offset), (None, None))
+        raw = runner.raw.get((topic, partition, offset))
+        if raw is None:  # not from the batch being put: written again, as Kafka does
+            raw = (runner.kconv.from_connect_data(record.topic, record.key_schema, record.key),
+                   runner.vconv.from_connect_data(record.topic, record.value_schema,
+                                                  record.value))
+        key, value = raw
         failure = Failure("TASK_PUT", type(runner.task).__name__, error, topic, partition,
                           offset)
         runner._to_dlq(handler, Skip(failure), topic, partition or 0, offset or 0, key, value)
@@ -116,6 +123,8 @@ class _SinkContext(SinkTaskContext):
 
 class SinkRunner(TaskRunner):
     consumer: Consumer
+    kconv: Converter
+    vconv: Converter
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -145,8 +154,8 @@ class SinkRunner(TaskRunner):
         cc = self.cconfig
         group = cc.get("consumer.override.group.id", f"connect-{self.connector}")
         handler = ErrorHandler(cc, sink=True)
-        kconv = converter("key", cc, self.worker.props)
-        vconv = converter("value", cc, self.worker.props)
+        self.kconv = kconv = converter("key", cc, self.worker.props)
+        self.vconv = vconv = converter("value", cc, self.worker.props)
         self.hconv = header_converter(cc, self.worker.props)
         transforms = TransformChain.from_props(cc)
         task.initialize(_SinkContext(self, self.config, _Reporter(self, handler)))
