@@ -264,6 +264,16 @@ def _create_topics(bootstrap: str, *names: str) -> None:
                 raise DemoError(f"cannot create topic {name}: {e.args[0].str()}") from None
 
 
+def _check_connectors(worker: Any) -> None:
+    """Raise DemoError naming a FAILED connector or task and its error."""
+    for name in worker.herder.names():
+        status = worker.herder.status(name)
+        for part in [status["connector"], *status["tasks"]]:
+            if part["state"] == "FAILED":
+                lines = (part.get("trace") or "").strip().splitlines()
+                raise DemoError(f"connector {name} failed: {lines[-1] if lines else '?'}")
+
+
 def _drop_slot(dsn: str, slot: str) -> None:
     with contextlib.suppress(Exception), contextlib.closing(_connect(dsn)) as conn, \
             conn.cursor() as cur:
@@ -302,6 +312,7 @@ def run(args: argparse.Namespace, spark: Any = None) -> bool:
                     while time.monotonic() < deadline and got != want:
                         if query.exception() is not None:
                             raise DemoError(f"the Spark query failed: {query.exception()}")
+                        _check_connectors(worker)
                         time.sleep(0.5)
                         got = table_totals(dsn)
                 finally:
