@@ -274,11 +274,26 @@ def _check_connectors(worker: Any) -> None:
                 raise DemoError(f"connector {name} failed: {lines[-1] if lines else '?'}")
 
 
-def _drop_slot(dsn: str, slot: str) -> None:
+def _drop_slot(dsn: str, slot: str, timeout: float = 10.0) -> None:
+    """Drop the demo's replication slot (a kept slot holds WAL forever) once the
+    stopped source has let go of it; best effort."""
+    deadline = time.monotonic() + timeout
     with contextlib.suppress(Exception), contextlib.closing(_connect(dsn)) as conn, \
             conn.cursor() as cur:
-        cur.execute("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots"
-                    " WHERE slot_name = %s AND NOT active", (slot,))
+        while True:
+            cur.execute("SELECT active FROM pg_replication_slots WHERE slot_name = %s",
+                        (slot,))
+            row = cur.fetchone()
+            if row is None:
+                return
+            if not row[0]:
+                cur.execute("SELECT pg_drop_replication_slot(%s)", (slot,))
+                return
+            if time.monotonic() > deadline:
+                print(f"cdc-demo: replication slot {slot} still in use; not dropped",
+                      file=sys.stderr)
+                return
+            time.sleep(0.1)
 
 
 def run(args: argparse.Namespace, spark: Any = None) -> bool:

@@ -30,6 +30,13 @@ def test_cdc_demo_totals_equal_the_orders(spark: Any, kafka: Broker, postgres_ur
     assert len(want) == len(cdc_demo.CUSTOMERS) - 1  # the last customer lost every order
     assert cdc_demo.CUSTOMERS[-1] not in cdc_demo.table_totals(postgres_url)  # tombstone
     assert "customer_totals equals the totals of orders" in out
+    import psycopg2
+
+    conn = psycopg2.connect(postgres_url)
+    with conn.cursor() as cur:  # the demo dropped its slot (a kept one holds WAL)
+        cur.execute("SELECT count(*) FROM pg_replication_slots WHERE slot_name LIKE 'cdc_demo%'")
+        assert cur.fetchone()[0] == 0
+    conn.close()
 
 
 def test_cdc_demo_refuses_a_database_that_has_the_tables(
