@@ -15,6 +15,10 @@ configurations; the worker runs each **task** in a thread of its own:
   offsets it returns (by default it calls ``flush(offsets)`` and returns them:
   a task that writes synchronously in ``put`` commits what it was given).
   ``open(partitions)``/``close(partitions)`` follow the consumer's rebalances.
+  A ``put`` that raises :class:`odradek.connect.errors.RetriableError` is called again with the same
+  records after the context's ``timeout``; any other exception fails the task
+  whatever ``errors.tolerance`` says (a task hands single bad records to
+  ``context.errant_record_reporter`` instead).
 
 A task that raises is FAILED; its trace is shown in ``/status``, and it runs
 again only when restarted. Connectors and tasks are found by class name
@@ -75,8 +79,35 @@ class SourceTaskContext(ABC):
     def offset_storage_reader(self) -> OffsetStorageReader: ...
 
 
+class ErrantRecordReporter(ABC):
+    """Reports a record ``put`` could not handle (KIP-610).
+
+    With ``errors.tolerance=all`` the record is counted, logged if asked, and
+    its original key and value bytes go to the dead letter queue (when one is
+    set); the task carries on. With ``none`` ``report`` raises, and the task
+    fails when the exception leaves ``put``. Everything reported is written
+    before the consumer offsets past it are committed."""
+
+    @abstractmethod
+    def report(self, record: SinkRecord, error: BaseException) -> None: ...
+
+
 class SinkTaskContext(ABC):
+    """``errant_record_reporter`` and ``timeout`` have defaults so that test
+    doubles need not define them (the worker's context overrides both)."""
+
     configs: Mapping[str, str]
+
+    @property
+    def errant_record_reporter(self) -> ErrantRecordReporter | None:
+        """The reporter of records ``put`` failed on (None: the worker has none)."""
+        return None
+
+    def timeout(self, timeout_ms: int) -> None:
+        """The back-off (ms) before a ``put`` that raised
+        :class:`odradek.connect.errors.RetriableError`
+        is called again with the same records."""
+        self.timeout_ms = timeout_ms
 
     @abstractmethod
     def offset(self, offsets: Mapping[TopicPartition, int]) -> None:

@@ -15,15 +15,20 @@ Settings (connector config; Kafka's names and defaults):
 - ``errors.log.enable`` / ``errors.log.include.messages``: log each failure
   (and the record);
 - sinks only: ``errors.deadletterqueue.topic.name``,
-  ``errors.deadletterqueue.topic.replication.factor`` (3),
+  ``errors.deadletterqueue.topic.replication.factor`` (3; -1 or 1..32767),
   ``errors.deadletterqueue.context.headers.enable`` (false): the failed
   record's original key and value bytes go to that topic, with the
-  ``__connect.errors.*`` headers when enabled.
+  ``__connect.errors.*`` headers when enabled. The DLQ topic is created with
+  one partition (as Kafka's reporter does) at the first failed record; a
+  replication factor above the cluster's size fails the task then, as in
+  Kafka.
 
 The runtime calls :meth:`ErrorHandler.run` around each stage (``KEY_CONVERTER``,
-``VALUE_CONVERTER``, ``HEADER_CONVERTER``, ``TRANSFORMATION``, ``TASK_PUT``,
-``KAFKA_PRODUCE``, ``KAFKA_CONSUME``), and :func:`dlq_headers` to build a DLQ
-record's headers.
+``VALUE_CONVERTER``, ``HEADER_CONVERTER``, ``TRANSFORMATION``, ``KAFKA_PRODUCE``,
+``KAFKA_CONSUME``), and :func:`dlq_headers` to build a DLQ record's headers.
+A sink's ``put`` is not such a stage (as in Kafka, an exception from it fails
+the task); records its task reports through the errant record reporter count
+as failures of stage ``TASK_PUT``.
 """
 
 from __future__ import annotations
@@ -48,6 +53,13 @@ from odradek.connect.config import (
 T = TypeVar("T")
 log = logging.getLogger("odradek.connect.errors")
 
+def replication_factor(name: str, value: Any) -> None:
+    """A topic's replication factor: -1 (the broker's default) or 1..32767
+    (Kafka's is a short)."""
+    if value is not None and not (value == -1 or 1 <= value <= 32767):
+        raise ValueError("Value must be -1 (the broker's default) or between 1 and 32767")
+
+
 CONFIG = ConfigDef((
     ConfigKey("errors.tolerance", STRING, "none", validator=one_of("none", "all"),
               documentation="none: a failure fails the task; all: the record is skipped.",
@@ -67,7 +79,10 @@ SINK_CONFIG = CONFIG.define(
               documentation="The topic failed records are written to (none when empty).",
               group="Error Handling"),
     ConfigKey("errors.deadletterqueue.topic.replication.factor", INT, 3,
-              documentation="The replication factor of the DLQ topic if it is created.",
+              validator=replication_factor,
+              documentation="The replication factor of the DLQ topic if it is created "
+                            "(-1: the broker's default); creating it fails when the "
+                            "cluster has fewer brokers.",
               group="Error Handling"),
     ConfigKey("errors.deadletterqueue.context.headers.enable", BOOLEAN, False,
               documentation="Add __connect.errors.* headers to DLQ records.",

@@ -17,6 +17,10 @@ from tests.integration.connect.support import call, running, state, wait_for, wo
 SOURCE = "org.apache.kafka.connect.file.FileStreamSourceConnector"
 SINK = "org.apache.kafka.connect.file.FileStreamSinkConnector"
 Check = Callable[[Any], bool]
+LOG = "/admin/loggers"
+CHECK = "odradek.connect.rest-check"
+"""A logger only this test uses (levels set over REST stay in the process)."""
+LEVELS = {"ALL", "TRACE", "DEBUG", "INFO", "WARN", "ERROR", "FATAL", "OFF"}
 
 
 def _is_error(code: int) -> Check:
@@ -116,6 +120,20 @@ def table(tmp: Path) -> list[tuple[str, str, Any, int, Check | None]]:
         ("GET", "/connectors/nope/status", None, 404, _is_error(404)),
         ("PUT", "/connectors/nope/pause", None, 404, _is_error(404)),
         ("GET", "/no/such/path", None, 404, _is_error(404)),
+        ("GET", "/admin/loggers", None, 200,
+         lambda b: b["root"]["level"] in LEVELS and any(k.startswith("odradek.") for k in b)
+         and all(set(v) == {"level", "last_modified"} for v in b.values())),
+        ("PUT", f"{LOG}/{CHECK}", {"level": "debug"}, 200, lambda b: b == [CHECK]),
+        ("GET", f"{LOG}/{CHECK}", None, 200,
+         lambda b: b["level"] == "DEBUG" and isinstance(b["last_modified"], int)),
+        ("PUT", f"{LOG}/{CHECK}.child?scope=cluster", {"level": "TRACE"}, 204, None),
+        ("GET", f"{LOG}/{CHECK}.child", None, 200, lambda b: b["level"] == "TRACE"),
+        ("PUT", f"{LOG}/{CHECK}?scope=worker", {"level": "WARN"}, 200,
+         lambda b: b == [CHECK, f"{CHECK}.child"]),
+        ("GET", LOG, None, 200, lambda b: b[f"{CHECK}.child"]["level"] == "WARN"),
+        ("PUT", f"{LOG}/{CHECK}", {"level": "LOUD"}, 404, _is_error(404)),
+        ("PUT", f"{LOG}/{CHECK}", {}, 400, _is_error(400)),
+        ("GET", f"{LOG}/no.such.logger", None, 404, _is_error(404)),
         ("DELETE", "/connector-plugins", None, 405, _is_error(405)),
     ]
 

@@ -4,7 +4,8 @@ Worker (standalone): ``bootstrap.servers`` (``localhost:9092``),
 ``key.converter`` / ``value.converter`` (required, as Kafka's) with their
 ``key.converter.*`` / ``value.converter.*`` settings, ``header.converter``,
 ``offset.storage.file.filename`` (required), ``offset.flush.interval.ms``
-(60000), ``listeners`` (``http://:8083``). Client settings
+(60000), ``listeners`` (``http://:8083``), ``topic.creation.enable`` (true;
+:mod:`odradek.connect.runtime.topics`). Client settings
 (``security.protocol``, ``sasl.*``, ``ssl.*``, ``client.id``...) go to both the
 producer and the consumer; ``producer.*`` / ``consumer.*`` override them for
 one of them (prefix removed); connectors may add ``producer.override.*`` /
@@ -25,6 +26,7 @@ from urllib.parse import urlsplit
 from odradek.client.properties import parse_jaas
 from odradek.connect import errors
 from odradek.connect.config import (
+    BOOLEAN,
     CLASS,
     INT,
     LIST,
@@ -36,6 +38,7 @@ from odradek.connect.config import (
     at_least,
     non_empty,
 )
+from odradek.connect.runtime import topics
 
 WORKER_CONFIG = ConfigDef((
     ConfigKey("bootstrap.servers", LIST, ["localhost:9092"]),
@@ -45,6 +48,7 @@ WORKER_CONFIG = ConfigDef((
     ConfigKey("offset.storage.file.filename", STRING, validator=non_empty),
     ConfigKey("offset.flush.interval.ms", LONG, 60000, validator=at_least(1)),
     ConfigKey("listeners", LIST, ["http://:8083"]),
+    ConfigKey("topic.creation.enable", BOOLEAN, True),
 ))
 
 COMMON = ConfigDef((
@@ -65,7 +69,7 @@ COMMON = ConfigDef((
     ConfigKey("predicates", LIST, [], importance="LOW", group="Predicates",
               documentation="Aliases of the predicates transforms may use."),
 ))
-SOURCE_COMMON = COMMON + errors.CONFIG
+SOURCE_COMMON = COMMON + errors.CONFIG + topics.CONFIG
 SINK_COMMON = COMMON + errors.SINK_CONFIG + ConfigDef((
     ConfigKey("topics", LIST, [], group="Common", documentation="The topics to consume."),
     ConfigKey("topics.regex", STRING, "", group="Common",

@@ -19,6 +19,7 @@ from aiohttp import web
 from odradek.connect import plugins
 from odradek.connect.runtime import manage
 from odradek.connect.runtime.herder import Herder
+from odradek.connect.runtime.loggers import LoggersApi
 from odradek.connect.runtime.validation import (
     RestError,
     config_errors,
@@ -112,6 +113,7 @@ class RestApi:
         r.add_get("/connector-plugins", self.plugins)
         r.add_get("/connector-plugins/{p}/config", self.plugin_config)
         r.add_put("/connector-plugins/{p}/config/validate", self.validate)
+        LoggersApi().register(r)
 
     async def call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         return await asyncio.to_thread(fn, *args, **kwargs)

@@ -8,23 +8,34 @@ A record that fails a stage with ``errors.tolerance=all`` is skipped and, with
 ``errors.deadletterqueue.topic.name`` set, its original bytes are produced to
 that topic (created if missing), with the ``__connect.errors.*`` headers when
 ``errors.deadletterqueue.context.headers.enable`` is true.
+
+``put`` is not covered by ``errors.tolerance`` (as in Kafka): a ``put`` that
+raises :class:`RetriableError` is called again with the same batch after the
+back-off the task set with ``context.timeout(ms)`` (at least 100 ms), until it
+returns or the task stops; any other exception fails the task. Single bad
+records are the task's to report through ``context.errant_record_reporter``
+(KIP-610): with tolerance ``all`` they go to the DLQ like a converter's
+failures, with ``none`` ``report`` raises :class:`ToleranceExceeded`. The back-off
+waits without polling the consumer, so a task retrying for longer than the
+consumer's ``max.poll.interval.ms`` loses its partitions and rejoins.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import time
 from collections.abc import Mapping
-from functools import partial
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka import TopicPartition as KTopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
-from odradek.connect.api import SinkTask, SinkTaskContext, TopicPartition
+from odradek.connect.api import ErrantRecordReporter, SinkTask, SinkTaskContext, TopicPartition
+from odradek.connect.converters.base import Converter
 from odradek.connect.data import Header, SinkRecord
-from odradek.connect.errors import ErrorHandler, Skip, dlq_headers
+from odradek.connect.errors import ErrorHandler, Failure, RetriableError, Skip, dlq_headers
 from odradek.connect.runtime.config import prefixed
 from odradek.connect.runtime.pipeline import converter, header_converter
 from odradek.connect.runtime.tasks import (
@@ -36,11 +47,63 @@ from odradek.connect.runtime.tasks import (
 )
 from odradek.connect.transforms.chain import TransformChain
 
+log = logging.getLogger("odradek.connect.sink")
+MIN_BACKOFF_MS = 100
+DLQ_PARTITIONS = 1
+"""Kafka's reporter creates the dead letter queue with one partition."""
+
+
+class ToleranceExceeded(Exception):
+    """A record was reported while ``errors.tolerance`` is ``none``."""
+
+
+class _Reporter(ErrantRecordReporter):
+    def __init__(self, runner: SinkRunner, handler: ErrorHandler) -> None:
+        self.runner = runner
+        self.handler = handler
+
+    def report(self, record: SinkRecord, error: BaseException) -> None:
+        """Sends the record's original bytes (found by its original topic,
+        partition and offset among the batch being put; for another record,
+        its key and value converted again) to the DLQ."""
+        runner, handler = self.runner, self.handler
+        topic = record.original_topic or record.topic
+        partition = (record.original_kafka_partition if record.original_kafka_partition >= 0
+                     else record.kafka_partition)
+        offset = (record.original_kafka_offset if record.original_kafka_offset >= 0
+                  else record.kafka_offset)
+        handler.failures += 1
+        if handler.log_enable:
+            extra = f" record={record!r}" if handler.log_messages else ""
+            log.error("Error reported by task %s-%d for %s-%s@%s: %s%s", runner.connector,
+                      runner.id, topic, partition, offset, error, extra)
+        if not handler.tolerance_all:
+            raise ToleranceExceeded(f"Tolerance exceeded in error handler: {error}") from error
+        handler.skipped += 1
+        raw = runner.raw.get((topic, partition, offset))
+        if raw is None:  # not from the batch being put: written again, as Kafka does
+            raw = (runner.kconv.from_connect_data(record.topic, record.key_schema, record.key),
+                   runner.vconv.from_connect_data(record.topic, record.value_schema,
+                                                  record.value))
+        key, value = raw
+        failure = Failure("TASK_PUT", type(runner.task).__name__, error, topic, partition,
+                          offset)
+        runner._to_dlq(handler, Skip(failure), topic, partition or 0, offset or 0, key, value)
+
 
 class _SinkContext(SinkTaskContext):
-    def __init__(self, runner: SinkRunner, configs: Mapping[str, str]) -> None:
+    def __init__(self, runner: SinkRunner, configs: Mapping[str, str],
+                 reporter: ErrantRecordReporter) -> None:
         self.configs = configs
         self.runner = runner
+        self._reporter = reporter
+
+    @property
+    def errant_record_reporter(self) -> ErrantRecordReporter:
+        return self._reporter
+
+    def timeout(self, timeout_ms: int) -> None:
+        self.runner.backoff_ms = max(0, int(timeout_ms))
 
     def offset(self, offsets: Mapping[TopicPartition, int]) -> None:
         self.runner.seeks.update(offsets)
@@ -60,6 +123,8 @@ class _SinkContext(SinkTaskContext):
 
 class SinkRunner(TaskRunner):
     consumer: Consumer
+    kconv: Converter
+    vconv: Converter
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -68,6 +133,9 @@ class SinkRunner(TaskRunner):
         self.current: dict[TopicPartition, int] = {}
         self.commit_requested = False
         self.dlq: Producer | None = None
+        self.backoff_ms = 0
+        # (topic, partition, offset) → (key, value) of the batch being put
+        self.raw: dict[tuple[str, int | None, int | None], tuple[Any, Any]] = {}
 
     def _commit(self, only: set[TopicPartition] | None = None) -> None:
         task: SinkTask = self.task
@@ -86,11 +154,11 @@ class SinkRunner(TaskRunner):
         cc = self.cconfig
         group = cc.get("consumer.override.group.id", f"connect-{self.connector}")
         handler = ErrorHandler(cc, sink=True)
-        kconv = converter("key", cc, self.worker.props)
-        vconv = converter("value", cc, self.worker.props)
+        self.kconv = kconv = converter("key", cc, self.worker.props)
+        self.vconv = vconv = converter("value", cc, self.worker.props)
         self.hconv = header_converter(cc, self.worker.props)
         transforms = TransformChain.from_props(cc)
-        task.initialize(_SinkContext(self, self.config))
+        task.initialize(_SinkContext(self, self.config, _Reporter(self, handler)))
         task.start(self.config)
         # created last, closed in the finally below: a consumer left open would hold
         # its partitions from a restarted task until the session times out
@@ -149,7 +217,7 @@ class SinkRunner(TaskRunner):
                         self.seeks.pop(tp)
                 msgs = self.consumer.consume(500, timeout=0.2)
                 batch: list[SinkRecord] = []
-                raw: list[tuple[bytes | None, bytes | None]] = []
+                self.raw.clear()
                 consumed: dict[TopicPartition, int] = {}
                 for msg in msgs:
                     err = msg.error()
@@ -165,16 +233,11 @@ class SinkRunner(TaskRunner):
                     record = self._convert(msg, handler, kconv, vconv, transforms)
                     if record is not None:
                         batch.append(record)
-                        raw.append((msg.key(), msg.value()))
+                        self.raw[(topic, msg.partition(), msg.offset())] = (
+                            msg.key(), msg.value())
                     consumed[tp] = (msg.offset() or 0) + 1
-                if batch:
-                    try:
-                        handler.run("TASK_PUT", type(task).__name__, partial(task.put, batch))
-                    except Skip as skip:
-                        for r, (key, value) in zip(batch, raw, strict=True):
-                            self._to_dlq(handler, skip, r.original_topic,
-                                         r.original_kafka_partition, r.original_kafka_offset,
-                                         key, value)
+                if batch and not self._put(task, batch):
+                    break  # stopped while retrying: nothing of the batch is committed
                 self.current.update(consumed)  # only once put returned
                 if self.commit_requested or time.monotonic() >= next_commit:
                     self.commit_requested = False
@@ -193,6 +256,19 @@ class SinkRunner(TaskRunner):
                 task.stop()
             if self.dlq is not None:
                 self.dlq.flush(STOP_TIMEOUT_S)
+
+    def _put(self, task: SinkTask, batch: list[SinkRecord]) -> bool:
+        """``put`` until it returns (True) or the task stops (False)."""
+        while True:
+            try:
+                task.put(batch)
+                return True
+            except RetriableError as e:
+                log.warning("Task %s-%d put raised a retriable error; retrying the same "
+                            "%d records in %d ms: %s", self.connector, self.id, len(batch),
+                            max(self.backoff_ms, MIN_BACKOFF_MS), e)
+                if self._stop.wait(max(self.backoff_ms, MIN_BACKOFF_MS) / 1000):
+                    return False
 
     def _headers(self, msg: Any) -> tuple[Header, ...]:
         out = []
@@ -235,7 +311,7 @@ class SinkRunner(TaskRunner):
         if self.dlq is None:
             config = self.worker.client_config("producer")
             admin = AdminClient({k: v for k, v in config.items()})
-            futures = admin.create_topics([NewTopic(handler.dlq_topic, 1,
+            futures = admin.create_topics([NewTopic(handler.dlq_topic, DLQ_PARTITIONS,
                                                     handler.dlq_replication)])
             for f in futures.values():
                 try:

@@ -40,6 +40,7 @@ from odradek.connect.errors import ErrorHandler, Skip
 from odradek.connect.runtime.config import WorkerConfig, prefixed
 from odradek.connect.runtime.offsets import OffsetStore, Reader
 from odradek.connect.runtime.pipeline import converter, header_converter
+from odradek.connect.runtime.topics import TopicCreator
 from odradek.connect.transforms.chain import TransformChain
 
 UNASSIGNED, RUNNING, PAUSED, FAILED, RESTARTING, STOPPED = (
@@ -151,6 +152,7 @@ class SourceRunner(TaskRunner):
         committable: dict[str, tuple[Mapping[str, Any], Mapping[str, Any]]] = {}
         failure: list[BaseException] = []
         seen_topics: set[str] = set()
+        creator = TopicCreator(self.worker, self.cconfig)
 
         def delivered(entry: list[Any]) -> Callable[[Any, Any], None]:
             def cb(err: Any, msg: Any) -> None:
@@ -210,6 +212,7 @@ class SourceRunner(TaskRunner):
                         entry[1] = True
                         continue
                     if topic not in seen_topics:
+                        creator.ensure(topic)
                         seen_topics.add(topic)
                         self.on_topic(topic)
                     kwargs: dict[str, Any] = {"key": key, "value": value,

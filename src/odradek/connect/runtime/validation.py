@@ -6,11 +6,13 @@ carries an HTTP status and Kafka Connect's message."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 
 from odradek.connect import plugins
 from odradek.connect.api import Connector, SinkConnector, SourceConnector
 from odradek.connect.config import ConfigDef, ConfigError
+from odradek.connect.runtime import topics
 from odradek.connect.runtime.config import SINK_COMMON, SOURCE_COMMON
 from odradek.connect.runtime.pipeline import converter
 from odradek.connect.transforms.chain import validate_transforms
@@ -71,9 +73,35 @@ def config_errors(cls: type[Connector], config: Mapping[str, str],
                 converter(which, config, worker)
             except ConfigError as e:
                 add(e.name, e.message)
+    if issubclass(cls, SourceConnector):
+        for name, errs in topics.errors(config, worker).items():
+            for message in errs:
+                add(name, message)
     if issubclass(cls, SinkConnector):
         has_topics = bool(config.get("topics", "").strip())
         has_regex = bool(config.get("topics.regex", "").strip())
         if has_topics == has_regex:
             add("topics", "Must configure one of topics or topics.regex")
+        for message in _dlq_errors(config):
+            add("errors.deadletterqueue.topic.name", message)
     return {k: v for k, v in errors.items() if v}
+
+
+def _dlq_errors(config: Mapping[str, str]) -> list[str]:
+    """A sink may not consume its own dead letter queue (Kafka's check)."""
+    dlq = config.get("errors.deadletterqueue.topic.name", "").strip()
+    if not dlq:
+        return []
+    topics = config.get("topics", "")
+    if dlq in [t.strip() for t in topics.split(",")]:
+        return [f"The DLQ topic '{dlq}' may not be included in the list of topics "
+                f"('topics={topics}') consumed by the connector"]
+    regex = config.get("topics.regex", "").strip()
+    try:
+        matched = bool(regex) and re.fullmatch(regex, dlq) is not None
+    except re.error:
+        return []  # not a pattern: nothing it could match
+    if matched:
+        return [f"The DLQ topic '{dlq}' may not be included in the regex matching the "
+                f"topics ('topics.regex={regex}') consumed by the connector"]
+    return []
