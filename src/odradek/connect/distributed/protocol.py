@@ -176,18 +176,28 @@ def _assignment_body(a: Assignment, version: int) -> bytes:
 
 
 def encode_assignment(a: Assignment, version: int) -> bytes:
-    """The SyncGroup bytes of ``a`` for protocol ``version`` (0, 1 or 2)."""
+    """The SyncGroup bytes of ``a`` for protocol ``version`` (0, 1 or 2).
+
+    Raises ValueError if a number does not fit its field.
+    """
     _check_version(version)
-    return _I16.pack(version) + _assignment_body(a, version)
+    try:
+        return _I16.pack(version) + _assignment_body(a, version)
+    except struct.error as exc:
+        raise ValueError(f"assignment field out of range: {exc}") from None
 
 
 def encode_metadata(state: WorkerState, version: int) -> bytes:
     """The JoinGroup metadata of ``state`` for protocol ``version``.
 
-    v0 has no allocation field, so the allocation is left out there.
+    v0 has no allocation field, so the allocation is left out there. Raises
+    ValueError if a number does not fit its field.
     """
     _check_version(version)
-    body = _I16.pack(version) + _string(state.url) + _I64.pack(state.config_offset)
+    try:
+        body = _I16.pack(version) + _string(state.url) + _I64.pack(state.config_offset)
+    except struct.error as exc:
+        raise ValueError(f"metadata field out of range: {exc}") from None
     if version == EAGER:
         return body
     if state.allocation is None:
