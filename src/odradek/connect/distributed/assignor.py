@@ -32,8 +32,10 @@ and its tasks are independent units of work):
    does: the leader must catch up first.
 
 Determinism: member ids and work are sorted, so one input (and one history)
-gives one output. A new leader starts with no history: work whose member left
-before it took over is seen as new and handed out at once.
+gives one output. A new leader starts with no history (and a leader told a
+``generation`` that does not follow the one it last led forgets its history):
+work whose member left before it took over is seen as new and handed out at
+once, as in Kafka.
 """
 
 from __future__ import annotations
@@ -94,6 +96,7 @@ class IncrementalCooperativeAssignor:
         self.max_delay_ms = max_delay_ms
         self._previous: dict[Work, _Owner] = {}
         self._held: dict[Work, _Held] = {}
+        self._generation: int | None = None
 
     @property
     def held(self) -> frozenset[Work]:
@@ -102,8 +105,18 @@ class IncrementalCooperativeAssignor:
 
     def assign(self, leader: str, leader_url: str, config_offset: int,
                members: Mapping[str, WorkerState], configured: Mapping[str, int],
-               now_ms: int) -> dict[str, Assignment]:
-        """Each member's assignment for this round (see the module's rules)."""
+               now_ms: int, *, generation: int | None = None) -> dict[str, Assignment]:
+        """Each member's assignment for this round (see the module's rules).
+
+        ``generation`` (the JoinGroup generation, optional): if this assignor
+        did not also lead the previous generation, its memory of the last
+        round is stale (another member led in between) and is dropped first.
+        """
+        if generation is not None:
+            if self._generation is not None and generation != self._generation + 1:
+                self._previous.clear()
+                self._held.clear()
+            self._generation = generation
         if not members:
             return {}
         ids = sorted(members)
