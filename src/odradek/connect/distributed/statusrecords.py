@@ -159,7 +159,8 @@ class StatusState:
                 return False
             return self._put(self._tasks, task, key, value)
         if key.startswith(TOPIC_STATUS_PREFIX) and TOPIC_STATUS_SEPARATOR in key:
-            topic, _, connector = key[len(TOPIC_STATUS_PREFIX):].rpartition(TOPIC_STATUS_SEPARATOR)
+            # Topic names cannot hold ':'; connector names can: split at the first.
+            topic, _, connector = key[len(TOPIC_STATUS_PREFIX):].partition(TOPIC_STATUS_SEPARATOR)
             if value is None:
                 return self._topics.pop((connector, topic), None) is not None
             status = decode_topic_status(value)
