@@ -152,6 +152,15 @@ class ConfigSnapshot:
         """The connector's target state; STARTED when none was written."""
         return self.target_states.get(connector, STARTED)
 
+    def assignable(self) -> dict[str, int]:
+        """Connector -> committed task count: the work the leader's assignor hands out.
+
+        Every configured connector is work (a STOPPED one too, with no
+        tasks); an inconsistent connector counts no tasks until they are
+        rewritten.
+        """
+        return {name: self.task_count(name) for name in sorted(self.connectors)}
+
 
 # -- the state machine ----------------------------------------------------------
 

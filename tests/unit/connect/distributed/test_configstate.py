@@ -265,3 +265,14 @@ def test_snapshots_are_read_only_and_independent() -> None:
     t.put(*connector_record("c", {"a": "2"}))
     assert snap.connectors["c"]["a"] == "1"
     assert t.state.snapshot().connectors["c"]["a"] == "2"
+
+
+def test_assignable_work_for_the_assignor() -> None:
+    t = Topic()
+    t.put(*connector_record("b", {}))
+    t.put_all(task_records("b", [{}, {}, {}]))
+    t.put(*connector_record("a", {}))
+    t.put(*target_state_record("a", "STOPPED"))
+    t.put("task-x-0", j({"properties": {}}))  # tasks of a connector that does not exist
+    t.put("commit-x", j({"tasks": 1}))
+    assert t.state.snapshot().assignable() == {"a": 0, "b": 3}
