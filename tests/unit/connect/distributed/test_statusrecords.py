@@ -69,18 +69,29 @@ def test_latest_status_per_connector_and_task() -> None:
     assert s.connector("other") is None and s.tasks("other") == {}
 
 
-def test_a_stale_write_from_another_worker_is_ignored() -> None:
+def test_safe_writes_yield_to_a_newer_generation_of_another_worker() -> None:
     s = StatusState()
-    key = task_status_key(ConnectorTaskId("c", 0))
-    s.apply(key, encode_status(Status("RUNNING", None, "w2:8083", 5)))
-    # A zombie from generation 4 reports late: ignored.
-    assert not s.apply(key, encode_status(Status("FAILED", "x", "w1:8083", 4)))
-    assert s.task(ConnectorTaskId("c", 0)) == Status("RUNNING", None, "w2:8083", 5)
-    # The same worker may always overwrite its own status.
-    assert s.apply(key, encode_status(Status("PAUSED", None, "w2:8083", 4)))
-    # A newer (or equal) generation from anyone wins.
-    assert s.apply(key, encode_status(Status("RUNNING", None, "w3:8083", 5)))
-    assert s.task(ConnectorTaskId("c", 0)) == Status("RUNNING", None, "w3:8083", 5)
+    task = ConnectorTaskId("c", 0)
+    s.apply(task_status_key(task), encode_status(Status("RUNNING", None, "w2:8083", 5)))
+    # A zombie from generation 4 must not overwrite the new owner's status.
+    assert not s.can_write_safely(task, Status("UNASSIGNED", None, "w1:8083", 4))
+    # The same worker may always overwrite its own; a newer (or equal) generation wins.
+    assert s.can_write_safely(task, Status("UNASSIGNED", None, "w2:8083", 4))
+    assert s.can_write_safely(task, Status("UNASSIGNED", None, "w3:8083", 5))
+    assert s.can_write_safely(ConnectorTaskId("c", 1), Status("RUNNING", None, "w1:8083", 0))
+    s.apply(connector_status_key("c"), encode_status(Status("RUNNING", None, "w2:8083", 5)))
+    assert not s.can_write_safely("c", Status("FAILED", "x", "w1:8083", 4))
+    assert s.can_write_safely("c", Status("FAILED", "x", "w1:8083", 6))
+
+
+def test_reading_applies_records_in_log_order_even_across_a_generation_reset() -> None:
+    s = StatusState()
+    key = connector_status_key("c")
+    s.apply(key, encode_status(Status("RUNNING", None, "old:8083", 50)))
+    # The group was re-created: generations start again at 1.
+    assert s.apply(key, encode_status(Status("RUNNING", None, "new:8083", 1)))
+    assert s.connector("c") == Status("RUNNING", None, "new:8083", 1)
+    assert not s.apply(key, encode_status(Status("RUNNING", None, "new:8083", 1)))  # no change
 
 
 def test_can_overwrite_rule() -> None:
@@ -93,11 +104,16 @@ def test_can_overwrite_rule() -> None:
 def test_tombstones_remove() -> None:
     s = StatusState()
     s.apply(connector_status_key("c"), encode_status(RUNNING))
-    s.apply(task_status_key(ConnectorTaskId("c", 0)), encode_status(RUNNING))
+    s.apply(connector_status_key("d"), encode_status(RUNNING))
+    for task in (ConnectorTaskId("c", 0), ConnectorTaskId("c", 1), ConnectorTaskId("d", 0)):
+        s.apply(task_status_key(task), encode_status(RUNNING))
+    assert s.apply(task_status_key(ConnectorTaskId("c", 1)), None)
+    assert list(s.tasks("c")) == [0]
+    # A connector's tombstone takes its tasks' statuses with it.
     assert s.apply(connector_status_key("c"), None)
-    assert s.apply(task_status_key(ConnectorTaskId("c", 0)), None)
     assert not s.apply(connector_status_key("c"), None)
     assert s.connector("c") is None and s.tasks("c") == {}
+    assert s.connectors() == ["d"] and list(s.tasks("d")) == [0]
 
 
 def test_topics_of_a_connector() -> None:
