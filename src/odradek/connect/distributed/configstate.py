@@ -134,7 +134,14 @@ def _frozen(d: Mapping[str, Any]) -> Mapping[str, Any]:
 
 @dataclass(frozen=True)
 class ConfigSnapshot:
-    """The config topic's meaning up to ``offset`` (read-only mappings)."""
+    """The config topic's meaning up to ``offset`` (read-only mappings).
+
+    ``target_states``, ``task_configs`` and ``inconsistent`` cover only
+    connectors in ``connectors``. Tasks committed before their connector's
+    config record are kept and count once it arrives (compaction can leave
+    a connector's config after its tasks); a connector's tombstone drops its
+    tasks. ``task_configs[c]`` is empty while ``c`` is inconsistent.
+    """
 
     offset: int
     connectors: Mapping[str, Mapping[str, str]]

@@ -276,3 +276,11 @@ def test_assignable_work_for_the_assignor() -> None:
     t.put("task-x-0", j({"properties": {}}))  # tasks of a connector that does not exist
     t.put("commit-x", j({"tasks": 1}))
     assert t.state.snapshot().assignable() == {"a": 0, "b": 3}
+
+
+def test_tasks_committed_before_their_connector_s_config_count_once_it_arrives() -> None:
+    t = Topic()
+    t.put_all(task_records("c", [{"n": "0"}]))
+    assert "c" not in t.state.snapshot().task_configs
+    t.put(*connector_record("c", {}))
+    assert t.state.snapshot().task_count("c") == 1
