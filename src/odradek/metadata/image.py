@@ -129,9 +129,14 @@ class MetadataImage:
     next_producer_id: int = 0
     """Every producer id below this one has been handed out (never reused)."""
     features: dict[str, int] = field(default_factory=dict)
+    """Finalized feature levels (FeatureLevelRecord), e.g. ``metadata.version``."""
     scram: scram_model.ScramCredentials = field(default_factory=scram_model.ScramCredentials)
     """SCRAM credentials by user and mechanism (:mod:`odradek.metadata.scram`)."""
-    """Finalized feature levels (FeatureLevelRecord), e.g. ``metadata.version``."""
+    static_configs: dict[str, str] = field(default_factory=dict)
+    """This node's own ``server.properties`` values that controller decisions fall
+    back on after the topic's and the dynamic configs (e.g.
+    ``unclean.leader.election.enable``). Not replicated and never replayed: the
+    process that holds the image sets it."""
     acls: AclStore = field(default_factory=AclStore)
     """ACL bindings by id, indexed for the authorizer (:mod:`odradek.metadata.acls`)."""
     derived: dict[str, Any] = field(default_factory=dict)

@@ -75,11 +75,14 @@ def live_brokers(image: MetadataImage) -> set[int]:
 
 def unclean_election_enabled(image: MetadataImage, topic: str) -> bool:
     """``unclean.leader.election.enable`` of the topic, else the cluster default
-    (a ConfigRecord of the broker resource ""), else false."""
+    (a ConfigRecord of the broker resource ""), else the controller's own
+    ``server.properties`` (:attr:`MetadataImage.static_configs`), else false."""
     t = image.topics.get(topic)
     value = t.configs.get(UNCLEAN_ELECTION_CONFIG) if t is not None else None
     if value is None:
-        value = image.broker_configs.get("", {}).get(UNCLEAN_ELECTION_CONFIG, "false")
+        value = image.broker_configs.get("", {}).get(UNCLEAN_ELECTION_CONFIG)
+    if value is None:
+        value = image.static_configs.get(UNCLEAN_ELECTION_CONFIG, "false")
     return value.strip().lower() == "true"
 
 

@@ -366,6 +366,19 @@ def test_unclean_election_by_cluster_config_unless_the_topic_turns_it_off() -> N
     assert q.leader == -1  # the topic's "false" wins over the cluster's "true"
 
 
+def test_unclean_election_by_the_controllers_server_properties_below_dynamic_and_topic() -> None:
+    image, ids = _cluster(3)
+    p = _topic(image, ids)
+    q = _topic(image, ids, name="q", configs={UNCLEAN: "false"})
+    assert not partition_changes.unclean_election_enabled(image, "t")
+    image.static_configs = {UNCLEAN: "true"}  # server.properties of the controller
+    assert partition_changes.unclean_election_enabled(image, "t")
+    assert not partition_changes.unclean_election_enabled(image, "q")  # the topic wins
+    _set_broker_config(image, UNCLEAN, "false")  # the dynamic cluster default wins
+    assert not partition_changes.unclean_election_enabled(image, "t")
+    assert p.leader != -1 and q.leader != -1
+
+
 # -- ElectLeaders --------------------------------------------------------------------
 
 

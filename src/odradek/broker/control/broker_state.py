@@ -214,6 +214,7 @@ class BrokerState:
         cluster_id = config.get("cluster.id") or _cluster_id_from(config)
         state = cls(config, cluster_id, clock or SystemClock(), MetadataImage(), [], partitions,
                     plane, ids or RandomIds())
+        state.image.static_configs = state.static_configs()  # before dynamic configs apply
         replayed = 0
         for record in state.metadata.replay():
             state.image.replay(record)
@@ -459,9 +460,14 @@ class BrokerState:
             self.in_service.set()
         self._image_changed()
 
+    def static_configs(self) -> dict[str, str]:
+        """The ``server.properties`` values controller decisions fall back on."""
+        return {"unclean.leader.election.enable":
+                str(self.config.get_bool("unclean.leader.election.enable")).lower()}
+
     def restore(self, records: Iterable[Any]) -> None:
         """Start over from a metadata snapshot's records."""
-        self.image = MetadataImage()
+        self.image = MetadataImage(static_configs=dict(self.image.static_configs))
         for record in records:
             self.image.replay(record)
         self.apply_broker_configs()
