@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from odradek.metadata.directories import UNASSIGNED, homes
-from odradek.metadata.image import TOPIC_RESOURCE, Endpoint, MetadataImage
+from odradek.metadata.image import FENCE, TOPIC_RESOURCE, UNFENCE, Endpoint, MetadataImage
 from odradek.metadata.outcome import Outcome as Outcome
 from odradek.metadata.partition_changes import PREFERRED as PREFERRED
 from odradek.metadata.partition_changes import UNCLEAN as UNCLEAN
@@ -32,15 +32,16 @@ from odradek.metadata.partition_changes import on_broker_fenced, on_broker_live,
 from odradek.metadata.partition_changes import preferred_imbalance as preferred_imbalance
 from odradek.metadata.topic_configs import validate_topic_config
 from odradek.wire.errors import ErrorCode
+from odradek.wire.internal.broker_registration_change_record import (
+    BrokerRegistrationChangeRecord,
+)
 from odradek.wire.internal.config_record import ConfigRecord
 from odradek.wire.internal.feature_level_record import FeatureLevelRecord
-from odradek.wire.internal.fence_broker_record import FenceBrokerRecord
 from odradek.wire.internal.partition_record import PartitionRecord
 from odradek.wire.internal.producer_ids_record import ProducerIdsRecord
 from odradek.wire.internal.register_broker_record import BrokerEndpoint, RegisterBrokerRecord
 from odradek.wire.internal.remove_topic_record import RemoveTopicRecord
 from odradek.wire.internal.topic_record import TopicRecord
-from odradek.wire.internal.unfence_broker_record import UnfenceBrokerRecord
 
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 """Topics whose loss loses every group's offsets or every transaction's state."""
@@ -364,7 +365,8 @@ def _unfence(image: MetadataImage, node_id: int, epoch: int) -> list[Any]:
     it are led by it (with unclean election on, a leaderless partition whose ISR
     has no live member takes its first live replica;
     :func:`~odradek.metadata.partition_changes.on_broker_live`)."""
-    return [UnfenceBrokerRecord(id=node_id, epoch=epoch), *on_broker_live(image, node_id)]
+    return [BrokerRegistrationChangeRecord(broker_id=node_id, broker_epoch=epoch, fenced=UNFENCE),
+            *on_broker_live(image, node_id)]
 
 
 def fence_broker(image: MetadataImage, node_id: int) -> Outcome:
@@ -380,7 +382,8 @@ def fence_broker(image: MetadataImage, node_id: int) -> Outcome:
     broker = image.brokers.get(node_id)
     if broker is None or broker.fenced:
         return Outcome()
-    records: list[Any] = [FenceBrokerRecord(id=node_id, epoch=broker.epoch)]
+    records: list[Any] = [BrokerRegistrationChangeRecord(
+        broker_id=node_id, broker_epoch=broker.epoch, fenced=FENCE)]
     return Outcome(records=[*records, *on_broker_fenced(image, node_id)])
 
 

@@ -17,6 +17,9 @@ from odradek.metadata import quotas as quota_model
 from odradek.metadata import scram as scram_model
 from odradek.metadata.acls import AclStore
 from odradek.wire.internal.access_control_entry_record import AccessControlEntryRecord
+from odradek.wire.internal.broker_registration_change_record import (
+    BrokerRegistrationChangeRecord,
+)
 from odradek.wire.internal.client_quota_record import ClientQuotaRecord
 from odradek.wire.internal.config_record import ConfigRecord
 from odradek.wire.internal.feature_level_record import FeatureLevelRecord
@@ -34,6 +37,9 @@ from odradek.wire.internal.unfence_broker_record import UnfenceBrokerRecord
 from odradek.wire.internal.unregister_broker_record import UnregisterBrokerRecord
 
 TOPIC_RESOURCE = 2
+FENCE, UNFENCE = 1, -1
+"""BrokerRegistrationChangeRecord's ``Fenced``: fence, unfence (0: no change), the
+record Kafka's controller writes for both since metadata version 3.3."""
 BROKER_RESOURCE = 4
 
 
@@ -156,7 +162,14 @@ class MetadataImage:
                  for e in record.end_points],
                 record.rack, record.fenced, list(record.log_dirs or ()),
             )
-        elif isinstance(record, (FenceBrokerRecord, UnfenceBrokerRecord)):
+        elif isinstance(record, BrokerRegistrationChangeRecord):
+            broker = self.brokers.get(record.broker_id)
+            if broker is not None and broker.epoch == record.broker_epoch:
+                if record.fenced in (FENCE, UNFENCE):
+                    broker.fenced = record.fenced == FENCE
+                if record.log_dirs:
+                    broker.log_dirs = list(record.log_dirs)
+        elif isinstance(record, (FenceBrokerRecord, UnfenceBrokerRecord)):  # older logs
             broker = self.brokers.get(record.id)
             if broker is not None and broker.epoch == record.epoch:
                 broker.fenced = isinstance(record, FenceBrokerRecord)

@@ -6,6 +6,9 @@ from odradek.common.ids import SeededIds
 from odradek.metadata import controller
 from odradek.metadata.image import Endpoint, MetadataImage
 from odradek.wire.errors import ErrorCode
+from odradek.wire.internal.broker_registration_change_record import (
+    BrokerRegistrationChangeRecord,
+)
 from odradek.wire.internal.fence_broker_record import FenceBrokerRecord
 from odradek.wire.internal.unregister_broker_record import UnregisterBrokerRecord
 
@@ -66,6 +69,31 @@ def test_fencing_applies_only_to_the_current_epoch_and_unregister_removes() -> N
     assert image.brokers[2].fenced and image.live_brokers() == 1
     image.replay(UnregisterBrokerRecord(broker_id=1, broker_epoch=image.brokers[1].epoch))
     assert list(image.brokers) == [2] and image.live_brokers() == 0
+
+
+def test_the_controller_fences_and_unfences_with_registration_change_records() -> None:
+    """Kafka's controller writes BrokerRegistrationChangeRecord (Fenced 1 / -1) for
+    both since metadata version 3.3; older logs' Fence/UnfenceBrokerRecords still
+    replay (above)."""
+    image = MetadataImage()
+    ids = SeededIds(6)
+    registered = controller.register_broker(image, 1, [Endpoint("PLAINTEXT", "h", 1)], ids.uuid())
+    changes = [r for r in registered.records if isinstance(r, BrokerRegistrationChangeRecord)]
+    assert [(c.broker_id, c.fenced) for c in changes] == [(1, -1)]
+    _apply(image, registered)
+    epoch = image.brokers[1].epoch
+    assert changes[0].broker_epoch == epoch and not image.brokers[1].fenced
+    fenced = controller.fence_broker(image, 1)
+    assert isinstance(fenced.records[0], BrokerRegistrationChangeRecord)
+    assert (fenced.records[0].fenced, fenced.records[0].broker_epoch) == (1, epoch)
+    _apply(image, fenced)
+    assert image.brokers[1].fenced
+    image.replay(BrokerRegistrationChangeRecord(broker_id=1, broker_epoch=epoch - 1, fenced=-1))
+    assert image.brokers[1].fenced  # a stale epoch: ignored
+    _apply(image, controller.unfence_broker(image, 1))
+    assert not image.brokers[1].fenced
+    image.replay(BrokerRegistrationChangeRecord(broker_id=1, broker_epoch=epoch, fenced=0))
+    assert not image.brokers[1].fenced  # 0: no change
 
 
 def test_replication_factor_is_bounded_by_live_brokers() -> None:

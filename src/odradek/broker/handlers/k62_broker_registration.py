@@ -1,8 +1,8 @@
 """BrokerRegistration (key 62), versions 0–4.
 
 Behaviour: the active controller registers the broker (RegisterBrokerRecord,
-then UnfenceBrokerRecord) through the metadata quorum and answers with the
-broker epoch; a different cluster id gets INCONSISTENT_CLUSTER_ID, a node that
+then a BrokerRegistrationChangeRecord unfencing it) through the metadata
+quorum and answers with the broker epoch; a different cluster id gets INCONSISTENT_CLUSTER_ID, a node that
 is not the active controller NOT_CONTROLLER, a repeated incarnation
 DUPLICATE_BROKER_REGISTRATION. A new incarnation of a broker still registered
 and unfenced (restarted within its session) fences the old one in the same
