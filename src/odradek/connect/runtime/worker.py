@@ -18,9 +18,12 @@ from aiohttp import web
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
+from odradek.connect.runtime import eos
 from odradek.connect.runtime.config import WorkerConfig
 from odradek.connect.runtime.herder import Herder
-from odradek.connect.runtime.offsets import OffsetFile
+from odradek.connect.runtime.kafkalog import KafkaLogError
+from odradek.connect.runtime.offset_topic import TopicOffsets
+from odradek.connect.runtime.offsets import OffsetFile, OffsetStore
 from odradek.connect.runtime.rest import RestApi
 from odradek.connect.runtime.validation import RestError
 
@@ -42,14 +45,29 @@ def cluster_id(config: WorkerConfig) -> str:
     return str(metadata.cluster_id or "")
 
 
+def offsets_topic(config: WorkerConfig) -> TopicOffsets:
+    """The worker's ``offset.storage.topic`` (exactly-once on)."""
+    props = config.props
+    return TopicOffsets(props.get("offset.storage.topic") or "connect-offsets",
+                        config.client_config("consumer"), config.client_config("producer"),
+                        partitions=int(props.get("offset.storage.partitions", "25")),
+                        replication_factor=int(props.get(
+                            "offset.storage.replication.factor", "3")))
+
+
 class StandaloneWorker:
     def __init__(self, props: Mapping[str, str],
                  connectors: Sequence[Mapping[str, str]] = ()) -> None:
         self.config = WorkerConfig.parse(props)
-        try:
-            self.offsets = OffsetFile(self.config.offsets_file)
-        except (OSError, ValueError) as e:
-            raise WorkerError(str(e)) from None
+        self.offsets: OffsetStore
+        self.topic_offsets: TopicOffsets | None = None
+        if eos.enabled(self.config):  # an Odradek extension: see docs/connect.md
+            self.offsets = self.topic_offsets = offsets_topic(self.config)
+        else:
+            try:
+                self.offsets = OffsetFile(self.config.offsets_file)
+            except (OSError, ValueError) as e:
+                raise WorkerError(str(e)) from None
         self.herder = Herder(self.config, self.offsets)
         self.connectors = list(connectors)
         self.runner: web.AppRunner | None = None
@@ -61,6 +79,11 @@ class StandaloneWorker:
     async def start(self) -> str:
         """The URL it serves at."""
         cid = await asyncio.to_thread(cluster_id, self.config)
+        if self.topic_offsets is not None:
+            try:
+                await asyncio.to_thread(self.topic_offsets.start)
+            except KafkaLogError as e:
+                raise WorkerError(str(e)) from None
         api = RestApi(self.herder, cid)
         self.runner = web.AppRunner(api.app, access_log=None)
         await self.runner.setup()
@@ -90,6 +113,8 @@ class StandaloneWorker:
 
     async def stop(self) -> None:
         await asyncio.to_thread(self.herder.shutdown)
+        if self.topic_offsets is not None:
+            await asyncio.to_thread(self.topic_offsets.stop)
         if self.runner is not None:
             await self.runner.cleanup()
             self.runner = None
