@@ -5,7 +5,6 @@ worker process is killed with SIGKILL again and again writing every line once.""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
