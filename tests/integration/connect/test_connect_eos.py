@@ -159,6 +159,28 @@ def test_offsets_committed_with_the_records(eos: Eos) -> None:
     wait_for("offset next=20 in the offsets topic", offsets)
 
 
+def test_skipped_records_still_move_offsets(eos: Eos) -> None:
+    eos.broker.create_topic("nums", partitions=1)
+    # ExtractField on a string value fails; errors.tolerance=all skips every record
+    _create(eos.url, "c", {"connector.class": COUNTER, "topic": "nums", "batch": "5",
+                           "count": "20", "errors.tolerance": "all", "transforms": "x",
+                           "transforms.x.type":
+                               "org.apache.kafka.connect.transforms.ExtractField$Value",
+                           "transforms.x.field": "a"})
+
+    def offsets() -> object:
+        status, body = call("GET", f"{eos.url}/connectors/c/offsets")
+        return status == 200 and body["offsets"] == [
+            {"partition": {"counter": "c"}, "offset": {"next": 20}}]
+    wait_for("offset next=20 in the offsets topic", offsets)
+    reader = Reader(eos.broker.bootstrap_servers, "nums")
+    try:  # nothing at all was written to the topic (not even a marker)
+        assert reader.consumer.get_watermark_offsets(
+            TopicPartition("nums", 0), timeout=10, cached=False) == (0, 0)
+    finally:
+        reader.close()
+
+
 # -- validation -----------------------------------------------------------------
 
 def test_required_refused_when_the_connector_does_not_declare_support(eos: Eos) -> None:
