@@ -26,6 +26,7 @@ from tests.integration.connect.support import (
     worker_props,
     write_properties,
 )
+from tests.integration.connect.test_connect_cli import _one_line_error, _run
 
 COUNTER = "tests.integration.connect.eos_plugins.CounterSource"
 UNDECLARED = "tests.integration.connect.eos_plugins.UndeclaredSource"
@@ -61,11 +62,13 @@ class Reader:
                                   "enable.auto.commit": False})
         self.consumer.assign([TopicPartition(topic, 0, 0)])
         self.got: list[tuple[int, str]] = []
+        self.stamps: list[int] = []  # the records' timestamps (ms)
 
     def read(self) -> list[tuple[int, str]]:
         for m in self.consumer.consume(1000, timeout=0.2):
             if m.error() is None:
                 self.got.append((m.offset() or 0, (m.value() or b"").decode()))
+                self.stamps.append(m.timestamp()[1])
         return self.got
 
     def until(self, what: str, n: int, timeout: float = 60) -> list[tuple[int, str]]:
@@ -127,18 +130,22 @@ def test_connector_boundary_commits_where_the_task_says(eos: Eos) -> None:
 def test_interval_boundary_groups_many_polls(eos: Eos) -> None:
     eos.broker.create_topic("nums", partitions=1)
     reader = Reader(eos.broker.bootstrap_servers, "nums")
+    interval_ms = 400
     try:
         _create(eos.url, "c", {"connector.class": COUNTER, "topic": "nums", "batch": "1",
-                               "delay.ms": "10", "count": "200",
+                               "delay.ms": "10", "count": "150",
                                "transaction.boundary": "interval",
-                               "transaction.boundary.interval.ms": "500"})
-        got = reader.until("200 numbers", 200)
+                               "transaction.boundary.interval.ms": str(interval_ms)})
+        got = reader.until("150 numbers", 150)
     finally:
         reader.close()
-    assert [v for _, v in got] == [str(i) for i in range(200)]
+    assert [v for _, v in got] == [str(i) for i in range(150)]
     sizes = runs(got)
-    # one record per poll every >= 10 ms: a 500 ms transaction holds at most ~50
-    assert len(sizes) < 20 and max(sizes) > 10 and max(sizes) <= 50, sizes
+    # one record per poll: a transaction holds many polls, and a new one starts
+    # only once the interval has passed since the last commit
+    assert len(sizes) >= 2 and max(sizes) > 1, sizes
+    span_ms = reader.stamps[-1] - reader.stamps[0]
+    assert (len(sizes) - 1) * interval_ms <= span_ms + 100, (sizes, span_ms)
 
 
 def test_offsets_committed_with_the_records(eos: Eos) -> None:
@@ -289,3 +296,16 @@ def test_filestream_across_repeated_kill_9(tmp_path: Path, exactly_once: bool) -
         assert got == want
     else:
         assert set(want) <= set(got)
+
+
+def test_an_unusable_offsets_topic_is_one_line(tmp_path: Path) -> None:
+    with Broker() as broker:
+        props = worker_props(broker.bootstrap_servers, tmp_path, **EOS)
+        props.pop("offset.storage.file.filename")  # not needed with exactly-once on
+        three = write_properties(tmp_path / "w.properties", {
+            **props, "offset.storage.replication.factor": "3"})
+        _one_line_error(_run(str(three)), "connect-offsets")
+        broker.create_topic("deleting", partitions=1, configs={"cleanup.policy": "delete"})
+        deleting = write_properties(tmp_path / "d.properties", {
+            **props, "offset.storage.topic": "deleting"})
+        _one_line_error(_run(str(deleting)), "deleting", "compact")

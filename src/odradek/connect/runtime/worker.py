@@ -79,11 +79,6 @@ class StandaloneWorker:
     async def start(self) -> str:
         """The URL it serves at."""
         cid = await asyncio.to_thread(cluster_id, self.config)
-        if self.topic_offsets is not None:
-            try:
-                await asyncio.to_thread(self.topic_offsets.start)
-            except KafkaLogError as e:
-                raise WorkerError(str(e)) from None
         api = RestApi(self.herder, cid)
         self.runner = web.AppRunner(api.app, access_log=None)
         await self.runner.setup()
@@ -101,6 +96,12 @@ class StandaloneWorker:
         shown = "127.0.0.1" if host in ("0.0.0.0", "") else host
         self.url = f"http://{shown}:{port}"
         self.herder.worker_id = f"{shown}:{port}"
+        if self.topic_offsets is not None:
+            try:
+                await asyncio.to_thread(self.topic_offsets.start)
+            except KafkaLogError as e:
+                await self.stop()
+                raise WorkerError(str(e)) from None
         for props in self.connectors:
             name = props.get("name", "")
             try:
