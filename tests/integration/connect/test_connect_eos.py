@@ -188,6 +188,29 @@ def test_skipped_records_still_move_offsets(eos: Eos) -> None:
         reader.close()
 
 
+def test_a_connector_offsets_topic_is_read_first_then_the_workers(eos: Eos) -> None:
+    eos.broker.create_topic("nums", partitions=1)
+    eos.broker.create_topic("c-offsets", partitions=1, configs={"cleanup.policy": "compact"})
+    store = eos.worker.topic_offsets
+    assert store is not None
+    store.put("c", [({"counter": "c"}, {"next": 10})])  # e.g. from before the connector moved
+    reader = Reader(eos.broker.bootstrap_servers, "nums")
+    try:
+        _create(eos.url, "c", {"connector.class": COUNTER, "topic": "nums", "batch": "5",
+                               "count": "20", "offsets.storage.topic": "c-offsets"})
+        got = reader.until("numbers 10 to 19", 10)
+    finally:
+        reader.close()
+    assert [v for _, v in got] == [str(i) for i in range(10, 20)]
+    own = Reader(eos.broker.bootstrap_servers, "c-offsets")
+    try:
+        wait_for("offsets in the connector's topic", lambda: any(
+            v == '{"next":20}' for _, v in own.read()) or None, timeout=30)
+    finally:
+        own.close()
+    assert store.get("c", {"counter": "c"}) == {"next": 10}  # the worker's is untouched
+
+
 # -- validation -----------------------------------------------------------------
 
 def test_required_refused_when_the_connector_does_not_declare_support(eos: Eos) -> None:
