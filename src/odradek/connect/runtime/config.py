@@ -90,7 +90,8 @@ SOURCE_COMMON = COMMON + errors.CONFIG + topics.CONFIG + ConfigDef((
               validator=one_of("poll", "interval", "connector"), group="Exactly Once Support",
               documentation="Where transactions end: after each poll() batch, every "
                             "transaction.boundary.interval.ms, or where the connector says."),
-    ConfigKey("transaction.boundary.interval.ms", LONG, None, group="Exactly Once Support",
+    ConfigKey("transaction.boundary.interval.ms", LONG, None, validator=at_least(0),
+              group="Exactly Once Support",
               documentation="With transaction.boundary=interval: the time between commits "
                             "(the worker's offset.flush.interval.ms when unset)."),
     ConfigKey("offsets.storage.topic", STRING, None, group="Exactly Once Support",
