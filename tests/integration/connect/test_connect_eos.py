@@ -13,9 +13,13 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from odradek.connect.runtime.config import WorkerConfig
-from odradek.connect.runtime.eos import ExactlyOnceSourceRunner, transactional_id
+from odradek.connect.runtime.eos import (
+    ExactlyOnceSourceRunner,
+    offsets_topic,
+    transactional_id,
+)
 from odradek.connect.runtime.tasks import FAILED, RUNNING
-from odradek.connect.runtime.worker import StandaloneWorker, offsets_topic
+from odradek.connect.runtime.worker import StandaloneWorker
 from odradek.testing.broker import Broker
 from tests.integration.connect.eos_plugins import CounterTask
 from tests.integration.connect.support import (

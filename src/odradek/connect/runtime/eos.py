@@ -77,6 +77,17 @@ def enabled(worker: WorkerConfig) -> bool:
     return worker.exactly_once == "enabled"
 
 
+def offsets_topic(worker: WorkerConfig, topic: str | None = None) -> TopicOffsets:
+    """An offsets topic (the worker's ``offset.storage.topic`` by default),
+    created with the worker's ``offset.storage.partitions`` / ``.replication.factor``."""
+    props = worker.props
+    return TopicOffsets(topic or props.get("offset.storage.topic") or "connect-offsets",
+                        worker.client_config("consumer"), worker.client_config("producer"),
+                        partitions=int(props.get("offset.storage.partitions", "25")),
+                        replication_factor=int(props.get(
+                            "offset.storage.replication.factor", "3")))
+
+
 def validate(cls: type, config: Mapping[str, str], worker: Mapping[str, str]
              ) -> dict[str, list[str]]:
     """``exactly.once.support`` and ``transaction.boundary`` checked against
@@ -166,27 +177,26 @@ class ExactlyOnceSourceRunner(SourceRunner):
         store = self.offsets
         own: TopicOffsets | None = None
         if own_topic:
-            props = self.worker.props
-            own = TopicOffsets(own_topic, self.worker.client_config("consumer"),
-                               self.worker.client_config("producer"),
-                               partitions=int(props.get("offset.storage.partitions", "25")),
-                               replication_factor=int(props.get(
-                                   "offset.storage.replication.factor", "3")))
+            own = offsets_topic(self.worker, own_topic)
             own.start()
         elif not isinstance(store, TopicOffsets):
             raise RuntimeError("exactly-once source tasks need an offsets topic "
                                "(offset.storage.topic), not an offsets file")
         try:
-            self._run(own if own is not None else store, [own, store] if own else [store])
+            if own is not None:
+                self._run(own, [own, store])
+            else:
+                assert isinstance(store, TopicOffsets)
+                self._run(store, [store])
         finally:
             if own is not None:
                 own.stop()
 
-    def _run(self, target: Any, stores: list[Any]) -> None:
+    def _run(self, target: TopicOffsets, stores: list[OffsetStore]) -> None:
         for s in stores:
-            if hasattr(s, "refresh"):
+            if isinstance(s, TopicOffsets):
                 s.refresh()  # what earlier runs of the task committed
-        offsets_topic: str = target.topic
+        topic = target.topic
         tid = self.transactional_id or transactional_id(self.worker.props, self.connector,
                                                         self.id)
         producer = Producer({**self.worker.client_config(
@@ -231,7 +241,7 @@ class ExactlyOnceSourceRunner(SourceRunner):
                 return
             for partition, offset in offsets.values():
                 k, v = offset_record(self.connector, partition, offset)
-                producer.produce(offsets_topic, key=k, value=v,
+                producer.produce(topic, key=k, value=v,
                                  on_delivery=lambda err, _m: failure.append(
                                      KafkaException(err)) if err is not None else None)
             producer.flush(TXN_TIMEOUT_S)

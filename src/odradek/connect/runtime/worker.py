@@ -45,16 +45,6 @@ def cluster_id(config: WorkerConfig) -> str:
     return str(metadata.cluster_id or "")
 
 
-def offsets_topic(config: WorkerConfig) -> TopicOffsets:
-    """The worker's ``offset.storage.topic`` (exactly-once on)."""
-    props = config.props
-    return TopicOffsets(props.get("offset.storage.topic") or "connect-offsets",
-                        config.client_config("consumer"), config.client_config("producer"),
-                        partitions=int(props.get("offset.storage.partitions", "25")),
-                        replication_factor=int(props.get(
-                            "offset.storage.replication.factor", "3")))
-
-
 class StandaloneWorker:
     def __init__(self, props: Mapping[str, str],
                  connectors: Sequence[Mapping[str, str]] = ()) -> None:
@@ -62,7 +52,7 @@ class StandaloneWorker:
         self.offsets: OffsetStore
         self.topic_offsets: TopicOffsets | None = None
         if eos.enabled(self.config):  # an Odradek extension: see docs/connect.md
-            self.offsets = self.topic_offsets = offsets_topic(self.config)
+            self.offsets = self.topic_offsets = eos.offsets_topic(self.config)
         else:
             try:
                 self.offsets = OffsetFile(self.config.offsets_file)
