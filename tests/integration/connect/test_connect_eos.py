@@ -152,6 +152,34 @@ def test_interval_boundary_groups_many_polls(eos: Eos) -> None:
     assert (len(sizes) - 1) * interval_ms <= span_ms + 100, (sizes, span_ms)
 
 
+def test_stop_commits_the_open_transaction(eos: Eos) -> None:
+    eos.broker.create_topic("nums", partitions=1)
+    _create(eos.url, "c", {"connector.class": COUNTER, "topic": "nums", "batch": "1",
+                           "count": "7", "transaction.boundary": "interval",
+                           "transaction.boundary.interval.ms": "30000"})
+    uncommitted = Consumer({"bootstrap.servers": eos.broker.bootstrap_servers,
+                            "group.id": "eos-peek", "isolation.level": "read_uncommitted"})
+    uncommitted.assign([TopicPartition("nums", 0, 0)])
+    peeked: list[bytes | None] = []
+
+    def peek() -> bool:
+        peeked.extend(m.value() for m in uncommitted.consume(100, timeout=0.2)
+                      if m.error() is None)
+        return len(peeked) >= 7
+    try:
+        wait_for("7 records produced in the open transaction", peek)
+    finally:
+        uncommitted.close()
+    reader = Reader(eos.broker.bootstrap_servers, "nums")
+    try:
+        assert reader.read() == []  # not committed yet (the interval is 30 s)
+        assert call("DELETE", f"{eos.url}/connectors/c")[0] == 204
+        got = reader.until("the 7 records committed by the stop", 7, timeout=30)
+    finally:
+        reader.close()
+    assert [v for _, v in got] == [str(i) for i in range(7)] and runs(got) == [7]
+
+
 def test_offsets_committed_with_the_records(eos: Eos) -> None:
     eos.broker.create_topic("nums", partitions=1)
     reader = Reader(eos.broker.bootstrap_servers, "nums")
