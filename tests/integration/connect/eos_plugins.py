@@ -3,7 +3,8 @@
 :class:`CounterSource` emits the values ``"0"``, ``"1"``, ... to ``topic``,
 ``batch`` per ``poll`` (every ``delay.ms``), up to ``count`` (0: forever),
 with source offset ``{"next": n}`` under partition ``{"counter": <name>}``; it
-resumes from its committed offset. With ``commit.every`` N it asks for a
+resumes from its committed offset. Record ``big.at`` is too large to
+produce (2 MB). With ``commit.every`` N it asks for a
 commit after every N-th record (``transaction.boundary=connector``). It
 declares exactly-once support and connector-defined boundaries;
 :class:`UndeclaredSource` is the same source declaring nothing.
@@ -24,6 +25,7 @@ CONFIG = ConfigDef((
     ConfigKey("delay.ms", INT, 10, documentation="Sleep before each poll."),
     ConfigKey("count", INT, 0, documentation="How many numbers (0: forever)."),
     ConfigKey("commit.every", INT, 0, documentation="Ask for a commit every N records."),
+    ConfigKey("big.at", INT, -1, documentation="Record n's value is 2 MB (too large)."),
 ))
 
 
@@ -76,6 +78,7 @@ class CounterTask(SourceTask):
         self.topic = str(c["topic"])
         self.batch, self.delay = int(c["batch"]), int(c["delay.ms"]) / 1000
         self.count, self.every = int(c["count"]), int(c["commit.every"])
+        self.big_at = int(c["big.at"])
         self.partition = {"counter": props.get("name", "counter")}
         stored = self.context.offset_storage_reader.offset(self.partition)
         self.next = int(stored["next"]) if stored else 0
@@ -87,7 +90,8 @@ class CounterTask(SourceTask):
         while len(out) < self.batch and (self.count == 0 or self.next < self.count):
             n = self.next
             self.next += 1
-            record = SourceRecord(self.topic, 0, None, None, None, str(n),
+            value = "x" * 2_000_000 if n == self.big_at else str(n)
+            record = SourceRecord(self.topic, 0, None, None, None, value,
                                   source_partition=self.partition,
                                   source_offset={"next": n + 1})
             out.append(record)

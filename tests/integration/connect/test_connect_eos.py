@@ -26,6 +26,7 @@ from tests.integration.connect.support import (
     WorkerProcess,
     call,
     running,
+    state,
     wait_for,
     worker_props,
     write_properties,
@@ -178,6 +179,24 @@ def test_stop_commits_the_open_transaction(eos: Eos) -> None:
     finally:
         reader.close()
     assert [v for _, v in got] == [str(i) for i in range(7)] and runs(got) == [7]
+
+
+def test_a_failed_produce_aborts_and_fails_the_task(eos: Eos) -> None:
+    eos.broker.create_topic("nums", partitions=1)
+    status, body = call("POST", eos.url + "/connectors", {"name": "c", "config": {
+        "connector.class": COUNTER, "topic": "nums", "batch": "3", "count": "9",
+        "big.at": "5"}})
+    assert status == 201, body
+    wait_for("the task FAILED", lambda: state(eos.url, "c")[1] == ["FAILED"])
+    status, body = call("GET", f"{eos.url}/connectors/c/tasks/0/status")
+    assert "too large" in body["trace"].lower() or "size" in body["trace"].lower(), body
+    reader = Reader(eos.broker.bootstrap_servers, "nums")
+    try:  # 3 and 4 were in the aborted transaction: never visible
+        got = reader.until("the first transaction", 3)
+        assert [v for _, v in reader.read()] == ["0", "1", "2"]
+    finally:
+        reader.close()
+    assert [v for _, v in got] == ["0", "1", "2"]
 
 
 def test_offsets_committed_with_the_records(eos: Eos) -> None:
