@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient  # type: ignore[attr-defined]
 
 from odradek.connect.runtime.config import WorkerConfig
 from odradek.connect.runtime.eos import (
@@ -260,6 +261,20 @@ def test_a_connector_offsets_topic_is_read_first_then_the_workers(eos: Eos) -> N
     finally:
         own.close()
     assert store.get("c", {"counter": "c"}) == {"next": 10}  # the worker's is untouched
+
+
+def test_topic_creation_with_exactly_once(eos: Eos) -> None:
+    reader = Reader(eos.broker.bootstrap_servers, "made")
+    try:
+        _create(eos.url, "c", {"connector.class": COUNTER, "topic": "made", "batch": "2",
+                               "count": "4", "topic.creation.default.partitions": "3",
+                               "topic.creation.default.replication.factor": "1"})
+        got = reader.until("4 numbers", 4)
+    finally:
+        reader.close()
+    assert [v for _, v in got] == ["0", "1", "2", "3"]  # every record goes to partition 0
+    admin = AdminClient({"bootstrap.servers": eos.broker.bootstrap_servers})
+    assert len(admin.list_topics("made", timeout=10).topics["made"].partitions) == 3
 
 
 # -- validation -----------------------------------------------------------------

@@ -62,6 +62,7 @@ from odradek.connect.runtime.tasks import (
     _headers,
     _SourceContext,
 )
+from odradek.connect.runtime.topics import TopicCreator
 from odradek.connect.transforms.chain import TransformChain
 
 TXN_TIMEOUT_S = 30.0
@@ -221,6 +222,7 @@ class ExactlyOnceSourceRunner(SourceRunner):
         offsets: dict[bytes, tuple[Mapping[str, Any], Mapping[str, Any]]] = {}
         failure: list[BaseException] = []
         seen_topics: set[str] = set()
+        creator = TopicCreator(self.worker, self.cconfig)
         state = {"open": False}
 
         def delivered(entry: list[Any]) -> Callable[[Any, Any], None]:
@@ -285,6 +287,7 @@ class ExactlyOnceSourceRunner(SourceRunner):
             except Skip:
                 return
             if out.topic not in seen_topics:
+                creator.ensure(out.topic)  # topic.creation.* (KIP-158)
                 seen_topics.add(out.topic)
                 self.on_topic(out.topic)
             kwargs: dict[str, Any] = {"key": key, "value": value,
