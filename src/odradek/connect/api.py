@@ -71,12 +71,33 @@ class ConnectorContext(ABC):
         """Fail the connector with ``error`` (it shows as FAILED in /status)."""
 
 
+class TransactionContext(ABC):
+    """A source task's say over its transactions (``transaction.boundary=connector``).
+
+    ``commit_transaction()``/``abort_transaction()`` end the transaction after
+    the records of the current ``poll()`` batch; with a record, right after
+    that record (an abort discards it too, and its offset). Records after it
+    in the batch start a new transaction. Aborted records are not written: the
+    task must return them again if it wants them written."""
+
+    @abstractmethod
+    def commit_transaction(self, record: SourceRecord | None = None) -> None: ...
+
+    @abstractmethod
+    def abort_transaction(self, record: SourceRecord | None = None) -> None: ...
+
+
 class SourceTaskContext(ABC):
     configs: Mapping[str, str]
 
     @property
     @abstractmethod
     def offset_storage_reader(self) -> OffsetStorageReader: ...
+
+    @property
+    def transaction_context(self) -> TransactionContext | None:
+        """Set only when the connector defines transaction boundaries (as Kafka's)."""
+        return None
 
 
 class ErrantRecordReporter(ABC):
@@ -212,8 +233,13 @@ class Connector(ABC):
 
 class SourceConnector(Connector):
     def exactly_once_support(self, props: Mapping[str, str]) -> bool | None:
-        """Whether the connector can be exactly-once (None: it does not say)."""
+        """Whether the connector can be exactly-once (None: it does not say;
+        ``exactly.once.support=required`` then fails validation)."""
         return None
+
+    def can_define_transaction_boundaries(self, props: Mapping[str, str]) -> bool:
+        """Whether its tasks can use ``transaction.boundary=connector``."""
+        return False
 
     def alter_offsets(self, props: Mapping[str, str],
                       offsets: Mapping[Mapping[str, Any], Mapping[str, Any] | None]) -> bool:

@@ -61,6 +61,10 @@ class FileStreamSourceConnector(_Checked, SourceConnector):
                   documentation="The most lines a poll returns."),
     ))
 
+    def exactly_once_support(self, props: Mapping[str, str]) -> bool | None:
+        """Each line's offset is its end position: a resumed task repeats nothing."""
+        return True
+
     def task_class(self) -> type[Task]:
         return FileStreamSourceTask
 

@@ -3,8 +3,14 @@
 Worker (standalone): ``bootstrap.servers`` (``localhost:9092``),
 ``key.converter`` / ``value.converter`` (required, as Kafka's) with their
 ``key.converter.*`` / ``value.converter.*`` settings, ``header.converter``,
-``offset.storage.file.filename`` (required), ``offset.flush.interval.ms``
-(60000), ``listeners`` (``http://:8083``), ``topic.creation.enable`` (true;
+``offset.storage.file.filename`` (required unless exactly-once is on),
+``offset.flush.interval.ms`` (60000), ``listeners`` (``http://:8083``).
+Exactly-once source (KIP-618, :mod:`odradek.connect.runtime.eos`; an Odradek
+extension in standalone mode): ``exactly.once.source.support``
+(``disabled``/``preparing``/``enabled``); when ``enabled``, source offsets live
+in ``offset.storage.topic`` (``connect-offsets``;
+``offset.storage.partitions`` 25, ``offset.storage.replication.factor`` 3)
+instead of the file. ``topic.creation.enable`` (true;
 :mod:`odradek.connect.runtime.topics`). Client settings
 (``security.protocol``, ``sasl.*``, ``ssl.*``, ``client.id``...) go to both the
 producer and the consumer; ``producer.*`` / ``consumer.*`` override them for
@@ -37,6 +43,7 @@ from odradek.connect.config import (
     ConfigKey,
     at_least,
     non_empty,
+    one_of,
 )
 from odradek.connect.runtime import topics
 
@@ -45,7 +52,12 @@ WORKER_CONFIG = ConfigDef((
     ConfigKey("key.converter", CLASS),
     ConfigKey("value.converter", CLASS),
     ConfigKey("header.converter", CLASS, "org.apache.kafka.connect.storage.SimpleHeaderConverter"),
-    ConfigKey("offset.storage.file.filename", STRING, validator=non_empty),
+    ConfigKey("offset.storage.file.filename", STRING, ""),
+    ConfigKey("exactly.once.source.support", STRING, "disabled",
+              validator=one_of("disabled", "preparing", "enabled")),
+    ConfigKey("offset.storage.topic", STRING, "connect-offsets", validator=non_empty),
+    ConfigKey("offset.storage.partitions", INT, 25, validator=at_least(1)),
+    ConfigKey("offset.storage.replication.factor", INT, 3, validator=at_least(-1)),
     ConfigKey("offset.flush.interval.ms", LONG, 60000, validator=at_least(1)),
     ConfigKey("listeners", LIST, ["http://:8083"]),
     ConfigKey("topic.creation.enable", BOOLEAN, True),
@@ -69,7 +81,23 @@ COMMON = ConfigDef((
     ConfigKey("predicates", LIST, [], importance="LOW", group="Predicates",
               documentation="Aliases of the predicates transforms may use."),
 ))
-SOURCE_COMMON = COMMON + errors.CONFIG + topics.CONFIG
+SOURCE_COMMON = COMMON + errors.CONFIG + topics.CONFIG + ConfigDef((
+    ConfigKey("exactly.once.support", STRING, "requested",
+              validator=one_of("requested", "required"), group="Exactly Once Support",
+              documentation="required: refuse the connector unless it declares exactly-once "
+                            "support (checked when the worker has exactly-once enabled)."),
+    ConfigKey("transaction.boundary", STRING, "poll",
+              validator=one_of("poll", "interval", "connector"), group="Exactly Once Support",
+              documentation="Where transactions end: after each poll() batch, every "
+                            "transaction.boundary.interval.ms, or where the connector says."),
+    ConfigKey("transaction.boundary.interval.ms", LONG, None, validator=at_least(0),
+              group="Exactly Once Support",
+              documentation="With transaction.boundary=interval: the time between commits "
+                            "(the worker's offset.flush.interval.ms when unset)."),
+    ConfigKey("offsets.storage.topic", STRING, None, group="Exactly Once Support",
+              documentation="The connector's own offsets topic (read first, then the "
+                            "worker's)."),
+))
 SINK_COMMON = COMMON + errors.SINK_CONFIG + ConfigDef((
     ConfigKey("topics", LIST, [], group="Common", documentation="The topics to consume."),
     ConfigKey("topics.regex", STRING, "", group="Common",
@@ -91,6 +119,8 @@ class WorkerConfig:
     flush_interval_ms: int
     host: str
     port: int
+    exactly_once: str = "disabled"
+    """``exactly.once.source.support``: disabled, preparing or enabled."""
 
     @classmethod
     def parse(cls, props: Mapping[str, str]) -> WorkerConfig:
@@ -100,10 +130,15 @@ class WorkerConfig:
         url = urlsplit(listeners[0] if listeners else "")
         if url.scheme != "http" or url.port is None:
             raise ConfigError("listeners", f"expected http://HOST:PORT, got {listeners!r}")
+        eos = str(values["exactly.once.source.support"])
+        if eos != "enabled" and not str(values["offset.storage.file.filename"]).strip():
+            raise ConfigError("offset.storage.file.filename",
+                              "Missing required configuration \"offset.storage.file.filename\""
+                              " which has no default value.")
         return cls(dict(props), ",".join(values["bootstrap.servers"]),
                    str(values["offset.storage.file.filename"]),
                    int(values["offset.flush.interval.ms"]), url.hostname or "0.0.0.0",
-                   url.port)
+                   url.port, eos)
 
     def client_config(self, kind: str, overrides: Mapping[str, str] | None = None
                       ) -> ClientConfig:

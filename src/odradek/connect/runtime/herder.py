@@ -23,8 +23,10 @@ from odradek.connect.api import (
     ConnectorContext,
     SinkConnector,
 )
+from odradek.connect.runtime import eos
 from odradek.connect.runtime import tasks as t
 from odradek.connect.runtime.config import WorkerConfig
+from odradek.connect.runtime.eos import ExactlyOnceSourceRunner
 from odradek.connect.runtime.offsets import OffsetStore
 from odradek.connect.runtime.sink import SinkRunner
 from odradek.connect.runtime.validation import RestError, config_errors, connector_class
@@ -167,7 +169,9 @@ class Herder:
 
     def _runner(self, entry: Entry, n: int) -> t.TaskRunner:
         assert entry.instance is not None
-        cls: type[t.TaskRunner] = (SinkRunner if entry.type == "sink" else t.SourceRunner)
+        cls: type[t.TaskRunner] = (SinkRunner if entry.type == "sink" else
+                                   ExactlyOnceSourceRunner if eos.enabled(self.worker)
+                                   else t.SourceRunner)
         runner = cls(entry.name, n, entry.instance.task_class(), entry.task_configs[n],
                      entry.config, self.worker, entry.topics.add,
                      paused=entry.target == PAUSED_TARGET)

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from odradek.connect import plugins
 from odradek.connect.api import Connector, SinkConnector, SourceConnector
 from odradek.connect.config import ConfigDef, ConfigError
-from odradek.connect.runtime import topics
+from odradek.connect.runtime import eos, topics
 from odradek.connect.runtime.config import SINK_COMMON, SOURCE_COMMON
 from odradek.connect.runtime.pipeline import converter
 from odradek.connect.transforms.chain import validate_transforms
@@ -77,6 +77,9 @@ def config_errors(cls: type[Connector], config: Mapping[str, str],
         for name, errs in topics.errors(config, worker).items():
             for message in errs:
                 add(name, message)
+    for name, errs in eos.validate(cls, config, worker).items():
+        for message in errs:
+            add(name, message)
     if issubclass(cls, SinkConnector):
         has_topics = bool(config.get("topics", "").strip())
         has_regex = bool(config.get("topics.regex", "").strip())

@@ -18,9 +18,12 @@ from aiohttp import web
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
+from odradek.connect.runtime import eos
 from odradek.connect.runtime.config import WorkerConfig
 from odradek.connect.runtime.herder import Herder
-from odradek.connect.runtime.offsets import OffsetFile
+from odradek.connect.runtime.kafkalog import KafkaLogError
+from odradek.connect.runtime.offset_topic import TopicOffsets
+from odradek.connect.runtime.offsets import OffsetFile, OffsetStore
 from odradek.connect.runtime.rest import RestApi
 from odradek.connect.runtime.validation import RestError
 
@@ -46,10 +49,15 @@ class StandaloneWorker:
     def __init__(self, props: Mapping[str, str],
                  connectors: Sequence[Mapping[str, str]] = ()) -> None:
         self.config = WorkerConfig.parse(props)
-        try:
-            self.offsets = OffsetFile(self.config.offsets_file)
-        except (OSError, ValueError) as e:
-            raise WorkerError(str(e)) from None
+        self.offsets: OffsetStore
+        self.topic_offsets: TopicOffsets | None = None
+        if eos.enabled(self.config):  # an Odradek extension: see docs/connect.md
+            self.offsets = self.topic_offsets = eos.offsets_topic(self.config)
+        else:
+            try:
+                self.offsets = OffsetFile(self.config.offsets_file)
+            except (OSError, ValueError) as e:
+                raise WorkerError(str(e)) from None
         self.herder = Herder(self.config, self.offsets)
         self.connectors = list(connectors)
         self.runner: web.AppRunner | None = None
@@ -78,6 +86,12 @@ class StandaloneWorker:
         shown = "127.0.0.1" if host in ("0.0.0.0", "") else host
         self.url = f"http://{shown}:{port}"
         self.herder.worker_id = f"{shown}:{port}"
+        if self.topic_offsets is not None:
+            try:
+                await asyncio.to_thread(self.topic_offsets.start)
+            except KafkaLogError as e:
+                await self.stop()
+                raise WorkerError(str(e)) from None
         for props in self.connectors:
             name = props.get("name", "")
             try:
@@ -90,6 +104,8 @@ class StandaloneWorker:
 
     async def stop(self) -> None:
         await asyncio.to_thread(self.herder.shutdown)
+        if self.topic_offsets is not None:
+            await asyncio.to_thread(self.topic_offsets.stop)
         if self.runner is not None:
             await self.runner.cleanup()
             self.runner = None

@@ -101,6 +101,10 @@ class PostgresCdcSourceConnector(SourceConnector):
     def stop(self) -> None:
         pass
 
+    def exactly_once_support(self, props: Mapping[str, str]) -> bool | None:
+        """Streamed events resume after the committed one (an unfinished snapshot is retaken)."""
+        return True
+
     def validate(self, props: Mapping[str, str]) -> Mapping[str, list[str]]:
         errors: dict[str, list[str]] = {}
         if not SLOT_NAME.fullmatch(props.get("slot.name", "debezium")):

@@ -102,6 +102,10 @@ class PostgresSourceConnector(SourceConnector):
     def stop(self) -> None:
         pass
 
+    def exactly_once_support(self, props: Mapping[str, str]) -> bool | None:
+        """A row's offset says exactly which rows are done: a resumed task repeats nothing."""
+        return True
+
     def validate(self, props: Mapping[str, str]) -> Mapping[str, list[str]]:
         return _check(props)
 
