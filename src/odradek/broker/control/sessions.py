@@ -10,9 +10,10 @@ fences it at once, so its partitions stop being advertised before it goes.
 broker's last heartbeat time as soft state (a new active controller starts
 every clock afresh, as Kafka's does). Every half second it fences the brokers
 not heard from for ``broker.session.timeout.ms`` (a fencing
-BrokerRegistrationChangeRecord, and the partitions they led move or go leaderless: ``controller.fence_broker``). A
-fenced broker that registers again is unfenced and takes back its
-leaderless partitions (``controller.register_broker``).
+BrokerRegistrationChangeRecord, and the partitions they led move or go
+leaderless: ``controller.fence_broker``). A fenced broker that registers
+again is unfenced and takes back its leaderless partitions
+(``controller.register_broker``).
 """
 
 from __future__ import annotations

@@ -2,16 +2,17 @@
 
 Behaviour: the active controller registers the broker (RegisterBrokerRecord,
 then a BrokerRegistrationChangeRecord unfencing it) through the metadata
-quorum and answers with the broker epoch; a different cluster id gets INCONSISTENT_CLUSTER_ID, a node that
-is not the active controller NOT_CONTROLLER, a repeated incarnation
-DUPLICATE_BROKER_REGISTRATION. A new incarnation of a broker still registered
-and unfenced (restarted within its session) fences the old one in the same
-write, so that the partitions it led move on at a new leader epoch
-(``controller.register_broker``). The broker's ``LogDirs`` (v2+, its log
-directories' ids) are kept; a replica whose directory is not among them lost
-its data and leaves the ISR (:mod:`odradek.metadata.directories`). The
-controller's side lives in broker/control/sessions.py; a single node, which
-takes no other broker, answers INVALID_REQUEST.
+quorum and answers with the broker epoch; a different cluster id gets
+INCONSISTENT_CLUSTER_ID, a node that is not the active controller
+NOT_CONTROLLER, a repeated incarnation DUPLICATE_BROKER_REGISTRATION. A new
+incarnation of a broker still registered and unfenced (restarted within its
+session) fences the old one in the same write, so that the partitions it led
+move on at a new leader epoch (``controller.register_broker``). The broker's
+``LogDirs`` (v2+, its log directories' ids) are kept; a replica whose
+directory is not among them lost its data and leaves the ISR
+(:mod:`odradek.metadata.directories`). The controller's side lives in
+broker/control/sessions.py; a single node, which takes no other broker,
+answers INVALID_REQUEST.
 """
 
 from __future__ import annotations
