@@ -30,6 +30,7 @@ from odradek.broker.peers import NoPeers
 from odradek.broker.ports import METADATA_TOPIC
 from odradek.broker.replica.manager import ReplicaManager
 from odradek.broker.replica.partitions import Partition, PartitionManager
+from odradek.broker.replica.throttle import LEADER, ReplicationQuota
 from odradek.common.clock import Clock, SystemClock
 from odradek.common.ids import Ids, RandomIds
 from odradek.common.metrics import Registry
@@ -145,8 +146,9 @@ class BrokerApp:
         if not cluster:
             self.groups.start()
             self.txns.start()
-        replicas = self.replicas = ReplicaManager(self.partitions, self.state,
-                                                  self.clock.now_ms)
+        replicas = self.replicas = ReplicaManager(
+            self.partitions, self.state, self.clock.now_ms,
+            ReplicationQuota(self.state, LEADER) if cluster else None)
         self.server = KafkaServer(self.state, Services(replicas, self.groups, self.txns),
                                   self.metrics, self.stages, self._forward_stage(), tls)
         # A single node registers once bound, before serving; a cluster node
