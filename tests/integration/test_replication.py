@@ -528,7 +528,10 @@ def test_a_reassignment_copies_at_the_throttled_rate(cluster: LocalCluster) -> N
     _, (source,), _ = partitions_of(cluster, "throttled")[0]
     target = next(b for b in (1, 2, 3) if b != source)
     # acks=1: one replica cannot satisfy min.insync.replicas=2 (Kafka refuses acks=all)
-    p = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "1", "linger.ms": 20})
+    # Small batches: a fetch returns whole batches, so one batch of all 900 kB
+    # would pass the quota in one go.
+    p = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "1", "linger.ms": 20,
+                  "batch.size": 16384})
     for _ in range(900):
         p.produce("throttled", b"x" * 1000)
     assert p.flush(30) == 0
