@@ -75,8 +75,9 @@ def _wait_three(c: LocalCluster) -> None:
 
 
 def _create(c: LocalCluster, name: str, assignment: list[list[int]]) -> None:
-    (future,) = _admin(c).create_topics(
-        [NewTopic(name, replica_assignment=assignment)]).values()
+    admin = _admin(c)  # kept alive until the future is done
+    (future,) = admin.create_topics(
+        [NewTopic(name, num_partitions=len(assignment), replica_assignment=assignment)]).values()
     future.result(30)
     wait_for(f"{name} has leaders", lambda: all(
         p.leader >= 0 for p in _admin(c).list_topics(name, timeout=5).topics[name]
@@ -138,7 +139,8 @@ def _size_on(c: LocalCluster, node_id: int, topic: str) -> int:
 
 def _dynamic(c: LocalCluster, kind: ResourceType, name: str) -> set[str]:
     """The throttle configs set on a broker or topic (not defaults)."""
-    (future,) = _admin(c).describe_configs([ConfigResource(kind, name)]).values()
+    admin = _admin(c)  # kept alive until the future is done
+    (future,) = admin.describe_configs([ConfigResource(kind, name)]).values()
     entries = future.result(30)
     return {k for k, e in entries.items() if k in THROTTLE_KEYS and not e.is_default}
 
