@@ -24,9 +24,18 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer
-from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ConfigSource,
+    NewTopic,
+    ResourceType,
+)
 
+from odradek.client.admin import alter_configs
 from odradek.client.client import KafkaClient
 from odradek.wire.messages.describe_log_dirs_request import (
     DescribableLogDirTopic,
@@ -37,6 +46,7 @@ from tests.support.cluster import LocalCluster, assert_no_tracebacks, wait_for
 pytestmark = pytest.mark.timeout(300)
 
 RATE = 4_000_000
+BROKER = 4  # the BROKER config resource
 OVERRIDES = {
     "broker.session.timeout.ms": "3000",
     "broker.heartbeat.interval.ms": "500",
@@ -237,6 +247,52 @@ def test_bad_plans_get_one_line_errors(cluster: LocalCluster, tmp_path: Path) ->
         assert len(lines) == 1 and lines[0].startswith("odradek: "), (message, proc.stderr)
         assert message in lines[0], (message, lines[0])
     assert _replicas(cluster, "plain") == [1, 2]
+
+
+def test_throttle_configs_are_validated_and_described_with_their_sources(
+        cluster: LocalCluster) -> None:
+    """The topic lists are checked (Kafka's form) and reported as TOPIC_CONFIG;
+    a cluster-default rate is reported as DYNAMIC_DEFAULT_BROKER_CONFIG."""
+    _create(cluster, "described", [[1, 2]])
+    admin = _admin(cluster)
+    name = "leader.replication.throttled.replicas"
+
+    def alter(kind: ResourceType, resource: str, key: str, value: str | None) -> None:
+        op = (AlterConfigOpType.SET if value is not None else AlterConfigOpType.DELETE)
+        res = ConfigResource(kind, resource, incremental_configs=[
+            ConfigEntry(key, value or "", incremental_operation=op)])
+        (future,) = admin.incremental_alter_configs([res]).values()
+        future.result(30)
+
+    with pytest.raises(KafkaException, match=r"\[PartitionId\]:\[BrokerId\]"):
+        alter(ResourceType.TOPIC, "described", name, "0-1")
+    alter(ResourceType.TOPIC, "described", name, "0:1,0:2")
+    _cluster_default(cluster, "follower.replication.throttled.rate", "123456")
+    try:
+        (topic,) = admin.describe_configs(
+            [ConfigResource(ResourceType.TOPIC, "described")]).values()
+        entry = topic.result(30)[name]
+        assert entry.value == "0:1,0:2" and entry.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+        (broker,) = admin.describe_configs([ConfigResource(ResourceType.BROKER, "2")]).values()
+        rate = broker.result(30)["follower.replication.throttled.rate"]
+        assert rate.value == "123456"
+        assert rate.source == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value
+    finally:
+        _cluster_default(cluster, "follower.replication.throttled.rate", None)
+    assert _dynamic(cluster, ResourceType.BROKER, "2") == set()
+
+
+def _cluster_default(c: LocalCluster, key: str, value: str | None) -> None:
+    """Set (or delete) a cluster-default broker config (resource name "", which
+    confluent-kafka's ConfigResource does not take)."""
+    async def alter() -> None:
+        client = await KafkaClient.connect(c.bootstrap, timeout_s=5)
+        try:
+            await alter_configs(client, BROKER, "", {key: value} if value else {},
+                                [] if value else [key])
+        finally:
+            await client.close()
+    asyncio.run(alter())
 
 
 def test_generate_proposes_and_changes_nothing(cluster: LocalCluster, tmp_path: Path) -> None:
