@@ -19,6 +19,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -64,7 +65,7 @@ THROTTLE_KEYS = {"leader.replication.throttled.rate", "follower.replication.thro
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    c = LocalCluster(tmp_path_factory.mktemp("reassign"), 3, overrides=OVERRIDES)
+    c = LocalCluster(tmp_path_factory.mktemp("reassign"), 3, overrides=OVERRIDES, metrics=True)
     c.format()
     c.start()
     try:
@@ -145,6 +146,16 @@ def _size_on(c: LocalCluster, node_id: int, topic: str) -> int:
                  if t.name == topic and p.partition_index == 0 and not p.is_future_key]
         return max(sizes, default=-1)
     return asyncio.run(ask())
+
+
+def _metric(c: LocalCluster, node_id: int, name: str) -> float:
+    """One unlabelled series of a node's metrics endpoint."""
+    with urllib.request.urlopen(c.metrics_url(node_id), timeout=10) as resp:
+        text = resp.read().decode()
+    values = [float(line.split()[-1]) for line in text.splitlines()
+              if line.startswith(name + " ")]
+    assert values, f"{name} not exported by node {node_id}"
+    return values[0]
 
 
 def _dynamic(c: LocalCluster, kind: ResourceType, name: str) -> set[str]:
@@ -338,6 +349,8 @@ def test_a_throttled_move_keeps_to_the_rate_and_verify_removes_the_throttle(
                 break
             time.sleep(0.2)
         elapsed = time.monotonic() - started
+        follower_rate = _metric(cluster, 3, "kafka_server_followerreplication_byte_rate")
+        leader_rate = _metric(cluster, 1, "kafka_server_leaderreplication_byte_rate")
         # the throttle is in place while it moves
         assert _dynamic(cluster, ResourceType.BROKER, "3") >= {
             "leader.replication.throttled.rate", "follower.replication.throttled.rate"}
@@ -363,6 +376,8 @@ def test_a_throttled_move_keeps_to_the_rate_and_verify_removes_the_throttle(
           f"worst 3 s window {worst:.2f}x the throttle")  # shown with pytest -s
     assert 0 < worst <= 1.3, (worst, samples)
     assert elapsed >= 0.7 * total / RATE, (elapsed, samples)
+    assert 0 < follower_rate <= 1.3 * RATE and 0 < leader_rate <= 1.3 * RATE, (
+        follower_rate, leader_rate)
     assert not traffic.errors, traffic.errors[:5]
     assert traffic.sent > 100 and traffic.received >= len(traffic.latencies) > 100
     p99 = sorted(traffic.latencies)[int(len(traffic.latencies) * 0.99)]

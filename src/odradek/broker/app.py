@@ -182,6 +182,7 @@ class BrokerApp:
             kafka_metrics,
             quota_metrics,
             raft_metrics,
+            replication_metrics,
         )
         from odradek.broker.observe.endpoint import MetricsEndpoint
 
@@ -189,6 +190,7 @@ class BrokerApp:
         for family in (controller_metrics, raft_metrics, cleaner_metrics, quota_metrics,
                        connection_metrics):
             family.register(self.metrics, self)
+        replication_metrics.register(self.metrics, self)
         # Consumer lag, computed when the registry is rendered (a scrape).
         meta, partitions = self.state, self.partitions
         assert meta is not None and partitions is not None  # built by start() before

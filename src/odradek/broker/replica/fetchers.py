@@ -154,7 +154,7 @@ class ReplicaFetchers:
 
     def _held_back(self, throttled: set[tuple[str, int]]) -> set[tuple[str, int]]:
         """Kafka's shouldFollowerThrottle: listed, not caught up, quota exceeded."""
-        if not throttled or not self.quota.exceeded(self.state.clock.now_ms()):
+        if not throttled or not self.quota.exceeded(self.quota.now_ms()):
             return set()
         return {key for key in throttled if self.lag.get(key, 1) > 0}
 
@@ -238,7 +238,7 @@ class ReplicaFetchers:
                 if (st.leader_epoch, st.log_end_offset) != asked[key] or st.is_leader:
                     continue  # moved on meanwhile: this answer is stale
                 if key in throttled and data.records:
-                    self.quota.record(len(data.records), self.state.clock.now_ms())
+                    self.quota.record(len(data.records), self.quota.now_ms())
                 if not self._apply(part, data, flush_due, appended):
                     # The leader not knowing it leads yet (a new partition, or its
                     # metadata a few ms behind ours) is retried soon; anything

@@ -256,7 +256,7 @@ class ReplicaManager:
         registered = self.leadership.registered
         quota = self.leader_quota
         # Kafka's shouldLeaderThrottle: decided once per fetch, before reading.
-        over = quota is not None and quota.exceeded(now_ms)
+        over = quota is not None and quota.exceeded(quota.now_ms())
         throttled_bytes = 0
         for w in wanted:
             part = self.partitions.get(w.topic, w.index)
@@ -289,7 +289,7 @@ class ReplicaManager:
                     throttled_bytes += read.size
             answers.append(answer)
         if quota is not None:
-            quota.record(throttled_bytes, now_ms)
+            quota.record(throttled_bytes, quota.now_ms())
         return answers, total, watched
 
 

@@ -84,6 +84,10 @@ class ReplicationQuota:
             parsed = self._parsed[key] = parse_throttled_replicas(value, self.state.node_id)
         return parsed is None or (isinstance(parsed, frozenset) and index in parsed)
 
+    def now_ms(self) -> float:
+        """The quota's time: the monotonic clock (wall-clock steps must not move rates)."""
+        return self.state.clock.monotonic_ms()
+
     def exceeded(self, now_ms: float) -> bool:
         """Is the measured rate over the bound (never, with no bound)?"""
         return self.bound > 0 and self.rate.measure(now_ms) > self.bound
