@@ -38,6 +38,7 @@ FAST = {
     "transaction.state.log.min.isr": "2",
     "group.initial.rebalance.delay.ms": "0",
     "follower.replication.throttled.rate": "300000",
+    "replication.quota.window.num": "2",
 }
 
 
@@ -518,14 +519,19 @@ def test_create_topics_with_a_manual_replica_assignment(cluster: LocalCluster) -
 
 
 def test_a_reassignment_copies_at_the_throttled_rate(cluster: LocalCluster) -> None:
-    """follower.replication.throttled.rate (300 kB/s here) bounds what a replica
-    added by a reassignment copies: 900 kB take at least two seconds to move,
-    where unthrottled they move in a fraction of one."""
-    create(cluster, "throttled", rf=1)
+    """follower.replication.throttled.rate (300 kB/s here, measured over 2 windows
+    of 1 s) bounds what a replica listed in follower.replication.throttled.replicas
+    copies: 900 kB take at least two seconds to move, where unthrottled they move
+    in a fraction of one."""
+    create(cluster, "throttled", rf=1,
+           configs={"follower.replication.throttled.replicas": "*"})
     _, (source,), _ = partitions_of(cluster, "throttled")[0]
     target = next(b for b in (1, 2, 3) if b != source)
     # acks=1: one replica cannot satisfy min.insync.replicas=2 (Kafka refuses acks=all)
-    p = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "1", "linger.ms": 20})
+    # Small batches: a fetch returns whole batches, so one batch of all 900 kB
+    # would pass the quota in one go.
+    p = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "1", "linger.ms": 20,
+                  "batch.size": 16384})
     for _ in range(900):
         p.produce("throttled", b"x" * 1000)
     assert p.flush(30) == 0

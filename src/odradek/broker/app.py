@@ -30,6 +30,7 @@ from odradek.broker.peers import NoPeers
 from odradek.broker.ports import METADATA_TOPIC
 from odradek.broker.replica.manager import ReplicaManager
 from odradek.broker.replica.partitions import Partition, PartitionManager
+from odradek.broker.replica.throttle import LEADER, ReplicationQuota
 from odradek.common.clock import Clock, SystemClock
 from odradek.common.ids import Ids, RandomIds
 from odradek.common.metrics import Registry
@@ -145,8 +146,9 @@ class BrokerApp:
         if not cluster:
             self.groups.start()
             self.txns.start()
-        replicas = self.replicas = ReplicaManager(self.partitions, self.state,
-                                                  self.clock.now_ms)
+        replicas = self.replicas = ReplicaManager(
+            self.partitions, self.state, self.clock.now_ms,
+            ReplicationQuota(self.state, LEADER) if cluster else None)
         self.server = KafkaServer(self.state, Services(replicas, self.groups, self.txns),
                                   self.metrics, self.stages, self._forward_stage(), tls)
         # A single node registers once bound, before serving; a cluster node
@@ -180,6 +182,7 @@ class BrokerApp:
             kafka_metrics,
             quota_metrics,
             raft_metrics,
+            replication_metrics,
         )
         from odradek.broker.observe.endpoint import MetricsEndpoint
 
@@ -187,6 +190,7 @@ class BrokerApp:
         for family in (controller_metrics, raft_metrics, cleaner_metrics, quota_metrics,
                        connection_metrics):
             family.register(self.metrics, self)
+        replication_metrics.register(self.metrics, self)
         # Consumer lag, computed when the registry is rendered (a scrape).
         meta, partitions = self.state, self.partitions
         assert meta is not None and partitions is not None  # built by start() before

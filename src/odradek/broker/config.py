@@ -164,7 +164,11 @@ DEFAULTS: dict[str, str] = {
     "odradek.inter.broker.address.overrides": "",
     # The metrics and health endpoint (broker/observe/): HOST:PORT, off when empty.
     "odradek.metrics.listener": "",
+    # Reassignment throttles (broker/replica/throttle.py): 0 is no limit.
+    "leader.replication.throttled.rate": "0",
     "follower.replication.throttled.rate": "0",
+    "replication.quota.window.num": "11",
+    "replication.quota.window.size.seconds": "1",
 }
 
 _INT_KEYS = {
@@ -203,6 +207,8 @@ _INT_KEYS |= {
     "num.replica.fetchers", "transaction.state.log.replication.factor",
     "transaction.state.log.min.isr", "leader.imbalance.check.interval.seconds",
     "follower.replication.throttled.rate", "replica.alter.log.dirs.io.max.bytes.per.second",
+    "leader.replication.throttled.rate", "replication.quota.window.num",
+    "replication.quota.window.size.seconds",
 }
 # Kafka's null defaults: checked only when set.
 _NULLABLE_INT_KEYS = {"log.roll.ms", "log.retention.ms", "log.retention.minutes",

@@ -12,6 +12,8 @@ AlterPartitionReassignments: the new replicas copy the partition, and once all
 are in the ISR the controller switches to the target list (the first is the
 preferred leader) and drops the others. ``--cancel`` stops a reassignment
 under way; ``--list`` shows those under way (ListPartitionReassignments).
+``odradek reassign`` (odradek.cli.reassign) is the plan-file tool with the
+throttles.
 """
 
 from __future__ import annotations

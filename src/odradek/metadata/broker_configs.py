@@ -51,7 +51,7 @@ SOURCE_DEFAULT = 5
 
 # Kafka's ConfigType numbers (DescribeConfigs v3+); 0 is UNKNOWN.
 CONFIG_TYPE = {"boolean": 1, "string": 2, "int": 3, "short": 4, "long": 5, "double": 6,
-               "list": 7, "password": 9}
+               "list": 7, "password": 9, "replicas": 7}
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,7 +92,8 @@ _DEFS = [
     *_defs("int", C, "max.connections", "max.connections.per.ip", "max.connection.creation.rate"),
     *_defs("string", C, "max.connections.per.ip.overrides"),
     # ... and the replication throttle (a broker quota config: dynamic only in Kafka).
-    *_defs("long", C, "follower.replication.throttled.rate"),
+    *_defs("long", C, "leader.replication.throttled.rate",
+           "follower.replication.throttled.rate"),
     # Read-only. Kafka lets listeners, advertised.listeners,
     # listener.security.protocol.map (per-broker) and num.replica.fetchers
     # (cluster-wide) change at run time; Odradek binds and sizes them at start-up.
@@ -111,6 +112,7 @@ _DEFS = [
            "transaction.abort.timed.out.transaction.cleanup.interval.ms",
            "transaction.remove.expired.transaction.cleanup.interval.ms",
            "queued.max.requests", "quota.window.num", "quota.window.size.seconds",
+           "replication.quota.window.num", "replication.quota.window.size.seconds",
            "controller.quorum.election.timeout.ms", "controller.quorum.fetch.timeout.ms",
            "controller.quorum.election.backoff.max.ms", "controller.quorum.request.timeout.ms",
            "controller.quorum.append.linger.ms", "broker.heartbeat.interval.ms",

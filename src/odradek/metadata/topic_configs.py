@@ -15,7 +15,9 @@ LONG_MAX = 9223372036854775807
 @dataclass(frozen=True, slots=True)
 class TopicConfigDef:
     name: str
-    kind: str  # "long", "int", "double", "boolean", "string", "list"
+    kind: str  # "long", "int", "double", "boolean", "string", "list", "replicas"
+    """``replicas`` is Kafka's throttled-replica list (:func:`parse_throttled_replicas`);
+    DescribeConfigs reports it as a LIST."""
     default: str
     synonym: str | None = None
     choices: tuple[str, ...] = ()
@@ -33,8 +35,10 @@ _DEFS = [
     TopicConfigDef("flush.messages", "long", str(LONG_MAX), "log.flush.interval.messages",
                    min_value=1),
     TopicConfigDef("flush.ms", "long", str(LONG_MAX), "log.flush.interval.ms", min_value=0),
+    TopicConfigDef("follower.replication.throttled.replicas", "replicas", ""),
     TopicConfigDef("index.interval.bytes", "int", "4096", "log.index.interval.bytes",
                    min_value=0),
+    TopicConfigDef("leader.replication.throttled.replicas", "replicas", ""),
     TopicConfigDef("max.compaction.lag.ms", "long", str(LONG_MAX),
                    "log.cleaner.max.compaction.lag.ms", min_value=1),
     TopicConfigDef("max.message.bytes", "int", "1048588", "message.max.bytes", min_value=0),
@@ -83,6 +87,8 @@ def validate_topic_config(name: str, value: str | None) -> str | None:
     elif d.kind == "boolean":
         if value.lower() not in ("true", "false"):
             return f"{name}: expected true or false"
+    elif d.kind == "replicas":
+        return _replicas_error(name, value)
     elif d.kind == "list":
         items = [x.strip() for x in value.split(",") if x.strip()]
         if not items or any(x not in d.choices for x in items):
@@ -90,3 +96,34 @@ def validate_topic_config(name: str, value: str | None) -> str | None:
     elif d.choices and value not in d.choices:
         return f"{name}: expected one of {', '.join(d.choices)}"
     return None
+
+
+ALL_REPLICAS = "*"
+
+
+def _replicas_error(name: str, value: str) -> str | None:
+    items = [x.strip() for x in value.split(",") if x.strip()]
+    if items == [ALL_REPLICAS]:
+        return None
+    for item in items:
+        partition, sep, broker = item.partition(":")
+        if not sep or not partition.strip().isdigit() or not broker.strip().isdigit():
+            return (f"{name} must be the literal '*' or a list of replicas in the form "
+                    f"[PartitionId]:[BrokerId],[PartitionId]:[BrokerId],..., got {item!r}")
+    return None
+
+
+def parse_throttled_replicas(value: str, broker_id: int) -> frozenset[int] | None:
+    """The partitions a ``*.replication.throttled.replicas`` value throttles on
+    ``broker_id``, as Kafka reads it: ``*`` is every partition (None here), else
+    the ``partition:broker`` entries naming this broker. An invalid value (which
+    the controller refuses) throttles nothing."""
+    items = [x.strip() for x in value.split(",") if x.strip()]
+    if items == [ALL_REPLICAS]:
+        return None
+    out = set()
+    for item in items:
+        partition, _, broker = item.partition(":")
+        if partition.strip().isdigit() and broker.strip().isdigit() and int(broker) == broker_id:
+            out.add(int(partition))
+    return frozenset(out)

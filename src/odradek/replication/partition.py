@@ -300,6 +300,7 @@ class PartitionState:
         """A follower's fetch (Kafka's replica Fetch, v12+): first the divergence check
         (the follower's last epoch ends earlier here, or is unknown: it must
         truncate first, and nothing is recorded), then batches up to the log end
+        (none when ``max_bytes`` is negative: a throttled replica)
         are read and the follower's log end is recorded (moving the HW, perhaps),
         in that order, as in Kafka: a read that raises (a read to do off the
         event loop first, :func:`odradek.broker.net.transfer.collect_without_waiting`)
@@ -322,8 +323,10 @@ class PartitionState:
         if fetch_offset > leo or fetch_offset < start:
             return ReplicaRead(ErrorCode.OFFSET_OUT_OF_RANGE, (), self.high_watermark, start, leo)
         try:
-            slices = self.log.read(fetch_offset, max(max_bytes, 0), max_offset=leo,
-                                   min_one_batch=True)
+            # A negative max_bytes reads nothing: the leader's replication
+            # throttle holds this partition back (broker/replica/throttle.py).
+            slices = () if max_bytes < 0 else self.log.read(
+                fetch_offset, max_bytes, max_offset=leo, min_one_batch=True)
         except StorageError as exc:
             moved = bool(self.update_follower(broker_id, fetch_offset, now_ms, broker_epoch))
             return ReplicaRead(exc.error_code, (), self.high_watermark, start, leo,

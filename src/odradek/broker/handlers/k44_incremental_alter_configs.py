@@ -87,7 +87,7 @@ def _request_error(res: AlterConfigsResource) -> str | None:
 
 def _topic_list_default(name: str) -> str | None:
     d = TOPIC_CONFIGS.get(name)
-    return d.default if d is not None and d.kind == "list" else None
+    return d.default if d is not None and d.kind in ("list", "replicas") else None
 
 
 def _broker_list_default(name: str) -> str | None:

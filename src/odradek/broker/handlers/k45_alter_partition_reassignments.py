@@ -8,9 +8,10 @@ every target replica is in the ISR the controller completes the move (the
 replicas become the target, a removed leader hands over). A null replica list
 cancels a reassignment under way (NO_REASSIGNMENT_IN_PROGRESS when there is
 none). Bad targets get INVALID_REPLICA_ASSIGNMENT; an unknown partition
-UNKNOWN_TOPIC_OR_PARTITION. The new replicas copy at most
-``follower.replication.throttled.rate`` bytes per second (a static broker
-setting; 0, the default, is no limit: see broker/replica/fetchers.py).
+UNKNOWN_TOPIC_OR_PARTITION. The copying is throttled only as the
+``*.replication.throttled.rate`` and ``*.replication.throttled.replicas``
+configs say (broker/replica/throttle.py; ``odradek reassign --throttle`` sets
+them).
 """
 
 from __future__ import annotations

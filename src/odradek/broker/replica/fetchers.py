@@ -24,12 +24,15 @@ For each partition of an answer:
   metadata is behind) and other errors wait ``replica.fetch.backoff.ms``; the
   metadata log will move the partition to its new leader.
 
-A replica being added by a reassignment copies at most
-``follower.replication.throttled.rate`` bytes per second (0 or less: no limit):
-each fetch of it asks for no more than the rate, and the partition's next
-fetch waits as long as the rate needs for what came (Kafka's reassignment
-throttle, as a static broker setting; Kafka's per-replica lists and dynamic
-rates are not read).
+The follower's replication throttle (:mod:`~odradek.broker.replica.throttle`):
+a partition ``follower.replication.throttled.replicas`` lists for this broker
+is left out of the fetches while ``follower.replication.throttled.rate`` is
+exceeded, unless it is caught up (its log end at the leader's high watermark
+as last answered); the bytes fetched for listed partitions are recorded
+against the rate. A listed partition asks for at most one second of the rate
+per fetch (Odradek's, so one fetch cannot overshoot a low rate by a whole
+``replica.fetch.max.bytes``); when every partition of a fetcher is held back
+it looks again after 50 ms.
 
 An answer is applied only if the partition is still followed from that leader
 at the same epoch and its log end is still the offset fetched from.
@@ -52,6 +55,7 @@ from odradek.broker.aio import cancel_and_wait, wait_event
 from odradek.broker.net.tls import broker_client_security, inter_broker_listener
 from odradek.broker.peers import OVERRIDES, broker_address, parse_overrides
 from odradek.broker.replica.partitions import Partition
+from odradek.broker.replica.throttle import FOLLOWER, ReplicationQuota
 from odradek.client.connection import Connection
 from odradek.replication.effects import Changed
 from odradek.wire.errors import ErrorCode
@@ -93,18 +97,12 @@ class ReplicaFetchers:
         self.overrides = parse_overrides(config.get(OVERRIDES))
         self.security = broker_client_security(config, inter_broker_listener(config))
         """TLS towards the leaders' inter-broker listener."""
-        self.throttle_rate = config.get_int("follower.replication.throttled.rate")
-        self.throttled_bytes = 0
-        """Bytes copied under the reassignment throttle (for tests and metrics)."""
+        self.quota = ReplicationQuota(state, FOLLOWER)
+        self.lag: dict[tuple[str, int], int] = {}
+        """Per partition: the leader's high watermark minus this log's end, as of
+        the last answer (absent: unknown, so not caught up)."""
         self.fetchers: dict[tuple[int, int], _Fetcher] = {}
         self._closed = False
-        state.on_config_change.append(self._config_changed)
-
-    def _config_changed(self, names: set[str]) -> None:
-        """Dynamic broker configs changed: the reassignment throttle follows (its next
-        fetch uses the new rate)."""
-        if "follower.replication.throttled.rate" in names:
-            self.throttle_rate = self.state.config.get_int("follower.replication.throttled.rate")
 
     def follow_all(self) -> None:
         """Start fetching every partition this broker follows (start-up)."""
@@ -132,6 +130,7 @@ class ReplicaFetchers:
             fetcher.wake.set()
 
     def forget(self, key: tuple[str, int]) -> None:
+        self.lag.pop(key, None)
         for fetcher in self.fetchers.values():
             fetcher.parts.pop(key, None)
 
@@ -147,18 +146,17 @@ class ReplicaFetchers:
     # -- one fetcher --------------------------------------------------------------------
 
     def _throttled(self, ready: dict[tuple[str, int], Partition]) -> set[tuple[str, int]]:
-        """The partitions this broker is being added to by a reassignment, when
-        ``follower.replication.throttled.rate`` bounds their copying."""
-        if self.throttle_rate <= 0:
+        """The partitions of ``ready`` the follower quota covers."""
+        quota = self.quota
+        if quota.bound <= 0:
             return set()
-        out = set()
-        node = self.state.node_id
-        for key in ready:
-            t = self.state.image.topics.get(key[0])
-            p = t.partitions.get(key[1]) if t is not None else None
-            if p is not None and node in p.adding_replicas:
-                out.add(key)
-        return out
+        return {key for key in ready if quota.is_throttled(*key)}
+
+    def _held_back(self, throttled: set[tuple[str, int]]) -> set[tuple[str, int]]:
+        """Kafka's shouldFollowerThrottle: listed, not caught up, quota exceeded."""
+        if not throttled or not self.quota.exceeded(self.quota.now_ms()):
+            return set()
+        return {key for key in throttled if self.lag.get(key, 1) > 0}
 
     def _address(self, leader: int) -> str | None:
         return broker_address(self.state.image, self.state.config, leader, self.overrides)
@@ -201,11 +199,17 @@ class ReplicaFetchers:
         asked: dict[tuple[str, int], tuple[int, int]] = {}
         topics: dict[str, list[FetchPartition]] = {}
         throttled = self._throttled(ready)
+        held = self._held_back(throttled)
+        if held and len(held) == len(ready):
+            await asyncio.sleep(0.05)
+            return
         for key, part in ready.items():
+            if key in held:
+                continue
             st = part.state
             asked[key] = (st.leader_epoch, st.log_end_offset)
             limit = self.max_bytes if key not in throttled else max(
-                1, min(self.max_bytes, self.throttle_rate))
+                1, min(self.max_bytes, self.quota.bound))
             topics.setdefault(key[0], []).append(FetchPartition(
                 partition=key[1], current_leader_epoch=st.leader_epoch,
                 fetch_offset=st.log_end_offset, last_fetched_epoch=st.last_fetched_epoch,
@@ -234,10 +238,7 @@ class ReplicaFetchers:
                 if (st.leader_epoch, st.log_end_offset) != asked[key] or st.is_leader:
                     continue  # moved on meanwhile: this answer is stale
                 if key in throttled and data.records:
-                    # A reassignment's copy: its bytes are spread to the rate.
-                    size = len(data.records)
-                    fetcher.delayed[key] = loop.time() + size / self.throttle_rate
-                    self.throttled_bytes += size
+                    self.quota.record(len(data.records), self.quota.now_ms())
                 if not self._apply(part, data, flush_due, appended):
                     # The leader not knowing it leads yet (a new partition, or its
                     # metadata a few ms behind ours) is retried soon; anything
@@ -245,8 +246,10 @@ class ReplicaFetchers:
                     soon = data.error_code in _METADATA_LAG
                     fetcher.delayed[key] = loop.time() + (
                         min(self.backoff_s, 0.05) if soon else self.backoff_s)
-                elif key not in throttled or not data.records:
+                else:
                     fetcher.delayed.pop(key, None)
+                    if data.high_watermark >= 0:
+                        self.lag[key] = data.high_watermark - part.state.log_end_offset
         # The next fetch tells the leader this log's end: the writes (on the writer
         # threads) complete first, and with flush.messages reached the fsync
         # too, which is what moves the leader's HW past these records

@@ -26,6 +26,10 @@ Fetch (:meth:`ReplicaManager.fetch_records`):
   page cache is retried after a thread has read them in
   (:func:`~odradek.broker.net.transfer.collect_without_waiting`), and the
   slices of an answer are warmed before it is written;
+- the leader's replication throttle (:mod:`~odradek.broker.replica.throttle`):
+  a throttled partition answers no records to an out-of-sync follower while
+  the leader quota is exceeded, and the bytes sent for throttled partitions
+  are recorded against it;
 - the long poll: with fewer than ``min_bytes`` ready, wait up to ``max_wait_ms``
   for an append to any of the partitions read.
 
@@ -56,6 +60,7 @@ from odradek.broker.ports import (
 )
 from odradek.broker.replica.partitions import Partition, PartitionManager
 from odradek.broker.replica.ports import Leadership
+from odradek.broker.replica.throttle import ReplicationQuota
 from odradek.broker.replica.traffic import TopicTraffic
 from odradek.replication.partition import Appended, Origin, leader_epoch_error
 from odradek.storage.errors import StorageError
@@ -74,10 +79,13 @@ IN_SERVICE_WAIT_S = 5.0
 
 class ReplicaManager:
     def __init__(self, partitions: PartitionManager, leadership: Leadership,
-                 now_ms: Callable[[], int]) -> None:
+                 now_ms: Callable[[], int], leader_quota: ReplicationQuota | None = None,
+                 ) -> None:
         self.partitions = partitions
         self.leadership = leadership
         self.now_ms = now_ms
+        self.leader_quota = leader_quota
+        """The leader's replication throttle (cluster nodes; broker/replica/throttle.py)."""
         self.traffic = TopicTraffic()
         """Clients' messages and bytes in and out, by topic (the metrics endpoint's)."""
 
@@ -246,6 +254,10 @@ class ReplicaManager:
         answers: list[FetchedPartition] = []
         watched: list[Partition] = []
         registered = self.leadership.registered
+        quota = self.leader_quota
+        # Kafka's shouldLeaderThrottle: decided once per fetch, before reading.
+        over = quota is not None and quota.exceeded(quota.now_ms())
+        throttled_bytes = 0
         for w in wanted:
             part = self.partitions.get(w.topic, w.index)
             code = (ErrorCode.NOT_LEADER_OR_FOLLOWER
@@ -256,6 +268,9 @@ class ReplicaManager:
                 continue
             watched.append(part)
             limit = min(w.max_bytes, max(budget - total, 0))
+            throttled = quota is not None and quota.is_throttled(w.topic, w.index)
+            if throttled and over and params.replica_id not in part.state.isr:
+                limit = -1  # held back: offsets only, the follower's fetch recorded
             read = part.state.read_for_follower(params.replica_id, w.fetch_offset,
                                                 w.last_fetched_epoch, limit, now_ms,
                                                 params.broker_epoch)
@@ -270,7 +285,11 @@ class ReplicaManager:
                 answer.records = FileRecords(tuple(read.slices))
                 answer.size = read.size
                 total += read.size
+                if throttled:
+                    throttled_bytes += read.size
             answers.append(answer)
+        if quota is not None:
+            quota.record(throttled_bytes, quota.now_ms())
         return answers, total, watched
 
 
