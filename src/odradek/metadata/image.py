@@ -129,6 +129,10 @@ class MetadataImage:
     next_producer_id: int = 0
     """Every producer id below this one has been handed out (never reused)."""
     features: dict[str, int] = field(default_factory=dict)
+    features_epoch: int = 0
+    """How many FeatureLevelRecords this image has replayed (ApiVersions'
+    ``FinalizedFeaturesEpoch``: it grows with every level change; recounted
+    from a snapshot's records after a restart)."""
     scram: scram_model.ScramCredentials = field(default_factory=scram_model.ScramCredentials)
     """SCRAM credentials by user and mechanism (:mod:`odradek.metadata.scram`)."""
     """Finalized feature levels (FeatureLevelRecord), e.g. ``metadata.version``."""
@@ -179,6 +183,7 @@ class MetadataImage:
         elif isinstance(record, ClientQuotaRecord):
             quota_model.replay(self.client_quotas, record)
         elif isinstance(record, FeatureLevelRecord):
+            self.features_epoch += 1
             if record.feature_level:
                 self.features[record.name] = record.feature_level
             else:
