@@ -11,7 +11,8 @@ levels (KIP-584), as ``kafka-features.sh`` shows and changes them::
 and the features epoch) and prints one line per feature, as
 ``kafka-features.sh describe`` does::
 
-    Feature: transaction.version<TAB>SupportedMinVersion: 0<TAB>SupportedMaxVersion: 2<TAB>FinalizedVersionLevel: 2<TAB>Epoch: 2
+    Feature: transaction.version<TAB>SupportedMinVersion: 0<TAB>SupportedMaxVersion: 2
+    <TAB>FinalizedVersionLevel: 2<TAB>Epoch: 2          (one line)
 
 (``--json``: a list of objects with those fields). The others send
 UpdateFeatures v1 (upgrade type 1 upgrade, 2 safe downgrade, 3 with
