@@ -27,6 +27,13 @@ at any point ends each transaction wholly committed or wholly aborted.
 
 Fencing errors are decided as PRODUCER_FENCED; the handlers turn them into
 INVALID_PRODUCER_EPOCH for the request versions that predate it, as Kafka does.
+
+Transactions v2 (KIP-890 part 2): an EndTxn with ``client_version`` 2 is
+decided by :func:`odradek.coordinator.txn.epochs.end_v2` (the epoch bumped at
+the prepare step, Kafka's retry rules); an add with ``client_version`` 2 (the
+broker's implicit add for Produce v12 / TxnOffsetCommit v5) records it in the
+transaction (``ClientTransactionVersion``). The model (states, metadata,
+decisions) is :mod:`odradek.coordinator.txn.state`.
 """
 
 from __future__ import annotations
