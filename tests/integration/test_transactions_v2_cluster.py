@@ -24,7 +24,7 @@ from tests.integration.txnclients import produce_raw, read_confluent
 from tests.support.cluster import LocalCluster, assert_no_tracebacks, running, wait_for
 from tests.support.rawclient import RawClient
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.slow, pytest.mark.cluster, pytest.mark.timeout(240)]
 E = ErrorCode
 TOPIC = "v2-cluster"
 TID = "v2-cluster-tid"
