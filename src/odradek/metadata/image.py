@@ -129,7 +129,7 @@ class MetadataImage:
     next_producer_id: int = 0
     """Every producer id below this one has been handed out (never reused)."""
     features: dict[str, int] = field(default_factory=dict)
-    features_epoch: int = 0
+    features_epoch: int = field(default=0, compare=False)
     """How many FeatureLevelRecords this image has replayed (ApiVersions'
     ``FinalizedFeaturesEpoch``: it grows with every level change; recounted
     from a snapshot's records after a restart)."""
