@@ -144,7 +144,12 @@ def test_a_zombies_late_write_is_fenced_and_never_read(
     assert producer.produce(OUT, 0, [b"txn-1"], version=12)[0] == 0
     assert producer.end(commit=True, version=5) == 0
     assert producer.epoch == old_epoch + 1
-    # the zombie (the same producer at the ended transaction's epoch) sends late
+    # once transaction 1's marker is in (before it, a batch of transaction 1 is
+    # still part of it: Kafka's partition takes it without asking), the zombie
+    # (the same producer at the ended transaction's epoch) sends late
+    bootstrap = broker.bootstrap_servers
+    wait_until(lambda: lso(bootstrap, OUT, 0) == high_watermark(bootstrap, OUT, 0), 15,
+               "transaction 1's marker")
     late = producer.produce(OUT, 0, [b"zombie"], version=12, epoch=old_epoch, sequence=1)
     assert late == (E.INVALID_PRODUCER_EPOCH, -1)
     # ... also once the next transaction is open, on the partition it writes to

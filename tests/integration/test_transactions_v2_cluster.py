@@ -2,8 +2,9 @@
 transaction writes are led by brokers other than its coordinator, so each
 Produce v12 makes its leader add the partition with AddPartitionsToTxn v5 sent
 to the coordinator, and the markers at the bumped epoch go out with
-WriteTxnMarkers. A zombie's late batch to such a partition is refused, and a
-read_committed consumer sees exactly the committed transactions."""
+WriteTxnMarkers. A zombie's late batch to such a partition, once its
+transaction's marker is there, is refused, and a read_committed consumer sees
+exactly the committed transactions."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from odradek.wire.messages.init_producer_id_request import InitProducerIdRequest
 from odradek.wire.messages.metadata_request import MetadataRequest, MetadataRequestTopic
 from odradek.wire.records import Record, build_batch
 from tests.integration.test_transactions_v2 import finalized
-from tests.integration.txnclients import produce_raw, read_confluent
+from tests.integration.txnclients import high_watermark, lso, produce_raw, read_confluent
 from tests.support.cluster import LocalCluster, assert_no_tracebacks, running, wait_for
 from tests.support.rawclient import RawClient
 
@@ -37,11 +38,14 @@ class Nodes:
         self.bootstrap = RawClient(bootstrap)
         self.clients: dict[int, RawClient] = {}
 
+    def address(self, node_id: int) -> str:
+        resp = self.bootstrap.request(MetadataRequest(topics=[]), 12)
+        broker = next(b for b in resp.brokers if b.node_id == node_id)
+        return f"{broker.host}:{broker.port}"
+
     def client(self, node_id: int) -> RawClient:
         if node_id not in self.clients:
-            resp = self.bootstrap.request(MetadataRequest(topics=[]), 12)
-            broker = next(b for b in resp.brokers if b.node_id == node_id)
-            self.clients[node_id] = RawClient(f"{broker.host}:{broker.port}")
+            self.clients[node_id] = RawClient(self.address(node_id))
         return self.clients[node_id]
 
     def leaders(self) -> dict[int, int]:
@@ -122,7 +126,11 @@ def test_transactions_v2_across_brokers(cluster: LocalCluster) -> None:
         # transaction 1 on a partition led elsewhere: added by its leader, committed
         assert produce(b"one", epoch, 0) == 0
         assert end(True, epoch) == (0, pid, epoch + 1)
-        # the zombie of transaction 1, late, to the same partition and broker
+        # the zombie of transaction 1, late (after its marker is in: before, the
+        # partition takes a batch of the still open transaction unasked, as Kafka's)
+        at = nodes.address(leaders[target])  # ListOffsets is answered by the leader
+        wait_for("transaction 1's marker", lambda: lso(at, TOPIC, target)
+                 == high_watermark(at, TOPIC, target), 30)
         assert produce(b"zombie", epoch, 1) == E.INVALID_PRODUCER_EPOCH
         # transaction 2 at the returned epoch, aborted; transaction 3 committed
         assert produce(b"two", epoch + 1, 0) == 0
