@@ -206,3 +206,19 @@ def test_an_unformatted_single_node_still_formats_itself(props: Path, tmp_path: 
     assert written["cluster.id"] == described.cluster_id
     assert written["version"] == "1" and written["node.id"] == "3"
     assert UUID.fullmatch(written["directory.id"])
+
+
+def test_format_feature_picks_the_transaction_version(props: Path, tmp_path: Path) -> None:
+    from tests.integration.test_transactions_v2 import finalized
+
+    assert "level must be a whole number" in fails(
+        "format", "-t", new_id(), "-c", str(props), "--feature", "transaction.version=x")
+    assert "not supported (supported: 0-2)" in fails(
+        "format", "-t", new_id(), "-c", str(props), "--feature", "transaction.version=3")
+    assert "cannot be chosen" in fails(
+        "format", "-t", new_id(), "-c", str(props), "--feature", "metadata.version=25")
+    out = storage("format", "-t", new_id(), "-c", str(props),
+                  "--feature", "transaction.version=1").stdout
+    assert "1 feature level(s) written" in out
+    with ServerProcess(tmp_path / "data", properties=props) as server:
+        assert finalized(server.bootstrap)[0]["transaction.version"] == 1

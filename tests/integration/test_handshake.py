@@ -235,14 +235,16 @@ def test_api_versions_feature_levels(raw: RawClient, version: int) -> None:
     if version >= 4:  # KAFKA-17011: a minimum level of 0 only from v4
         supported += [SupportedFeatureKey("kraft.version", 0, 0),
                       SupportedFeatureKey("group.version", 0, 1),
-                      SupportedFeatureKey("transaction.version", 0, 0)]
+                      SupportedFeatureKey("transaction.version", 0, 2)]
     assert resp.supported_features == supported
-    # finalized: level 0 (kraft.version, transaction.version) is not listed, so a
-    # producer finds no transaction.version >= 2 and stays on transactions v1
+    # finalized: level 0 (kraft.version) is not listed; a new cluster finalizes
+    # transaction.version 2 (transactions v2) as Kafka 4.0 does
     assert resp.finalized_features == [
         FinalizedFeatureKey("metadata.version", max_version_level=25, min_version_level=25),
-        FinalizedFeatureKey("group.version", max_version_level=1, min_version_level=1)]
-    assert resp.finalized_features_epoch == 0
+        FinalizedFeatureKey("group.version", max_version_level=1, min_version_level=1),
+        FinalizedFeatureKey("transaction.version", max_version_level=2, min_version_level=2)]
+    # the epoch counts the feature records written: metadata.version, transaction.version
+    assert resp.finalized_features_epoch == 2
 
 
 def test_kafka_python_describe_features(shared: Broker) -> None:
@@ -254,10 +256,10 @@ def test_kafka_python_describe_features(shared: Broker) -> None:
     finally:
         admin.close()
     assert features == {
-        "metadata.version": {"supported": (25, 25), "finalized": (25, 25), "finalized_epoch": 0},
+        "metadata.version": {"supported": (25, 25), "finalized": (25, 25), "finalized_epoch": 2},
         "kraft.version": {"supported": (0, 0)},
-        "group.version": {"supported": (0, 1), "finalized": (1, 1), "finalized_epoch": 0},
-        "transaction.version": {"supported": (0, 0)},
+        "group.version": {"supported": (0, 1), "finalized": (1, 1), "finalized_epoch": 2},
+        "transaction.version": {"supported": (0, 2), "finalized": (2, 2), "finalized_epoch": 2},
     }
 
 

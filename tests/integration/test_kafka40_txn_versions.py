@@ -1,5 +1,7 @@
-"""Kafka 4.0's transaction API versions over a real socket, answered for a
-transactions-v1 client (Odradek finalizes no ``transaction.version`` 2):
+"""Kafka 4.0's transaction API versions over a real socket, answered as a
+cluster with ``transaction.version`` 1 finalized answers them (transactions
+v1; each test's broker is set to level 1 with UpdateFeatures first, a new
+cluster finalizes 2 — transactions v2 is tests/integration/test_transactions_v2.py):
 InitProducerId 5, AddPartitionsToTxn 4-5 (the broker-to-broker batch with
 ``verify_only``), AddOffsetsToTxn 4, TxnOffsetCommit 4-5, EndTxn 4-5, Produce 12.
 
@@ -39,7 +41,13 @@ from odradek.wire.messages.txn_offset_commit_request import (
     TxnOffsetCommitRequestTopic,
 )
 from odradek.wire.records import Record, build_batch
-from tests.integration.txnclients import RawTxnProducer, high_watermark, lso, wait_until
+from tests.integration.txnclients import (
+    RawTxnProducer,
+    high_watermark,
+    lso,
+    set_transaction_version,
+    wait_until,
+)
 from tests.support.rawclient import RawClient
 
 TOPIC = "k40-txn"
@@ -49,8 +57,10 @@ E = ErrorCode
 
 @pytest.fixture
 def producers(broker: Broker) -> Iterator[list[RawTxnProducer]]:
-    """Transactional producers of this test (closed after it); the topic exists."""
+    """Transactional producers of this test (closed after it); the topic exists and
+    ``transaction.version`` is 1 (transactions v1)."""
     broker.create_topic(TOPIC, partitions=2)
+    set_transaction_version(broker.bootstrap_servers, 1)
     made: list[RawTxnProducer] = []
     yield made
     for p in made:

@@ -34,6 +34,15 @@ from odradek.wire.messages.produce_request import (
     ProduceRequest,
     TopicProduceData,
 )
+from odradek.wire.messages.txn_offset_commit_request import (
+    TxnOffsetCommitRequest,
+    TxnOffsetCommitRequestPartition,
+    TxnOffsetCommitRequestTopic,
+)
+from odradek.wire.messages.update_features_request import (
+    FeatureUpdateKey,
+    UpdateFeaturesRequest,
+)
 from odradek.wire.records import Record, build_batch
 from tests.support.rawclient import RawClient
 
@@ -155,6 +164,18 @@ async def read_aiokafka(
     return _done(got, sentinel, "aiokafka", timeout_s)
 
 
+def set_transaction_version(bootstrap: str, level: int) -> None:
+    """UpdateFeatures: finalize ``transaction.version`` at ``level`` (a downgrade
+    is a safe one), as ``odradek features upgrade|downgrade`` does."""
+    client = RawClient(bootstrap)
+    try:
+        resp = client.request(UpdateFeaturesRequest(feature_updates=[FeatureUpdateKey(
+            "transaction.version", level, upgrade_type=2)]), 1)
+        assert resp.error_code == 0, resp
+    finally:
+        client.close()
+
+
 def run_async(coro: Any) -> Any:
     return asyncio.run(coro)
 
@@ -168,6 +189,8 @@ class RawTxnProducer:
         self.timeout_ms = timeout_ms
         self.pid, self.epoch = -1, -1
         self.sequences: dict[tuple[str, int], int] = {}
+        self.last_end: tuple[int, int] = (-1, -1)
+        """The producer id and epoch of the last EndTxn answer (-1, -1: keep yours)."""
 
     def init(self, version: int = 1) -> int:
         """InitProducerId, retried while the coordinator answers CONCURRENT_TRANSACTIONS."""
@@ -195,17 +218,35 @@ class RawTxnProducer:
         return {(t.name, p.partition_index): p.partition_error_code
                 for t in resp.results_by_topic_v3_and_below for p in t.results_by_partition}
 
-    def produce(self, topic: str, partition: int, values: list[bytes]) -> tuple[int, int]:
-        """A transactional batch; (error code, base offset)."""
-        seq = self.sequences.get((topic, partition), 0)
+    def produce(self, topic: str, partition: int, values: list[bytes], version: int = 9,
+                epoch: int | None = None, sequence: int | None = None) -> tuple[int, int]:
+        """A transactional batch (Produce ``version``; v12 adds the partition to a
+        transactions v2 transaction); (error code, base offset). ``epoch`` and
+        ``sequence`` replace the producer's (a zombie's late batch)."""
+        seq = self.sequences.get((topic, partition), 0) if sequence is None else sequence
         now = int(time.time() * 1000)
         batch = build_batch([Record(i, now, None, v) for i, v in enumerate(values)],
-                            producer_id=self.pid, producer_epoch=self.epoch,
+                            producer_id=self.pid,
+                            producer_epoch=self.epoch if epoch is None else epoch,
                             base_sequence=seq, transactional=True)
-        code, base = produce_raw(self.client, topic, partition, batch, self.tid)
-        if code == 0:
+        code, base = produce_raw(self.client, topic, partition, batch, self.tid, version)
+        if code == 0 and epoch is None:
             self.sequences[(topic, partition)] = seq + len(values)
         return code, base
+
+    def commit_offsets(self, group: str, offsets: dict[tuple[str, int], int],
+                       version: int = 5) -> dict[tuple[str, int], int]:
+        """TxnOffsetCommit (v5 adds the group to a transactions v2 transaction)."""
+        by_topic: dict[str, list[TxnOffsetCommitRequestPartition]] = {}
+        for (topic, index), offset in offsets.items():
+            by_topic.setdefault(topic, []).append(TxnOffsetCommitRequestPartition(
+                partition_index=index, committed_offset=offset))
+        resp = self.client.request(TxnOffsetCommitRequest(
+            transactional_id=self.tid, group_id=group, producer_id=self.pid,
+            producer_epoch=self.epoch,
+            topics=[TxnOffsetCommitRequestTopic(t, ps) for t, ps in by_topic.items()]), version)
+        return {(t.name, q.partition_index): q.error_code for t in resp.topics
+                for q in t.partitions}
 
     def end(self, commit: bool, version: int = 1, epoch: int | None = None,
             retry_concurrent: bool = True) -> int:
@@ -219,6 +260,11 @@ class RawTxnProducer:
                 break
             time.sleep(0.05)
         code: int = resp.error_code
+        self.last_end = (resp.producer_id, resp.producer_epoch)
+        if code == 0 and resp.producer_id >= 0:  # transactions v2: the bumped epoch
+            if (resp.producer_id, resp.producer_epoch) != (self.pid, self.epoch):
+                self.sequences.clear()
+            self.pid, self.epoch = resp.producer_id, resp.producer_epoch
         return code
 
     def close(self) -> None:
@@ -227,11 +273,12 @@ class RawTxnProducer:
 
 def produce_raw(
     client: RawClient, topic: str, partition: int, batch: bytes,
-    transactional_id: str | None = None,
+    transactional_id: str | None = None, version: int = 9,
 ) -> tuple[int, int]:
-    """One batch in one Produce v9 (acks=-1); (error code, base offset)."""
+    """One batch in one Produce (v9 unless told; acks=-1); (error code, base offset)."""
     resp = client.request(ProduceRequest(
         transactional_id=transactional_id, acks=-1, timeout_ms=5000,
-        topic_data=[TopicProduceData(topic, [PartitionProduceData(partition, batch)])]), 9)
+        topic_data=[TopicProduceData(topic, [PartitionProduceData(partition, batch)])]),
+        version)
     p = resp.responses[0].partition_responses[0]
     return p.error_code, p.base_offset

@@ -71,6 +71,8 @@ class Producer:
     epoch: int = -1
     seq: dict[int, int] = field(default_factory=dict)
     added: set[int] = field(default_factory=set)
+    v2: bool = False
+    """This client instance runs transactions v2 (txn_sim_v2)."""
 
 
 @dataclass
@@ -176,15 +178,21 @@ class TxnSim:
     def _produce(self, p: Producer) -> str:
         if not p.added:
             return f"produce {p.tid}: nothing added"
-        index = self.rng.choice(sorted(p.added))
+        return self._append(p, self.rng.choice(sorted(p.added)))
+
+    def _append(self, p: Producer, index: int, verify: bool = True) -> str:
+        """A transactional batch of ``p`` to partition ``index``, verified first
+        unless ``verify`` is false (a broker whose transaction coordinator is
+        another one does not verify); its value names the producer, epoch,
+        partition, sequence, and ``-v2`` for a transactions v2 client."""
         part = self.parts[index]
         entry = part.producers.producers.get(p.pid)
         open_here = entry is not None and entry.txn_first_offset >= 0 and entry.epoch == p.epoch
-        if not open_here and self.coordinator.verify(p.pid, p.epoch, ("t", index)):
+        if verify and not open_here and self.coordinator.verify(p.pid, p.epoch, ("t", index)):
             p.pid = -1
             return f"produce {p.tid} t-{index}: not verified"
         seq = p.seq.get(index, 0)
-        value = f"{p.tid}-{p.pid}-{p.epoch}-{index}-{seq}".encode()
+        value = f"{p.tid}-{p.pid}-{p.epoch}-{index}-{seq}{'-v2' if p.v2 else ''}".encode()
         batch = build_batch([Record(0, self.clock.now_ms(), None, value)], producer_id=p.pid,
                             producer_epoch=p.epoch, base_sequence=seq, transactional=True)
         result = part.append_as_leader(memoryview(batch), Origin.CLIENT)

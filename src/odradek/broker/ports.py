@@ -482,6 +482,12 @@ class TxnPort(Protocol):
     async def verify(self, transactional_id: str, producer_id: int, producer_epoch: int,
                      partition: tuple[str, int]) -> Any: ...
 
+    async def add_implicitly(self, transactional_id: str, producer_id: int,
+                             producer_epoch: int, partitions: list[tuple[str, int]],
+                             timeout_s: float) -> dict[tuple[str, int], Any]:
+        """Transactions v2: add ``partitions`` to the producer's transaction itself."""
+        ...
+
     def write_marker(self, part: Any, producer_id: int, producer_epoch: int, commit: bool,
                      coordinator_epoch: int, now_ms: int) -> Appended:
         """Append one COMMIT/ABORT marker to ``part`` (a :class:`PartitionPort`)."""

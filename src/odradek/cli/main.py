@@ -21,7 +21,7 @@ from odradek.cli.common import CliError
 
 SUBCOMMANDS = (
     "serve", "topics", "produce", "consume", "groups", "transactions", "quotas", "configs",
-    "cluster", "users", "acls",
+    "cluster", "users", "acls", "features",
     "dump_log", "storage", "dev", "metadata", "leaders", "console", "connect",
     "reassign",
 )

@@ -25,8 +25,11 @@
 
 Unlike Kafka's tool, ``format`` writes no bootstrap metadata snapshot: the
 metadata log starts empty and the controller writes its first records; the
-SCRAM users of ``--add-scram`` (KIP-900) are left in ``bootstrap.records``
-(:mod:`odradek.broker.control.bootstrap`) and written with them.
+SCRAM users of ``--add-scram`` (KIP-900) and the feature levels of
+``--feature NAME=LEVEL`` (as kafka-storage.sh takes it: ``transaction.version``
+0-2; without it a new cluster finalizes 2, :mod:`odradek.metadata.features`)
+are left in ``bootstrap.records`` (:mod:`odradek.broker.control.bootstrap`)
+and written with them.
 """
 
 from __future__ import annotations
@@ -46,8 +49,10 @@ from odradek.broker.control.meta_properties import (
     write_meta_properties,
 )
 from odradek.cli.common import CliError
+from odradek.metadata import features
 from odradek.storage.checkpoint import kafka_uuid_string, parse_partition_metadata
 from odradek.storage.names import STRAY_DIR_SUFFIX, parse_partition_dir_name
+from odradek.wire.internal.feature_level_record import FeatureLevelRecord
 
 METADATA_VERSION = "4.0-IV3"
 """The metadata.version Kafka 4.0 formats with; the one Odradek's records follow."""
@@ -73,6 +78,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     fmt.add_argument("-S", "--add-scram", action="append", default=[], metavar="CREDENTIAL",
                      help="a SCRAM user the new cluster starts with, e.g. "
                           "'SCRAM-SHA-256=[name=alice,password=alice-secret]' (repeatable)")
+    fmt.add_argument("-f", "--feature", action="append", default=[], metavar="NAME=LEVEL",
+                     help="a feature level the new cluster starts with instead of its "
+                          "default, e.g. transaction.version=1 (repeatable; default: "
+                          "transaction.version=2)")
     fmt.set_defaults(run=run_format)
     info = verbs.add_parser("info", help="print each directory's meta.properties")
     _add_config(info)
@@ -130,8 +139,12 @@ def run_format(args: argparse.Namespace) -> int:
         _check_standalone(config)
     try:
         scram_records = [parse_add_scram(text) for text in args.add_scram]
+        levels = dict(features.parse_level(text) for text in args.feature)
     except ValueError as exc:
         raise CliError(str(exc)) from None
+    if fixed := [n for n in levels if n in features.FIXED or n == "kraft.version"]:
+        raise CliError(f"--feature {fixed[0]}: cannot be chosen in this build")
+    bootstrap = [*(FeatureLevelRecord(n, lvl) for n, lvl in levels.items()), *scram_records]
     formatted = _formatted(directories(config), cluster_id, node_id)
     if formatted and not args.ignore_formatted:
         raise CliError(f"Log directory {formatted[0]} is already formatted. Use "
@@ -146,10 +159,10 @@ def run_format(args: argparse.Namespace) -> int:
             write_meta_properties(directory, cluster_id, node_id)
         except OSError as exc:
             raise CliError(f"cannot format {directory}: {exc.strerror or exc}") from exc
-    if scram_records and config.metadata_dir in todo:
-        write_bootstrap(config.metadata_dir, scram_records)
-        print(f"Bootstrap records for {len(scram_records)} SCRAM credential(s) written "
-              f"to {config.metadata_dir}.")
+    if bootstrap and config.metadata_dir in todo:
+        write_bootstrap(config.metadata_dir, bootstrap)
+        print(f"Bootstrap records for {len(scram_records)} SCRAM credential(s) and "
+              f"{len(levels)} feature level(s) written to {config.metadata_dir}.")
     for lock in locks:
         lock.release()
     if args.standalone:

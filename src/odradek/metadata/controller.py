@@ -15,6 +15,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from odradek.metadata import features
 from odradek.metadata.directories import UNASSIGNED, homes
 from odradek.metadata.image import FENCE, TOPIC_RESOURCE, UNFENCE, Endpoint, MetadataImage
 from odradek.metadata.outcome import Outcome as Outcome
@@ -399,15 +400,23 @@ def allocate_producer_ids(image: MetadataImage, node_id: int) -> tuple[range, Ou
 
 
 METADATA_VERSION_FEATURE = "metadata.version"
-METADATA_VERSION_LEVEL = 25
+METADATA_VERSION_LEVEL = features.METADATA_VERSION_LEVEL
 """Kafka 4.0's ``4.0-IV3``, the metadata version ``odradek storage format`` names."""
 
 
 def finalize_features(image: MetadataImage, bootstrap: Sequence[Any] = ()) -> Outcome:
-    """The FeatureLevelRecord a new cluster's first active controller writes
-    (Kafka writes it at format time, in the bootstrap snapshot), with the
-    records ``odradek storage format`` left for it (``--add-scram``)."""
+    """The FeatureLevelRecords a new cluster's first active controller writes
+    (Kafka writes them at format time, in the bootstrap snapshot), with the
+    records ``odradek storage format`` left for it (``--add-scram``, ``--feature``)."""
     if METADATA_VERSION_FEATURE in image.features:
         return Outcome()
-    return Outcome(records=[FeatureLevelRecord(METADATA_VERSION_FEATURE, METADATA_VERSION_LEVEL),
-                            *bootstrap])
+    return Outcome(records=new_cluster_features(bootstrap))
+
+
+def new_cluster_features(bootstrap: Sequence[Any] = ()) -> list[Any]:
+    """A new cluster's first records: its feature levels (``transaction.version``
+    2 unless the bootstrap records name one, :mod:`odradek.metadata.features`)
+    and then the bootstrap records."""
+    named = {r.name: r.feature_level for r in bootstrap if isinstance(r, FeatureLevelRecord)}
+    rest = [r for r in bootstrap if not isinstance(r, FeatureLevelRecord)]
+    return [*features.new_cluster_records(named), *rest]

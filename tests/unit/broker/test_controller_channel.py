@@ -21,6 +21,7 @@ from odradek.wire.messages import describe_quorum_request as dq
 from odradek.wire.messages import elect_leaders_request as el
 from odradek.wire.messages import incremental_alter_configs_request as iac
 from odradek.wire.messages import list_partition_reassignments_request as lpr
+from odradek.wire.messages import update_features_request as uf
 
 REQUESTS = {
     19: ct.CreateTopicsRequest([ct.CreatableTopic("a", 1, 1), ct.CreatableTopic("b", 2, 1)]),
@@ -39,6 +40,7 @@ REQUESTS = {
         deletions=[aus.ScramCredentialDeletion("a", 1)],
         upsertions=[aus.ScramCredentialUpsertion("b", 1, 4096, b"s", b"p")]),
     55: dq.DescribeQuorumRequest([dq.TopicData("__cluster_metadata", [dq.PartitionData(0)])]),
+    57: uf.UpdateFeaturesRequest(feature_updates=[uf.FeatureUpdateKey("transaction.version", 1)]),
 }
 
 

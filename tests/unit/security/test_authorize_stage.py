@@ -67,6 +67,7 @@ def _sample(api_key: int) -> Any:
     from odradek.wire.messages import create_acls_request as cacl
     from odradek.wire.messages import delete_acls_request as dacl
     from odradek.wire.messages import elect_leaders_request as el
+    from odradek.wire.messages import update_features_request as uf
     from odradek.wire.messages import write_txn_markers_request as wtm
 
     samples = {
@@ -80,6 +81,8 @@ def _sample(api_key: int) -> Any:
         49: acq.AlterClientQuotasRequest([acq.EntryData([acq.EntityData("user", "x")], [])]),
         51: aus.AlterUserScramCredentialsRequest(
             deletions=[aus.ScramCredentialDeletion("x", 1)]),
+        57: uf.UpdateFeaturesRequest(feature_updates=[uf.FeatureUpdateKey(
+            "transaction.version", 1)]),
     }
     return samples.get(api_key) or api.request_class(api_key)()
 
@@ -89,7 +92,7 @@ CLUSTER_LEVEL = sorted(k for k, reg in load_all().items() if cluster_checks(reg)
 
 def test_the_cluster_level_apis_are_the_expected_ones() -> None:
     assert CLUSTER_LEVEL == [27, 29, 30, 31, 34, 35, 43, 45, 46, 48, 49, 50, 51, 52, 53, 54,
-                             55, 56, 58, 59, 62, 63, 67]
+                             55, 56, 57, 58, 59, 62, 63, 67]
 
 
 @pytest.mark.parametrize("api_key", CLUSTER_LEVEL)

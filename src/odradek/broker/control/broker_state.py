@@ -241,8 +241,10 @@ class BrokerState:
         if not self.metadata.is_local:
             await self._register_with_controller(endpoints, incarnation)
             return
-        # A new node's first records also carry what `storage format` left for it.
-        bootstrap = [] if self.image.brokers else read_bootstrap(self.config.metadata_dir)
+        # A new node's first records also carry its feature levels and what
+        # `storage format` left for it (as a cluster's first controller writes them).
+        bootstrap = [] if self.image.brokers else controller.new_cluster_features(
+            read_bootstrap(self.config.metadata_dir))
         outcome = await self.write(lambda image: _with(controller.register_broker(
             image, self.node_id, endpoints, incarnation), bootstrap))
         if outcome.error:

@@ -306,6 +306,16 @@ class TxnRuntime:
             return 0
         return self.coordinator.verify(producer_id, producer_epoch, partition)
 
+    async def add_implicitly(self, transactional_id: str, producer_id: int,
+                             producer_epoch: int, partitions: list[tuple[str, int]],
+                             timeout_s: float) -> dict[tuple[str, int], ErrorCode]:
+        """Transactions v2: add ``partitions`` to the producer's transaction on
+        its behalf (:mod:`odradek.broker.coordinators.txn_implicit`)."""
+        from odradek.broker.coordinators.txn_implicit import add_implicitly
+
+        return await add_implicitly(self, transactional_id, producer_id, producer_epoch,
+                                    partitions, timeout_s)
+
     async def verify(self, transactional_id: str, producer_id: int, producer_epoch: int,
                      partition: tuple[str, int]) -> ErrorCode:
         """Is ``partition`` in the producer's ongoing transaction, asked of the

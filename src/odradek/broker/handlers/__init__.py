@@ -63,6 +63,7 @@ SERVED: dict[int, tuple[str, tuple[int, int]]] = {
     54: ("k54_end_quorum_epoch", (0, 1)),
     55: ("k55_describe_quorum", (0, 2)),
     56: ("k56_alter_partition", (0, 3)),
+    57: ("k57_update_features", (0, 2)),
     58: ("k58_envelope", (0, 0)),
     59: ("k59_fetch_snapshot", (0, 1)),
     60: ("k60_describe_cluster", (0, 2)),

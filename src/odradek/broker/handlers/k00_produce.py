@@ -21,10 +21,17 @@ librdkafka checks for Produce v0 (KAFKA-18659); v3 transactional id and v2
 batches; v5 log start offset; v8 record errors and messages; v9 flexible;
 v10 leader hints (KIP-951, :mod:`~odradek.broker.handlers.leader_hints`);
 v11 TRANSACTION_ABORTABLE (KIP-890) where older versions get
-INVALID_TXN_STATE; v12 (KIP-890 part 2) has v11's fields. Odradek does not
-finalize ``transaction.version`` 2 (ApiVersions), so its clients stay on
-transactions v1, which add every partition with AddPartitionsToTxn first, and
-v12 is verified exactly as v11 (docs/transactions.md).
+INVALID_TXN_STATE; v12 (KIP-890 part 2) has v11's fields and, with
+``transaction.version`` >= 2 finalized, is transactions v2's form: the
+partitions of its transactional batches are added to the producer's
+transaction by the broker itself before the batches are verified and appended
+(:mod:`odradek.broker.coordinators.txn_implicit`, CONCURRENT_TRANSACTIONS
+retried there). A batch of an ended transaction (its epoch was bumped by
+EndTxn v5) is refused INVALID_PRODUCER_EPOCH, as Kafka maps the coordinator's
+PRODUCER_FENCED; a coordinator that cannot be asked now is NOT_ENOUGH_REPLICAS
+(retriable, Kafka's mapping). Below v12, or with ``transaction.version`` < 2,
+the client adds partitions with AddPartitionsToTxn (transactions v1) and they
+are verified only (docs/transactions.md).
 """
 
 from __future__ import annotations
@@ -38,10 +45,12 @@ from typing import Any
 from odradek.broker.handlers.acl_checks import BY_NAME, WRITE, denied_topics, txn_allowed
 from odradek.broker.handlers.leader_hints import produce_hints
 from odradek.broker.handlers.topics import INTERNAL_TOPICS
+from odradek.broker.handlers.txn_common import client_version, txn_runtime
 from odradek.broker.net.context import RequestContext
 from odradek.broker.net.registry import Access, CloseConnection, Deferred, handler
 from odradek.broker.ports import BrokerStopping, PartitionPort, ProduceEntry
 from odradek.replication.partition import Appended
+from odradek.wire.batch import BATCH_HEADER_SIZE, read_batch_header
 from odradek.wire.errors import ErrorCode
 from odradek.wire.messages.produce_request import ProduceRequest
 from odradek.wire.messages.produce_response import (
@@ -61,10 +70,52 @@ def error_response(request: ProduceRequest, code: int) -> ProduceResponse:
     ])
 
 
-def _verify(ctx: RequestContext, transactional_id: str | None, producer_id: int,
+_IMPLICIT_AS = {
+    ErrorCode.PRODUCER_FENCED: ErrorCode.INVALID_PRODUCER_EPOCH,
+    ErrorCode.COORDINATOR_NOT_AVAILABLE: ErrorCode.NOT_ENOUGH_REPLICAS,
+    ErrorCode.NOT_COORDINATOR: ErrorCode.NOT_ENOUGH_REPLICAS,
+    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS: ErrorCode.NOT_ENOUGH_REPLICAS,
+}
+"""A refused implicit add, as a Produce answers it (Kafka's ``ReplicaManager``)."""
+
+
+async def _add_implicitly(ctx: RequestContext, request: ProduceRequest, entries:
+                          list[ProduceEntry], timeout_s: float) -> dict[tuple[str, int], int]:
+    """Transactions v2: the partitions of the transactional batches added to the
+    producer's transaction; the ones refused, with their Produce error."""
+    tid = request.transactional_id
+    if tid is None or not client_version(ctx, 12):
+        return {}
+    by_producer: dict[tuple[int, int], list[tuple[str, int]]] = {}
+    for e in entries:
+        if e.records is None or len(e.records) < BATCH_HEADER_SIZE:
+            continue  # refused by the append's own checks
+        header = read_batch_header(e.records)
+        topic = ctx.broker.image.topics.get(e.topic)
+        if header.is_transactional and topic is not None and e.index in topic.partitions:
+            by_producer.setdefault((header.producer_id, header.producer_epoch), []).append(
+                (e.topic, e.index))
+    if not by_producer:
+        return {}
+    refused: dict[tuple[str, int], int] = {}
+    runtime = await txn_runtime(ctx)
+    for (pid, epoch), partitions in by_producer.items():
+        if runtime is None:
+            refused.update(dict.fromkeys(partitions, ErrorCode.NOT_ENOUGH_REPLICAS))
+            continue
+        codes = await runtime.add_implicitly(tid, pid, epoch, partitions, timeout_s)
+        refused.update({tp: _IMPLICIT_AS.get(code, code) for tp, code in codes.items() if code})
+    return refused
+
+
+def _verify(ctx: RequestContext, transactional_id: str | None,
+            refused: dict[tuple[str, int], int], producer_id: int,
             producer_epoch: int, partition: tuple[str, int]) -> int:
     """KIP-890's verification of a transactional batch, in this version's terms:
-    TRANSACTION_ABORTABLE from v11 where older versions get INVALID_TXN_STATE."""
+    TRANSACTION_ABORTABLE from v11 where older versions get INVALID_TXN_STATE
+    (a partition whose implicit add was refused: that error)."""
+    if partition in refused:
+        return refused[partition]
     code = ctx.txns.verify_produce(transactional_id, producer_id, producer_epoch, partition)
     if code == ErrorCode.INVALID_TXN_STATE and ctx.api_version >= 11:
         return ErrorCode.TRANSACTION_ABORTABLE
@@ -107,9 +158,10 @@ async def handle(ctx: RequestContext, request: ProduceRequest
                             None if pdata.records is None else memoryview(pdata.records))  # type: ignore[arg-type]
                for topic in request.topic_data if topic.name not in denied
                for pdata in topic.partition_data]
+    refused = await _add_implicitly(ctx, request, entries, timeout_s)
     produced = iter(ctx.replicas.append_records(
         entries, acks, INTERNAL_TOPICS,
-        functools.partial(_verify, ctx, request.transactional_id),
+        functools.partial(_verify, ctx, request.transactional_id, refused),
         ctx.client_id))
     for topic in request.topic_data:
         if topic.name in denied:  # refused before anything else (not even existence)

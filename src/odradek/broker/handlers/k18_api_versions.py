@@ -9,27 +9,22 @@ retries with a version from it. The response header is always v0 (see
 Feature levels (KIP-584), answered from v3 on: what this build supports
 (``SupportedFeatures``: name, min and max level) and the levels in force
 (``FinalizedFeatures``: name and level, as both min and max), Kafka 4.0's four
-features:
-
-- ``metadata.version``: supported 25–25, finalized 25 (4.0-IV3, the format
-  of Odradek's metadata records);
-- ``kraft.version``: supported 0–0, finalized 0 (static
-  ``controller.quorum.voters``, no KIP-853 voter changes);
-- ``group.version``: supported 0–1, finalized 1 (1 enables the KIP-848
-  consumer protocol);
-- ``transaction.version``: supported 0–0, finalized 0 (transactions v1 only,
-  no epoch bump per transaction: KIP-890 part 2 is not built).
+features (:mod:`odradek.metadata.features`): ``metadata.version`` 25–25,
+``kraft.version`` 0–0, ``group.version`` 0–1 (finalized 1) and
+``transaction.version`` 0–2, finalized at the level the metadata log holds
+(2 on a new cluster; ``odradek features upgrade|downgrade`` changes it).
 
 As Kafka's brokers do, a finalized level of 0 is left out of
 ``FinalizedFeatures`` (0 is "off"), and a v3 answer leaves out the supported
 features whose minimum is 0 (clients older than ApiVersions v4 could not
 parse a 0 there, KAFKA-17011), so at v3 only ``metadata.version`` is listed as
-supported. A client that finds no ``transaction.version`` >= 2 finalized stays
-on transactions v1 (the Java producer, from Kafka 4.0, turns transactions v2
-on only for a finalized level >= 2 and a features epoch it has not seen);
-librdkafka skips these tagged fields, kafka-python reads them only in
-``describe_features``. The levels are fixed in a build, so
-``FinalizedFeaturesEpoch`` is 0 and never moves (-1 would mean "unknown").
+supported. A Java producer from Kafka 4.0 runs transactions v2 once it sees
+``transaction.version`` >= 2 finalized (with a features epoch it has not seen)
+and Produce v12, TxnOffsetCommit v5 and EndTxn v5 served; librdkafka skips
+these tagged fields, kafka-python reads them only in ``describe_features``.
+``FinalizedFeaturesEpoch`` counts the feature records the metadata image has
+replayed (:attr:`~odradek.metadata.image.MetadataImage.features_epoch`): it
+grows with every change.
 
 Version notes: v3 adds client software name/version (request) and the tagged
 feature fields (response); v4 (KAFKA-17011) is v3 whose answer may list
@@ -42,7 +37,8 @@ from typing import Final
 
 from odradek.broker.net.context import RequestContext
 from odradek.broker.net.registry import Access, advertised, handler
-from odradek.metadata.controller import METADATA_VERSION_FEATURE, METADATA_VERSION_LEVEL
+from odradek.metadata import features
+from odradek.metadata.image import MetadataImage
 from odradek.wire.errors import ErrorCode
 from odradek.wire.messages.api_versions_request import ApiVersionsRequest
 from odradek.wire.messages.api_versions_response import (
@@ -52,23 +48,8 @@ from odradek.wire.messages.api_versions_response import (
     SupportedFeatureKey,
 )
 
-SUPPORTED_FEATURES: Final[dict[str, tuple[int, int]]] = {
-    METADATA_VERSION_FEATURE: (METADATA_VERSION_LEVEL, METADATA_VERSION_LEVEL),
-    "kraft.version": (0, 0),
-    "group.version": (0, 1),
-    "transaction.version": (0, 0),
-}
+SUPPORTED_FEATURES: Final = features.SUPPORTED
 """Feature name -> (min, max) level this build supports."""
-
-FINALIZED_FEATURES: Final[dict[str, int]] = {
-    METADATA_VERSION_FEATURE: METADATA_VERSION_LEVEL,
-    "kraft.version": 0,
-    "group.version": 1,
-    "transaction.version": 0,
-}
-"""Feature name -> the level in force (0: off, not listed in answers)."""
-
-FINALIZED_FEATURES_EPOCH: Final = 0
 
 
 def _api_list() -> list[ApiVersion]:
@@ -86,10 +67,10 @@ def supported_features(version: int) -> list[SupportedFeatureKey]:
             if version >= 4 or lo > 0]
 
 
-def finalized_features() -> list[FinalizedFeatureKey]:
+def finalized_features(image: MetadataImage) -> list[FinalizedFeatureKey]:
     """The FinalizedFeatures of an answer: every feature in force at a level above 0."""
     return [FinalizedFeatureKey(name=name, max_version_level=level, min_version_level=level)
-            for name, level in FINALIZED_FEATURES.items() if level > 0]
+            for name, level in features.finalized(image).items()]
 
 
 # What a request touches, as Kafka's authorizer checks it (broker/net/registry.py).
@@ -101,6 +82,6 @@ async def handle(ctx: RequestContext, request: ApiVersionsRequest) -> ApiVersion
     return ApiVersionsResponse(
         error_code=0, api_keys=_api_list(),
         supported_features=supported_features(ctx.api_version),
-        finalized_features_epoch=FINALIZED_FEATURES_EPOCH,
-        finalized_features=finalized_features(),
+        finalized_features_epoch=ctx.broker.image.features_epoch,
+        finalized_features=finalized_features(ctx.broker.image),
     )

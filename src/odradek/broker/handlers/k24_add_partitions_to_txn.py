@@ -18,10 +18,12 @@ whether the partitions are in the producer's ongoing transaction: NONE or
 TRANSACTION_ABORTABLE per partition, or one of INVALID_PRODUCER_ID_MAPPING /
 PRODUCER_FENCED / CONCURRENT_TRANSACTIONS for all
 (:meth:`~odradek.coordinator.txn.coordinator.TransactionCoordinator.verify_partitions`);
-without it the partitions are added as a client's v3 request adds them
-(a Kafka broker sends that form for transactions v2, which Odradek does not
-finalize). v5 only says the requester knows TRANSACTION_ABORTABLE; Kafka's
-coordinator answers it to v4 as well, and so does Odradek. Kafka requires
+without it the partitions are added as a client's v3 request adds them:
+that is how a partition leader adds a transactions v2 producer's partition
+(Produce v12, TxnOffsetCommit v5), and with ``transaction.version`` >= 2 a v5
+add marks the transaction as a v2 one (``ClientTransactionVersion`` 2). v5
+also says the requester knows TRANSACTION_ABORTABLE; Kafka's coordinator
+answers it to v4 as well, and so does Odradek. Kafka requires
 CLUSTER_ACTION for v4+; Odradek has no authorizer.
 """
 
@@ -35,7 +37,7 @@ from odradek.broker.handlers.acl_checks import (
     denied_topics,
     txn_allowed,
 )
-from odradek.broker.handlers.txn_common import fenced_as, txn_runtime
+from odradek.broker.handlers.txn_common import client_version, fenced_as, txn_runtime
 from odradek.broker.net.context import RequestContext
 from odradek.broker.net.registry import Access, handler
 from odradek.broker.ports import TxnPort
@@ -87,7 +89,8 @@ async def _add(
         return {tp: int(code) for tp, code in runtime.coordinator.verify_partitions(
             tid, producer_id, epoch, wanted).items()}
     decision = runtime.coordinator.add_partitions(
-        tid, producer_id, epoch, wanted, runtime.clock.now_ms())
+        tid, producer_id, epoch, wanted, runtime.clock.now_ms(),
+        client_version=client_version(ctx, 5) or -1)
     code = fenced_as(await runtime.run(tid, decision), ctx.api_version, 2)
     return dict.fromkeys(wanted, code)
 

@@ -11,12 +11,15 @@ INVALID_PRODUCER_ID_MAPPING; an old epoch PRODUCER_FENCED.
 
 Version notes: v2 allows PRODUCER_FENCED (INVALID_PRODUCER_EPOCH below); v3
 flexible; v4 (KIP-890) allows TRANSACTION_ABORTABLE, which ending a
-transaction never needs. v5 is transactions v2's form: a Kafka coordinator
-ends a v5 transaction with an epoch bump and returns the new producer id and
-epoch. Odradek finalizes no ``transaction.version`` 2 (ApiVersions), so its
-clients run transactions v1 and a v5 request ends the transaction as v4 does,
-with the answer Kafka's coordinator gives on its transactions-v1 path:
-``producer_id`` -1 and ``producer_epoch`` -1, "keep your epoch".
+transaction never needs. v5 is transactions v2's form: with
+``transaction.version`` >= 2 finalized, a v5 EndTxn (commit or abort) bumps the
+producer epoch at the prepare step (:mod:`odradek.coordinator.txn.epochs`):
+the answer carries the new ``producer_id``/``producer_epoch`` (a new producer
+id at epoch 0 when the epoch is exhausted), the markers are written with it,
+and a retry with the previous epoch succeeds for the same result. Below v5, or
+with ``transaction.version`` < 2, the transaction ends as in transactions v1
+and the answer is ``producer_id`` -1, ``producer_epoch`` -1 ("keep your
+epoch"), as Kafka answers.
 """
 
 from __future__ import annotations
@@ -24,7 +27,8 @@ from __future__ import annotations
 import logging
 
 from odradek.broker.handlers.acl_checks import WRITE, txn_allowed
-from odradek.broker.handlers.txn_common import fenced_as, txn_runtime
+from odradek.broker.handlers.producer_ids import ensure_producer_ids
+from odradek.broker.handlers.txn_common import client_version, fenced_as, txn_runtime
 from odradek.broker.net.context import RequestContext
 from odradek.broker.net.registry import Access, handler
 from odradek.wire.errors import ErrorCode
@@ -49,13 +53,19 @@ async def handle(ctx: RequestContext, request: EndTxnRequest) -> EndTxnResponse:
     tid = request.transactional_id
     if err := runtime.coordinator_error(tid):
         return EndTxnResponse(error_code=err)
+    version = client_version(ctx, 5)
+    if version:  # an exhausted epoch takes a new producer id: one is at hand
+        await ensure_producer_ids(ctx.broker)
     decision = runtime.coordinator.end_transaction(
         tid, request.producer_id, request.producer_epoch, request.committed,
-        runtime.clock.now_ms())
+        runtime.clock.now_ms(), version, ctx.broker.producer_ids.pop)
     code = fenced_as(await runtime.run(tid, decision), ctx.api_version, 2)
     if code == ErrorCode.INVALID_TXN_STATE:
         meta = runtime.coordinator.transactions.get(tid)
         log.info("EndTxn(%s) of %r (producer %d epoch %d) refused: the transaction is %s",
                  "commit" if request.committed else "abort", tid, request.producer_id,
                  request.producer_epoch, meta.state.kafka_name if meta else "unknown")
-    return EndTxnResponse(error_code=code, producer_id=-1, producer_epoch=-1)
+    if code or not version:
+        return EndTxnResponse(error_code=code, producer_id=-1, producer_epoch=-1)
+    return EndTxnResponse(error_code=0, producer_id=decision.producer_id,
+                          producer_epoch=decision.producer_epoch)

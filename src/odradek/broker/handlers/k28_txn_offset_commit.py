@@ -18,9 +18,13 @@ Version notes: v2 leader epochs; v3 flexible, with generation, member and
 instance ids; v4 (KIP-890) TRANSACTION_ABORTABLE: a group not added to the
 producer's ongoing transaction is answered TRANSACTION_ABORTABLE instead of
 INVALID_TXN_STATE, as Kafka's verification answers v4 clients; v5 has v4's
-fields — under transactions v2 a Kafka broker would add the offsets partition
-to the transaction itself, but Odradek finalizes no ``transaction.version`` 2,
-its clients add it with AddOffsetsToTxn, and v5 is verified as v4.
+fields and, with ``transaction.version`` >= 2 finalized, is transactions v2's
+form: the group's offsets partition is added to the producer's transaction
+by the broker itself (the implicit AddOffsetsToTxn,
+:mod:`odradek.broker.coordinators.txn_implicit`) before the commit is
+verified; a refused add answers every partition with the coordinator's error
+(PRODUCER_FENCED for an ended transaction's epoch; COORDINATOR_NOT_AVAILABLE
+when it cannot be asked now).
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ from odradek.broker.handlers.acl_checks import (
     txn_allowed,
 )
 from odradek.broker.handlers.group_common import group_runtime
-from odradek.broker.handlers.txn_common import txn_runtime
+from odradek.broker.handlers.txn_common import client_version, txn_runtime
 from odradek.broker.net.context import RequestContext
 from odradek.broker.net.registry import Access, handler
 from odradek.broker.ports import CoordinatorWriteError
@@ -51,6 +55,8 @@ from odradek.wire.messages.txn_offset_commit_response import (
 )
 
 log = logging.getLogger("odradek.transactions")
+IMPLICIT_S = 5.0
+"""How long an implicit add retries CONCURRENT_TRANSACTIONS (v5, transactions v2)."""
 
 
 def _answer(errors: dict[tuple[str, int], int]) -> TxnOffsetCommitResponse:
@@ -100,6 +106,13 @@ async def _commit(ctx: RequestContext, request: TxnOffsetCommitRequest,
     if not request.group_id:
         return _answer(dict.fromkeys(wanted, ErrorCode.INVALID_GROUP_ID))
     partition = (OFFSETS_TOPIC, groups.coordinator.partition_of(request.group_id))
+    if client_version(ctx, 5):
+        added = await txns.add_implicitly(request.transactional_id, request.producer_id,
+                                          request.producer_epoch, [partition], IMPLICIT_S)
+        if code := added[partition]:
+            log.info("TxnOffsetCommit of group %r for %r: the implicit add was refused: %s",
+                     request.group_id, request.transactional_id, ErrorCode(code).name)
+            return _answer(dict.fromkeys(wanted, code))
     code = await txns.verify(request.transactional_id, request.producer_id,
                              request.producer_epoch, partition)
     if code == ErrorCode.INVALID_TXN_STATE and ctx.api_version >= 4:

@@ -167,4 +167,7 @@ def not_controller_response(api_key: int, request: Any, code: int | None = None)
     if api_key == 46:
         from odradek.wire.messages import list_partition_reassignments_response as lpr
         return lpr.ListPartitionReassignmentsResponse(error_code=code, error_message=why)
+    if api_key == 57:
+        from odradek.broker.handlers.k57_update_features import error_response as features
+        return features(request, code, why)
     raise ValueError(f"API {api_key} is not forwarded")

@@ -27,68 +27,35 @@ at any point ends each transaction wholly committed or wholly aborted.
 
 Fencing errors are decided as PRODUCER_FENCED; the handlers turn them into
 INVALID_PRODUCER_EPOCH for the request versions that predate it, as Kafka does.
+
+Transactions v2 (KIP-890 part 2): an EndTxn with ``client_version`` 2 is
+decided by :func:`odradek.coordinator.txn.epochs.end_v2` (the epoch bumped at
+the prepare step, Kafka's retry rules); an add with ``client_version`` 2 (the
+broker's implicit add for Produce v12 / TxnOffsetCommit v5) records it in the
+transaction (``ClientTransactionVersion``). The model (states, metadata,
+decisions) is :mod:`odradek.coordinator.txn.state`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
-from enum import IntEnum
+from dataclasses import dataclass
 
-from odradek.coordinator.txn.records import TxnRecord, partition_for, partitions_schema
+from odradek.coordinator.txn import epochs
+from odradek.coordinator.txn.records import TxnRecord, partition_for
+from odradek.coordinator.txn.state import (
+    MAX_EPOCH,
+    STATE_BY_NAME,
+    Decision,
+    MarkerJob,
+    TxnMetadata,
+    TxnState,
+)
 from odradek.wire.errors import ErrorCode
-from odradek.wire.internal.transaction_log_value import TransactionLogValue
 
 E = ErrorCode
-MAX_EPOCH = 32767
-"""Epochs at or above ``MAX_EPOCH - 1`` are exhausted: a new producer id is due."""
-
-
-class TxnState(IntEnum):
-    EMPTY = 0
-    ONGOING = 1
-    PREPARE_COMMIT = 2
-    PREPARE_ABORT = 3
-    COMPLETE_COMMIT = 4
-    COMPLETE_ABORT = 5
-    DEAD = 6
-    PREPARE_EPOCH_FENCE = 7
-
-    @property
-    def kafka_name(self) -> str:
-        """The name DescribeTransactions and ListTransactions use."""
-        return "".join(w.capitalize() for w in self.name.split("_"))
-
-
-STATE_BY_NAME = {s.kafka_name: s for s in TxnState}
-
-
-@dataclass(slots=True)
-class TxnMetadata:
-    transactional_id: str
-    producer_id: int
-    producer_epoch: int
-    timeout_ms: int
-    state: TxnState = TxnState.EMPTY
-    partitions: set[tuple[str, int]] = field(default_factory=set)
-    start_ms: int = -1
-    last_update_ms: int = -1
-    last_producer_epoch: int = -1
-    """The epoch before the last bump (memory only; KIP-360 retries)."""
-
-    def to_value(self) -> TransactionLogValue:
-        return TransactionLogValue(
-            producer_id=self.producer_id, producer_epoch=self.producer_epoch,
-            transaction_timeout_ms=self.timeout_ms, transaction_status=int(self.state),
-            transaction_partitions=(None if self.state is TxnState.EMPTY
-                                    else partitions_schema(self.partitions)),
-            transaction_last_update_timestamp_ms=self.last_update_ms,
-            transaction_start_timestamp_ms=self.start_ms,
-        )
-
-    def record(self) -> TxnRecord:
-        return TxnRecord(self.transactional_id, self.to_value())
-
+__all__ = ["MAX_EPOCH", "STATE_BY_NAME", "Decision", "MarkerJob", "TransactionCoordinator",
+           "TxnConfig", "TxnMetadata", "TxnState"]
 
 @dataclass(frozen=True, slots=True)
 class TxnConfig:
@@ -99,31 +66,12 @@ class TxnConfig:
     partitions: int = 50
 
 
-@dataclass(frozen=True, slots=True)
-class MarkerJob:
-    """Write ``commit`` markers of ``producer_id``/``producer_epoch`` to every
-    partition, then :meth:`TransactionCoordinator.complete` the transaction."""
-
-    transactional_id: str
-    producer_id: int
-    producer_epoch: int
-    commit: bool
-    partitions: frozenset[tuple[str, int]]
-    coordinator_epoch: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class Decision:
-    error: ErrorCode = E.NONE
-    record: TxnRecord | None = None
-    markers: MarkerJob | None = None
-    producer_id: int = -1
-    producer_epoch: int = -1
-
-
 class TransactionCoordinator:
     def __init__(self, config: TxnConfig) -> None:
         self.config = config
+        self.transaction_version = 0
+        """The finalized ``transaction.version`` (the shell keeps it current): from
+        1 on, records are written as value version 1, as Kafka writes them."""
         self.transactions: dict[str, TxnMetadata] = {}
         self.by_producer: dict[int, str] = {}
         """Producer id -> its transactional id."""
@@ -150,13 +98,14 @@ class TransactionCoordinator:
             tid, value.producer_id, value.producer_epoch, value.transaction_timeout_ms,
             TxnState(value.transaction_status), partitions,
             value.transaction_start_timestamp_ms, value.transaction_last_update_timestamp_ms,
-            last_epoch,
+            last_epoch, value.client_transaction_version, value.previous_producer_id,
+            value.next_producer_id,
         )
 
     def pending_markers(self, partition: int | None = None) -> list[MarkerJob]:
         """Marker jobs of every decided, not yet completed transaction (after a load)
         of ``__transaction_state`` partition ``partition`` (None: of every one)."""
-        return [self._job(m) for m in self.transactions.values()
+        return [epochs.job(m) for m in self.transactions.values()
                 if m.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT)
                 and (partition is None or self.partition_of(m.transactional_id) == partition)]
 
@@ -186,7 +135,7 @@ class TransactionCoordinator:
         if meta is None:
             meta = TxnMetadata(tid, new_producer_id(), 0, timeout_ms, TxnState.EMPTY,
                                last_update_ms=now_ms)
-            return self._answer_with(meta)
+            return self._answer_with(meta, self.flexible)
         if meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
             return Decision(E.CONCURRENT_TRANSACTIONS)
         if producer_id >= 0:  # KIP-360: a known producer asks to bump its epoch
@@ -203,25 +152,36 @@ class TransactionCoordinator:
             # bumped epoch; the client retries once the abort is complete.
             decision = self._fence_and_abort(meta, now_ms)
             return Decision(E.CONCURRENT_TRANSACTIONS, decision.record, decision.markers)
-        nxt = TxnMetadata(tid, meta.producer_id, meta.producer_epoch + 1, timeout_ms,
-                          TxnState.EMPTY, last_update_ms=now_ms,
-                          last_producer_epoch=meta.producer_epoch)
+        nxt = meta.moved(producer_epoch=meta.producer_epoch + 1, timeout_ms=timeout_ms,
+                         state=TxnState.EMPTY, partitions=set(), start_ms=-1,
+                         last_update_ms=now_ms, last_producer_epoch=meta.producer_epoch,
+                         next_producer_id=-1)
         if nxt.producer_epoch >= MAX_EPOCH - 1:
+            nxt.prev_producer_id = meta.producer_id
             nxt.producer_id, nxt.producer_epoch, nxt.last_producer_epoch = (
                 new_producer_id(), 0, -1)
-        return self._answer_with(nxt)
+        return self._answer_with(nxt, self.flexible)
+
+    @property
+    def flexible(self) -> bool:
+        """Records are written as value version 1 (``transaction.version`` >= 1)."""
+        return self.transaction_version >= 1
 
     @staticmethod
-    def _answer_with(meta: TxnMetadata) -> Decision:
-        return Decision(record=meta.record(), producer_id=meta.producer_id,
+    def _answer_with(meta: TxnMetadata, flexible: bool) -> Decision:
+        return Decision(record=meta.record(flexible), producer_id=meta.producer_id,
                         producer_epoch=meta.producer_epoch)
 
     # -- AddPartitionsToTxn / AddOffsetsToTxn -------------------------------------------
 
     def add_partitions(
         self, tid: str, producer_id: int, producer_epoch: int,
-        partitions: Iterable[tuple[str, int]], now_ms: int,
+        partitions: Iterable[tuple[str, int]], now_ms: int, client_version: int = -1,
     ) -> Decision:
+        """Add ``partitions`` to the producer's transaction (opening one if none is
+        ongoing). ``client_version`` 2 is a transactions v2 add (Produce v12 or
+        TxnOffsetCommit v5 adding implicitly): recorded with the transaction; -1
+        keeps the one it has."""
         meta = self.transactions.get(tid)
         problem = self._producer_error(meta, producer_id, producer_epoch)
         if problem:
@@ -232,21 +192,32 @@ class TransactionCoordinator:
         if meta.state is TxnState.DEAD:
             return Decision(E.INVALID_TXN_STATE)
         wanted = set(partitions)
-        if meta.state is TxnState.ONGOING and wanted <= meta.partitions:
+        version = meta.client_version if client_version < 0 else client_version
+        if (meta.state is TxnState.ONGOING and wanted <= meta.partitions
+                and version == meta.client_version):
             return Decision()
         ongoing = meta.state is TxnState.ONGOING
-        nxt = TxnMetadata(
-            tid, meta.producer_id, meta.producer_epoch, meta.timeout_ms, TxnState.ONGOING,
-            (meta.partitions if ongoing else set()) | wanted,
-            meta.start_ms if ongoing else now_ms, now_ms, meta.last_producer_epoch)
-        return Decision(record=nxt.record())
+        nxt = meta.moved(state=TxnState.ONGOING,
+                         partitions=(meta.partitions if ongoing else set()) | wanted,
+                         start_ms=meta.start_ms if ongoing else now_ms,
+                         last_update_ms=now_ms, client_version=version)
+        return Decision(record=nxt.record(self.flexible))
 
     # -- EndTxn -------------------------------------------------------------------------
 
     def end_transaction(
-        self, tid: str, producer_id: int, producer_epoch: int, commit: bool, now_ms: int
+        self, tid: str, producer_id: int, producer_epoch: int, commit: bool, now_ms: int,
+        client_version: int = 0, new_producer_id: Callable[[], int] | None = None,
     ) -> Decision:
+        """EndTxn. ``client_version`` 2 (EndTxn v5 with ``transaction.version`` >= 2
+        finalized) ends it as transactions v2 does (:func:`epochs.end_v2`: the
+        epoch bumped, the new producer id and epoch in the decision; an
+        exhausted epoch takes a producer id from ``new_producer_id``)."""
         meta = self.transactions.get(tid)
+        if client_version >= 2 and meta is not None:
+            assert new_producer_id is not None, "transactions v2 may need a producer id"
+            return epochs.end_v2(meta, producer_id, producer_epoch, commit, now_ms,
+                                 new_producer_id, self.flexible)
         problem = self._producer_error(meta, producer_id, producer_epoch)
         if problem:
             return Decision(problem)
@@ -254,10 +225,8 @@ class TransactionCoordinator:
         state = meta.state
         if state is TxnState.ONGOING:
             target = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
-            nxt = TxnMetadata(tid, meta.producer_id, meta.producer_epoch, meta.timeout_ms,
-                              target, set(meta.partitions), meta.start_ms, now_ms,
-                              meta.last_producer_epoch)
-            return Decision(record=nxt.record(), markers=self._job(nxt))
+            nxt = meta.moved(state=target, last_update_ms=now_ms, client_version=client_version)
+            return Decision(record=nxt.record(self.flexible), markers=epochs.job(nxt))
         done = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
         if state is done:
             return Decision()  # a retry of a finished EndTxn
@@ -279,11 +248,7 @@ class TransactionCoordinator:
         if (meta is None or meta.state is not expected or meta.producer_id != job.producer_id
                 or meta.producer_epoch != job.producer_epoch):
             return Decision()
-        done = TxnState.COMPLETE_COMMIT if job.commit else TxnState.COMPLETE_ABORT
-        nxt = TxnMetadata(meta.transactional_id, meta.producer_id, meta.producer_epoch,
-                          meta.timeout_ms, done, set(), meta.start_ms, now_ms,
-                          meta.last_producer_epoch)
-        return Decision(record=nxt.record())
+        return Decision(record=epochs.completed(meta, now_ms).record(self.flexible))
 
     def abort_expired(self, now_ms: int) -> list[Decision]:
         """Fence and abort every Ongoing transaction older than its timeout."""
@@ -307,10 +272,9 @@ class TransactionCoordinator:
     def _fence_and_abort(self, meta: TxnMetadata, now_ms: int) -> Decision:
         epoch = meta.producer_epoch + 1 if meta.producer_epoch < MAX_EPOCH - 1 else (
             meta.producer_epoch)
-        nxt = TxnMetadata(meta.transactional_id, meta.producer_id, epoch, meta.timeout_ms,
-                          TxnState.PREPARE_ABORT, set(meta.partitions), meta.start_ms,
-                          now_ms, meta.producer_epoch)
-        return Decision(record=nxt.record(), markers=self._job(nxt))
+        nxt = meta.moved(producer_epoch=epoch, state=TxnState.PREPARE_ABORT,
+                         last_update_ms=now_ms, last_producer_epoch=meta.producer_epoch)
+        return Decision(record=nxt.record(self.flexible), markers=epochs.job(nxt))
 
     # -- views --------------------------------------------------------------------------
 
@@ -358,8 +322,3 @@ class TransactionCoordinator:
         if epoch != meta.producer_epoch:
             return E.PRODUCER_FENCED
         return E.NONE
-
-    @staticmethod
-    def _job(meta: TxnMetadata) -> MarkerJob:
-        return MarkerJob(meta.transactional_id, meta.producer_id, meta.producer_epoch,
-                         meta.state is TxnState.PREPARE_COMMIT, frozenset(meta.partitions))

@@ -4,9 +4,10 @@ Key: int16 version 0, then ``TransactionLogKey`` v0 (the transactional id).
 Value: int16 version 0, then ``TransactionLogValue`` v0 (producer id and epoch,
 timeout, status byte, partitions — null while Empty —, last update and start
 timestamps), from ``../shared/kafka-protocol/internal/transaction-coordinator``.
-Version 1 (flexible, with previous/next producer ids) is read too; Kafka
-writes it only once ``transaction.version`` >= 1 is finalized, which Odradek
-does not advertise. A null value is a tombstone: the id expired. A
+Version 1 (flexible: tagged ``PreviousProducerId`` 0, ``NextProducerId`` 1
+and ``ClientTransactionVersion`` 2) is written once ``transaction.version``
+>= 1 is finalized, as Kafka writes it, and whenever one of those fields is
+set (a transactions v2 client); both are read. A null value is a tombstone: the id expired. A
 transactional id lives in partition ``abs(javaHashCode(id)) %
 transaction.state.log.num.partitions``.
 """
@@ -25,7 +26,6 @@ from odradek.wire.primitives import DecodeError
 TXN_TOPIC: Final = "__transaction_state"
 _VERSION: Final = struct.Struct(">h")
 KEY_VERSION: Final = 0
-VALUE_VERSION: Final = 0
 
 __all__ = ["TXN_TOPIC", "TxnRecord", "decode", "encode", "partition_for"]
 
@@ -36,6 +36,8 @@ class TxnRecord:
 
     transactional_id: str
     value: TransactionLogValue | None
+    version: int = 0
+    """The value's version (0 or 1); a decoded record keeps the one it was written at."""
 
 
 def encode(record: TxnRecord) -> tuple[bytes, bytes | None]:
@@ -43,7 +45,7 @@ def encode(record: TxnRecord) -> tuple[bytes, bytes | None]:
         transactional_id=record.transactional_id).encode(KEY_VERSION)
     if record.value is None:
         return key, None
-    return key, _VERSION.pack(VALUE_VERSION) + record.value.encode(VALUE_VERSION)
+    return key, _VERSION.pack(record.version) + record.value.encode(record.version)
 
 
 def decode(key: bytes, value: bytes | None) -> TxnRecord:
@@ -60,7 +62,7 @@ def decode(key: bytes, value: bytes | None) -> TxnRecord:
     (vv,) = _VERSION.unpack_from(value, 0)
     if vv not in (0, 1):
         raise DecodeError(f"unknown transaction log value version {vv}")
-    return TxnRecord(tid, TransactionLogValue.decode(memoryview(value)[2:], vv))
+    return TxnRecord(tid, TransactionLogValue.decode(memoryview(value)[2:], vv), vv)
 
 
 def partitions_schema(partitions: set[tuple[str, int]]) -> list[PartitionsSchema]:

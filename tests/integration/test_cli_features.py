@@ -1,0 +1,63 @@
+"""``odradek features describe|upgrade|downgrade|disable`` against a real broker,
+as ``kafka-features.sh`` shows and changes ``transaction.version``; refusals
+in one line with exit 1."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from odradek.testing.broker import Broker
+
+
+def odradek(broker: Broker, *args: str, ok: bool = True) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run([sys.executable, "-m", "odradek", "features", *args,
+                           "--bootstrap-server", broker.bootstrap_servers],
+                          capture_output=True, text=True, timeout=60)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert (proc.returncode == 0) == ok, proc.stderr
+    return proc
+
+
+def levels(broker: Broker) -> dict[str, tuple[int, int, int]]:
+    rows = json.loads(odradek(broker, "describe", "--json").stdout)
+    return {r["feature"]: (r["supported_min"], r["supported_max"], r["finalized"])
+            for r in rows}
+
+
+def test_describe_upgrade_downgrade_disable_transaction_version(broker: Broker) -> None:
+    assert levels(broker) == {"group.version": (0, 1, 1), "kraft.version": (0, 0, 0),
+                              "metadata.version": (25, 25, 25),
+                              "transaction.version": (0, 2, 2)}
+    text = odradek(broker, "describe").stdout.splitlines()
+    line = next(t for t in text if t.startswith("Feature: transaction.version\t"))
+    assert line.split("\t")[1:4] == ["SupportedMinVersion: 0", "SupportedMaxVersion: 2",
+                                     "FinalizedVersionLevel: 2"]
+    assert line.split("\t")[4].startswith("Epoch: ")
+
+    dry = odradek(broker, "downgrade", "--feature", "transaction.version=1", "--dry-run")
+    assert dry.stdout.strip() == "transaction.version can be downgraded to 1."
+    assert levels(broker)["transaction.version"][2] == 2  # a dry run changes nothing
+    down = odradek(broker, "downgrade", "--feature", "transaction.version=1")
+    assert down.stdout.strip() == "transaction.version was downgraded to 1."
+    assert levels(broker)["transaction.version"][2] == 1
+
+    # a lower level through "upgrade" is refused, in one line
+    refused = odradek(broker, "upgrade", "--feature", "transaction.version=0", ok=False)
+    assert refused.returncode == 1 and len(refused.stderr.strip().splitlines()) == 1
+    assert "downgrade" in refused.stderr
+    unknown = odradek(broker, "upgrade", "--feature", "transaction.version=3", ok=False)
+    assert "not supported" in unknown.stderr and len(unknown.stderr.strip().splitlines()) == 1
+
+    assert odradek(broker, "disable", "--feature", "transaction.version").stdout.strip() == (
+        "transaction.version was disabled.")
+    assert levels(broker)["transaction.version"][2] == 0
+    up = odradek(broker, "upgrade", "--feature", "transaction.version=2")
+    assert up.stdout.strip() == "transaction.version was upgraded to 2."
+    assert levels(broker)["transaction.version"][2] == 2
+
+
+def test_bad_feature_arguments_are_one_line(broker: Broker) -> None:
+    bad = odradek(broker, "upgrade", "--feature", "transaction.version", ok=False)
+    assert "expected NAME=LEVEL" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
