@@ -225,3 +225,140 @@ def test_tasks_spread_2_2_2_and_move_after_the_delay_without_loss(
     finally:
         for w in workers:
             w.kill()
+
+
+def shows(workers: list[Worker], what: str, check: Any) -> None:
+    """Wait until ``check(url)`` holds on every worker."""
+    for w in workers:
+        wait_for(f"{what} on {w.url}", lambda w=w: check(w.url), 60)
+
+
+@pytest.mark.slow
+def test_a_change_through_any_worker_reaches_every_worker(broker: Broker, tmp_path: Path) -> None:
+    workers = start_cluster(broker, tmp_path)
+    try:
+        create(workers[0].url, **{"tasks.max": "2"})
+        shows(workers, "2 tasks RUNNING", lambda u: spread(u, 2))
+        # one worker leads: the changes made through the two others are forwarded
+        for n, w in enumerate(workers):
+            config = {"connector.class": SOURCE, "tasks.max": "2", "topic": "out",
+                      "interval.ms": str(30 + n)}
+            retry("PUT", f"{w.url}/connectors/c/config", config, ok=(200,))
+            shows(workers, f"interval.ms={30 + n}", lambda u, n=n: call(
+                "GET", f"{u}/connectors/c/config")[1].get("interval.ms") == str(30 + n))
+            shows(workers, "the new task configs", lambda u, n=n: all(
+                t["config"]["interval.ms"] == str(30 + n)
+                for t in call("GET", f"{u}/connectors/c/tasks")[1]))
+            retry("PUT", f"{w.url}/connectors/c/pause", ok=(202,))
+            shows(workers, "PAUSED", lambda u: (s := status(u)) is not None
+                  and s["connector"]["state"] == "PAUSED"
+                  and [t["state"] for t in s["tasks"]] == ["PAUSED"] * 2)
+            retry("PUT", f"{w.url}/connectors/c/resume", ok=(202,))
+            shows(workers, "RUNNING", lambda u: (s := status(u)) is not None
+                  and s["connector"]["state"] == "RUNNING" and spread(u, 2))
+        code, body = call("GET", f"{workers[2].url}/connectors")
+        assert (code, body) == (200, ["c"])
+    finally:
+        for w in workers:
+            w.kill()
+
+
+@pytest.mark.slow
+def test_the_internal_topics_hold_kafkas_records(broker: Broker, tmp_path: Path) -> None:
+    workers = start_cluster(broker, tmp_path, n=2)
+    try:
+        create(workers[1].url)
+        wait_for("6 tasks RUNNING", lambda: spread(workers[0].url))
+        wait_for("offsets of every task", lambda: len(
+            call("GET", f"{workers[0].url}/connectors/c/offsets")[1]["offsets"]) == TASKS)
+        configs = dict(records(broker.bootstrap_servers, "cluster-configs"))
+        assert configs["connector-c"] == {"properties": {
+            "connector.class": SOURCE, "tasks.max": "6", "topic": "out", "name": "c"}}
+        for n in range(TASKS):
+            assert configs[f"task-c-{n}"] == {"properties": {
+                "topic": "out", "task.number": str(n), "interval.ms": "20"}}
+        assert configs["commit-c"] == {"tasks": TASKS}
+        assert configs["target-state-c"] == {"state": "STARTED", "state.v2": "STARTED"}
+        statuses = dict(records(broker.bootstrap_servers, "cluster-status"))
+        ids = {w.worker_id for w in workers}
+        for n in range(TASKS):
+            s = statuses[f"status-task-c-{n}"]
+            assert s["state"] == "RUNNING" and s["worker_id"] in ids and s["trace"] is None
+            assert isinstance(s["generation"], int) and s["generation"] >= 0
+        assert statuses["status-connector-c"]["state"] == "RUNNING"
+        offsets = records(broker.bootstrap_servers, "cluster-offsets")
+        keys = {k for k, _ in offsets}
+        assert keys == {f'["c",{{"task":{n}}}]' for n in range(TASKS)}
+        assert all(set(v) == {"i"} for _, v in offsets)
+        # KIP-875 through a worker: stop, rewind task 0, see it in the topic
+        retry("PUT", f"{workers[0].url}/connectors/c/stop", ok=(204,))
+        wait_for("STOPPED", lambda: (s := status(workers[1].url)) is not None
+                 and s["connector"]["state"] == "STOPPED" and s["tasks"] == [])
+        retry("PATCH", f"{workers[0].url}/connectors/c/offsets",
+              {"offsets": [{"partition": {"task": 0}, "offset": {"i": 3}}]}, ok=(200,))
+        got = call("GET", f"{workers[1].url}/connectors/c/offsets")[1]["offsets"]
+        assert {"partition": {"task": 0}, "offset": {"i": 3}} in got
+        assert dict(records(broker.bootstrap_servers, "cluster-offsets"))[
+            '["c",{"task":0}]'] == {"i": 3}
+        assert call("PATCH", f"{workers[0].url}/connectors/c/offsets", {"offsets": []})[0] in (
+            200, 400)
+    finally:
+        for w in workers:
+            w.kill()
+
+
+@pytest.mark.slow
+def test_a_restarted_cluster_resumes_from_the_offsets(broker: Broker, tmp_path: Path) -> None:
+    workers = start_cluster(broker, tmp_path)
+    create(workers[0].url)
+    wait_for("6 tasks RUNNING", lambda: spread(workers[0].url))
+    wait_for("30 records a task", lambda: all(
+        len(s) > 30 for s in sequences(values(broker.bootstrap_servers, "out")).values())
+        and len(sequences(values(broker.bootstrap_servers, "out"))) == TASKS)
+    for w in workers:
+        assert w.stop() == 0, "".join(w.lines)
+    before = sequences(values(broker.bootstrap_servers, "out"))
+    workers = start_cluster(broker, tmp_path)
+    try:
+        wait_for("6 tasks RUNNING again", lambda: spread(workers[1].url), 90)
+        wait_for("every task 30 records further", lambda: all(
+            max(sequences(values(broker.bootstrap_servers, "out"))[t]) > max(before[t]) + 30
+            for t in range(TASKS)), 60)
+        seqs = sequences(values(broker.bootstrap_servers, "out"))
+        no_gaps(seqs)
+        for t, got in seqs.items():
+            assert got.count(0) == 1, f"task {t} started over instead of resuming"
+            assert got == sorted(set(got)), f"task {t} repeated records after a clean stop"
+    finally:
+        for w in workers:
+            w.kill()
+
+
+def _one_line_error(done: subprocess.CompletedProcess[str], *words: str) -> None:
+    assert done.returncode == 1, done
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
+    for w in words:
+        assert w in lines[0], lines[0]
+
+
+def test_a_missing_group_id_is_one_line(tmp_path: Path) -> None:
+    props = dist_props("127.0.0.1:1")
+    del props["group.id"]
+    _one_line_error(run_cli(write_properties(tmp_path / "w.properties", props)), "group.id")
+
+
+@pytest.mark.slow
+def test_bad_internal_topics_are_one_line(broker: Broker, tmp_path: Path) -> None:
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+    for f in admin.create_topics([
+            NewTopic("plain-status", 1, 1, config={"cleanup.policy": "delete"}),
+            NewTopic("two-configs", 2, 1, config={"cleanup.policy": "compact"})]).values():
+        f.result(30)
+    base = dist_props(broker.bootstrap_servers, group="bad")
+    deleting = write_properties(tmp_path / "a.properties",
+                                {**base, "status.storage.topic": "plain-status"})
+    _one_line_error(run_cli(deleting), "plain-status", "cleanup.policy")
+    split = write_properties(tmp_path / "b.properties",
+                             {**base, "config.storage.topic": "two-configs"})
+    _one_line_error(run_cli(split), "two-configs", "2 partitions")

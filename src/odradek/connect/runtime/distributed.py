@@ -39,7 +39,7 @@ from odradek.connect.distributed.protocol import (
 )
 from odradek.connect.runtime.dconfig import DistributedConfig
 from odradek.connect.runtime.dherder import DistributedHerder
-from odradek.connect.runtime.dstate import ClusterState
+from odradek.connect.runtime.dstate import QUIET, ClusterState
 from odradek.connect.runtime.forward import DistributedRestApi
 from odradek.connect.runtime.kafkalog import KafkaLogError
 from odradek.connect.runtime.member import ConnectMember, Rejoin
@@ -60,7 +60,8 @@ class DistributedWorker:
         self.offsets = TopicOffsets(
             self.config.offset_topic, w.client_config("consumer"), w.client_config("producer"),
             partitions=self.config.offset_partitions,
-            replication_factor=self.config.offset_rf)
+            replication_factor=self.config.offset_rf,
+            admin_config={**w.client_config("consumer"), "log_level": QUIET})
         self.herder = DistributedHerder(self.config, self.cluster, self.offsets)
         self.assignor = IncrementalCooperativeAssignor(self.config.max_delay_ms)
         self.runner: web.AppRunner | None = None

@@ -32,6 +32,8 @@ from odradek.connect.runtime.dconfig import DistributedConfig
 from odradek.connect.runtime.kafkalog import KafkaLog, ensure_topic
 
 log = logging.getLogger(__name__)
+QUIET = 3
+"""librdkafka's log level for the admin clients: errors only (no info lines on stderr)."""
 
 
 class ClusterState:
@@ -49,7 +51,7 @@ class ClusterState:
 
     def ensure_topics(self) -> None:
         """Create or check the config and status topics (KafkaLogError, one line)."""
-        admin = self.config.worker.client_config("consumer")
+        admin = {**self.config.worker.client_config("consumer"), "log_level": QUIET}
         ensure_topic(admin, self.config.config_topic, partitions=1,
                      replication_factor=self.config.config_rf, exactly_one_partition=True)
         ensure_topic(admin, self.config.status_topic,

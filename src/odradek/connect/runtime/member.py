@@ -164,10 +164,11 @@ class ConnectMember:
             return
         try:
             conn = await self.client.coordinator(self.group)
-            await asyncio.wait_for(conn.request(LeaveGroupRequest(
-                group_id=self.group, member_id=self.member_id,
-                members=[MemberIdentity(member_id=self.member_id, reason="worker stopping")]),
-                5), 5.0)
+            version = conn.version_for(LeaveGroupRequest.API_KEY, 5)
+            request = (LeaveGroupRequest(group_id=self.group, members=[MemberIdentity(
+                member_id=self.member_id, reason="worker stopping")]) if version >= 3
+                else LeaveGroupRequest(group_id=self.group, member_id=self.member_id))
+            await asyncio.wait_for(conn.request(request, version, version), 5.0)
         except (TimeoutError, KafkaError, ClientError, OSError):
             pass
         self.member_id = ""
