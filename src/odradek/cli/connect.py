@@ -74,6 +74,7 @@ def run_distributed(args: argparse.Namespace) -> int:
     from odradek.connect.runtime.worker import WorkerError
 
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(message)s")
+    logging.getLogger("odradek.connect.runtime.distributed").setLevel(logging.INFO)
     props = read_properties(args.worker)
     try:
         worker = DistributedWorker(props)

@@ -1,5 +1,6 @@
 """``odradek connect distributed``: worker processes over a real broker form one
-Connect cluster. Three workers spread a 6-task source 2/2/2; a worker killed
+Connect cluster. Two workers run a 6-task source 3/3 and a third joining makes
+it 2/2/2 (tasks that stay are never restarted); a worker killed
 with SIGKILL loses its tasks to the others only after
 ``scheduled.rebalance.max.delay.ms`` while the other tasks run on untouched, and
 no record is lost; config changes through a non-leader reach every worker; the
@@ -190,13 +191,22 @@ def create(url: str, name: str = "c", **config: str) -> None:
 @pytest.mark.slow
 def test_tasks_spread_2_2_2_and_move_after_the_delay_without_loss(
         broker: Broker, tmp_path: Path) -> None:
-    workers = start_cluster(broker, tmp_path)
+    workers = start_cluster(broker, tmp_path, n=2)
     try:
         create(workers[0].url)
+        wait_for("6 tasks RUNNING 3/3", lambda: (
+            p if (p := spread(workers[1].url)) and sorted(
+                list(p.values()).count(w.worker_id) for w in workers) == [3, 3] else None),
+            90)
+        first = sequences(values(broker.bootstrap_servers, "out"))
+        # a third worker joins: one task of each moves to it, the rest run on
+        workers.append(Worker(tmp_path / "worker.properties"))
         placed = wait_for("6 tasks RUNNING 2/2/2", lambda: (
             p if (p := spread(workers[1].url)) and sorted(
                 list(p.values()).count(w.worker_id) for w in workers) == [2, 2, 2] else None),
             90)
+        unmoved = [t for t, w in placed.items() if w != workers[2].worker_id]
+        assert len(unmoved) == 4
         victim = workers[2]
         survivors = {t: w for t, w in placed.items() if w != victim.worker_id}
         before = sequences(values(broker.bootstrap_servers, "out"))
@@ -222,9 +232,11 @@ def test_tasks_spread_2_2_2_and_move_after_the_delay_without_loss(
         no_gaps(seqs)
         for t in survivors:  # never restarted: one increasing run, no repeats
             assert seqs[t] == sorted(set(seqs[t])), f"task {t} restarted"
+        assert all(len(first.get(t, [])) > 0 for t in unmoved)
     finally:
         for w in workers:
             w.kill()
+            print(w.worker_id, "".join(w.lines))
 
 
 def shows(workers: list[Worker], what: str, check: Any) -> None:

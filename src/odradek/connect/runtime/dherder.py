@@ -80,7 +80,12 @@ class DistributedHerder(Herder):
         self.publish_statuses()
 
     def publish_statuses(self) -> None:
-        for c, n, state, trace in self.work.statuses():
+        """Write the statuses of what runs here that changed since last written
+        (work that stopped running here is forgotten: run again, it is written again)."""
+        current = self.work.statuses()
+        running = {(c, n) for c, n, _, _ in current}
+        self._published = {k: v for k, v in self._published.items() if k in running}
+        for c, n, state, trace in current:
             key = (c, n)
             if self._published.get(key, ("", None, -2))[:2] == (state, trace):
                 continue

@@ -11,7 +11,8 @@ rebalances, heartbeats go out every ``heartbeat.interval.ms`` (a task of their
 own) while the loop acts on config changes and writes statuses. A change of
 the configured work (a connector added or removed, a task count changed), a
 heartbeat answered REBALANCE_IN_PROGRESS or the assignment's ``delay``
-running out makes it join again. :meth:`stop` stops every task (flushing
+running out makes it join again; so does an assignment that revoked work
+(KIP-415: the revoked work is handed out in the next round). :meth:`stop` stops every task (flushing
 source offsets), leaves the group and closes the topics.
 """
 
@@ -58,7 +59,8 @@ class DistributedWorker:
         self._loop: asyncio.AbstractEventLoop | None = None
         self.cluster = ClusterState(self.config, self._changed)
         self.offsets = TopicOffsets(
-            self.config.offset_topic, w.client_config("consumer"), w.client_config("producer"),
+            self.config.offset_topic, {**w.client_config("consumer"), "log_level": QUIET},
+            {**w.client_config("producer"), "log_level": QUIET},
             partitions=self.config.offset_partitions,
             replication_factor=self.config.offset_rf,
             admin_config={**w.client_config("consumer"), "log_level": QUIET})
@@ -161,8 +163,14 @@ class DistributedWorker:
             if a.error == CONFIG_MISMATCH:
                 log.info("config offset %d behind the group's; reading on", a.config_offset)
                 continue
+            log.info("generation %d (%s): assigned %s %s, revoked %s %s, delay %d ms",
+                     joined.generation, "leader" if joined.leader else "member", a.connectors,
+                     [f"{t.connector}-{t.task}" for t in a.tasks], a.revoked_connectors,
+                     [f"{t.connector}-{t.task}" for t in a.revoked_tasks], a.delay_ms)
             await asyncio.to_thread(self.herder.work.apply, a, member.version == EAGER)
             self.herder.joined(joined.generation, joined.leader, a.leader_url)
+            if a.revoked_connectors or a.revoked_tasks:
+                continue  # join again at once without it: the leader hands it out then
             await self._steady(member, configured, a.delay_ms)
 
     async def _steady(self, member: ConnectMember, configured: dict[str, int],

@@ -33,7 +33,8 @@ from odradek.connect.runtime.kafkalog import KafkaLog, ensure_topic
 
 log = logging.getLogger(__name__)
 QUIET = 3
-"""librdkafka's log level for the admin clients: errors only (no info lines on stderr)."""
+"""librdkafka's log level for the internal topics' clients: errors only (no info
+lines such as a closing producer's on stderr)."""
 
 
 class ClusterState:
@@ -45,7 +46,8 @@ class ClusterState:
         self._statuses = StatusState()
         self._events: list[Event] = []
         self._on_change = on_change
-        consumer, producer = w.client_config("consumer"), w.client_config("producer")
+        consumer = {**w.client_config("consumer"), "log_level": QUIET}
+        producer = {**w.client_config("producer"), "log_level": QUIET}
         self.config_log = KafkaLog(config.config_topic, consumer, producer, self._on_config)
         self.status_log = KafkaLog(config.status_topic, consumer, producer, self._on_status)
 
