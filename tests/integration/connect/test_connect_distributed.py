@@ -37,8 +37,7 @@ def dist_props(bootstrap: str, group: str = "cluster", **extra: str) -> dict[str
             "config.storage.topic": f"{group}-configs", "offset.storage.topic": f"{group}-offsets",
             "status.storage.topic": f"{group}-status",
             "config.storage.replication.factor": "1", "offset.storage.replication.factor": "1",
-            "status.storage.replication.factor": "1", "offset.storage.partitions": "5",
-            "status.storage.partitions": "2", "offset.flush.interval.ms": "300",
+            "status.storage.replication.factor": "1", "offset.flush.interval.ms": "300",
             "session.timeout.ms": "6000", "heartbeat.interval.ms": "500",
             "scheduled.rebalance.max.delay.ms": str(DELAY_MS),
             "listeners": "http://127.0.0.1:0", **extra}

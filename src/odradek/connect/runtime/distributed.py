@@ -136,8 +136,14 @@ class DistributedWorker:
     def _assign(self, generation: int, leader: str, members: Mapping[str, WorkerState]
                 ) -> Mapping[str, Assignment]:
         snap = self.cluster.snapshot()
-        return self.assignor.assign(leader, self.url, snap.offset, members,
-                                    self.herder.configured(), int(time.monotonic() * 1000),
+        now = int(time.monotonic() * 1000)
+        configured = self.herder.configured()
+        if self.member is not None and self.member.version == EAGER:
+            # v0 metadata says nothing of what members run: every round hands
+            # out everything afresh, and each member runs exactly its answer
+            return IncrementalCooperativeAssignor(0).assign(
+                leader, self.url, snap.offset, members, configured, now)
+        return self.assignor.assign(leader, self.url, snap.offset, members, configured, now,
                                     generation=generation)
 
     def _state(self) -> WorkerState:
@@ -152,7 +158,8 @@ class DistributedWorker:
         while not self._stopping:
             self.herder.rebalancing()
             try:
-                await asyncio.to_thread(self.cluster.config_log.read_to_end)
+                await asyncio.to_thread(self.cluster.config_log.read_to_end,
+                                        self.config.sync_timeout_ms / 1000)
                 await asyncio.to_thread(self.herder.tick)
                 configured = self.herder.configured()
                 joined = await member.join(self._state(), self._assign)
@@ -167,8 +174,8 @@ class DistributedWorker:
                      joined.generation, "leader" if joined.leader else "member", a.connectors,
                      [f"{t.connector}-{t.task}" for t in a.tasks], a.revoked_connectors,
                      [f"{t.connector}-{t.task}" for t in a.revoked_tasks], a.delay_ms)
-            await asyncio.to_thread(self.herder.work.apply, a, member.version == EAGER)
             self.herder.joined(joined.generation, joined.leader, a.leader_url)
+            await asyncio.to_thread(self.herder.work.apply, a, member.version == EAGER)
             if a.revoked_connectors or a.revoked_tasks:
                 continue  # join again at once without it: the leader hands it out then
             await self._steady(member, configured, a.delay_ms)
