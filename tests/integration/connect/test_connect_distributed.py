@@ -22,7 +22,7 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
-from odradek.testing.broker import Broker
+from odradek.testing.broker import ADMIN_PASSWORD, Broker
 from tests.integration.connect.support import ROOT, call, env, wait_for, write_properties
 
 SOURCE = "tests.integration.connect.dplugins.CounterSource"
@@ -373,3 +373,23 @@ def test_bad_internal_topics_are_one_line(broker: Broker, tmp_path: Path) -> Non
     split = write_properties(tmp_path / "b.properties",
                              {**base, "config.storage.topic": "two-configs"})
     _one_line_error(run_cli(split), "two-configs", "2 partitions")
+
+
+@pytest.mark.slow
+def test_a_worker_on_a_sasl_ssl_broker(tmp_path: Path) -> None:
+    """The group member, the internal topics and the tasks all use the worker's
+    security settings (Kafka's Java client names)."""
+    with Broker(ssl=True, sasl=True) as secure:
+        ca = secure.client_config()["ssl.ca.location"]
+        props = {**dist_props(secure.bootstrap_servers),
+                 "security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-256",
+                 "ssl.truststore.location": ca, "ssl.truststore.type": "PEM",
+                 "sasl.jaas.config": "org.apache.kafka.common.security.scram.ScramLoginModule "
+                                     f'required username="admin" password="{ADMIN_PASSWORD}";'}
+        worker = Worker(write_properties(tmp_path / "secure.properties", props))
+        try:
+            create(worker.url, **{"tasks.max": "2"})
+            placed = wait_for("2 tasks RUNNING", lambda: spread(worker.url, 2), 60)
+            assert set(placed.values()) == {worker.worker_id}
+        finally:
+            assert worker.stop() == 0, "".join(worker.lines)
