@@ -31,6 +31,9 @@ and its tasks are independent units of work):
    ``CONFIG_MISMATCH`` with the highest offset and nothing changes, as Kafka
    does: the leader must catch up first.
 
+:func:`eager_assign` is the eager protocol's (v0, ``default``) assignment: every
+member has stopped everything before it rejoins, and gets its whole share.
+
 Determinism: member ids and work are sorted, so one input (and one history)
 gives one output. A new leader starts with no history (and a leader told a
 ``generation`` that does not follow the one it last led forgets its history):
@@ -223,3 +226,30 @@ class IncrementalCooperativeAssignor:
         revoked_connectors, revoked_tasks = split(revoked)
         return Assignment(NO_ERROR, leader, leader_url, config_offset, connectors, tasks,
                           revoked_connectors, revoked_tasks, delay_ms)
+
+
+def eager_assign(leader: str, leader_url: str, config_offset: int,
+                 members: Mapping[str, WorkerState],
+                 configured: Mapping[str, int]) -> dict[str, Assignment]:
+    """The eager protocol's assignment: all work dealt round-robin over sorted members.
+
+    Connectors in name order, each followed by its tasks, go to the members in
+    turn (one rotation across connectors and tasks, as Kafka's eager assignor
+    does). ``CONFIG_MISMATCH`` as for the incremental assignor.
+    """
+    if not members:
+        return {}
+    ids = sorted(members)
+    max_offset = max(s.config_offset for s in members.values())
+    if max_offset > config_offset:
+        return {m: Assignment(CONFIG_MISMATCH, leader, leader_url, max_offset) for m in ids}
+    given: dict[str, set[Work]] = {m: set() for m in ids}
+    turn = 0
+    for name in sorted(configured):
+        units: list[Work] = [name]
+        units.extend(ConnectorTaskId(name, i) for i in range(max(configured[name], 0)))
+        for item in units:
+            given[ids[turn % len(ids)]].add(item)
+            turn += 1
+    return {m: IncrementalCooperativeAssignor._answer(leader, leader_url, config_offset,
+                                                      given[m], set(), 0) for m in ids}

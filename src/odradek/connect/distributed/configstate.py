@@ -134,7 +134,14 @@ def _frozen(d: Mapping[str, Any]) -> Mapping[str, Any]:
 
 @dataclass(frozen=True)
 class ConfigSnapshot:
-    """The config topic's meaning up to ``offset`` (read-only mappings)."""
+    """The config topic's meaning up to ``offset`` (read-only mappings).
+
+    ``target_states``, ``task_configs`` and ``inconsistent`` cover only
+    connectors in ``connectors``. Tasks committed before their connector's
+    config record are kept and count once it arrives (compaction can leave
+    a connector's config after its tasks); a connector's tombstone drops its
+    tasks. ``task_configs[c]`` is empty while ``c`` is inconsistent.
+    """
 
     offset: int
     connectors: Mapping[str, Mapping[str, str]]
@@ -151,6 +158,15 @@ class ConfigSnapshot:
     def target_state(self, connector: str) -> str:
         """The connector's target state; STARTED when none was written."""
         return self.target_states.get(connector, STARTED)
+
+    def assignable(self) -> dict[str, int]:
+        """Connector -> committed task count: the work the leader's assignor hands out.
+
+        Every configured connector is work (a STOPPED one too, with no
+        tasks); an inconsistent connector counts no tasks until they are
+        rewritten.
+        """
+        return {name: self.task_count(name) for name in sorted(self.connectors)}
 
 
 # -- the state machine ----------------------------------------------------------

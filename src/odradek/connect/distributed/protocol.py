@@ -30,7 +30,8 @@ In ``assignment``/``revoked`` the task id ``-1`` names the connector instance
 itself; this module maps it to :attr:`Assignment.connectors` (and
 ``revoked_connectors``), so a :class:`ConnectorTaskId` always has a task
 number >= 0. Encoders write one entry per connector, connectors sorted by
-name, ``-1`` first then the task numbers ascending; decoders accept any order.
+name, ``-1`` first then the task numbers ascending; decoders accept any order
+(Java workers write connectors in hash order) and return them sorted.
 
 ``delay`` (ms) is how long a worker waits before it rejoins to pick up work
 held back for a member that left (KIP-415's scheduled rebalance).
@@ -284,7 +285,7 @@ def _read_entries(r: _Reader) -> tuple[tuple[str, ...], tuple[ConnectorTaskId, .
                 raise ValueError(f"bad task id {task} for connector {name!r}")
             else:
                 tasks.append(ConnectorTaskId(name, task))
-    return tuple(connectors), tuple(tasks)
+    return tuple(sorted(connectors)), tuple(sorted(tasks))
 
 
 def _read_assignment(r: _Reader, version: int) -> Assignment:

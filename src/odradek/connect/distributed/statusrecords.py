@@ -16,12 +16,19 @@ key                                        value
 =========================================  =====================================
 
 ``state`` is one of UNASSIGNED, RUNNING, PAUSED, FAILED, RESTARTING,
-DESTROYED, STOPPED. ``generation`` is the group generation in which the
-worker wrote it. A worker that fell out of the group may still write a stale
-status; as Kafka's ``KafkaStatusBackingStore`` does, a status from another
-worker with an older generation than the one held is ignored
-(:func:`can_overwrite`); the same worker may always overwrite its own.
-Malformed records are logged and skipped.
+DESTROYED, STOPPED (a DESTROYED status is written as a tombstone).
+``generation`` is the group generation in which the worker wrote it.
+
+Stale writes: a worker that fell out of the group may still try to write a
+status for work that has moved on. As in Kafka's ``KafkaStatusBackingStore``
+the guard is on the *writing* side: before a "safe" write (e.g. UNASSIGNED on
+shutdown) the herder asks :meth:`StatusState.can_write_safely`, which refuses
+a status from another worker with an older generation than the one held; the
+same worker may always overwrite its own. Reading applies every record in log
+order, as Kafka does: generations restart at 1 when a group is re-created, so
+a reader that dropped "older" generations could hide every new status behind
+one left over from the previous group. A connector's tombstone also removes
+its tasks' statuses. Malformed records are logged and skipped.
 """
 
 from __future__ import annotations
@@ -134,7 +141,8 @@ def parse_task_key(rest: str) -> ConnectorTaskId | None:
 
 
 def can_overwrite(current: Status | None, new: Status) -> bool:
-    """Kafka's rule: the same worker, or a generation at least as new, wins."""
+    """Kafka's safe-write rule: nothing held, the same worker, or a generation
+    at least as new."""
     return current is None or current.worker_id == new.worker_id \
         or current.generation <= new.generation
 
@@ -159,7 +167,8 @@ class StatusState:
                 return False
             return self._put(self._tasks, task, key, value)
         if key.startswith(TOPIC_STATUS_PREFIX) and TOPIC_STATUS_SEPARATOR in key:
-            topic, _, connector = key[len(TOPIC_STATUS_PREFIX):].rpartition(TOPIC_STATUS_SEPARATOR)
+            # Topic names cannot hold ':'; connector names can: split at the first.
+            topic, _, connector = key[len(TOPIC_STATUS_PREFIX):].partition(TOPIC_STATUS_SEPARATOR)
             if value is None:
                 return self._topics.pop((connector, topic), None) is not None
             status = decode_topic_status(value)
@@ -171,20 +180,29 @@ class StatusState:
         log.debug("status topic: ignoring record with key %r", key)
         return False
 
-    @staticmethod
-    def _put(table: dict[Any, Status], ident: Any, key: str, value: bytes | None) -> bool:
+    def _put(self, table: dict[Any, Status], ident: Any, key: str, value: bytes | None) -> bool:
         if value is None:
+            if table is self._connectors:
+                for task in [t for t in self._tasks if t.connector == ident]:
+                    del self._tasks[task]
             return table.pop(ident, None) is not None
         status = decode_status(value)
         if status is None:
             log.error("status topic key %r: malformed value %.200r; skipped", key, value)
             return False
-        if not can_overwrite(table.get(ident), status):
-            log.debug("status topic key %r: stale write from %s (generation %d) ignored",
-                      key, status.worker_id, status.generation)
-            return False
+        changed = table.get(ident) != status
         table[ident] = status
-        return True
+        return changed
+
+    def can_write_safely(self, ident: str | ConnectorTaskId, status: Status) -> bool:
+        """Whether a safe write of ``status`` for a connector (name) or task may go out.
+
+        False when the status held came from another worker in a newer
+        generation: that worker owns it now.
+        """
+        held = self._tasks.get(ident) if isinstance(ident, ConnectorTaskId) \
+            else self._connectors.get(ident)
+        return can_overwrite(held, status)
 
     def connector(self, name: str) -> Status | None:
         return self._connectors.get(name)

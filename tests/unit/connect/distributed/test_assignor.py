@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from odradek.connect.distributed.assignor import IncrementalCooperativeAssignor
+from odradek.connect.distributed.assignor import IncrementalCooperativeAssignor, eager_assign
 from odradek.connect.distributed.protocol import (
     CONFIG_MISMATCH,
     NO_ERROR,
@@ -180,3 +180,17 @@ def test_a_generation_gap_forgets_the_stale_history() -> None:
 def test_negative_delay_is_refused() -> None:
     with pytest.raises(ValueError, match=r"scheduled\.rebalance\.max\.delay\.ms"):
         IncrementalCooperativeAssignor(-1)
+
+
+def test_eager_assignment_deals_everything_round_robin() -> None:
+    members = {m: WorkerState(f"http://{m}", 4) for m in ("w2", "w1", "w3")}
+    answers = eager_assign("w1", "http://w1", 4, members, {"b": 2, "a": 3})
+    # a, a-0, a-1, a-2, b, b-0, b-1 dealt to w1, w2, w3, w1, w2, w3, w1
+    assert answers["w1"].connectors == ("a",)
+    assert answers["w1"].tasks == (ConnectorTaskId("a", 2), ConnectorTaskId("b", 1))
+    assert answers["w2"].connectors == ("b",)
+    assert answers["w2"].tasks == (ConnectorTaskId("a", 0),)
+    assert answers["w3"].tasks == (ConnectorTaskId("a", 1), ConnectorTaskId("b", 0))
+    assert all(a.error == NO_ERROR and not a.revoked_tasks for a in answers.values())
+    behind = eager_assign("w1", "http://w1", 3, members, {"a": 1})
+    assert {a.error for a in behind.values()} == {CONFIG_MISMATCH}

@@ -174,10 +174,10 @@ def test_assignment_round_trip(version: int, data: st.DataObject) -> None:
     assert decode_assignment(encode_assignment(a, version)) == a
 
 
-@pytest.mark.parametrize("version", [1, 2])
+@pytest.mark.parametrize("version", [0, 1, 2])
 @given(data=st.data())
 def test_metadata_round_trip(version: int, data: st.DataObject) -> None:
-    allocation = data.draw(st.none() | _assignments(version))
+    allocation = data.draw(st.none() | _assignments(version)) if version else None
     state = WorkerState(data.draw(names), data.draw(st.integers(-(2**63), 2**63 - 1)),
                         allocation)
     assert decode_metadata(encode_metadata(state, version)) == (version, state)
