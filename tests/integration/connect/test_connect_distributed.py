@@ -269,6 +269,16 @@ def test_a_change_through_any_worker_reaches_every_worker(broker: Broker, tmp_pa
                   and s["connector"]["state"] == "RUNNING" and spread(u, 2))
         code, body = call("GET", f"{workers[2].url}/connectors")
         assert (code, body) == (200, ["c"])
+        # restarts through any worker: one task goes to the worker running it
+        for w in workers:
+            retry("POST", f"{w.url}/connectors/c/tasks/0/restart", ok=(204,))
+            retry("POST", f"{w.url}/connectors/c/restart", ok=(204,))
+            answer = retry("POST", f"{w.url}/connectors/c/restart?includeTasks=true", ok=(202,))
+            assert answer["connector"]["state"] == "RESTARTING"
+            assert [t["state"] for t in answer["tasks"]] == ["RESTARTING"] * 2
+            shows(workers, "RUNNING after the restarts", lambda u: spread(u, 2))
+        code, body = call("POST", f"{workers[0].url}/connectors/c/tasks/7/restart")
+        assert code == 404, body
     finally:
         for w in workers:
             w.kill()
@@ -393,3 +403,18 @@ def test_a_worker_on_a_sasl_ssl_broker(tmp_path: Path) -> None:
             assert set(placed.values()) == {worker.worker_id}
         finally:
             assert worker.stop() == 0, "".join(worker.lines)
+
+
+@pytest.mark.slow
+def test_the_eager_protocol_deals_the_work_round_robin(broker: Broker, tmp_path: Path) -> None:
+    workers = start_cluster(broker, tmp_path, n=2, **{"connect.protocol": "eager"})
+    try:
+        create(workers[0].url, **{"tasks.max": "4"})
+        placed = wait_for("4 tasks RUNNING on both", lambda: (
+            p if (p := spread(workers[1].url, 4)) and len(set(p.values())) == 2 else None), 60)
+        assert sorted(list(placed.values()).count(w.worker_id) for w in workers) == [2, 2]
+        seqs = sequences(values(broker.bootstrap_servers, "out"))
+        no_gaps(seqs)
+    finally:
+        for w in workers:
+            w.kill()

@@ -68,8 +68,7 @@ class DistributedHerder(Herder):
         self.generation, self.leader, self.leader_url = generation, leader, leader_url
 
     def configured(self) -> dict[str, int]:
-        snap = self.cluster.snapshot()
-        return {c: snap.task_count(c) for c in snap.connectors}
+        return self.cluster.snapshot().assignable()
 
     def tick(self) -> None:
         """Between rebalances: act on config events, retry task configs, write statuses."""

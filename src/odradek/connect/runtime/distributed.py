@@ -30,7 +30,7 @@ from aiohttp import web
 from odradek.client.client import KafkaClient
 from odradek.client.connection import ClientError
 from odradek.client.properties import security_from_properties
-from odradek.connect.distributed.assignor import IncrementalCooperativeAssignor
+from odradek.connect.distributed.assignor import IncrementalCooperativeAssignor, eager_assign
 from odradek.connect.distributed.protocol import (
     CONFIG_MISMATCH,
     EAGER,
@@ -139,10 +139,8 @@ class DistributedWorker:
         now = int(time.monotonic() * 1000)
         configured = self.herder.configured()
         if self.member is not None and self.member.version == EAGER:
-            # v0 metadata says nothing of what members run: every round hands
-            # out everything afresh, and each member runs exactly its answer
-            return IncrementalCooperativeAssignor(0).assign(
-                leader, self.url, snap.offset, members, configured, now)
+            # every member runs exactly its answer (what is not in it stops)
+            return eager_assign(leader, self.url, snap.offset, members, configured)
         return self.assignor.assign(leader, self.url, snap.offset, members, configured, now,
                                     generation=generation)
 
