@@ -16,6 +16,7 @@ POSTed to the leader's internal ``/connectors/{c}/tasks`` endpoint.
 from __future__ import annotations
 
 import json
+import threading
 import time
 import urllib.request
 from collections.abc import Mapping
@@ -56,6 +57,7 @@ class DistributedHerder(Herder):
         self.leader_url: str | None = None
         self._published: dict[tuple[str, int | None], tuple[str, str | None, int]] = {}
         self._topics_seen: set[tuple[str, str]] = set()
+        self._status_lock = threading.Lock()
         self.work = LocalWork(config.worker, offsets, cluster.snapshot, self._publish_tasks,
                               self._on_topic)
 
@@ -79,11 +81,19 @@ class DistributedHerder(Herder):
         self.publish_statuses()
 
     def publish_statuses(self) -> None:
-        """Write the statuses of what runs here that changed since last written
-        (work that stopped running here is forgotten: run again, it is written again)."""
+        """Write the statuses of what runs here that changed since last written;
+        work that stopped running here gets UNASSIGNED (a safe write) and is
+        forgotten (run here again, its status is written again)."""
+        with self._status_lock:
+            self._publish_statuses()
+
+    def _publish_statuses(self) -> None:
         current = self.work.statuses()
         running = {(c, n) for c, n, _, _ in current}
-        self._published = {k: v for k, v in self._published.items() if k in running}
+        for c, n in [k for k in self._published if k not in running]:
+            del self._published[(c, n)]
+            self.cluster.put_safe(c, n, Status(t.UNASSIGNED, None, self.worker_id,
+                                               self.generation))
         for c, n, state, trace in current:
             key = (c, n)
             if self._published.get(key, ("", None, -2))[:2] == (state, trace):
@@ -97,7 +107,9 @@ class DistributedHerder(Herder):
             self.cluster.put_topic(TopicStatus(topic, connector, task, int(time.time() * 1000)))
 
     def shutdown(self) -> None:
+        """Stop everything run here; its statuses become UNASSIGNED (safe writes)."""
         self.work.shutdown()
+        self.publish_statuses()
 
     # -- writes: the leader's ------------------------------------------------------
 

@@ -115,6 +115,16 @@ class ClusterState:
             self._statuses.apply(key, value)
         self.status_log.send(key, value)
 
+    def put_safe(self, connector: str, task: int | None, status: Status) -> None:
+        """Write ``status`` unless another worker wrote one in a newer generation
+        (it runs the work now), or the connector is gone (Kafka's putSafe)."""
+        ident = connector if task is None else ConnectorTaskId(connector, task)
+        with self._lock:
+            gone = connector not in self._configs.snapshot().connectors
+            if gone or not self._statuses.can_write_safely(ident, status):
+                return
+        self.put_status(connector, task, status)
+
     def put_topic(self, status: TopicStatus) -> None:
         key = topic_status_key(status.topic, status.connector)
         value = encode_topic_status(status)
