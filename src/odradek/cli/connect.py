@@ -89,10 +89,15 @@ def run_distributed(args: argparse.Namespace) -> int:
         print(f"Odradek Connect (distributed, group {worker.config.group_id}) at {url} "
               "(Ctrl-C stops it)", flush=True)
         stop = stop_on_signals()
+        waits = [asyncio.create_task(stop.wait()), asyncio.create_task(worker.ended.wait())]
         try:
-            await stop.wait()
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
         finally:
+            for w in waits:
+                w.cancel()
             await worker.stop()
+        if worker.error:
+            raise CliError(worker.error)
 
     asyncio.run(main())
     return 0

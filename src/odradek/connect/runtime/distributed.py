@@ -43,12 +43,13 @@ from odradek.connect.runtime.dherder import DistributedHerder
 from odradek.connect.runtime.dstate import QUIET, ClusterState
 from odradek.connect.runtime.forward import DistributedRestApi
 from odradek.connect.runtime.kafkalog import KafkaLogError
-from odradek.connect.runtime.member import ConnectMember, Rejoin
+from odradek.connect.runtime.member import ConnectMember, Joined, Rejoin
 from odradek.connect.runtime.offset_topic import TopicOffsets
 from odradek.connect.runtime.worker import WorkerError, cluster_id
 
 log = logging.getLogger(__name__)
 TICK_S = 0.25
+RETRY_S = 1.0
 
 
 class DistributedWorker:
@@ -72,6 +73,9 @@ class DistributedWorker:
         self.url = ""
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
+        self.ended = asyncio.Event()
+        """Set when the group loop ends (after :meth:`stop`, or ``error`` says why)."""
+        self.error = ""
 
     def _changed(self) -> None:
         """Called by the config topic's reader thread: wake the loop."""
@@ -107,7 +111,15 @@ class DistributedWorker:
             session_timeout_ms=self.config.session_timeout_ms,
             rebalance_timeout_ms=self.config.rebalance_timeout_ms)
         self._task = asyncio.create_task(self._run())
+        self._task.add_done_callback(self._ended)
         return self.url
+
+    def _ended(self, task: asyncio.Task[None]) -> None:
+        if not task.cancelled() and task.exception() is not None:
+            e = task.exception()
+            log.error("the worker's group loop failed", exc_info=e)
+            self.error = f"the worker stopped: {type(e).__name__}: {e}"
+        self.ended.set()
 
     async def _listen(self, cid: str) -> None:
         api = DistributedRestApi(self.herder, cid)
@@ -164,19 +176,30 @@ class DistributedWorker:
             except (Rejoin, KafkaLogError) as e:
                 log.info("rejoining: %s", e)
                 continue
-            a = joined.assignment
-            if a.error == CONFIG_MISMATCH:
-                log.info("config offset %d behind the group's; reading on", a.config_offset)
-                continue
-            log.info("generation %d (%s): assigned %s %s, revoked %s %s, delay %d ms",
-                     joined.generation, "leader" if joined.leader else "member", a.connectors,
-                     [f"{t.connector}-{t.task}" for t in a.tasks], a.revoked_connectors,
-                     [f"{t.connector}-{t.task}" for t in a.revoked_tasks], a.delay_ms)
-            self.herder.joined(joined.generation, joined.leader, a.leader_url)
-            await asyncio.to_thread(self.herder.work.apply, a, member.version == EAGER)
-            if a.revoked_connectors or a.revoked_tasks:
-                continue  # join again at once without it: the leader hands it out then
-            await self._steady(member, configured, a.delay_ms)
+            try:
+                await self._round(member, joined, configured)
+            except (KafkaLogError, OSError, RuntimeError) as e:
+                # e.g. the offsets topic not read in time: join again, keeping
+                # what runs; anything else is a bug and ends the worker loudly
+                log.warning("generation %d: %s; joining again", joined.generation, e)
+                await asyncio.sleep(RETRY_S)
+
+    async def _round(self, member: ConnectMember, joined: Joined,
+                     configured: dict[str, int]) -> None:
+        """Apply one assignment, then stay in the group until it must rebalance."""
+        a = joined.assignment
+        if a.error == CONFIG_MISMATCH:
+            log.info("config offset %d behind the group's; reading on", a.config_offset)
+            return
+        log.info("generation %d (%s): assigned %s %s, revoked %s %s, delay %d ms",
+                 joined.generation, "leader" if joined.leader else "member", a.connectors,
+                 [f"{t.connector}-{t.task}" for t in a.tasks], a.revoked_connectors,
+                 [f"{t.connector}-{t.task}" for t in a.revoked_tasks], a.delay_ms)
+        self.herder.joined(joined.generation, joined.leader, a.leader_url)
+        await asyncio.to_thread(self.herder.work.apply, a, member.version == EAGER)
+        if a.revoked_connectors or a.revoked_tasks:
+            return  # join again at once without it: the leader hands it out then
+        await self._steady(member, configured, a.delay_ms)
 
     async def _steady(self, member: ConnectMember, configured: dict[str, int],
                       delay_ms: int) -> None:

@@ -82,7 +82,7 @@ class ConnectMember:
         """One JoinGroup + SyncGroup round; raises :class:`Rejoin` to be retried."""
         try:
             return await self._join(state, assign)
-        except (TimeoutError, ClientError, OSError) as e:
+        except (TimeoutError, ClientError, KafkaError, OSError) as e:
             await asyncio.sleep(RETRY_BACKOFF_S)
             raise Rejoin(f"group {self.group}: {e}") from None
 
@@ -145,7 +145,7 @@ class ConnectMember:
             resp = await asyncio.wait_for(conn.request(HeartbeatRequest(
                 group_id=self.group, generation_id=self.generation, member_id=self.member_id,
                 group_instance_id=None), 4), self.session_timeout_ms / 1000)
-        except (TimeoutError, ClientError, OSError) as e:
+        except (TimeoutError, ClientError, KafkaError, OSError) as e:
             log.warning("heartbeat to group %s failed: %s", self.group, e)
             return True  # the session timeout decides; try again next interval
         if resp.error_code in DROPPED:
