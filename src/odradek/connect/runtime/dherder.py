@@ -90,10 +90,13 @@ class DistributedHerder(Herder):
     def _publish_statuses(self) -> None:
         current = self.work.statuses()
         running = {(c, n) for c, n, _, _ in current}
-        for c, n in [k for k in self._published if k not in running]:
+        gone = [k for k in self._published if k not in running]
+        for c, n in gone:
             del self._published[(c, n)]
             self.cluster.put_safe(c, n, Status(t.UNASSIGNED, None, self.worker_id,
                                                self.generation))
+        if gone:  # on the brokers before this worker rejoins, so before the next owner's
+            self.cluster.status_log.flush()
         for c, n, state, trace in current:
             key = (c, n)
             if self._published.get(key, ("", None, -2))[:2] == (state, trace):
