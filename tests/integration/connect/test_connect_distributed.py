@@ -9,7 +9,9 @@ from the offsets; bad internal topics and settings are one line, exit 1."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import signal
 import subprocess
 import sys
 import threading
@@ -22,7 +24,9 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
+from odradek.client.client import KafkaClient
 from odradek.testing.broker import ADMIN_PASSWORD, Broker
+from odradek.wire.messages.describe_groups_request import DescribeGroupsRequest
 from tests.integration.connect.support import ROOT, call, env, wait_for, write_properties
 
 SOURCE = "tests.integration.connect.dplugins.CounterSource"
@@ -418,3 +422,27 @@ def test_the_eager_protocol_deals_the_work_round_robin(broker: Broker, tmp_path:
     finally:
         for w in workers:
             w.kill()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_signal_leaves_the_group_and_exits_0(broker: Broker, tmp_path: Path, sig: int) -> None:
+    worker = start_cluster(broker, tmp_path, n=1)[0]
+
+    def members() -> int:
+        """The group's members, by DescribeGroups (librdkafka describes only
+        consumer groups, not ``connect`` ones)."""
+        async def describe() -> int:
+            client = await KafkaClient.connect(broker.bootstrap_servers)
+            try:
+                conn = await client.coordinator("cluster")
+                resp = await conn.request(DescribeGroupsRequest(groups=["cluster"]), 5)
+                return len(resp.groups[0].members)
+            finally:
+                await client.close()
+        return asyncio.run(describe())
+
+    wait_for("the worker in the group", lambda: members() == 1, 30)
+    worker.proc.send_signal(sig)
+    assert worker.proc.wait(30) == 0, "".join(worker.lines)
+    # well before session.timeout.ms (6 s): the worker said LeaveGroup
+    assert members() == 0
