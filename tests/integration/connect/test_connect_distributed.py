@@ -325,8 +325,14 @@ def test_the_internal_topics_hold_kafkas_records(broker: Broker, tmp_path: Path)
         assert {"partition": {"task": 0}, "offset": {"i": 3}} in got
         assert dict(records(broker.bootstrap_servers, "cluster-offsets"))[
             '["c",{"task":0}]'] == {"i": 3}
-        assert call("PATCH", f"{workers[0].url}/connectors/c/offsets", {"offsets": []})[0] in (
-            200, 400)
+        retry("DELETE", f"{workers[1].url}/connectors/c/offsets", ok=(200,))
+        assert call("GET", f"{workers[0].url}/connectors/c/offsets")[1] == {"offsets": []}
+        assert dict(records(broker.bootstrap_servers, "cluster-offsets"))[
+            '["c",{"task":0}]'] is None
+        retry("PUT", f"{workers[1].url}/connectors/c/resume", ok=(202,))
+        wait_for("RUNNING again", lambda: spread(workers[0].url))
+        code, body = call("DELETE", f"{workers[0].url}/connectors/c/offsets")
+        assert code == 400 and "STOPPED" in body["message"], body
     finally:
         for w in workers:
             w.kill()
