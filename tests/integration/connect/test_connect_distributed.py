@@ -283,6 +283,15 @@ def test_a_change_through_any_worker_reaches_every_worker(broker: Broker, tmp_pa
             shows(workers, "RUNNING after the restarts", lambda u: spread(u, 2))
         code, body = call("POST", f"{workers[0].url}/connectors/c/tasks/7/restart")
         assert code == 404, body
+        # a delete through any worker: gone everywhere, and its tasks stop
+        retry("DELETE", f"{workers[1].url}/connectors/c", ok=(204,))
+        shows(workers, "no connector", lambda u: call("GET", f"{u}/connectors")[1] == [])
+        shows(workers, "404 for c", lambda u: call("GET", f"{u}/connectors/c/status")[0] == 404)
+        settled = wait_for("the output to stop growing", lambda: (
+            n if (n := len(values(broker.bootstrap_servers, "out"))) == len(
+                values(broker.bootstrap_servers, "out")) else None), 30)
+        time.sleep(1)  # checking that nothing happens needs a span of time
+        assert len(values(broker.bootstrap_servers, "out")) == settled
     finally:
         for w in workers:
             w.kill()
