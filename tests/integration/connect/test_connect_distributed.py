@@ -461,3 +461,27 @@ def test_a_signal_leaves_the_group_and_exits_0(broker: Broker, tmp_path: Path, s
     assert worker.proc.wait(30) == 0, "".join(worker.lines)
     # well before session.timeout.ms (6 s): the worker said LeaveGroup
     assert members() == 0
+
+
+@pytest.mark.slow
+def test_a_sink_connector_spread_over_two_workers(broker: Broker, tmp_path: Path) -> None:
+    workers = start_cluster(broker, tmp_path, n=2)
+    sink = tmp_path / "sink.txt"
+    try:
+        create(workers[0].url, **{"tasks.max": "2"})
+        retry("POST", f"{workers[1].url}/connectors", {"name": "s", "config": {
+            "connector.class": "FileStreamSink", "tasks.max": "2", "topics": "out",
+            "file": str(sink)}}, ok=(201,))
+        placed = wait_for("2 sink tasks RUNNING", lambda: (
+            p if (s := status(workers[0].url, "s")) and len(s["tasks"]) == 2
+            and all(t["state"] == "RUNNING" for t in s["tasks"])
+            and (p := {t["id"]: t["worker_id"] for t in s["tasks"]}) else None), 60)
+        assert set(placed.values()) <= {w.worker_id for w in workers}
+        wait_for("the sink file to hold both tasks' records", lambda: sink.exists() and {
+            line.split(":")[0] for line in sink.read_text().splitlines()} == {
+            "task-0", "task-1"}, 60)
+        wait_for("the sink group's offsets", lambda: call(
+            "GET", f"{workers[1].url}/connectors/s/offsets")[1]["offsets"], 30)
+    finally:
+        for w in workers:
+            w.kill()
