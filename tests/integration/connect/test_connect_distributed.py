@@ -10,185 +10,45 @@ from the offsets; bad internal topics and settings are one line, exit 1."""
 from __future__ import annotations
 
 import asyncio
-import json
 import signal
 import subprocess
-import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from odradek.client.client import KafkaClient
 from odradek.testing.broker import ADMIN_PASSWORD, Broker
 from odradek.wire.messages.describe_groups_request import DescribeGroupsRequest
-from tests.integration.connect.support import ROOT, call, env, wait_for, write_properties
-
-SOURCE = "tests.integration.connect.dplugins.CounterSource"
-TASKS = 6
-DELAY_MS = 5000
-
-
-def dist_props(bootstrap: str, group: str = "cluster", **extra: str) -> dict[str, str]:
-    return {"bootstrap.servers": bootstrap, "group.id": group,
-            "key.converter": "org.apache.kafka.connect.storage.StringConverter",
-            "value.converter": "org.apache.kafka.connect.storage.StringConverter",
-            "config.storage.topic": f"{group}-configs", "offset.storage.topic": f"{group}-offsets",
-            "status.storage.topic": f"{group}-status",
-            "config.storage.replication.factor": "1", "offset.storage.replication.factor": "1",
-            "status.storage.replication.factor": "1", "offset.flush.interval.ms": "300",
-            "session.timeout.ms": "6000", "heartbeat.interval.ms": "500",
-            "scheduled.rebalance.max.delay.ms": str(DELAY_MS),
-            "listeners": "http://127.0.0.1:0", **extra}
-
-
-def run_cli(props_file: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "odradek", "connect", "distributed",
-                           str(props_file)], capture_output=True, text=True, env=env(),
-                          cwd=ROOT, timeout=120)
-
-
-class Worker:
-    """``odradek connect distributed WORKER`` as a subprocess; ``url`` once it serves."""
-
-    def __init__(self, props_file: Path) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "odradek", "connect", "distributed", str(props_file)],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env(), cwd=ROOT)
-        self.lines: list[str] = []
-        ready = threading.Event()
-
-        def drain() -> None:
-            assert self.proc.stdout is not None
-            for line in self.proc.stdout:
-                self.lines.append(line)
-                if "Odradek Connect" in line:
-                    ready.set()
-            ready.set()
-
-        threading.Thread(target=drain, daemon=True).start()
-        ready.wait(60)
-        self.url = next((line.split(" at ")[1].split()[0] for line in self.lines
-                         if "Odradek Connect" in line), "")
-        if not self.url:
-            self.proc.kill()
-            raise RuntimeError(f"worker did not start: {''.join(self.lines)}")
-        self.worker_id = self.url.removeprefix("http://")
-
-    def kill(self) -> None:
-        self.proc.kill()
-        self.proc.wait(30)
-
-    def stop(self) -> int:
-        self.proc.terminate()
-        return self.proc.wait(60)
-
-
-def retry(method: str, url: str, body: Any = None, ok: tuple[int, ...] = (200, 201, 202, 204)
-          ) -> Any:
-    """Call until the answer is not 409 (a rebalance under way); assert it is ``ok``."""
-    def attempt() -> tuple[int, Any] | None:
-        status, answer = call(method, url, body)
-        return None if status == 409 else (status, answer)
-    status, answer = wait_for(f"{method} {url} outside a rebalance", attempt, 60)
-    assert status in ok, (status, answer)
-    return answer
-
-
-def status(url: str, name: str = "c") -> dict[str, Any] | None:
-    code, body = call("GET", f"{url}/connectors/{name}/status")
-    return body if code == 200 else None
-
-
-def spread(url: str, n: int = TASKS) -> dict[int, str] | None:
-    """task -> worker_id once every task is RUNNING, else None."""
-    s = status(url)
-    if s is None or len(s["tasks"]) != n or any(t["state"] != "RUNNING" for t in s["tasks"]):
-        return None
-    return {t["id"]: t["worker_id"] for t in s["tasks"]}
-
-
-def values(bootstrap: str, topic: str) -> list[str]:
-    """Every value in ``topic`` (read to its end)."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "reader",
-                         "enable.auto.commit": False, "enable.partition.eof": True})
-    try:
-        parts = consumer.list_topics(topic, timeout=10).topics[topic].partitions
-        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
-                for p in parts}
-        consumer.assign([TopicPartition(topic, p, 0) for p in parts])
-        out, done = [], {p for p, e in ends.items() if e == 0}
-        while len(done) < len(parts):
-            msg = consumer.poll(5)
-            assert msg is not None, "no record within 5 s"
-            if msg.error():
-                done.add(msg.partition())
-                continue
-            out.append(msg.value().decode())
-            if msg.offset() + 1 >= ends[msg.partition()]:
-                done.add(msg.partition())
-        return out
-    finally:
-        consumer.close()
-
-
-def records(bootstrap: str, topic: str) -> list[tuple[str, Any]]:
-    """(key, JSON value or None) of every record of an internal topic."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "reader",
-                         "enable.auto.commit": False})
-    try:
-        parts = consumer.list_topics(topic, timeout=10).topics[topic].partitions
-        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
-                for p in parts}
-        consumer.assign([TopicPartition(topic, p, 0) for p in parts if ends[p] > 0])
-        out: list[tuple[str, Any]] = []
-        left = sum(ends.values())
-        while left > 0:
-            msg = consumer.poll(5)
-            assert msg is not None and not msg.error(), msg
-            left -= 1
-            value = msg.value()
-            out.append((msg.key().decode(), None if value is None else json.loads(value)))
-        return out
-    finally:
-        consumer.close()
-
-
-def sequences(vals: list[str]) -> dict[int, list[int]]:
-    out: dict[int, list[int]] = {}
-    for v in vals:
-        task, i = v.removeprefix("task-").split(":")
-        out.setdefault(int(task), []).append(int(i))
-    return out
-
-
-def no_gaps(seqs: dict[int, list[int]]) -> None:
-    """Every task's numbers 0..max all reached the topic (duplicates allowed)."""
-    for task, got in seqs.items():
-        assert set(got) == set(range(max(got) + 1)), f"task {task} lost records"
+from tests.integration.connect.dsupport import (
+    DELAY_MS,
+    SOURCE,
+    TASKS,
+    Worker,
+    create,
+    dist_props,
+    no_gaps,
+    records,
+    retry,
+    run_cli,
+    sequences,
+    shows,
+    spread,
+    start_cluster,
+    status,
+    values,
+)
+from tests.integration.connect.support import call, wait_for, write_properties
 
 
 @pytest.fixture
 def broker() -> Iterator[Broker]:
-    with Broker(**{"group.initial.rebalance.delay.ms": "0"}) as b:
+    overrides: dict[str, Any] = {"group.initial.rebalance.delay.ms": "0"}
+    with Broker(**overrides) as b:
         yield b
-
-
-def start_cluster(broker: Broker, tmp: Path, n: int = 3, **extra: str) -> list[Worker]:
-    props = write_properties(tmp / "worker.properties",
-                             dist_props(broker.bootstrap_servers, **extra))
-    return [Worker(props) for _ in range(n)]
-
-
-def create(url: str, name: str = "c", **config: str) -> None:
-    retry("POST", f"{url}/connectors", {"name": name, "config": {
-        "connector.class": SOURCE, "tasks.max": str(TASKS), "topic": "out", **config}},
-        ok=(201,))
 
 
 @pytest.mark.slow
@@ -224,8 +84,8 @@ def test_tasks_spread_2_2_2_and_move_after_the_delay_without_loss(
             p if (p := spread(workers[0].url)) and victim.worker_id not in p.values()
             else None), 60 + DELAY_MS / 1000)
         assert time.monotonic() - killed >= DELAY_MS / 1000, "moved before the delay"
-        for t, w in survivors.items():
-            assert moved[t] == w, f"task {t} moved from {w} to {moved[t]}"
+        for t, owner in survivors.items():
+            assert moved[t] == owner, f"task {t} moved from {owner} to {moved[t]}"
         assert sorted(list(moved.values()).count(w.worker_id) for w in workers[:2]) == [3, 3]
         # the moved tasks resume past their last records: nothing lost
         wait_for("every task past its pre-kill count + 50", lambda: all(
@@ -240,12 +100,6 @@ def test_tasks_spread_2_2_2_and_move_after_the_delay_without_loss(
         for w in workers:
             w.kill()
             print(w.worker_id, "".join(w.lines))
-
-
-def shows(workers: list[Worker], what: str, check: Any) -> None:
-    """Wait until ``check(url)`` holds on every worker."""
-    for w in workers:
-        wait_for(f"{what} on {w.url}", lambda w=w: check(w.url), 60)
 
 
 @pytest.mark.slow
