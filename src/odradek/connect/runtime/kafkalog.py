@@ -41,6 +41,8 @@ OnRecord = Callable[[int, int, bytes | None, bytes | None], None]
 Delivered = Callable[[Exception | None], None]
 POLL_S = 0.1
 ADMIN_TIMEOUT_S = 30.0
+LATEST = -1
+"""ListOffsets' timestamp for a partition's end offset."""
 
 
 class KafkaLogError(Exception):
@@ -135,11 +137,13 @@ class KafkaLog:
                 with self._lock:
                     waiters, self._requests = self._requests, []
                 if waiters:
-                    ends = {}
-                    for p in parts:
-                        _, high = consumer.get_watermark_offsets(
-                            TopicPartition(self.topic, p), timeout=ADMIN_TIMEOUT_S, cached=False)
-                        ends[p] = high
+                    # one ListOffsets for every partition (timestamp -1: the end; the
+                    # last stable offset when read_committed); a watermark query per
+                    # partition costs a round trip each (seconds for 25 partitions)
+                    latest = consumer.offsets_for_times(
+                        [TopicPartition(self.topic, p, LATEST) for p in parts],
+                        timeout=ADMIN_TIMEOUT_S)
+                    ends = {tp.partition: tp.offset for tp in latest}
                     pending.append((ends, waiters))
                 msg = consumer.poll(POLL_S if not pending else 0.01)
                 if msg is not None:
