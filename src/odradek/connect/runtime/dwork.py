@@ -27,8 +27,10 @@ from typing import Any
 from odradek.connect.api import Connector, ConnectorContext, SinkConnector
 from odradek.connect.distributed import configstate as cs
 from odradek.connect.distributed.protocol import Assignment, ConnectorTaskId
+from odradek.connect.runtime import eos
 from odradek.connect.runtime import tasks as t
 from odradek.connect.runtime.config import WorkerConfig
+from odradek.connect.runtime.eos import ExactlyOnceSourceRunner
 from odradek.connect.runtime.offset_topic import TopicOffsets
 from odradek.connect.runtime.sink import SinkRunner
 from odradek.connect.runtime.validation import connector_class
@@ -189,7 +191,9 @@ class LocalWork:
         except Exception:
             log.exception("cannot start task %s-%d", tid.connector, tid.task)
             return None
-        kind: type[t.TaskRunner] = SinkRunner if issubclass(cls, SinkConnector) else t.SourceRunner
+        kind: type[t.TaskRunner] = (
+            SinkRunner if issubclass(cls, SinkConnector)
+            else ExactlyOnceSourceRunner if eos.enabled(self.worker) else t.SourceRunner)
         runner = kind(tid.connector, tid.task, task_cls, configs[tid.task], config, self.worker,
                       lambda topic: self.on_topic(tid.connector, tid.task, topic),
                       paused=snap.target_state(tid.connector) == cs.PAUSED)
