@@ -35,11 +35,13 @@ from __future__ import annotations
 
 import enum
 import random
+import uuid
 from dataclasses import dataclass
 
 from odradek.raft.leader import LeaderState, ReplicaInfo
 from odradek.raft.leader import ReplicaProgress as LeaderProgress
-from odradek.raft.log import Entry, RaftLog
+from odradek.raft.log import Entry, RaftLog, Snapshot
+from odradek.raft.membership import check_add, check_remove
 from odradek.raft.messages import (
     BeginEpochRequest,
     BeginEpochResponse,
@@ -54,6 +56,16 @@ from odradek.raft.messages import (
     VoteResponse,
 )
 from odradek.raft.quorum_state import ElectionState, QuorumStateStore
+from odradek.raft.voters import (
+    NO_DIRECTORY,
+    Voter,
+    VoterHistory,
+    VoterSet,
+    frame_snapshot,
+    kraft_version_record,
+    unframe_snapshot,
+    voters_record,
+)
 from odradek.wire.errors import ErrorCode
 
 LEADER_CHANGE = b"leader-change"
@@ -94,12 +106,25 @@ class RaftConfig:
 
 class RaftNode:
     def __init__(
-        self, node_id: int, voters: frozenset[int], log: RaftLog, store: QuorumStateStore,
-        rng: random.Random, config: RaftConfig, now_ms: int,
+        self, node_id: int, voters: frozenset[int] | VoterSet, log: RaftLog,
+        store: QuorumStateStore, rng: random.Random, config: RaftConfig, now_ms: int, *,
+        directory_id: uuid.UUID = NO_DIRECTORY, bootstrap_ids: frozenset[int] = frozenset(),
     ) -> None:
+        """``voters``: the static ``controller.quorum.voters`` (a set of ids,
+        ``kraft.version`` 0), or a bootstrap :class:`VoterSet` (``kraft.version``
+        1: the first leader of an empty log writes it as a VotersRecord). Either
+        way the latest VotersRecord in the log wins. ``bootstrap_ids``: whom an
+        observer with no voter set known fetches from to find the leader."""
         self.node_id = node_id
-        self.voters = voters
+        self.directory_id = directory_id
+        dynamic = isinstance(voters, VoterSet)
+        self.bootstrap_voters = voters if isinstance(voters, VoterSet) else None
+        self.history = VoterHistory(voters if isinstance(voters, VoterSet)
+                                    else VoterSet.static(voters))
+        self._dynamic = dynamic
+        self.bootstrap_ids = bootstrap_ids
         self.log = log
+        self._load_history()
         self.store = store
         self.rng = rng
         self.config = config
@@ -132,7 +157,7 @@ class RaftNode:
         state = store.read() or ElectionState()
         self.epoch, self.leader_id, self.voted_id = state.epoch, state.leader_id, state.voted_id
         self.role = Role.UNATTACHED
-        if state.leader_id == node_id and self.is_voter:
+        if state.leader_id == node_id and self.may_stand:
             self._resign(now_ms, persist=False)
         elif state.leader_id >= 0:
             self._become_follower(state.epoch, state.leader_id, now_ms, persist=False)
@@ -142,8 +167,35 @@ class RaftNode:
     # -- public surface ----------------------------------------------------------
 
     @property
+    def voters(self) -> frozenset[int]:
+        """The ids of the voter set in force: the latest in the log (KIP-853)."""
+        return self.history.latest().ids
+
+    @property
+    def voter_set(self) -> VoterSet:
+        return self.history.latest()
+
+    @property
+    def kraft_version(self) -> int:
+        return 1 if self._dynamic else self.history.kraft_version
+
+    @property
     def is_voter(self) -> bool:
-        return self.node_id in self.voters
+        return self.voter_set.has(self.node_id, self.directory_id) or (
+            self.kraft_version == 0 and self.node_id in self.voters)
+
+    @property
+    def may_stand(self) -> bool:
+        """May this node stand for election? A voter may, and so may a node whose
+        removal is not committed yet (as far as it knows) if the set before it
+        had it: it may hold entries the remaining voters lack and refuse them
+        their votes, so it must be able to lead and commit the change itself
+        (the Raft thesis, §4.2.2)."""
+        if self.is_voter:
+            return True
+        if self.kraft_version == 0 or not self.voter_change_pending():
+            return False
+        return self.history.previous().has(self.node_id, self.directory_id)
 
     def caught_up(self, applied: int) -> bool:
         """Has a node that applied every entry below ``applied`` caught up with the
@@ -164,7 +216,7 @@ class RaftNode:
         return out
 
     def next_deadline(self) -> int:
-        searching = self.role is Role.UNATTACHED and not self.is_voter
+        searching = self.role is Role.UNATTACHED and not self.may_stand
         deadlines = [] if searching else [self._deadline]  # an observer never stands
         if self.role is Role.FOLLOWER or searching:
             deadlines.append(self._fetch_pending[1] if self._fetch_pending else self._fetch_due)
@@ -180,9 +232,80 @@ class RaftNode:
         if self.role is not Role.LEADER:
             raise NotLeaderError(self.leader_id, self.epoch)
         entry = Entry(self.log.end_offset, self.epoch, tuple(records))
-        self.log.append([entry])
+        self._append([entry])
         self._leader_progress(now_ms)  # wakes long polls; the HW waits for the flush
         return entry.end
+
+    def add_voter(self, voter: Voter, now_ms: int) -> int:
+        """Leader: append a VotersRecord adding ``voter``; returns the offset after
+        it (the change is done once committed). :class:`VoterChangeError` when a
+        KIP-853 rule forbids it now (see :mod:`odradek.raft.membership`)."""
+        self._check_leader()
+        assert self.leader_state is not None
+        check_add(self, self.leader_state, voter, now_ms)
+        return self._append_voters(self.voter_set.adding(voter), now_ms)
+
+    def remove_voter(self, node_id: int, directory_id: uuid.UUID, now_ms: int) -> int:
+        """Leader: append a VotersRecord without ``(node_id, directory_id)``."""
+        self._check_leader()
+        check_remove(self, node_id, directory_id)
+        return self._append_voters(self.voter_set.removing(node_id), now_ms)
+
+    def voter_change_pending(self) -> bool:
+        """Is a VotersRecord in the log not yet committed?"""
+        return self.history.last_change_offset() >= self.high_watermark
+
+    def leader_committed_in_epoch(self) -> bool:
+        return self.role is Role.LEADER and self._leader_hw_known
+
+    def _check_leader(self) -> None:
+        if self.role is not Role.LEADER:
+            raise NotLeaderError(self.leader_id, self.epoch)
+
+    def _append_voters(self, voters: VoterSet, now_ms: int) -> int:
+        entry = Entry(self.log.end_offset, self.epoch, (voters_record(voters),), control=True)
+        self._append([entry])
+        self._leader_progress(now_ms)
+        return entry.end
+
+    def take_snapshot(self, end_offset: int, payload: bytes) -> Snapshot:
+        """Replace the log below ``end_offset`` by a snapshot of ``payload`` and the
+        voter set in force there (see :func:`odradek.raft.voters.frame_snapshot`)."""
+        voters = self.history.at(end_offset)
+        snap = self.log.take_snapshot(end_offset, frame_snapshot(voters, payload))
+        self.history.reset(voters, end_offset)
+        return snap
+
+    def snapshot_payload(self) -> bytes | None:
+        """The shell's payload of the log's snapshot (None: no snapshot)."""
+        snap = self.log.snapshot()
+        return None if snap is None else unframe_snapshot(snap.payload)[1]
+
+    def _load_history(self) -> None:
+        snap = self.log.snapshot()
+        if snap is not None:
+            self.history.reset(unframe_snapshot(snap.payload)[0], snap.end_offset)
+        offset = self.log.start_offset
+        while offset < self.log.end_offset:
+            entries = self.log.read(offset, 256)
+            if not entries:
+                break
+            for e in entries:
+                if e.control:
+                    self.history.observe(e.offset, e.records)
+            offset = entries[-1].end
+
+    def _directories(self) -> dict[int, uuid.UUID]:
+        return {v.node_id: v.directory_id for v in self.voter_set.voters}
+
+    def _append(self, entries: list[Entry]) -> None:
+        before = self.voters
+        self.log.append(entries)
+        for e in entries:
+            if e.control:
+                self.history.observe(e.offset, e.records)
+        if self.leader_state is not None and self.voters != before:
+            self.leader_state.set_voters(self.voters, self._directories())
 
     def describe(self, now_ms: int) -> list[ReplicaInfo]:
         """DescribeQuorum's replica rows (leader only; empty elsewhere)."""
@@ -199,7 +322,7 @@ class RaftNode:
         role = self.role
         if role is Role.LEADER:
             self._poll_leader(now_ms)
-        elif role is Role.FOLLOWER or (role is Role.UNATTACHED and not self.is_voter):
+        elif role is Role.FOLLOWER or (role is Role.UNATTACHED and not self.may_stand):
             self._poll_fetcher(now_ms)
         elif now_ms >= self._deadline:
             if role is Role.RESIGNED:
@@ -275,7 +398,9 @@ class RaftNode:
             self._persist()
 
     def _become_prospective(self, now_ms: int) -> None:
-        if not self.is_voter:
+        if not self.may_stand:
+            if self.role is not Role.UNATTACHED:  # a removed voter goes back to observing
+                self._become_unattached(self.epoch, -1, now_ms, persist=False)
             return
         leader = self.leader_id
         self._reset_common()
@@ -302,8 +427,13 @@ class RaftNode:
         self._persist()
         self._leader_hw_known = False
         start = self.log.end_offset
-        self.leader_state = LeaderState(self.node_id, self.epoch, start, self.voters, now_ms)
-        self.log.append([Entry(start, self.epoch, (LEADER_CHANGE,), control=True)])
+        self.leader_state = LeaderState(self.node_id, self.epoch, start, self.voters, now_ms,
+                                        directories=self._directories())
+        records = [LEADER_CHANGE]
+        if self._dynamic and self.history.kraft_version == 0 and self.bootstrap_voters:
+            # The first leader of a log bootstrapped with kraft.version 1 writes it.
+            records += [kraft_version_record(1), voters_record(self.bootstrap_voters)]
+        self._append([Entry(start, self.epoch, tuple(records), control=True)])
         self._deadline = now_ms + self.config.fetch_timeout_ms * 3 // 2
         self._send_begin_epoch(now_ms)
         self._leader_progress(now_ms)
@@ -340,23 +470,30 @@ class RaftNode:
     # -- voting -------------------------------------------------------------------
 
     def _ask_votes(self, epoch: int, *, pre_vote: bool) -> None:
+        vs = self.voter_set
         for voter in self._others():
+            v = vs.get(voter)
             self.outbox.append(VoteRequest(self.node_id, voter, epoch, self.log.last_epoch,
-                                           self.log.end_offset, pre_vote))
+                                           self.log.end_offset, pre_vote,
+                                           v.directory_id if v else NO_DIRECTORY))
 
     def _log_ok(self, last_epoch: int, end_offset: int) -> bool:
         return (last_epoch, end_offset) >= (self.log.last_epoch, self.log.end_offset)
 
     def _on_vote_request(self, req: VoteRequest, now_ms: int) -> None:
         granted = False
-        if req.src in self.voters and self.is_voter:
+        if req.voter_directory_id not in (NO_DIRECTORY, self.directory_id):
+            pass  # addressed to this id's former directory (a wiped disk): refuse
+        elif self.kraft_version == 1 or (req.src in self.voters and self.is_voter):
+            # KIP-853: a replica's voter set may lag the candidate's, so with
+            # kraft.version 1 anyone votes; the candidate counts only its voters.
             if req.pre_vote:
                 granted = self._grant_pre_vote(req, now_ms)
             else:
                 granted = self._grant_vote(req, now_ms)
         self.outbox.append(VoteResponse(self.node_id, req.src, self.epoch, self._known_leader(),
                                         granted, req.pre_vote,
-                                        0 if req.src in self.voters else
+                                        0 if granted or req.src in self.voters else
                                         ErrorCode.INCONSISTENT_VOTER_SET))
 
     def _grant_pre_vote(self, req: VoteRequest, now_ms: int) -> bool:
@@ -412,7 +549,7 @@ class RaftNode:
         return min(cap, self.config.election_timeout_ms // 2 + self.rng.randrange(cap))
 
     def _maybe_won(self, now_ms: int) -> None:
-        if len(self._granted) * 2 <= len(self.voters):
+        if len(self._granted & self.voters) * 2 <= len(self.voters):
             return
         if self.role is Role.PROSPECTIVE:
             self._become_candidate(now_ms)
@@ -444,6 +581,8 @@ class RaftNode:
         if self.log.flushed_offset < self.log.end_offset:
             self.log.flush()  # one fsync for everything appended since the last poll
             self._leader_progress(now_ms)
+            if self.role is not Role.LEADER:
+                return
         window = self.config.fetch_timeout_ms * 3 // 2
         if now_ms >= self._deadline:
             if not state.has_quorum(now_ms, window):
@@ -465,6 +604,9 @@ class RaftNode:
             self.high_watermark = hw
             self._learned_hw(hw)
             self._leader_hw_known = True
+            if not self.is_voter and not self.voter_change_pending():
+                self._resign(now_ms, persist=False)  # its own removal committed
+                return
         for replica, (req, _) in list(self._parked.items()):
             if hw is not None or self.log.end_offset > req.fetch_offset:
                 del self._parked[replica]
@@ -489,8 +631,11 @@ class RaftNode:
             self.outbox.append(reply)
             return
         assert self.leader_state is not None
-        self.leader_state.record_fetch(req.src, req.fetch_offset, self.log.end_offset, now_ms)
+        self.leader_state.record_fetch(req.src, req.fetch_offset, self.log.end_offset, now_ms,
+                                       req.directory_id)
         self._leader_progress(now_ms)
+        if self.leader_state is None:
+            return  # its own removal just committed: it resigned (the fetcher asks again)
         known_hw = self.leader_state.progress[req.src].sent_high_watermark
         if (req.fetch_offset >= self.log.end_offset and self.config.fetch_max_wait_ms > 0
                 and known_hw >= self.advertised_high_watermark):
@@ -560,16 +705,17 @@ class RaftNode:
 
     def _on_begin_epoch(self, req: BeginEpochRequest, now_ms: int) -> None:
         if (req.epoch > self.epoch or (req.epoch == self.epoch and self.role in (
-                Role.UNATTACHED, Role.PROSPECTIVE, Role.CANDIDATE))) and req.src in self.voters:
+                Role.UNATTACHED, Role.PROSPECTIVE, Role.CANDIDATE))) and (
+                req.src in self.voters or self.kraft_version == 1):
             self._become_follower(req.epoch, req.src, now_ms)
         error = 0 if req.epoch >= self.epoch else ErrorCode.FENCED_LEADER_EPOCH
         self.outbox.append(BeginEpochResponse(self.node_id, req.src, self.epoch,
                                               self._known_leader(), error))
 
     def _on_end_epoch(self, req: EndEpochRequest, now_ms: int) -> None:
-        if req.epoch > self.epoch and self.is_voter:
+        if req.epoch > self.epoch and self.may_stand:
             self._become_unattached(req.epoch, -1, now_ms)
-        if (req.epoch == self.epoch and self.is_voter and self.leader_id in (req.src, -1)
+        if (req.epoch == self.epoch and self.may_stand and self.leader_id in (req.src, -1)
                 and self.role in (Role.FOLLOWER, Role.UNATTACHED)):
             # The leader resigned: stand after a wait set by our rank among its successors.
             successors = req.successors
@@ -587,11 +733,13 @@ class RaftNode:
     def _fetch_target(self) -> int:
         if self.role is Role.FOLLOWER:
             return self.leader_id
-        return self.rng.choice(sorted(self.voters))  # an observer looking for the leader
+        # An observer looking for the leader (a new controller knows only its bootstrap).
+        return self.rng.choice(sorted(self.voters - {self.node_id} or self.bootstrap_ids
+                                      or self.voters))
 
     def _poll_fetcher(self, now_ms: int) -> None:
         if self.role is Role.FOLLOWER and now_ms >= self._deadline:
-            if self.is_voter:
+            if self.may_stand:
                 self._become_prospective(now_ms)
             else:  # an observer whose leader went quiet looks for the leader again
                 self._become_unattached(self.epoch, -1, now_ms, persist=False)
@@ -605,7 +753,7 @@ class RaftNode:
         self.log.flush()  # the offset we report must survive a crash
         offset = self.log.end_offset
         self.outbox.append(FetchRequest(self.node_id, self._fetch_target(), self.epoch, offset,
-                                        self.log.last_epoch))
+                                        self.log.last_epoch, self.directory_id))
         timeout = self.config.request_timeout_ms + self.config.fetch_max_wait_ms
         self._fetch_pending = (offset, now_ms + timeout)
 
@@ -637,7 +785,7 @@ class RaftNode:
             self._fetch_pending = (resp.fetch_offset, now_ms + self.config.request_timeout_ms)
         else:
             if resp.entries:
-                self.log.append(list(resp.entries))
+                self._append(list(resp.entries))
             hw = min(resp.high_watermark, self.log.end_offset)
             if hw > self.high_watermark:
                 self.high_watermark = hw
@@ -657,6 +805,7 @@ class RaftNode:
                 f"node {self.node_id}: leader asks to truncate to {target}, below the high "
                 f"watermark {self.high_watermark}")
         self.log.truncate_to(target)
+        self.history.truncate(target)
         self.recovered_end = min(self.recovered_end, target)
 
     def _on_fetch_snapshot_response(self, resp: FetchSnapshotResponse, now_ms: int) -> None:
@@ -671,6 +820,8 @@ class RaftNode:
         snap = resp.snapshot
         if snap.end_offset >= self.high_watermark and snap.end_offset > self.log.start_offset:
             self.log.install_snapshot(snap)
+            self.history.reset(unframe_snapshot(snap.payload)[0], snap.end_offset)
+            self.history.truncate(snap.end_offset)
             self.high_watermark = snap.end_offset
         self._fetch_pending = None
         self._fetch_due = now_ms

@@ -271,8 +271,9 @@ class QuorumDriver:
         hw = self.raft.high_watermark
         if self.log.start_offset > self.applied:
             snap = self.log.snapshot()
-            if snap is not None:
-                self._restore(snap.payload)
+            payload = self.raft.snapshot_payload()  # without the core's voter set frame
+            if snap is not None and payload is not None:
+                self._restore(payload)
                 self.applied = snap.end_offset
         while self.applied < hw:
             entries = self.log.read(self.applied, 256)
@@ -299,7 +300,7 @@ class QuorumDriver:
                 self.applied > self.log.start_offset):
             # Every node snapshots its own image; the log before it is dropped, and
             # a follower behind it catches up with FetchSnapshot.
-            self.log.take_snapshot(self.applied, self._snapshot())
+            self.raft.take_snapshot(self.applied, self._snapshot())
             self._since_snapshot = 0
             self._last_snapshot_ms = self._now()
             log.info("quorum: node %d took a metadata snapshot at offset %d", self.node_id,
