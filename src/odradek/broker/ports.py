@@ -21,6 +21,7 @@ module imports only the pure layers.
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
@@ -30,6 +31,7 @@ from odradek.common.ids import Ids
 from odradek.coordinator.coordinator import GroupCoordinator
 from odradek.coordinator.txn.coordinator import TransactionCoordinator
 from odradek.metadata.image import Endpoint, MetadataImage
+from odradek.raft.voters import Voter
 from odradek.replication.partition import Appended, Origin, PartitionState
 
 if TYPE_CHECKING:
@@ -319,6 +321,15 @@ class MetadataLogPort(Protocol):
         ...
 
     async def serve(self, api_key: int, request: Any) -> Any: ...
+
+    async def add_voter(self, voter: Voter, timeout_s: float) -> None:
+        """KIP-853 (active controller): VoterChangeError, NotControllerError."""
+        ...
+
+    async def remove_voter(self, node_id: int, directory_id: uuid.UUID,
+                           timeout_s: float) -> None: ...
+
+    def has_voter(self, node_id: int, directory_id: uuid.UUID) -> bool: ...
 
 
 class SessionsPort(Protocol):

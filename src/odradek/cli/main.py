@@ -23,6 +23,7 @@ SUBCOMMANDS = (
     "serve", "topics", "produce", "consume", "groups", "transactions", "quotas", "configs",
     "cluster", "users", "acls",
     "dump_log", "storage", "dev", "metadata", "leaders", "console", "connect",
+    "metadata_quorum",
 )
 
 

@@ -46,6 +46,7 @@ class ReplicaInfo:
     end_offset: int
     last_fetch_ms: int
     last_caught_up_ms: int
+    directory_id: uuid.UUID = NO_DIRECTORY
 
 
 @dataclass(slots=True)
@@ -120,9 +121,12 @@ class LeaderState:
         others = [v for v in self.voters if v != self.node_id]
         return tuple(sorted(others, key=lambda v: (-self.progress[v].end_offset, v)))
 
-    def describe(self, leader_end: int, now_ms: int) -> list[ReplicaInfo]:
-        rows = [ReplicaInfo(self.node_id, leader_end, now_ms, now_ms)]
+    def describe(self, leader_end: int, now_ms: int,
+                 leader_directory: uuid.UUID = NO_DIRECTORY) -> list[ReplicaInfo]:
+        rows = [ReplicaInfo(self.node_id, leader_end, now_ms, now_ms, leader_directory)]
         for node_id in sorted(self.progress):
             p = self.progress[node_id]
-            rows.append(ReplicaInfo(node_id, p.end_offset, p.last_fetch_ms, p.last_caught_up_ms))
+            directory = self.directories.get(node_id, p.directory_id)
+            rows.append(ReplicaInfo(node_id, p.end_offset, p.last_fetch_ms, p.last_caught_up_ms,
+                                    directory))
         return rows

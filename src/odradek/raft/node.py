@@ -311,7 +311,7 @@ class RaftNode:
         """DescribeQuorum's replica rows (leader only; empty elsewhere)."""
         if self.leader_state is None:
             return []
-        return self.leader_state.describe(self.log.end_offset, now_ms)
+        return self.leader_state.describe(self.log.end_offset, now_ms, self.directory_id)
 
     def resign(self, now_ms: int) -> None:
         """Graceful hand-over (controlled shutdown of the active controller)."""
