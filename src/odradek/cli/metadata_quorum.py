@@ -91,6 +91,18 @@ async def _describe(client: KafkaClient, args: argparse.Namespace) -> int:
     resp = await client.request(req, 2)
     _check(resp, "DescribeQuorum")
     part = resp.topics[0].partitions[0]
+    leader = next((x for n in resp.nodes if n.node_id == part.leader_id for x in n.listeners),
+                  None)
+    if part.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER and leader is not None:
+        # A controller that does not lead names the leader: ask it (as Kafka's tool).
+        other = await KafkaClient.connect(f"{leader.host}:{leader.port}",
+                                          security=client.security)
+        try:
+            resp = await other.request(req, 2)
+        finally:
+            await other.close()
+        _check(resp, "DescribeQuorum")
+        part = resp.topics[0].partitions[0]
     _check(part, "DescribeQuorum")
     endpoints = {n.node_id: ", ".join(f"{x.name}://{x.host}:{x.port}" for x in n.listeners)
                  for n in resp.nodes}

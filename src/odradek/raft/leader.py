@@ -60,7 +60,8 @@ class LeaderState:
     """Voters other than the leader, and observers once they fetch."""
     directories: dict[int, uuid.UUID] = field(default_factory=dict)
     """The voters' directory ids (kraft.version 1): a fetch from another directory
-    (the disk was wiped) is not that voter's and counts for no majority."""
+    (the disk was wiped) is not that voter's and counts for no majority; one that
+    names none (an older Fetch version) is taken as the voter's."""
 
     def __post_init__(self) -> None:
         for voter in self.voters - {self.node_id}:
@@ -97,7 +98,9 @@ class LeaderState:
     def _end(self, voter: int) -> int:
         p = self.progress[voter]
         want = self.directories.get(voter, NO_DIRECTORY)
-        return p.end_offset if want in (NO_DIRECTORY, p.directory_id) else -1
+        # A fetch naming no directory (below Fetch v17) is taken as the voter's.
+        return p.end_offset if NO_DIRECTORY in (want, p.directory_id) or (
+            want == p.directory_id) else -1
 
     def new_high_watermark(self, leader_flushed: int, current: int) -> int | None:
         candidate = self.majority_end(leader_flushed)

@@ -8,8 +8,9 @@ because two consecutive sets always share a majority, provided that:
 * the leader has committed an entry of its own epoch first (else a change of an
   earlier leader, never committed, could be lost under a set that never saw it);
 * ``kraft.version`` is 1 (a static ``controller.quorum.voters`` cannot change);
-* a voter to add is an observer the leader hears from, with that directory id,
-  caught up: its last fetch reached the leader's log end within a fetch timeout
+* a voter to add is an observer the leader hears from, with that directory id
+  (or none: a Fetch below v17 cannot carry it, so the shell's fetches name
+  none), caught up: its last fetch reached the leader's log end within a fetch timeout
   (else the new majority could not commit anything until it catches up);
 * a voter to remove is in the set with that directory id, and is not the last.
 
@@ -59,7 +60,7 @@ def check_add(node: RaftNode, state: LeaderState, voter: Voter, now_ms: int) -> 
         raise VoterChangeError(ErrorCode.DUPLICATE_VOTER,
                                f"node {voter.node_id} is already a voter")
     p = state.progress.get(voter.node_id)
-    if p is None or p.directory_id != voter.directory_id:
+    if p is None or p.directory_id not in (NO_DIRECTORY, voter.directory_id):
         raise VoterChangeError(ErrorCode.REQUEST_TIMED_OUT,
                                f"node {voter.node_id} with directory {voter.directory_id} "
                                "does not fetch from the leader")
