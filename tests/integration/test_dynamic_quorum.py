@@ -24,7 +24,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.support.cluster import LocalCluster, serve_command, wait_for
+from tests.support.cluster import LocalCluster, assert_no_tracebacks, serve_command, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(420)]
 
@@ -102,6 +102,7 @@ def test_a_standalone_controller_grows_to_three_and_a_restart_keeps_them(
         # A controller that does not lead sends the tool on to the leader.
         follower = next(n for n in (1, 2, 3) if n != status(cluster)["LeaderId"])
         assert set(voters(cluster, via=follower)) == {1, 2, 3}
+        assert_no_tracebacks(cluster)
     except BaseException:
         print(cluster.logs())
         raise
@@ -199,6 +200,7 @@ def test_three_controllers_grow_to_five_and_shrink_to_three_while_producers_writ
                              "enable.idempotence": True})
         producer.produce("after", b"1")
         assert producer.flush(60) == 0
+        assert_no_tracebacks(cluster)
     except BaseException:
         print(cluster.logs())
         raise
