@@ -148,8 +148,11 @@ def run_format(args: argparse.Namespace) -> int:
         raise ConfigError(f"node.id: must not be negative to format, got {node_id}")
     dynamic = args.standalone or args.initial_controllers or args.no_initial_controllers
     if dynamic:
-        _check_standalone(config)
-    voters = _bootstrap_voters(args, config) if dynamic else None
+        _check_standalone(config, "--standalone" if args.standalone
+                          else "--initial-controllers" if args.initial_controllers
+                          else "--no-initial-controllers")
+    # A single node (no quorum configured) takes --standalone as what it is already.
+    voters = _bootstrap_voters(args, config) if dynamic and config.is_cluster else None
     me = voters.get(node_id) if voters is not None else None
     meta_dir_id = uuid_to_kafka(me.directory_id) if me is not None else None
     try:
@@ -222,14 +225,12 @@ def _own_endpoint(config: BrokerConfig) -> tuple[Endpoint, ...]:
     raise CliError(f"controller.listener.names: no listener named {name}")
 
 
-def _check_standalone(config: BrokerConfig) -> None:
+def _check_standalone(config: BrokerConfig, flag: str) -> None:
     if "controller" not in config.process_roles():
-        raise CliError("You cannot use --standalone, --initial-controllers or "
-                       "--no-initial-controllers on a broker node (process.roles has no "
+        raise CliError(f"You cannot use {flag} on a broker node (process.roles has no "
                        "controller).")
     if config.quorum_voters():
-        raise CliError("You cannot format a dynamic quorum with controller.quorum.voters set "
-                       "(a static "
+        raise CliError(f"You cannot use {flag} with controller.quorum.voters set (a static "
                        "quorum): remove it, and set controller.quorum.bootstrap.servers for a "
                        "dynamic one.")
 
