@@ -31,10 +31,10 @@ from odradek.common.ids import Ids
 from odradek.coordinator.coordinator import GroupCoordinator
 from odradek.coordinator.txn.coordinator import TransactionCoordinator
 from odradek.metadata.image import Endpoint, MetadataImage
-from odradek.raft.voters import Voter
 from odradek.replication.partition import Appended, Origin, PartitionState
 
 if TYPE_CHECKING:
+    from odradek.raft.voters import Voter
     from odradek.wire.messages.broker_heartbeat_request import BrokerHeartbeatRequest
     from odradek.wire.messages.broker_heartbeat_response import BrokerHeartbeatResponse
     from odradek.wire.messages.broker_registration_request import BrokerRegistrationRequest

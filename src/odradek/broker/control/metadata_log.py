@@ -33,13 +33,14 @@ import asyncio
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from odradek.common.clock import Clock
-from odradek.raft.membership import VoterChangeError
-from odradek.raft.voters import Voter
 from odradek.wire import api
 from odradek.wire.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from odradek.raft.voters import Voter
 
 _NO_DIRECTORY = uuid.UUID(int=0)
 
@@ -261,11 +262,15 @@ class JournalMetadataLog:
             nodes=[(self.node_id, *e) for e in self.listener.listener_endpoints()[:1]])
 
     async def add_voter(self, voter: Voter, timeout_s: float) -> None:
+        from odradek.raft.membership import VoterChangeError  # not loaded at a node's start
+
         raise VoterChangeError(ErrorCode.UNSUPPORTED_VERSION,
                                "a single node runs no controller quorum")
 
     async def remove_voter(self, node_id: int, directory_id: uuid.UUID,
                            timeout_s: float) -> None:
+        from odradek.raft.voters import Voter
+
         await self.add_voter(Voter(node_id, directory_id), timeout_s)
 
     def has_voter(self, node_id: int, directory_id: uuid.UUID) -> bool:
