@@ -40,8 +40,9 @@ async def handle(ctx: RequestContext, request: DescribeQuorumRequest) -> dq.Desc
     for row in view.replicas:
         state = dq.ReplicaState(row.node_id, log_end_offset=row.end_offset,
                                 last_fetch_timestamp=row.last_fetch_ms,
-                                last_caught_up_timestamp=row.last_caught_up_ms,
-                                replica_directory_id=row.directory_id)
+                                last_caught_up_timestamp=row.last_caught_up_ms)
+        if ctx.api_version >= 2:
+            state.replica_directory_id = row.directory_id
         (part.current_voters if row.voter else part.observers).append(state)
     nodes: dict[int, list[dq.Listener]] = {}
     for node_id, name, host, port in view.nodes:
