@@ -4,7 +4,8 @@ A change is one VotersRecord adding or removing one voter, and takes effect as
 soon as it is appended (majorities count the new set at once). It is safe
 because two consecutive sets always share a majority, provided that:
 
-* only one change is uncommitted at a time (:meth:`RaftNode.voter_change_pending`);
+* only one change is uncommitted at a time
+  (:meth:`~odradek.raft.node_voters.VoterSetMixin.voter_change_pending`);
 * the leader has committed an entry of its own epoch first (else a change of an
   earlier leader, never committed, could be lost under a set that never saw it);
 * ``kraft.version`` is 1 (a static ``controller.quorum.voters`` cannot change);
@@ -30,7 +31,7 @@ from odradek.raft.voters import NO_DIRECTORY, Voter
 from odradek.wire.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from odradek.raft.node import RaftNode
+    from odradek.raft.node_voters import VoterSetMixin as RaftNode
 
 
 class VoterChangeError(Exception):

@@ -33,15 +33,12 @@ flushed ends, and followers never truncating below their high watermark
 
 from __future__ import annotations
 
-import enum
 import random
 import uuid
-from dataclasses import dataclass
 
 from odradek.raft.leader import LeaderState, ReplicaInfo
 from odradek.raft.leader import ReplicaProgress as LeaderProgress
-from odradek.raft.log import Entry, RaftLog, Snapshot
-from odradek.raft.membership import check_add, check_remove
+from odradek.raft.log import Entry, RaftLog
 from odradek.raft.messages import (
     BeginEpochRequest,
     BeginEpochResponse,
@@ -55,56 +52,27 @@ from odradek.raft.messages import (
     VoteRequest,
     VoteResponse,
 )
+from odradek.raft.node_voters import VoterSetMixin
 from odradek.raft.quorum_state import ElectionState, QuorumStateStore
+from odradek.raft.roles import NotLeaderError, RaftConfig, RaftFatalError, Role
 from odradek.raft.voters import (
     NO_DIRECTORY,
-    Voter,
     VoterHistory,
     VoterSet,
-    frame_snapshot,
     kraft_version_record,
     unframe_snapshot,
     voters_record,
 )
 from odradek.wire.errors import ErrorCode
 
+__all__ = ["LEADER_CHANGE", "NotLeaderError", "RaftConfig", "RaftFatalError", "RaftNode",
+           "Role"]
+
 LEADER_CHANGE = b"leader-change"
 """The record of a LeaderChange entry (the shell writes Kafka's control record)."""
 
 
-class Role(enum.Enum):
-    UNATTACHED = "Unattached"
-    FOLLOWER = "Follower"
-    PROSPECTIVE = "Prospective"
-    CANDIDATE = "Candidate"
-    LEADER = "Leader"
-    RESIGNED = "Resigned"
-
-
-class RaftFatalError(Exception):
-    """The node would have to break a safety rule (truncate committed data)."""
-
-
-class NotLeaderError(Exception):
-    def __init__(self, leader_id: int, epoch: int) -> None:
-        super().__init__(f"not the leader (leader {leader_id}, epoch {epoch})")
-        self.leader_id = leader_id
-        self.epoch = epoch
-
-
-@dataclass(frozen=True, slots=True)
-class RaftConfig:
-    """Kafka's ``controller.quorum.*`` timers, in milliseconds."""
-
-    election_timeout_ms: int = 1000
-    fetch_timeout_ms: int = 2000
-    request_timeout_ms: int = 2000
-    fetch_max_wait_ms: int = 500
-    election_backoff_max_ms: int = 1000
-    max_fetch_entries: int = 64
-
-
-class RaftNode:
+class RaftNode(VoterSetMixin):
     def __init__(
         self, node_id: int, voters: frozenset[int] | VoterSet, log: RaftLog,
         store: QuorumStateStore, rng: random.Random, config: RaftConfig, now_ms: int, *,
@@ -166,37 +134,6 @@ class RaftNode:
 
     # -- public surface ----------------------------------------------------------
 
-    @property
-    def voters(self) -> frozenset[int]:
-        """The ids of the voter set in force: the latest in the log (KIP-853)."""
-        return self.history.latest().ids
-
-    @property
-    def voter_set(self) -> VoterSet:
-        return self.history.latest()
-
-    @property
-    def kraft_version(self) -> int:
-        return 1 if self._dynamic else self.history.kraft_version
-
-    @property
-    def is_voter(self) -> bool:
-        return self.voter_set.has(self.node_id, self.directory_id) or (
-            self.kraft_version == 0 and self.node_id in self.voters)
-
-    @property
-    def may_stand(self) -> bool:
-        """May this node stand for election? A voter may, and so may a node whose
-        removal is not committed yet (as far as it knows) if the set before it
-        had it: it may hold entries the remaining voters lack and refuse them
-        their votes, so it must be able to lead and commit the change itself
-        (the Raft thesis, §4.2.2)."""
-        if self.is_voter:
-            return True
-        if self.kraft_version == 0 or not self.voter_change_pending():
-            return False
-        return self.history.previous().has(self.node_id, self.directory_id)
-
     def caught_up(self, applied: int) -> bool:
         """Has a node that applied every entry below ``applied`` caught up with the
         quorum? Only once it learned a high watermark from a leader that had
@@ -235,77 +172,6 @@ class RaftNode:
         self._append([entry])
         self._leader_progress(now_ms)  # wakes long polls; the HW waits for the flush
         return entry.end
-
-    def add_voter(self, voter: Voter, now_ms: int) -> int:
-        """Leader: append a VotersRecord adding ``voter``; returns the offset after
-        it (the change is done once committed). :class:`VoterChangeError` when a
-        KIP-853 rule forbids it now (see :mod:`odradek.raft.membership`)."""
-        self._check_leader()
-        assert self.leader_state is not None
-        check_add(self, self.leader_state, voter, now_ms)
-        return self._append_voters(self.voter_set.adding(voter), now_ms)
-
-    def remove_voter(self, node_id: int, directory_id: uuid.UUID, now_ms: int) -> int:
-        """Leader: append a VotersRecord without ``(node_id, directory_id)``."""
-        self._check_leader()
-        check_remove(self, node_id, directory_id)
-        return self._append_voters(self.voter_set.removing(node_id), now_ms)
-
-    def voter_change_pending(self) -> bool:
-        """Is a VotersRecord in the log not yet committed?"""
-        return self.history.last_change_offset() >= self.high_watermark
-
-    def leader_committed_in_epoch(self) -> bool:
-        return self.role is Role.LEADER and self._leader_hw_known
-
-    def _check_leader(self) -> None:
-        if self.role is not Role.LEADER:
-            raise NotLeaderError(self.leader_id, self.epoch)
-
-    def _append_voters(self, voters: VoterSet, now_ms: int) -> int:
-        entry = Entry(self.log.end_offset, self.epoch, (voters_record(voters),), control=True)
-        self._append([entry])
-        self._leader_progress(now_ms)
-        return entry.end
-
-    def take_snapshot(self, end_offset: int, payload: bytes) -> Snapshot:
-        """Replace the log below ``end_offset`` by a snapshot of ``payload`` and the
-        voter set in force there (see :func:`odradek.raft.voters.frame_snapshot`)."""
-        voters = self.history.at(end_offset)
-        snap = self.log.take_snapshot(end_offset, frame_snapshot(voters, payload))
-        self.history.reset(voters, end_offset)
-        return snap
-
-    def snapshot_payload(self) -> bytes | None:
-        """The shell's payload of the log's snapshot (None: no snapshot)."""
-        snap = self.log.snapshot()
-        return None if snap is None else unframe_snapshot(snap.payload)[1]
-
-    def _load_history(self) -> None:
-        snap = self.log.snapshot()
-        if snap is not None:
-            self.history.reset(unframe_snapshot(snap.payload)[0], snap.end_offset)
-        offset = self.log.start_offset
-        while offset < self.log.end_offset:
-            entries = self.log.read(offset, 256)
-            if not entries:
-                break
-            for e in entries:
-                if e.control:
-                    self.history.observe(e.offset, e.records)
-            offset = entries[-1].end
-
-    def _directories(self) -> dict[int, uuid.UUID]:
-        return {v.node_id: v.directory_id for v in self.voter_set.voters}
-
-    def _append(self, entries: list[Entry]) -> None:
-        before = self.voters
-        self.log.append(entries)
-        for e in entries:
-            if e.control:
-                self.history.observe(e.offset, e.records)
-        if self.leader_state is not None and self.voters != before:
-            self.leader_state.set_voters(self.voters, self._directories())
 
     def describe(self, now_ms: int) -> list[ReplicaInfo]:
         """DescribeQuorum's replica rows (leader only; empty elsewhere)."""

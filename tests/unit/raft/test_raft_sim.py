@@ -66,3 +66,18 @@ def test_dynamic_voters(chunk: int) -> None:
         committed += sim.committed_end
         changes += sim.reconfigs
     assert committed > 0 and changes > 0
+
+
+@pytest.mark.parametrize("chunk", range(int(100 * SCALE) // CHUNK))
+def test_dynamic_voters_hostile_network(chunk: int) -> None:
+    """Voter changes on the hostile network: lost, duplicated and late messages,
+    frequent crashes, partitions and snapshots, a change every half second."""
+    changes = 0
+    for seed in range(500_000 + chunk * CHUNK, 500_000 + (chunk + 1) * CHUNK):
+        hostile = Faults(loss=0.2, dup=0.1, max_delay_ms=300, crash_every_ms=1500,
+                         partition_every_ms=1500, snapshot_every_ms=1000,
+                         reconfig_every_ms=500)
+        sim = RaftSim(seed, 3, 0, faults=hostile, dynamic=True, spare=2)
+        sim.run(chaos_ms=8_000)
+        changes += sim.reconfigs
+    assert changes > 0
