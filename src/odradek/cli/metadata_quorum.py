@@ -18,6 +18,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 from typing import Any
 
@@ -123,8 +124,9 @@ async def _describe(client: KafkaClient, args: argparse.Namespace) -> int:
         if args.json:
             emit_json(status)
         else:
-            for key, value in status.items():
-                print(f"{key + ':':<20}{value}")
+            for key, value in status.items():  # lists as JSON, as Kafka's tool prints them
+                text = json.dumps(value) if isinstance(value, list) else value
+                print(f"{key + ':':<20}{text}")
         return 0
     out = [{"NodeId": r.replica_id, "DirectoryId": uuid_to_kafka(r.replica_directory_id),
             "LogEndOffset": r.log_end_offset,
