@@ -165,6 +165,8 @@ def test_three_controllers_grow_to_five_and_shrink_to_three_while_producers_writ
     try:
         first = wait_voters(cluster, {1, 2, 3})
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+        wait_for("both brokers registered",
+                 lambda: len(admin.list_topics(timeout=5).brokers) == 2, 60, interval_s=0.5)
         admin.create_topics([NewTopic("dq", 2, 2)], request_timeout=30)["dq"].result(60)
         writer = Writer(cluster.bootstrap, "dq")
         writer.start()
