@@ -39,8 +39,8 @@ def mq(cluster: LocalCluster, *args: str, via: int | None = None) -> str:
         target = ["--bootstrap-controller", f"127.0.0.1:{cluster.nodes[via].controller_port}"]
     else:
         target = ["--bootstrap-server", cluster.bootstrap.split(",")[0]]
-    verb, *rest = args
-    proc = subprocess.run([*serve_command()[:-1], "metadata-quorum", verb, *target, *rest],
+    # Kafka's order: the target before the verb (test_cli_dynamic_quorum puts it after).
+    proc = subprocess.run([*serve_command()[:-1], "metadata-quorum", *target, *args],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, f"metadata-quorum {' '.join(args)}: {proc.stderr}"
     return proc.stdout

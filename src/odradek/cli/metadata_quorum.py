@@ -39,6 +39,7 @@ TIMEOUT_MS = 60_000
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     mq = sub.add_parser("metadata-quorum", help="describe and change the controller quorum")
+    _add_target(mq, None)  # before the verb, as kafka-metadata-quorum.sh takes them
     verbs = mq.add_subparsers(dest="verb", required=True)
     describe = verbs.add_parser("describe", help="the quorum's status or replication")
     _add_target(describe)
@@ -58,11 +59,13 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     remove.set_defaults(run=run_remove)
 
 
-def _add_target(parser: argparse.ArgumentParser) -> None:
+def _add_target(parser: argparse.ArgumentParser, default: Any = argparse.SUPPRESS) -> None:
+    """The target options, on ``metadata-quorum`` and again on each verb (where
+    they do not overwrite what was given before the verb)."""
     target = parser.add_mutually_exclusive_group()
-    target.add_argument("--bootstrap-server", metavar="HOST:PORT")
-    target.add_argument("--bootstrap-controller", metavar="HOST:PORT")
-    parser.add_argument("--command-config", type=Path, default=None, metavar="FILE",
+    target.add_argument("--bootstrap-server", metavar="HOST:PORT", default=default)
+    target.add_argument("--bootstrap-controller", metavar="HOST:PORT", default=default)
+    parser.add_argument("--command-config", type=Path, default=default, metavar="FILE",
                         help="client security settings; for add-controller, the new "
                              "controller's properties file")
 
