@@ -18,6 +18,7 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,7 @@ from odradek.wire.messages import describe_quorum_request as dqr
 from odradek.wire.messages import remove_raft_voter_request as rv
 
 TIMEOUT_MS = 60_000
+RETRY_S = 30.0
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -185,7 +187,7 @@ def run_add(args: argparse.Namespace) -> int:
     async def work(client: KafkaClient) -> int:
         req = av.AddRaftVoterRequest(None, TIMEOUT_MS, node_id, uuid_from_kafka(directory_id),
                                      [av.Listener(*x) for x in listeners])
-        _check(await client.request(req, 0), f"Adding controller {node_id}")
+        await _send(client, req, f"Adding controller {node_id}", ErrorCode.DUPLICATE_VOTER)
         print(f"Added controller {node_id} with directory id {directory_id} and endpoints: "
               + ", ".join(f"{n}://{h}:{p}" for n, h, p in listeners))
         return 0
@@ -202,9 +204,30 @@ def run_remove(args: argparse.Namespace) -> int:
 
     async def work(client: KafkaClient) -> int:
         req = rv.RemoveRaftVoterRequest(None, args.controller_id, directory)
-        _check(await client.request(req, 0), f"Removing controller {args.controller_id}")
+        await _send(client, req, f"Removing controller {args.controller_id}",
+                    ErrorCode.VOTER_NOT_FOUND)
         print(f"Removed controller {args.controller_id} with directory id "
               f"{args.controller_directory_id}")
         return 0
 
     return with_client(args, work)
+
+
+async def _send(client: KafkaClient, req: Any, what: str, done_code: int) -> None:
+    """Send a voter change, again while the answer is NOT_CONTROLLER (the active
+    controller moved or was being elected), for up to :data:`RETRY_S`, as Kafka's
+    admin client does. ``done_code`` (DUPLICATE_VOTER for an add, VOTER_NOT_FOUND
+    for a removal) after such a retry means an earlier attempt was committed."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + RETRY_S
+    retried = False
+    while True:
+        resp = await client.request(req, 0)
+        if resp.error_code == ErrorCode.NOT_CONTROLLER and loop.time() < deadline:
+            retried = True
+            await asyncio.sleep(0.5)  # the client's retry backoff
+            continue
+        if retried and resp.error_code == done_code:
+            return
+        _check(resp, what)
+        return
