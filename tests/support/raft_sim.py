@@ -34,6 +34,17 @@ one leader, known to every voter, whose commit reaches every voter (each of
 them caught up), and all
 logs equal up to the high watermark.
 
+With ``dynamic`` (KIP-853) the quorum is bootstrapped with ``kraft.version`` 1
+(a VotersRecord of the first ``voters`` nodes, each with a directory id) and
+``spare`` more nodes start as controllers with no voter set
+(``--no-initial-controllers``, observers); a **reconfig** fault asks the
+leader to add a caught-up spare or remove a voter (itself included), so the
+voter set moves under every other fault. Then the majority invariant is checked
+against the voter set of the committed prefix (the latest VotersRecord in it)
+or the change appended after it: the committed prefix is flushed on enough of
+its voters that every majority includes one; and no leader ever holds two
+uncommitted VotersRecords.
+
 A failure raises :class:`SimFailure` naming the seed, with the last events of
 the trace; ``python -m tests.support.raft_sim SEED`` replays a seed and prints
 the whole trace.
@@ -44,14 +55,23 @@ from __future__ import annotations
 import heapq
 import random
 import sys
+import uuid
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
 from odradek.raft.log import Entry, MemoryRaftLog, Snapshot
+from odradek.raft.membership import VoterChangeError
 from odradek.raft.messages import Message
 from odradek.raft.node import RaftConfig, RaftFatalError, RaftNode, Role
 from odradek.raft.quorum_state import MemoryQuorumStateStore
+from odradek.raft.voters import (
+    VOTERS_TAG,
+    Voter,
+    VoterSet,
+    decode_voters,
+    unframe_snapshot,
+)
 
 SIM_CONFIG = RaftConfig(
     election_timeout_ms=1000, fetch_timeout_ms=2000, request_timeout_ms=2000,
@@ -96,6 +116,8 @@ class Faults:
     partition_every_ms: int = 4000
     snapshot_every_ms: int = 2500
     propose_every_ms: int = 50
+    reconfig_every_ms: int = 1500
+    """Dynamic quorums only: how often the leader is asked to add or remove a voter."""
 
 
 @dataclass(order=True, slots=True)
@@ -117,13 +139,15 @@ def encode_snapshot(entries: list[tuple[int, int, tuple[bytes, ...], bool]]) -> 
 def decode_snapshot(payload: bytes) -> list[tuple[int, int, tuple[bytes, ...], bool]]:
     import ast
 
-    value: list[tuple[int, int, tuple[bytes, ...], bool]] = ast.literal_eval(payload.decode())
+    body = unframe_snapshot(payload)[1]
+    value: list[tuple[int, int, tuple[bytes, ...], bool]] = ast.literal_eval(body.decode())
     return value
 
 
 class RaftSim:
     def __init__(self, seed: int, voters: int = 3, observers: int = 0,
-                 faults: Faults | None = None, trace_len: int = 300) -> None:
+                 faults: Faults | None = None, trace_len: int = 300, *,
+                 dynamic: bool = False, spare: int = 0) -> None:
         self.seed = seed
         self.rng = random.Random(seed)
         self.faults = faults or Faults()
@@ -131,7 +155,12 @@ class RaftSim:
         self._seq = 0
         self._queue: list[_Event] = []
         self.voter_ids = frozenset(range(1, voters + 1))
-        ids = list(range(1, voters + observers + 1))
+        self.dynamic = dynamic
+        ids = list(range(1, voters + observers + spare + 1))
+        self.dirs = {i: uuid.UUID(int=self.rng.getrandbits(128)) for i in ids}
+        self.bootstrap = VoterSet.of(Voter(i, self.dirs[i]) for i in sorted(self.voter_ids))
+        self.spare_ids = frozenset(ids[voters + observers:])
+        self.reconfigs = 0
         self.nodes: dict[int, SimNode] = {}
         for node_id in ids:
             node = SimNode(node_id, MemoryRaftLog(), MemoryQuorumStateStore(), None)
@@ -168,12 +197,18 @@ class RaftSim:
         return SimFailure(
             f"raft simulation seed={self.seed}: {why}\n(replay: python -m tests.support.raft_sim "
             f"{self.seed} {len(self.voter_ids)} {len(self.nodes) - len(self.voter_ids)} "
-            f"{self.chaos_ms})\nlast events:\n{tail}")
+            f"{self.chaos_ms}{' dynamic' if self.dynamic else ''})\nlast events:\n{tail}")
 
     def _start(self, node: SimNode) -> None:
         rng = random.Random(self.rng.getrandbits(64))
-        node.raft = RaftNode(node.node_id, self.voter_ids, node.log, node.store, rng,
-                             SIM_CONFIG, self.now)
+        if self.dynamic:
+            boot = VoterSet(()) if node.node_id in self.spare_ids else self.bootstrap
+            node.raft = RaftNode(node.node_id, boot, node.log, node.store, rng, SIM_CONFIG,
+                                 self.now, directory_id=self.dirs[node.node_id],
+                                 bootstrap_ids=self.voter_ids)
+        else:
+            node.raft = RaftNode(node.node_id, self.voter_ids, node.log, node.store, rng,
+                                 SIM_CONFIG, self.now)
         node.alive = True
         node.ready = False
         node.must_reach = max(node.must_reach, node.applied_before)
@@ -315,7 +350,7 @@ class RaftSim:
         raft = node.raft
         if node.alive and raft is not None and raft.high_watermark > node.log.start_offset:
             entries = self.prefix(node, raft.high_watermark)
-            node.log.take_snapshot(raft.high_watermark, encode_snapshot(entries))
+            raft.take_snapshot(raft.high_watermark, encode_snapshot(entries))
             self._log(f"{node_id} SNAPSHOT at {raft.high_watermark}")
 
     def _on_chaos(self, _: None) -> None:
@@ -323,6 +358,13 @@ class RaftSim:
         roll = self.rng.random()
         total = (1 / f.crash_every_ms + 1 / f.partition_every_ms + 1 / f.snapshot_every_ms
                  + 1 / f.full_restart_every_ms)
+        if self.dynamic:
+            total += 1 / f.reconfig_every_ms
+            if roll < (1 / f.reconfig_every_ms) / total:
+                self._on_reconfig()
+                self._push(self.now + int(self.rng.expovariate(total)), "chaos", None)
+                return
+            roll -= (1 / f.reconfig_every_ms) / total
         if roll < (1 / f.full_restart_every_ms) / total:
             self._on_full_restart(None)
         elif roll < (1 / f.crash_every_ms + 1 / f.full_restart_every_ms) / total:
@@ -342,6 +384,35 @@ class RaftSim:
 
     def _on_stop(self, _: None) -> None:
         pass
+
+    def _on_reconfig(self) -> None:
+        """The leader is asked to add a node that is not a voter, or remove a voter."""
+        leader = self.leader()
+        if leader is None or leader.raft is None:
+            return
+        raft = leader.raft
+        outside = sorted(set(self.nodes) - raft.voters)
+        try:
+            if outside and (len(raft.voters) < 2 or self.rng.random() < 0.5):
+                n = self.rng.choice(outside)
+                end = raft.add_voter(Voter(n, self.dirs[n]), self.now)
+                self._log(f"{leader.node_id} ADD VOTER {n} (ends at {end})")
+            else:
+                n = self.rng.choice(sorted(raft.voters))
+                end = raft.remove_voter(n, self.dirs[n], self.now)
+                self._log(f"{leader.node_id} REMOVE VOTER {n} (ends at {end})")
+            self.reconfigs += 1
+        except VoterChangeError as exc:
+            self._log(f"{leader.node_id} voter change refused: {exc}")
+        self._after(leader)
+
+    def committed_voters(self) -> frozenset[int]:
+        """The voter set of the committed prefix (the latest VotersRecord in it)."""
+        for offset in sorted(self.committed, reverse=True):
+            for record in self.committed[offset][2]:
+                if record.startswith(VOTERS_TAG):
+                    return decode_voters(record[len(VOTERS_TAG):]).ids
+        return self.voter_ids
 
     # -- views ------------------------------------------------------------------------
 
@@ -391,6 +462,8 @@ class RaftSim:
                 prev = self.leader_commit.get(raft.epoch, 0)
                 self.leader_commit[raft.epoch] = max(prev, raft.high_watermark)
                 self._check_complete(node, raft.epoch)
+                if self.dynamic:
+                    self._check_one_change(node)
             hw = raft.high_watermark
             if not node.ready and raft.caught_up(hw):
                 node.ready = True
@@ -448,13 +521,42 @@ class RaftSim:
             raise self.fail(f"leader {node.node_id} of epoch {epoch} lacks entries "
                             f"committed below {need}")
 
+    def _check_one_change(self, node: SimNode) -> None:
+        """A leader never holds more than one VotersRecord past the committed end
+        (a leader appends one only once its high watermark passed the one before)."""
+        hw = self.committed_end
+        pending = sum(1 for e in node.log.entries() if e.control and e.offset >= hw
+                      for r in e.records if r.startswith(VOTERS_TAG))
+        if pending > 1:
+            raise self.fail(f"leader {node.node_id} holds {pending} uncommitted voter changes")
+
+    def _majority_sets(self) -> list[frozenset[int]]:
+        """The voter sets a commit may have counted: the committed prefix's, or the
+        one change a leader appended after it (a change counts from its append;
+        the two sets differ by one voter, so their majorities overlap)."""
+        sets = [self.committed_voters()]
+        for node in self.nodes.values():
+            for e in node.log.entries():
+                if e.control and e.offset >= self.committed_end:
+                    sets.extend(decode_voters(r[len(VOTERS_TAG):]).ids for r in e.records
+                                if r.startswith(VOTERS_TAG))
+        return sets
+
     def _check_majority(self) -> None:
         if self.committed_end == 0:
             return
-        holders = sum(1 for v in self.voter_ids if self._holds_committed(self.nodes[v], True))
-        if holders * 2 <= len(self.voter_ids):
-            raise self.fail(f"committed end {self.committed_end} is flushed on only "
-                            f"{holders} voters")
+        sets = self._majority_sets() if self.dynamic else [self.voter_ids]
+        for voters in sets:
+            holders = sum(1 for v in voters if self._holds_committed(self.nodes[v], True))
+            # Enough holders that every majority of the set includes one (so no
+            # leader can be elected without the entries): a majority of an odd
+            # set, half of an even one (a set of four reached through a change
+            # that was later truncated: what its three-voter successor committed
+            # with two holders still meets every three of the four).
+            if holders * 2 > len(voters) or (self.dynamic and holders * 2 >= len(voters)):
+                return
+        raise self.fail(f"committed end {self.committed_end} is flushed on no majority of "
+                        f"{sets}")
 
     # -- runs -------------------------------------------------------------------------
 
@@ -514,7 +616,7 @@ class RaftSim:
 
     def _check_equal_logs(self, hw: int) -> None:
         """Every voter's entries below the settled high watermark are the committed ones."""
-        for v in sorted(self.voter_ids):
+        for v in sorted(self.committed_voters() if self.dynamic else self.voter_ids):
             for t in self.prefix(self.nodes[v], hw):
                 if self.committed.get(t[0]) != t:
                     raise self.fail(f"node {v} holds {t} at {t[0]}, committed was "
@@ -526,7 +628,10 @@ def main(argv: list[str]) -> int:
     voters = int(argv[1]) if len(argv) > 1 else 3
     observers = int(argv[2]) if len(argv) > 2 else 0
     chaos_ms = int(argv[3]) if len(argv) > 3 else 20_000
-    sim = RaftSim(seed, voters, observers)
+    if len(argv) > 4 and argv[4] == "dynamic":  # the last nodes are spare controllers
+        sim = RaftSim(seed, voters, 0, dynamic=True, spare=observers)
+    else:
+        sim = RaftSim(seed, voters, observers)
     sim.full_trace = []
     try:
         sim.run(chaos_ms)

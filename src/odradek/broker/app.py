@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import posixpath
+import uuid
 from typing import TYPE_CHECKING
 
 from odradek.broker.aio import cancel_and_wait
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
     from odradek.broker.observe.endpoint import MetricsEndpoint
     from odradek.broker.replica.fetchers import ReplicaFetchers
     from odradek.broker.replica.isr import IsrManager
+    from odradek.raft.voters import VoterSet
 
 log = logging.getLogger("odradek.broker")
 
@@ -419,14 +421,41 @@ class _Quorum:
             store.read()  # a damaged file stops the start here, with its one line
         except (RaftLogError, QuorumStateError) as exc:
             raise DataDirError(str(exc)) from None
+        bootstrap_voters, directory_id = _dynamic_quorum(config)
         quorum = self.app.quorum = QuorumMetadataLog(
             state, config.node_id, voters, state.cluster_id, raft_log, store, raft_config,
             state.clock, config.get_int("metadata.log.max.record.bytes.between.snapshots"),
             config.get_int("metadata.log.max.snapshot.interval.ms"),
-            broker_client_security(config, controller_listener(config)))
+            broker_client_security(config, controller_listener(config)),
+            bootstrap_voters=bootstrap_voters, directory_id=directory_id,
+            bootstrap_servers=config.quorum_bootstrap_servers())
         return quorum
 
     def sessions(self, state: BrokerState) -> BrokerSessions:
         from odradek.broker.control.sessions import Sessions
 
         return Sessions(state)
+
+
+def _dynamic_quorum(config: BrokerConfig) -> tuple[VoterSet | None, uuid.UUID]:
+    """A controller's bootstrap voter set (KIP-853, written by ``storage format``;
+    None: a static quorum, or a broker) and its metadata directory's id."""
+    from odradek.broker.control.meta_properties import META_PROPERTIES, directory_ids
+    from odradek.broker.control.quorum_bootstrap import read_bootstrap_voters
+    from odradek.raft.voters import NO_DIRECTORY
+
+    ids = directory_ids([config.metadata_dir])
+    directory_id = ids[0] if ids else NO_DIRECTORY
+    if "controller" not in config.process_roles() or config.quorum_voters():
+        return None, directory_id
+    try:
+        voters = read_bootstrap_voters(config.metadata_dir)
+    except ValueError as exc:
+        raise DataDirError(str(exc)) from None
+    if voters is None and config.quorum_bootstrap_servers():
+        raise DataDirError(
+            f"{config.metadata_dir} has no bootstrap voters while "
+            f"controller.quorum.bootstrap.servers is set: format it with --standalone, "
+            f"--initial-controllers or --no-initial-controllers ({META_PROPERTIES} alone "
+            f"does not say)")
+    return voters, directory_id

@@ -468,8 +468,10 @@ class BrokerConfig:
 
     @property
     def is_cluster(self) -> bool:
-        """Whether a static controller quorum is configured (else: single-node mode)."""
-        return bool(self.quorum_voters())
+        """Whether a controller quorum is configured: static (``controller.quorum.voters``)
+        or dynamic (``controller.quorum.bootstrap.servers``, KIP-853); else single-node
+        mode."""
+        return bool(self.quorum_voters()) or bool(self.quorum_bootstrap_servers())
 
     def controller_listener_names(self) -> list[str]:
         return parse_listener_names(self.get("controller.listener.names"))

@@ -21,6 +21,7 @@ module imports only the pure layers.
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
@@ -33,6 +34,7 @@ from odradek.metadata.image import Endpoint, MetadataImage
 from odradek.replication.partition import Appended, Origin, PartitionState
 
 if TYPE_CHECKING:
+    from odradek.raft.voters import Voter
     from odradek.wire.messages.broker_heartbeat_request import BrokerHeartbeatRequest
     from odradek.wire.messages.broker_heartbeat_response import BrokerHeartbeatResponse
     from odradek.wire.messages.broker_registration_request import BrokerRegistrationRequest
@@ -319,6 +321,15 @@ class MetadataLogPort(Protocol):
         ...
 
     async def serve(self, api_key: int, request: Any) -> Any: ...
+
+    async def add_voter(self, voter: Voter, timeout_s: float) -> None:
+        """KIP-853 (active controller): VoterChangeError, NotControllerError."""
+        ...
+
+    async def remove_voter(self, node_id: int, directory_id: uuid.UUID,
+                           timeout_s: float) -> None: ...
+
+    def has_voter(self, node_id: int, directory_id: uuid.UUID) -> bool: ...
 
 
 class SessionsPort(Protocol):

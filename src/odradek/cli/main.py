@@ -24,6 +24,7 @@ SUBCOMMANDS = (
     "cluster", "users", "acls", "features",
     "dump_log", "storage", "dev", "metadata", "leaders", "console", "connect",
     "reassign",
+    "metadata_quorum",
 )
 
 

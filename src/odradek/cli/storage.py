@@ -23,6 +23,13 @@
   topic id for that partition on this node, and moves it aside again (saying
   why) if not.
 
+A dynamic controller quorum (KIP-853, :mod:`odradek.broker.control.quorum_bootstrap`)
+is chosen at format time, on controllers configured with
+``controller.quorum.bootstrap.servers``: ``--standalone`` (this controller
+alone), ``--initial-controllers ID@HOST:PORT:DIRID,...`` (this controller's
+metadata directory gets its DIRID) or ``--no-initial-controllers`` (added
+later); each writes ``bootstrap.voters`` into ``metadata.log.dir``.
+
 Unlike Kafka's tool, ``format`` writes no bootstrap metadata snapshot: the
 metadata log starts empty and the controller writes its first records; the
 SCRAM users of ``--add-scram`` (KIP-900) and the feature levels of
@@ -48,8 +55,15 @@ from odradek.broker.control.meta_properties import (
     read_meta_properties,
     write_meta_properties,
 )
+from odradek.broker.control.quorum_bootstrap import (
+    parse_initial_controllers,
+    uuid_from_kafka,
+    uuid_to_kafka,
+    write_bootstrap_voters,
+)
 from odradek.cli.common import CliError
 from odradek.metadata import features
+from odradek.raft.voters import Endpoint, Voter, VoterSet
 from odradek.storage.checkpoint import kafka_uuid_string, parse_partition_metadata
 from odradek.storage.names import STRAY_DIR_SUFFIX, parse_partition_dir_name
 from odradek.wire.internal.feature_level_record import FeatureLevelRecord
@@ -71,10 +85,16 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     _add_config(fmt)
     fmt.add_argument("-g", "--ignore-formatted", action="store_true",
                      help="skip directories formatted already (for this cluster and node)")
-    fmt.add_argument("-s", "--standalone", action="store_true",
-                     help="this controller alone forms the controller quorum (a single voter; "
-                          "only without controller.quorum.voters). Nothing extra is written: "
-                          "the flag is checked and reported")
+    quorum = fmt.add_mutually_exclusive_group()
+    quorum.add_argument("-s", "--standalone", action="store_true",
+                        help="this controller alone forms a dynamic controller quorum (KIP-853; "
+                             "only without controller.quorum.voters)")
+    quorum.add_argument("-I", "--initial-controllers", metavar="ID@HOST:PORT:DIRID,...",
+                        help="the initial voters of a dynamic controller quorum, this one "
+                             "among them (its metadata directory gets its DIRID)")
+    quorum.add_argument("-N", "--no-initial-controllers", action="store_true",
+                        help="a controller of a dynamic quorum that will be added later "
+                             "(odradek metadata-quorum add-controller)")
     fmt.add_argument("-S", "--add-scram", action="append", default=[], metavar="CREDENTIAL",
                      help="a SCRAM user the new cluster starts with, e.g. "
                           "'SCRAM-SHA-256=[name=alice,password=alice-secret]' (repeatable)")
@@ -135,8 +155,15 @@ def run_format(args: argparse.Namespace) -> int:
     node_id = config.node_id
     if node_id < 0:
         raise ConfigError(f"node.id: must not be negative to format, got {node_id}")
-    if args.standalone:
-        _check_standalone(config)
+    dynamic = args.standalone or args.initial_controllers or args.no_initial_controllers
+    if dynamic:
+        _check_standalone(config, "--standalone" if args.standalone
+                          else "--initial-controllers" if args.initial_controllers
+                          else "--no-initial-controllers")
+    # A single node (no quorum configured) takes --standalone as what it is already.
+    voters = _bootstrap_voters(args, config) if dynamic and config.is_cluster else None
+    me = voters.get(node_id) if voters is not None else None
+    meta_dir_id = uuid_to_kafka(me.directory_id) if me is not None else None
     try:
         scram_records = [parse_add_scram(text) for text in args.add_scram]
         levels = dict(features.parse_level(text) for text in args.feature)
@@ -156,13 +183,23 @@ def run_format(args: argparse.Namespace) -> int:
     for directory in todo:
         print(f"Formatting {directory} with metadata.version {METADATA_VERSION}.", flush=True)
         try:
-            write_meta_properties(directory, cluster_id, node_id)
+            write_meta_properties(
+                directory, cluster_id, node_id,
+                directory_id=meta_dir_id if directory == config.metadata_dir else None)
         except OSError as exc:
             raise CliError(f"cannot format {directory}: {exc.strerror or exc}") from exc
     if bootstrap and config.metadata_dir in todo:
         write_bootstrap(config.metadata_dir, bootstrap)
         print(f"Bootstrap records for {len(scram_records)} SCRAM credential(s) and "
               f"{len(levels)} feature level(s) written to {config.metadata_dir}.")
+    if voters is not None and config.metadata_dir in todo:
+        if args.standalone:
+            meta = read_meta_properties(config.metadata_dir / META_PROPERTIES)
+            voters = voters.adding(Voter(node_id, uuid_from_kafka(meta["directory.id"]),
+                                         _own_endpoint(config)))
+        write_bootstrap_voters(config.metadata_dir, voters)
+        print(f"Bootstrap voters {sorted(voters.ids) or 'none (added later)'} with "
+              f"kraft.version 1 written to {config.metadata_dir}.")
     for lock in locks:
         lock.release()
     if args.standalone:
@@ -170,12 +207,43 @@ def run_format(args: argparse.Namespace) -> int:
     return 0
 
 
-def _check_standalone(config: BrokerConfig) -> None:
+def _bootstrap_voters(args: argparse.Namespace, config: BrokerConfig) -> VoterSet:
+    """The voter set a dynamic quorum starts with (this node's own entry is added
+    after its directory is formatted, for --standalone)."""
+    if not args.initial_controllers:
+        return VoterSet(())
+    try:
+        voters = parse_initial_controllers(args.initial_controllers, _listener(config))
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+    if config.node_id not in voters.ids:
+        raise CliError(f"--initial-controllers: node.id={config.node_id} is not among "
+                       f"{sorted(voters.ids)}")
+    return voters
+
+
+def _listener(config: BrokerConfig) -> str:
+    names = config.controller_listener_names()
+    if not names:
+        raise CliError("controller.listener.names is empty: a controller needs one")
+    return names[0]
+
+
+def _own_endpoint(config: BrokerConfig) -> tuple[Endpoint, ...]:
+    """This controller's advertised endpoint on its (first) controller listener."""
+    name = _listener(config)
+    for lis in [*config.advertised_listeners(), *config.listeners()]:
+        if lis.name == name:
+            return (Endpoint(name, lis.host or "localhost", lis.port),)
+    raise CliError(f"controller.listener.names: no listener named {name}")
+
+
+def _check_standalone(config: BrokerConfig, flag: str) -> None:
     if "controller" not in config.process_roles():
-        raise CliError("You cannot use --standalone on a broker node (process.roles has no "
+        raise CliError(f"You cannot use {flag} on a broker node (process.roles has no "
                        "controller).")
     if config.quorum_voters():
-        raise CliError("You cannot use --standalone with controller.quorum.voters set (a static "
+        raise CliError(f"You cannot use {flag} with controller.quorum.voters set (a static "
                        "quorum): remove it, and set controller.quorum.bootstrap.servers for a "
                        "dynamic one.")
 

@@ -3,8 +3,9 @@
 One entry is one batch: ``baseOffset`` = the entry's offset, one record per
 entry record (null key, the record bytes as value), ``partitionLeaderEpoch`` =
 the entry's epoch. A control entry (the LeaderChange a new leader writes) is a
-control batch whose record key is Kafka's control key for LEADER_CHANGE
-(version 0, type 2).
+control batch; each record's key is Kafka's control key (version 0, type):
+LEADER_CHANGE (2), or for a record the core tags (:mod:`odradek.raft.voters`)
+KRAFT_VOTERS (6) / KRAFT_VERSION (5), the value then the untagged body.
 """
 
 from __future__ import annotations
@@ -12,18 +13,35 @@ from __future__ import annotations
 import struct
 
 from odradek.raft.log import Entry
+from odradek.raft.voters import (
+    KRAFT_VERSION_CONTROL_TYPE,
+    KRAFT_VERSION_TAG,
+    VOTERS_CONTROL_TYPE,
+    VOTERS_TAG,
+)
 from odradek.wire.batch import CorruptBatchError
 from odradek.wire.primitives import Buffer
 from odradek.wire.records import Record, build_batch, decode_batch
 
 LEADER_CHANGE_TYPE = 2
-_CONTROL_KEY = struct.Struct(">hh").pack(0, LEADER_CHANGE_TYPE)
+_KEY = struct.Struct(">hh")
+_CONTROL_KEY = _KEY.pack(0, LEADER_CHANGE_TYPE)
+_TAGS = {VOTERS_CONTROL_TYPE: VOTERS_TAG, KRAFT_VERSION_CONTROL_TYPE: KRAFT_VERSION_TAG}
+
+
+def _control(value: bytes) -> tuple[bytes, bytes]:
+    """(control key, on-disk value) of a control entry's record."""
+    for kind, tag in _TAGS.items():
+        if value.startswith(tag):
+            return _KEY.pack(0, kind), value[len(tag):]
+    return _CONTROL_KEY, value
 
 
 def encode_entry(entry: Entry, timestamp_ms: int = 0) -> bytes:
-    key = _CONTROL_KEY if entry.control else None
-    records = [Record(entry.offset + i, timestamp_ms, key, value)
-               for i, value in enumerate(entry.records)]
+    records = []
+    for i, value in enumerate(entry.records):
+        key, body = _control(value) if entry.control else (None, value)
+        records.append(Record(entry.offset + i, timestamp_ms, key, body))
     return build_batch(records, base_offset=entry.offset, control=entry.control,
                        partition_leader_epoch=entry.epoch)
 
@@ -42,7 +60,10 @@ def decode_entry(buf: Buffer, pos: int) -> tuple[Entry, int]:
     for k, record in enumerate(records):
         if record.offset != header.base_offset + k or record.value is None:
             raise CorruptBatchError(f"record {k} is not an entry record")
-        values.append(record.value)
+        value = bytes(record.value)
+        if header.is_control and record.key is not None and len(record.key) >= 4:
+            value = _TAGS.get(_KEY.unpack_from(record.key)[1], b"") + value
+        values.append(value)
     entry = Entry(header.base_offset, header.partition_leader_epoch, tuple(values),
                   header.is_control)
     return entry, header.size

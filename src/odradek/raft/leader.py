@@ -17,7 +17,10 @@ counted) within 1.5 × ``fetch_timeout_ms`` resigns.
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass, field
+
+from odradek.raft.voters import NO_DIRECTORY
 
 
 @dataclass(slots=True)
@@ -31,6 +34,8 @@ class ReplicaProgress:
     sent_high_watermark: int = -1
     """The high watermark in the last Fetch answer to this replica: a fetch is
     parked as a long poll only if the replica already knows the current one."""
+    directory_id: uuid.UUID = NO_DIRECTORY
+    """The directory id its last Fetch named (KIP-853's ReplicaDirectoryId)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +46,7 @@ class ReplicaInfo:
     end_offset: int
     last_fetch_ms: int
     last_caught_up_ms: int
+    directory_id: uuid.UUID = NO_DIRECTORY
 
 
 @dataclass(slots=True)
@@ -52,13 +58,27 @@ class LeaderState:
     started_ms: int
     progress: dict[int, ReplicaProgress] = field(default_factory=dict)
     """Voters other than the leader, and observers once they fetch."""
+    directories: dict[int, uuid.UUID] = field(default_factory=dict)
+    """The voters' directory ids (kraft.version 1): a fetch from another directory
+    (the disk was wiped) is not that voter's and counts for no majority; one that
+    names none (an older Fetch version) is taken as the voter's."""
 
     def __post_init__(self) -> None:
         for voter in self.voters - {self.node_id}:
             self.progress[voter] = ReplicaProgress()
 
-    def record_fetch(self, replica: int, fetch_offset: int, leader_end: int, now_ms: int) -> None:
+    def set_voters(self, voters: frozenset[int],
+                   directories: dict[int, uuid.UUID] | None = None) -> None:
+        """The voter set changed (a VotersRecord appended): majorities count the new one."""
+        self.voters = voters
+        self.directories = directories or {}
+        for voter in voters - {self.node_id}:
+            self.progress.setdefault(voter, ReplicaProgress())
+
+    def record_fetch(self, replica: int, fetch_offset: int, leader_end: int, now_ms: int,
+                     directory_id: uuid.UUID = NO_DIRECTORY) -> None:
         p = self.progress.setdefault(replica, ReplicaProgress())
+        p.directory_id = directory_id
         if fetch_offset >= leader_end:
             p.last_caught_up_ms = now_ms
         elif p.end_offset >= 0 and fetch_offset >= p.end_offset and p.last_fetch_ms >= 0:
@@ -69,12 +89,18 @@ class LeaderState:
         p.acknowledged = True
 
     def majority_end(self, leader_flushed: int) -> int:
-        """The largest offset that a majority of voters have (the leader included)."""
-        ends = [leader_flushed] + [
-            self.progress[v].end_offset for v in self.voters if v != self.node_id
-        ]
+        """The largest offset that a majority of voters have (the leader counted only
+        while it is one: a leader removing itself leads a set it is not in)."""
+        ends = [leader_flushed if v == self.node_id else self._end(v) for v in self.voters]
         ends.sort(reverse=True)
-        return ends[len(self.voters) // 2]
+        return ends[len(self.voters) // 2] if ends else -1
+
+    def _end(self, voter: int) -> int:
+        p = self.progress[voter]
+        want = self.directories.get(voter, NO_DIRECTORY)
+        # A fetch naming no directory (below Fetch v17) is taken as the voter's.
+        return p.end_offset if NO_DIRECTORY in (want, p.directory_id) or (
+            want == p.directory_id) else -1
 
     def new_high_watermark(self, leader_flushed: int, current: int) -> int | None:
         candidate = self.majority_end(leader_flushed)
@@ -85,7 +111,7 @@ class LeaderState:
     def has_quorum(self, now_ms: int, window_ms: int) -> bool:
         """Has a majority fetched within ``window_ms`` (the leader counts itself)?"""
         since = now_ms - window_ms
-        heard = 1 + sum(
+        heard = (self.node_id in self.voters) + sum(
             1 for v in self.voters
             if v != self.node_id and self.progress[v].last_fetch_ms >= max(since, self.started_ms)
         )
@@ -98,9 +124,12 @@ class LeaderState:
         others = [v for v in self.voters if v != self.node_id]
         return tuple(sorted(others, key=lambda v: (-self.progress[v].end_offset, v)))
 
-    def describe(self, leader_end: int, now_ms: int) -> list[ReplicaInfo]:
-        rows = [ReplicaInfo(self.node_id, leader_end, now_ms, now_ms)]
+    def describe(self, leader_end: int, now_ms: int,
+                 leader_directory: uuid.UUID = NO_DIRECTORY) -> list[ReplicaInfo]:
+        rows = [ReplicaInfo(self.node_id, leader_end, now_ms, now_ms, leader_directory)]
         for node_id in sorted(self.progress):
             p = self.progress[node_id]
-            rows.append(ReplicaInfo(node_id, p.end_offset, p.last_fetch_ms, p.last_caught_up_ms))
+            directory = self.directories.get(node_id, p.directory_id)
+            rows.append(ReplicaInfo(node_id, p.end_offset, p.last_fetch_ms, p.last_caught_up_ms,
+                                    directory))
         return rows

@@ -10,9 +10,11 @@ reorder.
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 
 from odradek.raft.log import Entry, Snapshot
+from odradek.raft.voters import NO_DIRECTORY
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,6 +26,9 @@ class VoteRequest:
     last_epoch: int
     end_offset: int
     pre_vote: bool
+    voter_directory_id: uuid.UUID = NO_DIRECTORY
+    """The directory id the candidate knows the recipient by (KIP-853): a replica
+    whose directory differs (its disk was wiped) is not that voter and refuses."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +83,8 @@ class FetchRequest:
     epoch: int
     fetch_offset: int
     last_fetched_epoch: int
+    directory_id: uuid.UUID = NO_DIRECTORY
+    """The fetching replica's directory id (KIP-853), matched when it is added as a voter."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,9 +33,8 @@ flushed ends, and followers never truncating below their high watermark
 
 from __future__ import annotations
 
-import enum
 import random
-from dataclasses import dataclass
+import uuid
 
 from odradek.raft.leader import LeaderState, ReplicaInfo
 from odradek.raft.leader import ReplicaProgress as LeaderProgress
@@ -53,53 +52,47 @@ from odradek.raft.messages import (
     VoteRequest,
     VoteResponse,
 )
+from odradek.raft.node_voters import VoterSetMixin
 from odradek.raft.quorum_state import ElectionState, QuorumStateStore
+from odradek.raft.roles import NotLeaderError, RaftConfig, RaftFatalError, Role
+from odradek.raft.voters import (
+    NO_DIRECTORY,
+    VoterHistory,
+    VoterSet,
+    kraft_version_record,
+    unframe_snapshot,
+    voters_record,
+)
 from odradek.wire.errors import ErrorCode
+
+__all__ = ["LEADER_CHANGE", "NotLeaderError", "RaftConfig", "RaftFatalError", "RaftNode",
+           "Role"]
 
 LEADER_CHANGE = b"leader-change"
 """The record of a LeaderChange entry (the shell writes Kafka's control record)."""
 
 
-class Role(enum.Enum):
-    UNATTACHED = "Unattached"
-    FOLLOWER = "Follower"
-    PROSPECTIVE = "Prospective"
-    CANDIDATE = "Candidate"
-    LEADER = "Leader"
-    RESIGNED = "Resigned"
-
-
-class RaftFatalError(Exception):
-    """The node would have to break a safety rule (truncate committed data)."""
-
-
-class NotLeaderError(Exception):
-    def __init__(self, leader_id: int, epoch: int) -> None:
-        super().__init__(f"not the leader (leader {leader_id}, epoch {epoch})")
-        self.leader_id = leader_id
-        self.epoch = epoch
-
-
-@dataclass(frozen=True, slots=True)
-class RaftConfig:
-    """Kafka's ``controller.quorum.*`` timers, in milliseconds."""
-
-    election_timeout_ms: int = 1000
-    fetch_timeout_ms: int = 2000
-    request_timeout_ms: int = 2000
-    fetch_max_wait_ms: int = 500
-    election_backoff_max_ms: int = 1000
-    max_fetch_entries: int = 64
-
-
-class RaftNode:
+class RaftNode(VoterSetMixin):
     def __init__(
-        self, node_id: int, voters: frozenset[int], log: RaftLog, store: QuorumStateStore,
-        rng: random.Random, config: RaftConfig, now_ms: int,
+        self, node_id: int, voters: frozenset[int] | VoterSet, log: RaftLog,
+        store: QuorumStateStore, rng: random.Random, config: RaftConfig, now_ms: int, *,
+        directory_id: uuid.UUID = NO_DIRECTORY, bootstrap_ids: frozenset[int] = frozenset(),
     ) -> None:
+        """``voters``: the static ``controller.quorum.voters`` (a set of ids,
+        ``kraft.version`` 0), or a bootstrap :class:`VoterSet` (``kraft.version``
+        1: the first leader of an empty log writes it as a VotersRecord). Either
+        way the latest VotersRecord in the log wins. ``bootstrap_ids``: whom an
+        observer with no voter set known fetches from to find the leader."""
         self.node_id = node_id
-        self.voters = voters
+        self.directory_id = directory_id
+        dynamic = isinstance(voters, VoterSet)
+        self.bootstrap_voters = voters if isinstance(voters, VoterSet) else None
+        self.history = VoterHistory(voters if isinstance(voters, VoterSet)
+                                    else VoterSet.static(voters))
+        self._dynamic = dynamic
+        self.bootstrap_ids = bootstrap_ids
         self.log = log
+        self._load_history()
         self.store = store
         self.rng = rng
         self.config = config
@@ -132,7 +125,7 @@ class RaftNode:
         state = store.read() or ElectionState()
         self.epoch, self.leader_id, self.voted_id = state.epoch, state.leader_id, state.voted_id
         self.role = Role.UNATTACHED
-        if state.leader_id == node_id and self.is_voter:
+        if state.leader_id == node_id and self.may_stand:
             self._resign(now_ms, persist=False)
         elif state.leader_id >= 0:
             self._become_follower(state.epoch, state.leader_id, now_ms, persist=False)
@@ -140,10 +133,6 @@ class RaftNode:
             self._become_unattached(state.epoch, state.voted_id, now_ms, persist=False)
 
     # -- public surface ----------------------------------------------------------
-
-    @property
-    def is_voter(self) -> bool:
-        return self.node_id in self.voters
 
     def caught_up(self, applied: int) -> bool:
         """Has a node that applied every entry below ``applied`` caught up with the
@@ -164,7 +153,7 @@ class RaftNode:
         return out
 
     def next_deadline(self) -> int:
-        searching = self.role is Role.UNATTACHED and not self.is_voter
+        searching = self.role is Role.UNATTACHED and not self.may_stand
         deadlines = [] if searching else [self._deadline]  # an observer never stands
         if self.role is Role.FOLLOWER or searching:
             deadlines.append(self._fetch_pending[1] if self._fetch_pending else self._fetch_due)
@@ -180,7 +169,7 @@ class RaftNode:
         if self.role is not Role.LEADER:
             raise NotLeaderError(self.leader_id, self.epoch)
         entry = Entry(self.log.end_offset, self.epoch, tuple(records))
-        self.log.append([entry])
+        self._append([entry])
         self._leader_progress(now_ms)  # wakes long polls; the HW waits for the flush
         return entry.end
 
@@ -188,7 +177,7 @@ class RaftNode:
         """DescribeQuorum's replica rows (leader only; empty elsewhere)."""
         if self.leader_state is None:
             return []
-        return self.leader_state.describe(self.log.end_offset, now_ms)
+        return self.leader_state.describe(self.log.end_offset, now_ms, self.directory_id)
 
     def resign(self, now_ms: int) -> None:
         """Graceful hand-over (controlled shutdown of the active controller)."""
@@ -199,7 +188,7 @@ class RaftNode:
         role = self.role
         if role is Role.LEADER:
             self._poll_leader(now_ms)
-        elif role is Role.FOLLOWER or (role is Role.UNATTACHED and not self.is_voter):
+        elif role is Role.FOLLOWER or (role is Role.UNATTACHED and not self.may_stand):
             self._poll_fetcher(now_ms)
         elif now_ms >= self._deadline:
             if role is Role.RESIGNED:
@@ -275,7 +264,9 @@ class RaftNode:
             self._persist()
 
     def _become_prospective(self, now_ms: int) -> None:
-        if not self.is_voter:
+        if not self.may_stand:
+            if self.role is not Role.UNATTACHED:  # a removed voter goes back to observing
+                self._become_unattached(self.epoch, -1, now_ms, persist=False)
             return
         leader = self.leader_id
         self._reset_common()
@@ -302,8 +293,13 @@ class RaftNode:
         self._persist()
         self._leader_hw_known = False
         start = self.log.end_offset
-        self.leader_state = LeaderState(self.node_id, self.epoch, start, self.voters, now_ms)
-        self.log.append([Entry(start, self.epoch, (LEADER_CHANGE,), control=True)])
+        self.leader_state = LeaderState(self.node_id, self.epoch, start, self.voters, now_ms,
+                                        directories=self._directories())
+        records = [LEADER_CHANGE]
+        if self._dynamic and self.history.kraft_version == 0 and self.bootstrap_voters:
+            # The first leader of a log bootstrapped with kraft.version 1 writes it.
+            records += [kraft_version_record(1), voters_record(self.bootstrap_voters)]
+        self._append([Entry(start, self.epoch, tuple(records), control=True)])
         self._deadline = now_ms + self.config.fetch_timeout_ms * 3 // 2
         self._send_begin_epoch(now_ms)
         self._leader_progress(now_ms)
@@ -340,23 +336,30 @@ class RaftNode:
     # -- voting -------------------------------------------------------------------
 
     def _ask_votes(self, epoch: int, *, pre_vote: bool) -> None:
+        vs = self.voter_set
         for voter in self._others():
+            v = vs.get(voter)
             self.outbox.append(VoteRequest(self.node_id, voter, epoch, self.log.last_epoch,
-                                           self.log.end_offset, pre_vote))
+                                           self.log.end_offset, pre_vote,
+                                           v.directory_id if v else NO_DIRECTORY))
 
     def _log_ok(self, last_epoch: int, end_offset: int) -> bool:
         return (last_epoch, end_offset) >= (self.log.last_epoch, self.log.end_offset)
 
     def _on_vote_request(self, req: VoteRequest, now_ms: int) -> None:
         granted = False
-        if req.src in self.voters and self.is_voter:
+        if req.voter_directory_id not in (NO_DIRECTORY, self.directory_id):
+            pass  # addressed to this id's former directory (a wiped disk): refuse
+        elif self.kraft_version == 1 or (req.src in self.voters and self.is_voter):
+            # KIP-853: a replica's voter set may lag the candidate's, so with
+            # kraft.version 1 anyone votes; the candidate counts only its voters.
             if req.pre_vote:
                 granted = self._grant_pre_vote(req, now_ms)
             else:
                 granted = self._grant_vote(req, now_ms)
         self.outbox.append(VoteResponse(self.node_id, req.src, self.epoch, self._known_leader(),
                                         granted, req.pre_vote,
-                                        0 if req.src in self.voters else
+                                        0 if granted or req.src in self.voters else
                                         ErrorCode.INCONSISTENT_VOTER_SET))
 
     def _grant_pre_vote(self, req: VoteRequest, now_ms: int) -> bool:
@@ -412,7 +415,7 @@ class RaftNode:
         return min(cap, self.config.election_timeout_ms // 2 + self.rng.randrange(cap))
 
     def _maybe_won(self, now_ms: int) -> None:
-        if len(self._granted) * 2 <= len(self.voters):
+        if len(self._granted & self.voters) * 2 <= len(self.voters):
             return
         if self.role is Role.PROSPECTIVE:
             self._become_candidate(now_ms)
@@ -444,6 +447,8 @@ class RaftNode:
         if self.log.flushed_offset < self.log.end_offset:
             self.log.flush()  # one fsync for everything appended since the last poll
             self._leader_progress(now_ms)
+            if self.role is not Role.LEADER:
+                return
         window = self.config.fetch_timeout_ms * 3 // 2
         if now_ms >= self._deadline:
             if not state.has_quorum(now_ms, window):
@@ -465,6 +470,9 @@ class RaftNode:
             self.high_watermark = hw
             self._learned_hw(hw)
             self._leader_hw_known = True
+            if not self.is_voter and not self.voter_change_pending():
+                self._resign(now_ms, persist=False)  # its own removal committed
+                return
         for replica, (req, _) in list(self._parked.items()):
             if hw is not None or self.log.end_offset > req.fetch_offset:
                 del self._parked[replica]
@@ -489,8 +497,11 @@ class RaftNode:
             self.outbox.append(reply)
             return
         assert self.leader_state is not None
-        self.leader_state.record_fetch(req.src, req.fetch_offset, self.log.end_offset, now_ms)
+        self.leader_state.record_fetch(req.src, req.fetch_offset, self.log.end_offset, now_ms,
+                                       req.directory_id)
         self._leader_progress(now_ms)
+        if self.leader_state is None:
+            return  # its own removal just committed: it resigned (the fetcher asks again)
         known_hw = self.leader_state.progress[req.src].sent_high_watermark
         if (req.fetch_offset >= self.log.end_offset and self.config.fetch_max_wait_ms > 0
                 and known_hw >= self.advertised_high_watermark):
@@ -560,16 +571,17 @@ class RaftNode:
 
     def _on_begin_epoch(self, req: BeginEpochRequest, now_ms: int) -> None:
         if (req.epoch > self.epoch or (req.epoch == self.epoch and self.role in (
-                Role.UNATTACHED, Role.PROSPECTIVE, Role.CANDIDATE))) and req.src in self.voters:
+                Role.UNATTACHED, Role.PROSPECTIVE, Role.CANDIDATE))) and (
+                req.src in self.voters or self.kraft_version == 1):
             self._become_follower(req.epoch, req.src, now_ms)
         error = 0 if req.epoch >= self.epoch else ErrorCode.FENCED_LEADER_EPOCH
         self.outbox.append(BeginEpochResponse(self.node_id, req.src, self.epoch,
                                               self._known_leader(), error))
 
     def _on_end_epoch(self, req: EndEpochRequest, now_ms: int) -> None:
-        if req.epoch > self.epoch and self.is_voter:
+        if req.epoch > self.epoch and self.may_stand:
             self._become_unattached(req.epoch, -1, now_ms)
-        if (req.epoch == self.epoch and self.is_voter and self.leader_id in (req.src, -1)
+        if (req.epoch == self.epoch and self.may_stand and self.leader_id in (req.src, -1)
                 and self.role in (Role.FOLLOWER, Role.UNATTACHED)):
             # The leader resigned: stand after a wait set by our rank among its successors.
             successors = req.successors
@@ -587,11 +599,13 @@ class RaftNode:
     def _fetch_target(self) -> int:
         if self.role is Role.FOLLOWER:
             return self.leader_id
-        return self.rng.choice(sorted(self.voters))  # an observer looking for the leader
+        # An observer looking for the leader (a new controller knows only its bootstrap).
+        return self.rng.choice(sorted(self.voters - {self.node_id} or self.bootstrap_ids
+                                      or self.voters))
 
     def _poll_fetcher(self, now_ms: int) -> None:
         if self.role is Role.FOLLOWER and now_ms >= self._deadline:
-            if self.is_voter:
+            if self.may_stand:
                 self._become_prospective(now_ms)
             else:  # an observer whose leader went quiet looks for the leader again
                 self._become_unattached(self.epoch, -1, now_ms, persist=False)
@@ -605,7 +619,7 @@ class RaftNode:
         self.log.flush()  # the offset we report must survive a crash
         offset = self.log.end_offset
         self.outbox.append(FetchRequest(self.node_id, self._fetch_target(), self.epoch, offset,
-                                        self.log.last_epoch))
+                                        self.log.last_epoch, self.directory_id))
         timeout = self.config.request_timeout_ms + self.config.fetch_max_wait_ms
         self._fetch_pending = (offset, now_ms + timeout)
 
@@ -637,7 +651,7 @@ class RaftNode:
             self._fetch_pending = (resp.fetch_offset, now_ms + self.config.request_timeout_ms)
         else:
             if resp.entries:
-                self.log.append(list(resp.entries))
+                self._append(list(resp.entries))
             hw = min(resp.high_watermark, self.log.end_offset)
             if hw > self.high_watermark:
                 self.high_watermark = hw
@@ -657,6 +671,7 @@ class RaftNode:
                 f"node {self.node_id}: leader asks to truncate to {target}, below the high "
                 f"watermark {self.high_watermark}")
         self.log.truncate_to(target)
+        self.history.truncate(target)
         self.recovered_end = min(self.recovered_end, target)
 
     def _on_fetch_snapshot_response(self, resp: FetchSnapshotResponse, now_ms: int) -> None:
@@ -671,6 +686,8 @@ class RaftNode:
         snap = resp.snapshot
         if snap.end_offset >= self.high_watermark and snap.end_offset > self.log.start_offset:
             self.log.install_snapshot(snap)
+            self.history.reset(unframe_snapshot(snap.payload)[0], snap.end_offset)
+            self.history.truncate(snap.end_offset)
             self.high_watermark = snap.end_offset
         self._fetch_pending = None
         self._fetch_due = now_ms

@@ -248,8 +248,15 @@ class LinkProxy:
 class LocalCluster:
     def __init__(self, tmp: Path, controllers: int = 3, brokers: int = 0,
                  overrides: dict[str, str] | None = None, links: bool = False,
-                 tls: bool = False, sasl: bool = False, metrics: bool = False) -> None:
-        """``metrics``: each node serves its metrics and health endpoint
+                 tls: bool = False, sasl: bool = False, metrics: bool = False,
+                 dynamic: bool = False) -> None:
+        """``dynamic``: a KIP-853 quorum: every node gets
+        ``controller.quorum.bootstrap.servers`` (every controller's listener)
+        instead of ``controller.quorum.voters``; :meth:`format` then takes the
+        initial voters (see there), and :meth:`wipe` formats a controller with
+        ``--no-initial-controllers``.
+
+        ``metrics``: each node serves its metrics and health endpoint
         (``odradek.metrics.listener``) on a port of its own
         (:attr:`Node.metrics_port`, :meth:`metrics_url`).
 
@@ -268,6 +275,7 @@ class LocalCluster:
         listeners: their credentials live in the log the quorum has yet to
         elect a leader for). ``User:broker`` and ``User:admin`` are super users."""
         self.tmp = tmp
+        self.dynamic = dynamic
         self.certs: DevCerts | None = None
         self.sasl = sasl
         tls = tls or sasl
@@ -327,9 +335,12 @@ class LocalCluster:
                   if node.client_port else []),
                 f"inter.broker.listener.name={client}",
                 *(sasl_lines() if sasl else [])]
+            bootstrap = ",".join(f"127.0.0.1:{v.controller_port}"
+                                 for v in self.nodes.values() if v.controller_port)
             lines = [
                 f"process.roles={node.roles}", f"node.id={node.node_id}",
-                f"controller.quorum.voters={voters_for(node)}",
+                f"controller.quorum.bootstrap.servers={bootstrap}" if dynamic
+                else f"controller.quorum.voters={voters_for(node)}",
                 f"listeners={','.join(listeners)}",
                 "controller.listener.names=CONTROLLER",
                 f"listener.security.protocol.map={client}:{client},CONTROLLER:{security}",
@@ -346,14 +357,30 @@ class LocalCluster:
 
     # -- life cycle -------------------------------------------------------------------
 
-    def format(self) -> str:
+    def format(self, initial: list[int] | None = None) -> str:
+        """Format every node with a new cluster id. A dynamic cluster: ``initial``
+        are the first voters (one: ``--standalone``; more: ``--initial-controllers``
+        with new directory ids); the other controllers ``--no-initial-controllers``."""
         odradek = [*serve_command()[:-1]]
-        cluster_id = subprocess.run([*odradek, "storage", "random-uuid"], check=True,
-                                    capture_output=True, text=True).stdout.strip()
+
+        def new_id() -> str:
+            return subprocess.run([*odradek, "storage", "random-uuid"], check=True,
+                                  capture_output=True, text=True).stdout.strip()
+
+        cluster_id = new_id()
         scram = add_scram_arguments()
+        initial = initial or []
+        ids = {n: new_id() for n in initial}
+        controllers = ",".join(f"{n}@127.0.0.1:{self.nodes[n].controller_port}:{ids[n]}"
+                               for n in initial)
         for node in self.nodes.values():
+            extra: list[str] = []
+            if self.dynamic and node.controller_port:
+                extra = (["--no-initial-controllers"] if node.node_id not in initial
+                         else ["--standalone"] if len(initial) == 1
+                         else ["--initial-controllers", controllers])
             subprocess.run([*odradek, "storage", "format", "-t", cluster_id, "-c",
-                            str(node.properties), *(scram if self.sasl else [])],
+                            str(node.properties), *(scram if self.sasl else []), *extra],
                            check=True, capture_output=True)
         self.cluster_id = cluster_id
         return cluster_id
@@ -408,8 +435,9 @@ class LocalCluster:
         assert not node.alive, "stop the node before wiping it"
         shutil.rmtree(node.directory / "data", ignore_errors=True)
         odradek = serve_command()[:-1]
+        extra = ["--no-initial-controllers"] if self.dynamic and node.controller_port else []
         subprocess.run([*odradek, "storage", "format", "-t", self.cluster_id, "-c",
-                        str(node.properties)], check=True, capture_output=True)
+                        str(node.properties), *extra], check=True, capture_output=True)
 
     def pause(self, node_id: int) -> None:
         proc = self.nodes[node_id].proc

@@ -145,7 +145,7 @@ def test_duplicate_voter_ids() -> None:
 def test_bootstrap_servers_parse() -> None:
     c = config(CLUSTER, controller_quorum_voters="",
                controller_quorum_bootstrap_servers="a:9093,[::1]:9094")
-    assert not c.is_cluster  # a dynamic quorum: no static voters
+    assert c.is_cluster and not c.quorum_voters()  # a dynamic quorum (KIP-853)
     assert c.quorum_bootstrap_servers() == [("a", 9093), ("::1", 9094)]
     assert error(CLUSTER, controller_quorum_bootstrap_servers="a").startswith(
         "controller.quorum.bootstrap.servers: bad address")

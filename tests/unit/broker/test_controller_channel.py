@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 
 from odradek.broker.control.controller_channel import FORWARDED_APIS
 from odradek.broker.net.forward import not_controller_response
 from odradek.wire import api
 from odradek.wire.errors import ErrorCode
+from odradek.wire.messages import add_raft_voter_request as arv
 from odradek.wire.messages import alter_client_quotas_request as acq
 from odradek.wire.messages import alter_configs_request as ac
 from odradek.wire.messages import alter_partition_reassignments_request as apr
@@ -21,6 +24,7 @@ from odradek.wire.messages import describe_quorum_request as dq
 from odradek.wire.messages import elect_leaders_request as el
 from odradek.wire.messages import incremental_alter_configs_request as iac
 from odradek.wire.messages import list_partition_reassignments_request as lpr
+from odradek.wire.messages import remove_raft_voter_request as rrv
 from odradek.wire.messages import update_features_request as uf
 
 REQUESTS = {
@@ -41,6 +45,8 @@ REQUESTS = {
         upsertions=[aus.ScramCredentialUpsertion("b", 1, 4096, b"s", b"p")]),
     55: dq.DescribeQuorumRequest([dq.TopicData("__cluster_metadata", [dq.PartitionData(0)])]),
     57: uf.UpdateFeaturesRequest(feature_updates=[uf.FeatureUpdateKey("transaction.version", 1)]),
+    80: arv.AddRaftVoterRequest(None, 1000, 4, uuid.uuid4()),
+    81: rrv.RemoveRaftVoterRequest(None, 4, uuid.uuid4()),
 }
 
 

@@ -3,6 +3,7 @@ the version nodes send, decoded, mapped back)."""
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 import pytest
@@ -10,6 +11,7 @@ import pytest
 from odradek.broker.control import quorum_wire as qw
 from odradek.raft import messages as rm
 from odradek.raft.log import Entry, Snapshot
+from odradek.raft.voters import Endpoint, Voter, VoterSet, kraft_version_record, voters_record
 from odradek.wire import api
 
 REQUESTS: list[Any] = [
@@ -19,15 +21,18 @@ REQUESTS: list[Any] = [
     rm.EndEpochRequest(2, 1, 9, (3, 1)),
     rm.FetchRequest(3, 2, 9, 44, 8),
     rm.FetchSnapshotRequest(3, 2, 9, (40, 8)),
+    rm.VoteRequest(2, 1, 7, 6, 120, pre_vote=False, voter_directory_id=uuid.UUID(int=7)),
 ]
 
-ENTRIES = (Entry(44, 9, (b"leader-change",), control=True), Entry(45, 9, (b"a", b"bc")))
+VOTERS = VoterSet.of([Voter(1, uuid.UUID(int=5), (Endpoint("CONTROLLER", "h", 9093),))])
+ENTRIES = (Entry(44, 9, (b"leader-change", kraft_version_record(1), voters_record(VOTERS)),
+                 control=True), Entry(47, 9, (b"a", b"bc")))
 RESPONSES: list[tuple[Any, Any]] = [
     (REQUESTS[0], rm.VoteResponse(1, 2, 7, -1, True, True)),
     (REQUESTS[1], rm.VoteResponse(1, 3, 8, 2, False, False, 94)),
     (REQUESTS[2], rm.BeginEpochResponse(3, 2, 9, 2)),
     (REQUESTS[3], rm.EndEpochResponse(1, 2, 9, -1)),
-    (REQUESTS[4], rm.FetchResponse(2, 3, 9, 2, 44, 45, ENTRIES)),
+    (REQUESTS[4], rm.FetchResponse(2, 3, 9, 2, 44, 47, ENTRIES)),
     (REQUESTS[4], rm.FetchResponse(2, 3, 9, 2, 44, 30, diverging=(8, 40))),
     (REQUESTS[4], rm.FetchResponse(2, 3, 9, 2, 44, 30, snapshot_id=(40, 8))),
     (REQUESTS[4], rm.FetchResponse(2, 3, 10, 1, 44, error=74)),

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from odradek.wire.messages.alter_partition_request import AlterPartitionRequest
     from odradek.wire.messages.alter_partition_response import AlterPartitionResponse
 
-FORWARDED_APIS = frozenset({19, 20, 30, 31, 33, 37, 43, 44, 45, 46, 49, 51, 55, 57})
+FORWARDED_APIS = frozenset({19, 20, 30, 31, 33, 37, 43, 44, 45, 46, 49, 51, 55, 57, 80, 81})
 ALTER_PARTITION_VERSION = 1
 log = logging.getLogger("odradek.replication")
 

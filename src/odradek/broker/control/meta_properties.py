@@ -77,12 +77,14 @@ def format_meta_properties(cluster_id: str, node_id: int, directory_id: str) -> 
 
 def write_meta_properties(
     directory: Path, cluster_id: str, node_id: int, *, ids: Ids | None = None,
-    fs: FileSystem | None = None,
+    fs: FileSystem | None = None, directory_id: str | None = None,
 ) -> dict[str, str]:
     """Create ``directory`` if needed and write its ``meta.properties`` (see the module
-    docstring for the format and the crash-safe write); returns what was written."""
+    docstring for the format and the crash-safe write); returns what was written.
+    ``directory_id``: the id to give it (a controller's, from --initial-controllers);
+    a new random one by default."""
     fs = fs or OsFileSystem()
-    directory_id = random_uuid(ids)
+    directory_id = directory_id or random_uuid(ids)
     makedirs_durable(fs, str(directory))
     write_atomically(fs, str(directory / META_PROPERTIES),
                      format_meta_properties(cluster_id, node_id, directory_id))

@@ -30,14 +30,19 @@ no backend applies a record before it is durable where the backend keeps it.
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from odradek.common.clock import Clock
 from odradek.wire import api
 from odradek.wire.errors import ErrorCode
 
+if TYPE_CHECKING:
+    from odradek.raft.voters import Voter
+
+_NO_DIRECTORY = uuid.UUID(int=0)
 
 @dataclass(frozen=True, slots=True)
 class ReplicaRow:
@@ -49,6 +54,8 @@ class ReplicaRow:
     """Wall-clock ms of its last fetch (-1: never)."""
     last_caught_up_ms: int
     voter: bool
+    directory_id: uuid.UUID = _NO_DIRECTORY
+    """Its metadata directory id (KIP-853; zero when unknown)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,6 +150,17 @@ class MetadataLog(Protocol):
     def end_offset(self) -> int: ...
 
     def describe(self) -> QuorumDescription: ...
+
+    async def add_voter(self, voter: Voter, timeout_s: float) -> None:
+        """KIP-853: add ``voter`` to the controller quorum (active controller only;
+        done once committed). VoterChangeError with Kafka's error code, or
+        NotControllerError."""
+        ...
+
+    async def remove_voter(self, node_id: int, directory_id: uuid.UUID,
+                           timeout_s: float) -> None: ...
+
+    def has_voter(self, node_id: int, directory_id: uuid.UUID) -> bool: ...
 
     async def serve(self, api_key: int, request: Any) -> Any:
         """The answer to a peer's KRaft request (Vote, BeginQuorumEpoch,
@@ -242,6 +260,21 @@ class JournalMetadataLog:
             self.node_id, self.EPOCH, end,
             replicas=[ReplicaRow(self.node_id, end, now, now, voter=True)],
             nodes=[(self.node_id, *e) for e in self.listener.listener_endpoints()[:1]])
+
+    async def add_voter(self, voter: Voter, timeout_s: float) -> None:
+        from odradek.raft.membership import VoterChangeError  # not loaded at a node's start
+
+        raise VoterChangeError(ErrorCode.UNSUPPORTED_VERSION,
+                               "a single node runs no controller quorum")
+
+    async def remove_voter(self, node_id: int, directory_id: uuid.UUID,
+                           timeout_s: float) -> None:
+        from odradek.raft.voters import Voter
+
+        await self.add_voter(Voter(node_id, directory_id), timeout_s)
+
+    def has_voter(self, node_id: int, directory_id: uuid.UUID) -> bool:
+        return node_id == self.node_id
 
     async def serve(self, api_key: int, request: Any) -> Any:
         # No quorum runs here: a peer's KRaft request is a mistake.

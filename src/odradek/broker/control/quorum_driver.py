@@ -20,6 +20,13 @@
 * lets the active controller :meth:`propose` records and wait until they are
   committed and applied here.
 
+Addresses (KIP-853): the voters' CONTROLLER endpoints are the latest
+VotersRecord's in the log (``kraft.version`` 1), else the static
+``controller.quorum.voters``. ``controller.quorum.bootstrap.servers`` get
+negative pseudo ids (-2, -3, …, as Kafka's) that an observer without a voter
+set fetches from; a successful Fetch answer names the real leader, whose
+address is then learned.
+
 The core runs on monotonic milliseconds; DescribeQuorum's timestamps are wall
 clock, converted with the offset between the two taken at start.
 """
@@ -28,8 +35,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import random
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -41,8 +50,10 @@ from odradek.client.security import PLAINTEXT, ClientSecurity
 from odradek.common.clock import Clock
 from odradek.raft import messages as rm
 from odradek.raft.log import RaftLog
+from odradek.raft.membership import VoterChangeError
 from odradek.raft.node import NotLeaderError, RaftConfig, RaftNode, Role
 from odradek.raft.quorum_state import QuorumStateStore
+from odradek.raft.voters import NO_DIRECTORY, VoterSet
 from odradek.wire.errors import ErrorCode
 
 log = logging.getLogger("odradek.quorum")
@@ -65,12 +76,18 @@ class QuorumDriver:
         apply: Callable[[int, list[bytes]], None], restore: Callable[[bytes], None],
         on_ready: Callable[[], None] | None = None,
         snapshot: Callable[[], bytes] | None = None, snapshot_bytes: int = 20 << 20,
-        snapshot_interval_ms: int = 3_600_000, security: ClientSecurity = PLAINTEXT,
+        snapshot_interval_ms: int = 3_600_000, security: ClientSecurity = PLAINTEXT, *,
+        bootstrap_voters: VoterSet | None = None, directory_id: uuid.UUID = NO_DIRECTORY,
+        bootstrap_servers: list[tuple[str, int]] | None = None,
     ) -> None:
         """``security``: TLS settings of the connections to the other voters (their
-        controller listener)."""
+        controller listener). ``bootstrap_voters``: a dynamic quorum's (see
+        :mod:`odradek.broker.control.quorum_bootstrap`), with this controller's
+        metadata ``directory_id``."""
         self.node_id = node_id
-        self.voters = voters
+        self.static_voters = voters
+        self._bootstrap = {-2 - i: a for i, a in enumerate(bootstrap_servers or [])}
+        self._learned: dict[int, tuple[str, int]] = {}
         self.cluster_id = cluster_id
         self.log = raft_log
         self.config = config
@@ -93,11 +110,15 @@ class QuorumDriver:
         what the local log held at start. Nothing acts on the image before."""
         self._ready_event = asyncio.Event()
         self._wall_offset = clock.now_ms() - clock.monotonic_ms()
-        self.raft = RaftNode(node_id, frozenset(voters), raft_log, store, random.Random(),
-                             config, clock.monotonic_ms())
+        self.raft = RaftNode(node_id, bootstrap_voters if bootstrap_voters is not None
+                             else frozenset(voters), raft_log, store, random.Random(),
+                             config, clock.monotonic_ms(), directory_id=directory_id,
+                             bootstrap_ids=frozenset(self._bootstrap))
         self.applied = 0
         """Every entry below this offset has been applied (or restored)."""
         self._wake = asyncio.Event()
+        self._progress = asyncio.Event()
+        """Set on every dispatch: a voter change waiting for its turn looks again."""
         self._answers: dict[tuple[int, type], asyncio.Future[Any]] = {}
         self._commits: list[tuple[int, int, asyncio.Future[None]]] = []
         self._conns = PeerConnections(f"odradek-raft-{node_id}", security)
@@ -157,6 +178,19 @@ class QuorumDriver:
         return heard > len(state.voters) // 2
 
     # -- views -----------------------------------------------------------------------
+
+    @property
+    def voters(self) -> dict[int, tuple[str, int]]:
+        """The voters' CONTROLLER endpoints, by node id: the log's voter set's
+        (``kraft.version`` 1), else the static ones."""
+        if self.raft.kraft_version == 0:
+            return self.static_voters
+        return {v.node_id: (v.endpoints[0].host, v.endpoints[0].port)
+                for v in self.raft.voter_set.voters if v.endpoints}
+
+    def address(self, node_id: int) -> tuple[str, int] | None:
+        return (self.voters.get(node_id) or self.static_voters.get(node_id)
+                or self._bootstrap.get(node_id) or self._learned.get(node_id))
 
     @property
     def is_leader(self) -> bool:
@@ -223,11 +257,12 @@ class QuorumDriver:
                 fut = self._answers.pop((msg.dst, type(msg)), None)
                 if fut is not None and not fut.done():
                     fut.set_result(msg)
-            elif msg.dst in self.voters and msg.dst != self.node_id:
+            elif msg.dst != self.node_id and self.address(msg.dst) is not None:
                 task = asyncio.get_running_loop().create_task(self._send(msg))
                 self._tasks.add(task)
                 task.add_done_callback(self._tasks.discard)
         self._catch_up()
+        self._progress.set()
         view = (self.raft.role, self.raft.epoch, self.raft.leader_id)
         active = self.is_leader
         if active != self._last_active:
@@ -271,8 +306,9 @@ class QuorumDriver:
         hw = self.raft.high_watermark
         if self.log.start_offset > self.applied:
             snap = self.log.snapshot()
-            if snap is not None:
-                self._restore(snap.payload)
+            payload = self.raft.snapshot_payload()  # without the core's voter set frame
+            if snap is not None and payload is not None:
+                self._restore(payload)
                 self.applied = snap.end_offset
         while self.applied < hw:
             entries = self.log.read(self.applied, 256)
@@ -299,7 +335,7 @@ class QuorumDriver:
                 self.applied > self.log.start_offset):
             # Every node snapshots its own image; the log before it is dropped, and
             # a follower behind it catches up with FetchSnapshot.
-            self.log.take_snapshot(self.applied, self._snapshot())
+            self.raft.take_snapshot(self.applied, self._snapshot())
             self._since_snapshot = 0
             self._last_snapshot_ms = self._now()
             log.info("quorum: node %d took a metadata snapshot at offset %d", self.node_id,
@@ -332,8 +368,10 @@ class QuorumDriver:
 
     async def _connection(self, peer: int) -> Connection:
         def address() -> str:
-            host, port = self.voters[peer]
-            return f"{host}:{port}"
+            found = self.address(peer)
+            if found is None:
+                raise ConnectionError(f"no address known for node {peer}")
+            return f"{found[0]}:{found[1]}"
 
         return await self._conns.get(peer, address, self.config.request_timeout_ms / 1000)
 
@@ -353,8 +391,22 @@ class QuorumDriver:
         except Exception as exc:  # a peer that speaks nonsense: ignore the answer
             log.warning("quorum: bad answer from %d: %s", msg.dst, exc)
             return
+        if msg.dst < 0 and isinstance(answer, rm.FetchResponse):
+            answer = self._from_bootstrap(msg.dst, answer)
         with contextlib.suppress(Exception):  # _handle stops the node on failure
             self._handle(answer)
+
+    def _from_bootstrap(self, pseudo: int, answer: rm.FetchResponse) -> rm.FetchResponse:
+        """An answer from a bootstrap server: only the leader answers a Fetch without
+        error, so that address is the leader's; an error naming a leader whose
+        address is unknown is not passed on (the observer tries another server)."""
+        leader = answer.leader_id
+        if not answer.error and leader >= 0:
+            self._learned[leader] = self._bootstrap[pseudo]
+            return dataclasses.replace(answer, src=leader)
+        if leader >= 0 and self.address(leader) is None:
+            return dataclasses.replace(answer, leader_id=-1)
+        return answer
 
     # -- inbound ---------------------------------------------------------------------
 
@@ -398,6 +450,36 @@ class QuorumDriver:
         from odradek.wire import api
 
         return api.response_class(api_key)(error_code=error)  # type: ignore[call-arg]
+
+    # -- voter changes (KIP-853) -----------------------------------------------------
+
+    async def change_voters(self, change: Callable[[int], int], timeout_s: float) -> None:
+        """Apply one voter change (``change(now_ms)`` calls the core's add_voter or
+        remove_voter and returns the offset after its record), retrying while the
+        core says "not now" (REQUEST_TIMED_OUT: the leader has not committed in its
+        epoch, another change is pending, the new voter is not caught up), then
+        wait until it is committed. VoterChangeError (with Kafka's code), or
+        NotLeaderError / CommitLostError when leadership moves."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while True:
+            if not self.is_leader:
+                raise NotLeaderError(self.leader_id, self.raft.epoch)
+            try:
+                end = change(self._now())
+                break
+            except VoterChangeError as exc:
+                left = deadline - loop.time()
+                if exc.code != ErrorCode.REQUEST_TIMED_OUT or left <= 0:
+                    raise
+                # Wait for the quorum to move (a fetch, a commit), at most 100 ms.
+                self._progress.clear()
+                await wait_event(self._progress, min(left, 0.1))
+        epoch = self.raft.epoch
+        fut: asyncio.Future[None] = loop.create_future()
+        self._commits.append((end, epoch, fut))
+        self._dispatch()
+        await asyncio.wait_for(fut, max(0.1, deadline - loop.time()))
 
     # -- proposals -------------------------------------------------------------------
 

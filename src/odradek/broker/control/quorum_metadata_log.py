@@ -9,7 +9,8 @@ append returns once its own entry has been applied here.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import uuid
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from odradek.broker.control.journal import decode_record, encode_record
@@ -26,6 +27,7 @@ from odradek.raft.codec import decode_entries, encode_entries
 from odradek.raft.log import Entry, RaftLog
 from odradek.raft.node import NotLeaderError, RaftConfig, Role
 from odradek.raft.quorum_state import QuorumStateStore
+from odradek.raft.voters import NO_DIRECTORY, Voter, VoterSet
 
 SNAPSHOT_CHUNK = 500
 """Records per entry of a snapshot's payload."""
@@ -40,14 +42,17 @@ class QuorumMetadataLog:
         self, listener: MetadataListener, node_id: int, voters: dict[int, tuple[str, int]],
         cluster_id: str, raft_log: RaftLog, store: QuorumStateStore, config: RaftConfig,
         clock: Clock, snapshot_bytes: int, snapshot_interval_ms: int,
-        security: ClientSecurity = PLAINTEXT,
+        security: ClientSecurity = PLAINTEXT, *, bootstrap_voters: VoterSet | None = None,
+        directory_id: uuid.UUID = NO_DIRECTORY,
+        bootstrap_servers: list[tuple[str, int]] | None = None,
     ) -> None:
         self.listener = listener
         self.clock = clock
         self.driver = QuorumDriver(
             node_id, voters, cluster_id, raft_log, store, config, clock,
             self._apply_entry, self._restore, self._caught_up, self._snapshot,
-            snapshot_bytes, snapshot_interval_ms, security)
+            snapshot_bytes, snapshot_interval_ms, security, bootstrap_voters=bootstrap_voters,
+            directory_id=directory_id, bootstrap_servers=bootstrap_servers)
 
     # -- views -----------------------------------------------------------------------
 
@@ -84,12 +89,18 @@ class QuorumMetadataLog:
 
     def describe(self) -> QuorumDescription:
         driver, raft = self.driver, self.driver.raft
-        nodes = [(n, "CONTROLLER", host, port) for n, (host, port) in sorted(driver.voters.items())]
+        if raft.kraft_version == 1:
+            nodes = [(v.node_id, e.name, e.host, e.port) for v in raft.voter_set.voters
+                     for e in v.endpoints]
+        else:
+            nodes = [(n, "CONTROLLER", host, port)
+                     for n, (host, port) in sorted(driver.voters.items())]
         if raft.role is not Role.LEADER:
             return QuorumDescription(driver.leader_id, raft.epoch, raft.high_watermark,
                                      f"ask the leader, node {driver.leader_id}", nodes=nodes)
         rows = [ReplicaRow(row.node_id, row.end_offset, driver.wall_ms(row.last_fetch_ms),
-                           driver.wall_ms(row.last_caught_up_ms), row.node_id in driver.voters)
+                           driver.wall_ms(row.last_caught_up_ms), row.node_id in raft.voters,
+                           row.directory_id)
                 for row in raft.describe(self.clock.monotonic_ms())]
         return QuorumDescription(driver.leader_id, raft.epoch, raft.high_watermark,
                                  replicas=rows, nodes=nodes)
@@ -109,6 +120,26 @@ class QuorumMetadataLog:
         except (CommitLostError, NotLeaderError):
             # Leadership moved first: the records may or may not be committed
             # by the next leader; the client retries, as with Kafka.
+            raise NotControllerError(self.driver.leader_id) from None
+
+    async def add_voter(self, voter: Voter, timeout_s: float) -> None:
+        """KIP-853 AddRaftVoter at the active controller (see QuorumDriver.change_voters):
+        NotControllerError elsewhere or when leadership moves, VoterChangeError."""
+        raft = self.driver.raft
+        await self._change(lambda now: raft.add_voter(voter, now), timeout_s)
+
+    async def remove_voter(self, node_id: int, directory_id: uuid.UUID,
+                           timeout_s: float) -> None:
+        raft = self.driver.raft
+        await self._change(lambda now: raft.remove_voter(node_id, directory_id, now), timeout_s)
+
+    def has_voter(self, node_id: int, directory_id: uuid.UUID) -> bool:
+        return self.driver.raft.voter_set.has(node_id, directory_id)
+
+    async def _change(self, change: Callable[[int], int], timeout_s: float) -> None:
+        try:
+            await self.driver.change_voters(change, timeout_s)
+        except (CommitLostError, NotLeaderError):
             raise NotControllerError(self.driver.leader_id) from None
 
     async def serve(self, api_key: int, request: Any) -> Any:

@@ -44,7 +44,8 @@ def request_to_kafka(msg: Any, cluster_id: str) -> tuple[int, Any]:
     if isinstance(msg, rm.VoteRequest):
         return 52, vq.VoteRequest(cluster_id, msg.dst, [vq.TopicData(METADATA_TOPIC, [
             vq.PartitionData(0, msg.epoch, msg.src, last_offset_epoch=msg.last_epoch,
-                             last_offset=msg.end_offset, pre_vote=msg.pre_vote)])])
+                             last_offset=msg.end_offset, pre_vote=msg.pre_vote,
+                             voter_directory_id=msg.voter_directory_id)])])
     if isinstance(msg, rm.BeginEpochRequest):
         return 53, bq.BeginQuorumEpochRequest(cluster_id, msg.dst, [bq.TopicData(
             METADATA_TOPIC, [bq.PartitionData(0, leader_id=msg.src, leader_epoch=msg.epoch)])])
@@ -70,7 +71,8 @@ def request_from_kafka(api_key: int, req: Any, dst: int) -> Any:
     if api_key == 52:
         p = _only(req.topics, "topic_name", "partitions")
         return rm.VoteRequest(p.candidate_id, dst, p.candidate_epoch, p.last_offset_epoch,
-                              p.last_offset, bool(getattr(p, "pre_vote", False)))
+                              p.last_offset, bool(getattr(p, "pre_vote", False)),
+                              p.voter_directory_id)
     if api_key == 53:
         p = _only(req.topics, "topic_name", "partitions")
         return rm.BeginEpochRequest(p.leader_id, dst, p.leader_epoch)

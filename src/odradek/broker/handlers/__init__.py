@@ -76,4 +76,7 @@ SERVED: dict[int, tuple[str, tuple[int, int]]] = {
     68: ("k68_consumer_group_heartbeat", (0, 1)),
     69: ("k69_consumer_group_describe", (0, 1)),
     75: ("k75_describe_topic_partitions", (0, 0)),
+    80: ("k80_add_raft_voter", (0, 0)),
+    81: ("k81_remove_raft_voter", (0, 0)),
+    82: ("k82_update_raft_voter", (0, 0)),
 }

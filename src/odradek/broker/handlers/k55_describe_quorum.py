@@ -8,7 +8,8 @@ knows, so a tool can ask again there. A single node (no controller quorum)
 answers as the one-voter quorum a single combined Kafka node is: itself as
 leader (epoch 1) and only voter, caught up now, the high watermark at the end
 of its metadata journal. v2 adds the voters' controller endpoints (a single
-node gives its first advertised listener).
+node gives its first advertised listener) and each replica's directory id
+(KIP-853; zero for a static quorum's voters).
 """
 
 from __future__ import annotations
@@ -40,6 +41,8 @@ async def handle(ctx: RequestContext, request: DescribeQuorumRequest) -> dq.Desc
         state = dq.ReplicaState(row.node_id, log_end_offset=row.end_offset,
                                 last_fetch_timestamp=row.last_fetch_ms,
                                 last_caught_up_timestamp=row.last_caught_up_ms)
+        if ctx.api_version >= 2:
+            state.replica_directory_id = row.directory_id
         (part.current_voters if row.voter else part.observers).append(state)
     nodes: dict[int, list[dq.Listener]] = {}
     for node_id, name, host, port in view.nodes:

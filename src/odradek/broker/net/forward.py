@@ -150,6 +150,11 @@ def not_controller_response(api_key: int, request: Any, code: int | None = None)
         return alter_scram(request, code)
     if api_key == 55:
         return dq.DescribeQuorumResponse(error_code=code, error_message=why)
+    if api_key in (80, 81):
+        from odradek.wire import api
+
+        return api.response_class(api_key)(  # type: ignore[call-arg]
+            error_code=code, error_message=why)
     if api_key == 30:
         from odradek.broker.handlers.k30_create_acls import error_response as create_acls
         return create_acls(request, code)

@@ -1,0 +1,51 @@
+"""AddRaftVoter (80), RemoveRaftVoter (81), UpdateRaftVoter (82): KIP-853's voter
+changes, decided by the active controller.
+
+Behaviour: the active controller applies the change to the Raft core (its rules
+in :mod:`odradek.raft.membership`), retrying "not now" until ``TimeoutMs``, and
+answers once the VotersRecord is committed. Another node forwards AddRaftVoter
+and RemoveRaftVoter to the active controller, as Kafka's brokers do
+(broker/net/forward.py); a node that cannot reach one answers NOT_CONTROLLER.
+A node without a controller quorum answers UNSUPPORTED_VERSION (its voters
+cannot change). UpdateRaftVoter (a voter telling the leader its new endpoints)
+is accepted for a known voter and changes nothing: endpoints are fixed when a
+voter is added.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from odradek.broker.net.context import RequestContext
+from odradek.broker.ports import NotControllerError
+from odradek.raft.membership import VoterChangeError
+from odradek.raft.voters import Endpoint, Voter
+from odradek.wire.errors import ErrorCode
+
+DEFAULT_TIMEOUT_MS = 30_000
+
+
+async def change(ctx: RequestContext, api_key: int, request: Any) -> tuple[int, str | None]:
+    """(error code, message) of applying ``request`` at this node."""
+    quorum = ctx.broker.metadata
+    if request.cluster_id not in (None, "", ctx.broker.cluster_id):
+        return ErrorCode.INCONSISTENT_CLUSTER_ID, "another cluster's request"
+    timeout_s = (request.timeout_ms if getattr(request, "timeout_ms", 0) > 0
+                 else DEFAULT_TIMEOUT_MS) / 1000
+    directory: uuid.UUID = request.voter_directory_id
+    try:
+        if api_key == 80:
+            endpoints = tuple(Endpoint(x.name, x.host, x.port) for x in request.listeners)
+            await quorum.add_voter(Voter(request.voter_id, directory, endpoints), timeout_s)
+        elif api_key == 81:
+            await quorum.remove_voter(request.voter_id, directory, timeout_s)
+        elif not quorum.has_voter(request.voter_id, directory):
+            return ErrorCode.VOTER_NOT_FOUND, f"no voter {request.voter_id} with that directory"
+    except VoterChangeError as exc:
+        return exc.code, str(exc)
+    except NotControllerError:
+        return ErrorCode.NOT_CONTROLLER, "not the active controller"
+    except TimeoutError:
+        return ErrorCode.REQUEST_TIMED_OUT, "the change did not commit in time"
+    return 0, None

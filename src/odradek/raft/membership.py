@@ -1,0 +1,81 @@
+"""KIP-853's rules for changing the voter set, checked by the leader.
+
+A change is one VotersRecord adding or removing one voter, and takes effect as
+soon as it is appended (majorities count the new set at once). It is safe
+because two consecutive sets always share a majority, provided that:
+
+* only one change is uncommitted at a time
+  (:meth:`~odradek.raft.node_voters.VoterSetMixin.voter_change_pending`);
+* the leader has committed an entry of its own epoch first (else a change of an
+  earlier leader, never committed, could be lost under a set that never saw it);
+* ``kraft.version`` is 1 (a static ``controller.quorum.voters`` cannot change);
+* a voter to add is an observer the leader hears from, with that directory id
+  (or none: a Fetch below v17 cannot carry it, so the shell's fetches name
+  none), caught up: its last fetch reached the leader's log end within a fetch timeout
+  (else the new majority could not commit anything until it catches up);
+* a voter to remove is in the set with that directory id, and is not the last.
+
+A violated rule raises :class:`VoterChangeError` with the Kafka error code that
+AddRaftVoter/RemoveRaftVoter answer: ``REQUEST_TIMED_OUT`` for "not now, try
+again", ``DUPLICATE_VOTER``, ``VOTER_NOT_FOUND``, ``UNSUPPORTED_VERSION``,
+``INVALID_REQUEST``.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import TYPE_CHECKING
+
+from odradek.raft.leader import LeaderState
+from odradek.raft.voters import NO_DIRECTORY, Voter
+from odradek.wire.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from odradek.raft.node_voters import VoterSetMixin as RaftNode
+
+
+class VoterChangeError(Exception):
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def _common(node: RaftNode) -> None:
+    if node.kraft_version == 0:
+        raise VoterChangeError(ErrorCode.UNSUPPORTED_VERSION,
+                               "kraft.version is 0: the voters are static "
+                               "(controller.quorum.voters)")
+    if not node.leader_committed_in_epoch():
+        raise VoterChangeError(ErrorCode.REQUEST_TIMED_OUT,
+                               "the leader has not committed in its epoch yet")
+    if node.voter_change_pending():
+        raise VoterChangeError(ErrorCode.REQUEST_TIMED_OUT,
+                               "another voter change is not committed yet")
+
+
+def check_add(node: RaftNode, state: LeaderState, voter: Voter, now_ms: int) -> None:
+    _common(node)
+    if voter.directory_id == NO_DIRECTORY:
+        raise VoterChangeError(ErrorCode.INVALID_REQUEST, "a voter needs a directory id")
+    if node.voter_set.get(voter.node_id) is not None:
+        raise VoterChangeError(ErrorCode.DUPLICATE_VOTER,
+                               f"node {voter.node_id} is already a voter")
+    p = state.progress.get(voter.node_id)
+    if p is None or p.directory_id not in (NO_DIRECTORY, voter.directory_id):
+        raise VoterChangeError(ErrorCode.REQUEST_TIMED_OUT,
+                               f"node {voter.node_id} with directory {voter.directory_id} "
+                               "does not fetch from the leader")
+    window = node.config.fetch_timeout_ms
+    if (p.last_caught_up_ms < 0 or now_ms - p.last_caught_up_ms > window
+            or p.end_offset < node.high_watermark):
+        raise VoterChangeError(ErrorCode.REQUEST_TIMED_OUT,
+                               f"node {voter.node_id} has not caught up with the leader")
+
+
+def check_remove(node: RaftNode, node_id: int, directory_id: uuid.UUID) -> None:
+    _common(node)
+    if not node.voter_set.has(node_id, directory_id):
+        raise VoterChangeError(ErrorCode.VOTER_NOT_FOUND,
+                               f"no voter {node_id} with directory {directory_id}")
+    if len(node.voters) == 1:
+        raise VoterChangeError(ErrorCode.INVALID_REQUEST, "cannot remove the last voter")

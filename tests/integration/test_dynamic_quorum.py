@@ -1,0 +1,212 @@
+"""Dynamic controller quorums (KIP-853) on real multi-process clusters, changed
+with ``odradek metadata-quorum`` as an operator would.
+
+* A controller formatted ``--standalone`` grows to three with ``add-controller``
+  (the others formatted ``--no-initial-controllers``); a full restart keeps the
+  voter set (it lives in the metadata log).
+* Three controllers grow to five and shrink to three (the first two, the leader
+  possibly among them, removed) while an idempotent ``acks=all`` producer
+  writes: every acknowledged record is read back. Then a voter's disk is wiped
+  and formatted again (a new directory id): it is removed by its old directory
+  id and added again with the new one.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from tests.support.cluster import LocalCluster, assert_no_tracebacks, serve_command, wait_for
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(420)]
+
+FAST = {"controller.quorum.election.timeout.ms": "1000",
+        "controller.quorum.fetch.timeout.ms": "2000"}
+
+
+def mq(cluster: LocalCluster, *args: str, via: int | None = None) -> str:
+    """``odradek metadata-quorum ARGS`` against a broker (or controller ``via``'s
+    listener); its output, asserting exit status 0."""
+    if via is not None:
+        target = ["--bootstrap-controller", f"127.0.0.1:{cluster.nodes[via].controller_port}"]
+    else:
+        target = ["--bootstrap-server", cluster.bootstrap.split(",")[0]]
+    # Kafka's order: the target before the verb (test_cli_dynamic_quorum puts it after).
+    proc = subprocess.run([*serve_command()[:-1], "metadata-quorum", *target, *args],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, f"metadata-quorum {' '.join(args)}: {proc.stderr}"
+    return proc.stdout
+
+
+def status(cluster: LocalCluster, via: int | None = None) -> dict[str, Any]:
+    out: dict[str, Any] = json.loads(mq(cluster, "describe", "--status", "--json", via=via))
+    return out
+
+
+def voters(cluster: LocalCluster, via: int | None = None) -> dict[int, str]:
+    """Voter id → directory id, as the active controller describes them."""
+    return {v["id"]: v["directoryId"] for v in status(cluster, via)["CurrentVoters"]}
+
+
+def wait_voters(cluster: LocalCluster, ids: set[int], via: int | None = None,
+                timeout_s: float = 60) -> dict[int, str]:
+    def check() -> dict[int, str] | None:
+        found = voters(cluster, via)
+        st = status(cluster, via)
+        return found if set(found) == ids and st["LeaderId"] in ids else None
+    return wait_for(f"voters {sorted(ids)}", check, timeout_s, interval_s=0.5)
+
+
+def add(cluster: LocalCluster, node_id: int) -> None:
+    out = mq(cluster, "add-controller", "--command-config", str(cluster.nodes[node_id].properties))
+    assert f"Added controller {node_id}" in out
+
+
+def remove(cluster: LocalCluster, node_id: int, directory_id: str) -> None:
+    out = mq(cluster, "remove-controller", "--controller-id", str(node_id),
+             "--controller-directory-id", directory_id)
+    assert f"Removed controller {node_id}" in out
+
+
+def meta_directory_id(cluster: LocalCluster, node_id: int) -> str:
+    text = (cluster.nodes[node_id].directory / "data" / "meta.properties").read_text()
+    return next(line.split("=", 1)[1] for line in text.splitlines()
+                if line.startswith("directory.id="))
+
+
+def test_a_standalone_controller_grows_to_three_and_a_restart_keeps_them(
+        tmp_path: Path) -> None:
+    cluster = LocalCluster(tmp_path, controllers=3, overrides=FAST, dynamic=True)
+    cluster.format(initial=[1])
+    cluster.start()
+    try:
+        assert set(wait_voters(cluster, {1})) == {1}
+        add(cluster, 2)
+        add(cluster, 3)
+        grown = wait_voters(cluster, {1, 2, 3})
+        assert grown == {n: meta_directory_id(cluster, n) for n in (1, 2, 3)}
+        row = status(cluster)
+        assert {v["endpoints"] for v in row["CurrentVoters"]} == {
+            f"CONTROLLER://127.0.0.1:{cluster.nodes[n].controller_port}" for n in (1, 2, 3)}
+        cluster.stop_all(clean=True)
+        cluster.start()
+        assert wait_voters(cluster, {1, 2, 3}) == grown  # the voter set is in the log
+        # A controller that does not lead sends the tool on to the leader.
+        follower = next(n for n in (1, 2, 3) if n != status(cluster)["LeaderId"])
+        assert set(voters(cluster, via=follower)) == {1, 2, 3}
+        assert_no_tracebacks(cluster)
+    except BaseException:
+        print(cluster.logs())
+        raise
+    finally:
+        cluster.stop()
+
+
+class Writer(threading.Thread):
+    """An idempotent acks=all producer writing numbered records until stopped;
+    :attr:`acked` are the values it had acknowledged."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        super().__init__(daemon=True)
+        self.producer = Producer({"bootstrap.servers": bootstrap, "acks": "all",
+                                  "enable.idempotence": True, "linger.ms": 5,
+                                  "message.timeout.ms": 120_000})
+        self.topic = topic
+        self.acked: list[int] = []
+        self.errors: list[str] = []
+        self.halt = threading.Event()
+
+    def _done(self, err: Any, msg: Any) -> None:
+        if err is not None:
+            self.errors.append(str(err))
+        else:
+            self.acked.append(int(msg.value()))
+
+    def run(self) -> None:
+        i = 0
+        while not self.halt.is_set():
+            self.producer.produce(self.topic, str(i).encode(), partition=i % 2,
+                                  on_delivery=self._done)
+            i += 1
+            self.producer.poll(0.005)
+        self.producer.flush(120)
+
+
+def read_values(bootstrap: str, topic: str, expect: int) -> set[int]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "dq-reader",
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(2)])
+    got: set[int] = set()
+    deadline = time.monotonic() + 60
+    try:
+        while len(got) < expect and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is not None and not msg.error():
+                got.add(int(msg.value()))
+    finally:
+        consumer.close()
+    return got
+
+
+def test_three_controllers_grow_to_five_and_shrink_to_three_while_producers_write(
+        tmp_path: Path) -> None:
+    cluster = LocalCluster(tmp_path, controllers=5, brokers=2, overrides=FAST, dynamic=True)
+    cluster.format(initial=[1, 2, 3])
+    cluster.start()
+    writer: Writer | None = None
+    try:
+        first = wait_voters(cluster, {1, 2, 3})
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+        wait_for("both brokers registered",
+                 lambda: len(admin.list_topics(timeout=5).brokers) == 2, 60, interval_s=0.5)
+        admin.create_topics([NewTopic("dq", 2, 2)], request_timeout=30)["dq"].result(60)
+        writer = Writer(cluster.bootstrap, "dq")
+        writer.start()
+        wait_for("first acks", lambda: len(writer.acked) > 100, 60)  # type: ignore[union-attr]
+        add(cluster, 4)
+        add(cluster, 5)
+        wait_voters(cluster, {1, 2, 3, 4, 5})
+        remove(cluster, 1, first[1])
+        remove(cluster, 2, first[2])
+        shrunk = wait_voters(cluster, {3, 4, 5})
+        mark = len(writer.acked)
+        wait_for("acks after the shrink", lambda: len(writer.acked) > mark + 100, 60)  # type: ignore[union-attr]
+        writer.halt.set()
+        writer.join(150)
+        assert not writer.is_alive() and not writer.errors, writer.errors[:3]
+        acked = set(writer.acked)
+        got = read_values(cluster.bootstrap, "dq", len(acked))
+        assert acked <= got, f"{len(acked - got)} acknowledged records lost"
+
+        # Controller 3's disk is replaced: formatted again, it has a new directory id.
+        cluster.terminate(3)
+        cluster.wipe(3)
+        cluster.start(3)
+        new_id = meta_directory_id(cluster, 3)
+        assert new_id != shrunk[3]
+        remove(cluster, 3, shrunk[3])
+        wait_voters(cluster, {4, 5})
+        add(cluster, 3)
+        assert wait_voters(cluster, {3, 4, 5}) == {3: new_id, 4: shrunk[4], 5: shrunk[5]}
+        # The quorum still decides: a new topic is created and written.
+        admin.create_topics([NewTopic("after", 1, 2)], request_timeout=30)["after"].result(60)
+        producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all",
+                             "enable.idempotence": True})
+        producer.produce("after", b"1")
+        assert producer.flush(60) == 0
+        assert_no_tracebacks(cluster)
+    except BaseException:
+        print(cluster.logs())
+        raise
+    finally:
+        if writer is not None:
+            writer.halt.set()
+        cluster.stop()
