@@ -96,5 +96,6 @@ CONTROLLER_MAX: Final[dict[int, int]] = {
     62: 4,   # BrokerRegistration
     63: 1,   # BrokerHeartbeat
     67: 0,   # AllocateProducerIds
+    82: 0,   # UpdateRaftVoter (KIP-853)
 }
 """API key -> the highest version a Kafka 4.0 controller serves."""

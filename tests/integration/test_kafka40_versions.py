@@ -93,8 +93,6 @@ NOT_SERVED: dict[int, str] = {
     41: "DescribeDelegationToken: delegation tokens are a non-goal",
     64: "UnregisterBroker: brokers leave by being fenced",
     74: "ListClientMetricsResources: client telemetry is a non-goal (DESIGN.md)",
-    80: "AddRaftVoter: static controller.quorum.voters (kraft.version 0)",
-    81: "RemoveRaftVoter: static controller.quorum.voters (kraft.version 0)",
 }
 
 # Served below Kafka 4.0's range, or not yet (empty since the KIP-848 consumer

@@ -92,7 +92,7 @@ CLUSTER_LEVEL = sorted(k for k, reg in load_all().items() if cluster_checks(reg)
 
 def test_the_cluster_level_apis_are_the_expected_ones() -> None:
     assert CLUSTER_LEVEL == [27, 29, 30, 31, 34, 35, 43, 45, 46, 48, 49, 50, 51, 52, 53, 54,
-                             55, 56, 57, 58, 59, 62, 63, 67]
+                             55, 56, 57, 58, 59, 62, 63, 67, 80, 81, 82]
 
 
 @pytest.mark.parametrize("api_key", CLUSTER_LEVEL)
