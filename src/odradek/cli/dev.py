@@ -35,6 +35,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 from odradek.cli.common import CliError
@@ -253,14 +254,17 @@ class _Nodes:
             pid = f", pid {proc.pid}" if proc is not None and proc.poll() is None else ""
             print(f"node {i}: {state}{pid}", flush=True)
 
-    def stop_all(self) -> None:
+    def stop_all(self, timeout_s: float = 30.0) -> None:
+        """SIGTERM every node (a controlled shutdown each); whichever has not
+        exited ``timeout_s`` after the signal is killed."""
         running = [p for p in self.procs.values() if p.poll() is None]
         for p in running:
             p.send_signal(signal.SIGCONT)
             p.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + timeout_s
         for p in running:
             with contextlib.suppress(subprocess.TimeoutExpired):
-                p.wait(30)
+                p.wait(max(0.0, deadline - time.monotonic()))
             if p.poll() is None:
                 p.kill()
                 p.wait()
@@ -320,6 +324,10 @@ def run(args: argparse.Namespace) -> int:
         stop = True
 
     signal.signal(signal.SIGTERM, on_signal)
+    # Ctrl-C stops the cluster even when this process was started with SIGINT
+    # ignored or blocked (a background job of a script inherits SIG_IGN).
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
     lines: queue.Queue[str] = queue.Queue()
     threading.Thread(target=_read_commands, args=(lines,), daemon=True).start()
     try:

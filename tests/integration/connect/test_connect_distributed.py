@@ -61,7 +61,9 @@ def test_tasks_spread_2_2_2_and_move_after_the_delay_without_loss(
             p if (p := spread(workers[1].url)) and sorted(
                 list(p.values()).count(w.worker_id) for w in workers) == [3, 3] else None),
             90)
-        first = sequences(values(broker.bootstrap_servers, "out"))
+        first = wait_for("every task to have written", lambda: (
+            q if len(q := sequences(values(broker.bootstrap_servers, "out"))) == TASKS
+            else None), 60)
         # a third worker joins: one task of each moves to it, the rest run on
         workers.append(Worker(tmp_path / "worker.properties"))
         placed = wait_for("6 tasks RUNNING 2/2/2", lambda: (
