@@ -29,7 +29,7 @@ from odradek.connect.runtime import tasks as t
 from odradek.connect.runtime.dconfig import DistributedConfig
 from odradek.connect.runtime.dstate import ClusterState
 from odradek.connect.runtime.dwork import LocalWork
-from odradek.connect.runtime.herder import INITIAL_STATES, Entry, Herder
+from odradek.connect.runtime.herder import INITIAL_STATES, Entry, Herder, patched
 from odradek.connect.runtime.offset_topic import TopicOffsets
 from odradek.connect.runtime.validation import RestError, connector_class
 
@@ -168,13 +168,7 @@ class DistributedHerder(Herder):
 
     def patch(self, name: str, changes: Mapping[str, str | None]) -> dict[str, Any]:
         self._require_leader()
-        config = dict(self.config(name))
-        for k, v in changes.items():
-            if v is None:
-                config.pop(k, None)
-            else:
-                config[k] = v
-        return self.create(name, config, replace=True)[1]
+        return self.create(name, patched(self.config(name), changes), replace=True)[1]
 
     def delete(self, name: str) -> None:
         self._require_leader()

@@ -54,6 +54,7 @@ from odradek.connect.runtime.config import WorkerConfig, prefixed
 from odradek.connect.runtime.offset_topic import TopicOffsets, offset_key, offset_record
 from odradek.connect.runtime.offsets import OffsetStore
 from odradek.connect.runtime.pipeline import converter, header_converter
+from odradek.connect.runtime.producing import produce, record_kwargs
 from odradek.connect.runtime.tasks import (
     KAFKA_LOG,
     RUNNING,
@@ -243,9 +244,9 @@ class ExactlyOnceSourceRunner(SourceRunner):
                 return
             for partition, offset in offsets.values():
                 k, v = offset_record(self.connector, partition, offset)
-                producer.produce(topic, key=k, value=v,
-                                 on_delivery=lambda err, _m: failure.append(
-                                     KafkaException(err)) if err is not None else None)
+                produce(producer, topic, key=k, value=v,
+                        on_delivery=lambda err, _m: failure.append(
+                            KafkaException(err)) if err is not None else None)
             producer.flush(TXN_TIMEOUT_S)
             if failure:
                 raise failure[0]
@@ -290,20 +291,8 @@ class ExactlyOnceSourceRunner(SourceRunner):
                 creator.ensure(out.topic)  # topic.creation.* (KIP-158)
                 seen_topics.add(out.topic)
                 self.on_topic(out.topic)
-            kwargs: dict[str, Any] = {"key": key, "value": value,
-                                      "on_delivery": delivered(entry)}
-            if out.kafka_partition is not None:
-                kwargs["partition"] = out.kafka_partition
-            if out.timestamp is not None:
-                kwargs["timestamp"] = out.timestamp
-            if headers:
-                kwargs["headers"] = headers
-            while True:
-                try:
-                    producer.produce(out.topic, **kwargs)
-                    break
-                except BufferError:
-                    producer.poll(0.05)
+            produce(producer, out.topic,
+                    **record_kwargs(out, key, value, headers, delivered(entry)))
 
         task.start(self.config)
         self.state = RUNNING

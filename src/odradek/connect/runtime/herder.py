@@ -35,6 +35,17 @@ STARTED, PAUSED_TARGET, STOPPED_TARGET = "STARTED", "PAUSED", "STOPPED"
 INITIAL_STATES = {"RUNNING": STARTED, "PAUSED": PAUSED_TARGET, "STOPPED": STOPPED_TARGET}
 
 
+def patched(config: Mapping[str, str], changes: Mapping[str, str | None]) -> dict[str, str]:
+    """``config`` with PATCH ``changes`` applied (a null value removes the key)."""
+    out = dict(config)
+    for k, v in changes.items():
+        if v is None:
+            out.pop(k, None)
+        else:
+            out[k] = v
+    return out
+
+
 class FrozenDict(dict[str, Any]):
     """A source partition as a hashable mapping (the key of ``alter_offsets``)."""
 
@@ -127,13 +138,8 @@ class Herder:
 
     def patch(self, name: str, changes: Mapping[str, str | None]) -> dict[str, Any]:
         with self.lock:
-            config = dict(self._get(name).config)
-            for k, v in changes.items():
-                if v is None:
-                    config.pop(k, None)
-                else:
-                    config[k] = v
-            return self.create(name, config, replace=True)[1]
+            return self.create(name, patched(self._get(name).config, changes),
+                               replace=True)[1]
 
     def delete(self, name: str) -> None:
         with self.lock:

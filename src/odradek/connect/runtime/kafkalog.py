@@ -34,6 +34,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 )
 
 from odradek.connect.runtime.config import ClientConfig
+from odradek.connect.runtime.producing import produce
 
 log = logging.getLogger(__name__)
 
@@ -187,12 +188,7 @@ class KafkaLog:
             if callback is not None:
                 callback(None if err is None else KafkaException(err))
 
-        while True:
-            try:
-                self.producer.produce(self.topic, key=key, value=value, on_delivery=delivered)
-                break
-            except BufferError:
-                self.producer.poll(0.05)
+        produce(self.producer, self.topic, key=key, value=value, on_delivery=delivered)
         self.producer.poll(0)
 
     def flush(self, timeout_s: float = ADMIN_TIMEOUT_S) -> None:

@@ -40,6 +40,7 @@ from odradek.connect.errors import ErrorHandler, Skip
 from odradek.connect.runtime.config import WorkerConfig, prefixed
 from odradek.connect.runtime.offsets import OffsetStore, Reader
 from odradek.connect.runtime.pipeline import converter, header_converter
+from odradek.connect.runtime.producing import produce, record_kwargs
 from odradek.connect.runtime.topics import TopicCreator
 from odradek.connect.transforms.chain import TransformChain
 
@@ -215,20 +216,8 @@ class SourceRunner(TaskRunner):
                         creator.ensure(topic)
                         seen_topics.add(topic)
                         self.on_topic(topic)
-                    kwargs: dict[str, Any] = {"key": key, "value": value,
-                                              "on_delivery": delivered(entry)}
-                    if out.kafka_partition is not None:
-                        kwargs["partition"] = out.kafka_partition
-                    if out.timestamp is not None:
-                        kwargs["timestamp"] = out.timestamp
-                    if headers:
-                        kwargs["headers"] = headers
-                    while True:
-                        try:
-                            producer.produce(topic, **kwargs)
-                            break
-                        except BufferError:
-                            producer.poll(0.05)
+                    produce(producer, topic,
+                            **record_kwargs(out, key, value, headers, delivered(entry)))
                 producer.poll(0)
                 if failure:
                     raise failure[0]
