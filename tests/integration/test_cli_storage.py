@@ -68,7 +68,10 @@ def test_format_writes_v1_meta_properties_everywhere(tmp_path: Path) -> None:
     cluster_id = new_id()
     out = storage("format", "-t", cluster_id, "-c", str(path)).stdout.splitlines()
     every = sorted([*dirs, tmp_path / "meta"])
-    assert out == [f"Formatting {d} with metadata.version 4.0-IV3." for d in every]
+    assert out[:-1] == [f"Formatting {d} with metadata.version 4.0-IV3." for d in every]
+    assert out[-1] == (f"Bootstrap metadata (metadata.version=25, transaction.version=2; 0 "
+                       f"SCRAM credential(s)) written to {tmp_path / 'meta'}/bootstrap.checkpoint.")
+    assert [d for d in every if (d / "bootstrap.checkpoint").exists()] == [tmp_path / "meta"]
     directory_ids = set()
     for d in every:
         written = meta(d)
@@ -219,6 +222,7 @@ def test_format_feature_picks_the_transaction_version(props: Path, tmp_path: Pat
         "format", "-t", new_id(), "-c", str(props), "--feature", "metadata.version=25")
     out = storage("format", "-t", new_id(), "-c", str(props),
                   "--feature", "transaction.version=1").stdout
-    assert "1 feature level(s) written" in out
+    assert "transaction.version=1" in out and "metadata.version=25" in out
+    assert (tmp_path / "data" / "bootstrap.checkpoint").exists()
     with ServerProcess(tmp_path / "data", properties=props) as server:
         assert finalized(server.bootstrap)[0]["transaction.version"] == 1

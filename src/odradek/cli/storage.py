@@ -30,22 +30,28 @@ alone), ``--initial-controllers ID@HOST:PORT:DIRID,...`` (this controller's
 metadata directory gets its DIRID) or ``--no-initial-controllers`` (added
 later); each writes ``bootstrap.voters`` into ``metadata.log.dir``.
 
-Unlike Kafka's tool, ``format`` writes no bootstrap metadata snapshot: the
-metadata log starts empty and the controller writes its first records; the
-SCRAM users of ``--add-scram`` (KIP-900) and the feature levels of
-``--feature NAME=LEVEL`` (as kafka-storage.sh takes it: ``transaction.version``
-0-2; without it a new cluster finalizes 2, :mod:`odradek.metadata.features`)
-are left in ``bootstrap.records`` (:mod:`odradek.broker.control.bootstrap`)
-and written with them.
+As Kafka's tool, ``format`` writes the bootstrap metadata into
+``metadata.log.dir``: ``bootstrap.checkpoint``, a metadata snapshot file
+(format in :mod:`odradek.broker.control.bootstrap`) holding the
+``metadata.version`` and other feature levels the new cluster starts with
+(``--feature NAME=LEVEL`` as kafka-storage.sh takes it: ``transaction.version``
+0-2; without it 2, :mod:`odradek.metadata.features`) and the SCRAM users of
+``--add-scram`` (KIP-900). The first active controller writes them into the
+empty metadata log.
 """
 
 from __future__ import annotations
 
 import argparse
+import time
 from pathlib import Path
 
 from odradek.broker.config import BrokerConfig, ConfigError, parse_overrides, read_properties
-from odradek.broker.control.bootstrap import parse_add_scram, write_bootstrap
+from odradek.broker.control.bootstrap import (
+    bootstrap_records,
+    parse_add_scram,
+    write_bootstrap,
+)
 from odradek.broker.control.dirlock import lock_dir, lock_dirs
 from odradek.broker.control.meta_properties import (
     META_PROPERTIES,
@@ -171,7 +177,7 @@ def run_format(args: argparse.Namespace) -> int:
         raise CliError(str(exc)) from None
     if fixed := [n for n in levels if n in features.FIXED or n == "kraft.version"]:
         raise CliError(f"--feature {fixed[0]}: cannot be chosen in this build")
-    bootstrap = [*(FeatureLevelRecord(n, lvl) for n, lvl in levels.items()), *scram_records]
+    bootstrap = bootstrap_records(levels, scram_records)
     formatted = _formatted(directories(config), cluster_id, node_id)
     if formatted and not args.ignore_formatted:
         raise CliError(f"Log directory {formatted[0]} is already formatted. Use "
@@ -188,10 +194,12 @@ def run_format(args: argparse.Namespace) -> int:
                 directory_id=meta_dir_id if directory == config.metadata_dir else None)
         except OSError as exc:
             raise CliError(f"cannot format {directory}: {exc.strerror or exc}") from exc
-    if bootstrap and config.metadata_dir in todo:
-        write_bootstrap(config.metadata_dir, bootstrap)
-        print(f"Bootstrap records for {len(scram_records)} SCRAM credential(s) and "
-              f"{len(levels)} feature level(s) written to {config.metadata_dir}.")
+    if config.metadata_dir in todo:
+        path = write_bootstrap(config.metadata_dir, bootstrap, int(time.time() * 1000))
+        finalized = ", ".join(f"{r.name}={r.feature_level}" for r in bootstrap
+                              if isinstance(r, FeatureLevelRecord))
+        print(f"Bootstrap metadata ({finalized}; {len(scram_records)} SCRAM credential(s)) "
+              f"written to {path}.")
     if voters is not None and config.metadata_dir in todo:
         if args.standalone:
             meta = read_meta_properties(config.metadata_dir / META_PROPERTIES)

@@ -301,12 +301,22 @@ def _internal_config_problem(name: str, key: str, value: str | None) -> str | No
 def register_broker(
     image: MetadataImage, node_id: int, endpoints: list[Endpoint], incarnation_id: uuid.UUID,
     rack: str | None = None, *, fence_previous: bool = False,
-    log_dirs: list[uuid.UUID] | None = None,
+    log_dirs: list[uuid.UUID] | None = None, at_offset: int | None = None,
 ) -> Outcome:
     """A broker (re)registers at start-up with its listeners; a single-node broker
     is unfenced at once (in a quorum the controller unfences it once it has
-    caught up with the metadata log). The broker epoch grows with each
-    registration, as Kafka's does (there: the offset of the record).
+    caught up with the metadata log).
+
+    The broker epoch is the offset of its RegisterBrokerRecord in the metadata
+    log, as Kafka's controller assigns it: ``at_offset`` is the offset the
+    first record of the outcome will take (the log's end when the controller
+    decides: nothing is appended between the decision and its append), and the
+    registration comes after the fencing and lost-replica records, so its
+    epoch is ``at_offset`` plus their count. Every node replays the epoch from
+    the record, and a snapshot keeps it, so all agree; a later registration
+    lands at a later offset, so a restarted broker's epoch is larger. Without
+    ``at_offset`` (decisions tested without a log) the epoch is one more than
+    the largest in the image.
 
     With ``fence_previous`` (a cluster's BrokerRegistration), a new incarnation
     of a broker whose registration is still unfenced (it restarted within its
@@ -326,7 +336,6 @@ def register_broker(
     records come before the registration, so the broker's partitions never go
     back to it on the strength of an empty log."""
     previous = image.brokers.get(node_id)
-    epoch = max((b.epoch for b in image.brokers.values()), default=-1) + 1
     if previous is not None and previous.incarnation_id == incarnation_id:
         return Outcome.fail(ErrorCode.DUPLICATE_BROKER_REGISTRATION,
                             f"Broker {node_id} is already registered with this incarnation")
@@ -341,6 +350,8 @@ def register_broker(
         after = copy.deepcopy(after) if after is image else after
         for record in lost:
             after.replay(record)
+    epoch = (max((b.epoch for b in image.brokers.values()), default=-1) + 1
+             if at_offset is None else at_offset + len(fenced) + len(lost))
     register = RegisterBrokerRecord(
         broker_id=node_id, incarnation_id=incarnation_id, broker_epoch=epoch,
         end_points=[BrokerEndpoint(e.listener, e.host, e.port, e.security_protocol)
@@ -405,18 +416,27 @@ METADATA_VERSION_LEVEL = features.METADATA_VERSION_LEVEL
 
 
 def finalize_features(image: MetadataImage, bootstrap: Sequence[Any] = ()) -> Outcome:
-    """The FeatureLevelRecords a new cluster's first active controller writes
-    (Kafka writes them at format time, in the bootstrap snapshot), with the
-    records ``odradek storage format`` left for it (``--add-scram``, ``--feature``)."""
+    """The records a new cluster's first active controller writes into its empty
+    log (no ``metadata.version`` yet): the bootstrap metadata ``odradek storage
+    format`` left (:func:`new_cluster_features`). Nothing once the log has them."""
     if METADATA_VERSION_FEATURE in image.features:
         return Outcome()
     return Outcome(records=new_cluster_features(bootstrap))
 
 
 def new_cluster_features(bootstrap: Sequence[Any] = ()) -> list[Any]:
-    """A new cluster's first records: its feature levels (``transaction.version``
-    2 unless the bootstrap records name one, :mod:`odradek.metadata.features`)
-    and then the bootstrap records."""
+    """A new cluster's first records, from its bootstrap records. A bootstrap
+    that names ``metadata.version`` is complete (``bootstrap.checkpoint``, as
+    Kafka's format writes it): its records, as they are, with the
+    ``metadata.version`` record first. Otherwise (an older format's
+    ``bootstrap.records``, or none) the default feature levels with those the
+    bootstrap names over them (``transaction.version`` 2 unless named,
+    :mod:`odradek.metadata.features`), then the other bootstrap records."""
+    if any(isinstance(r, FeatureLevelRecord) and r.name == METADATA_VERSION_FEATURE
+           for r in bootstrap):
+        first = [r for r in bootstrap if isinstance(r, FeatureLevelRecord)
+                 and r.name == METADATA_VERSION_FEATURE]
+        return [*first, *(r for r in bootstrap if r not in first)]
     named = {r.name: r.feature_level for r in bootstrap if isinstance(r, FeatureLevelRecord)}
     rest = [r for r in bootstrap if not isinstance(r, FeatureLevelRecord)]
     return [*features.new_cluster_records(named), *rest]

@@ -144,7 +144,7 @@ def test_storage_format_add_scram(tmp_path: Path) -> None:
                     "--add-scram", 'SCRAM-SHA-512=[name=dave,password="dave-secret",'
                                    'iterations=8192]')
     assert proc.returncode == 0, proc.stderr
-    assert (data / "bootstrap.records").exists()
+    assert (data / "bootstrap.checkpoint").exists()
     bad = _odradek("storage", "format", "-t", cluster_id, "-c", str(props), "-g",
                    "--add-scram", "SCRAM-SHA-1=[name=x,password=y]")
     assert bad.returncode == 1 and "unknown mechanism" in bad.stderr

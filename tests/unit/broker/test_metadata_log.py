@@ -78,6 +78,19 @@ def test_a_single_nodes_append_is_applied_only_once_the_journal_holds_it() -> No
     assert list(log.replay()) == records  # what the next start begins from
 
 
+def test_a_single_nodes_next_offset_is_where_the_registration_lands() -> None:
+    log, journal, listener = single_node()
+    asyncio.run(log.append(registration()))  # a first incarnation
+    at = log.next_offset()
+    assert at == len(journal.records)
+    outcome = controller.register_broker(listener.image, 1, [Endpoint("PLAINTEXT", "h", 1)],
+                                         uuid.UUID(int=2), at_offset=at)
+    asyncio.run(log.append(list(outcome.records)))
+    offset = next(i for i, r in enumerate(journal.records)
+                 if i >= at and type(r).__name__ == "RegisterBrokerRecord")
+    assert listener.image.brokers[1].epoch == offset == at
+
+
 def test_a_single_node_is_its_own_active_controller_and_names_no_voters() -> None:
     log, _, _ = single_node()
     assert log.is_local and log.is_leader and log.leader_id == 1

@@ -1,14 +1,44 @@
-"""Bootstrap metadata records written at format time (``odradek storage format
---add-scram``, KIP-900) and appended to the metadata log when a new cluster's
-controller first writes it.
+"""The bootstrap metadata ``odradek storage format`` writes and a new cluster's
+first active controller applies: ``bootstrap.checkpoint`` (Kafka's
+``kafka-storage.sh format`` file), and the older ``bootstrap.records``.
 
-File: ``bootstrap.records`` in ``metadata.log.dir`` (or the first of
-``log.dirs``): each record as the metadata journal frames it
-(:func:`odradek.broker.control.journal.encode_record`), preceded by its size
-as a big-endian int32. Read by :func:`read_bootstrap`; a single node appends
-them with its first registration, a cluster's first active controller with
-the ``metadata.version`` feature record (:func:`odradek.metadata.controller.finalize_features`),
-so they are written once, into an empty log, as Kafka's bootstrap snapshot is.
+``bootstrap.checkpoint`` in ``metadata.log.dir`` (or the first of ``log.dirs``)
+is a metadata snapshot in Kafka's format, at snapshot id (end offset 0, epoch
+0): Kafka RecordBatch v2 batches back to back (:mod:`odradek.wire.records`),
+each with ``partitionLeaderEpoch`` 0, no compression, timestamps the time of
+writing, producer id/epoch/sequence -1:
+
+1. a control batch at base offset 0 holding one record: key = control key
+   (version int16 0, type int16 3: SNAPSHOT_HEADER), value = SnapshotHeaderRecord
+   v0 (``Version`` int16 0, ``LastContainedLogTimestamp`` int64, no tagged
+   fields: one 0 byte);
+2. one data batch at base offset 1: one record per metadata record, null key,
+   the value framed as the metadata log frames it
+   (:func:`odradek.broker.control.journal.encode_record`: frame version,
+   api key, version, body), offsets 1, 2, ...;
+3. a control batch at the next offset holding one record: key = control key
+   (0, type 4: SNAPSHOT_FOOTER), value = SnapshotFooterRecord v0 (``Version``
+   int16 0, no tagged fields).
+
+Its records, in order: the ``metadata.version`` FeatureLevelRecord first, then
+the other finalized features at their levels (``transaction.version`` 2 unless
+``--feature`` names another; a level of 0 is left out, as "off"), then the SCRAM
+credentials of ``--add-scram`` (KIP-900). A file without its footer, with a
+damaged batch or without ``metadata.version`` is refused
+(:func:`read_bootstrap` raises ValueError). The file is written as
+``bootstrap.checkpoint.tmp``, fsynced and renamed.
+
+The first active controller of a cluster whose log holds no
+``metadata.version`` yet writes these records as they are, as its first
+(:func:`odradek.metadata.controller.finalize_features`); a single node writes
+them with its first registration. They are written once, into an empty log.
+
+``bootstrap.records`` (an older Odradek's ``format``, read only when there is
+no ``bootstrap.checkpoint``): the records ``--add-scram`` and ``--feature``
+named, each as :func:`~odradek.broker.control.journal.encode_record` frames it,
+preceded by its size as a big-endian int32; the controller then adds the
+default feature levels those records leave out. A node formatted with neither
+file starts from the defaults (:mod:`odradek.metadata.features`).
 
 ``--add-scram`` values, as kafka-storage.sh takes them:
 ``SCRAM-SHA-256=[name=alice,password=alice-secret]`` with optional
@@ -23,30 +53,126 @@ import binascii
 import os
 import struct
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from odradek.broker.control.journal import decode_record, encode_record
+from odradek.metadata import features
 from odradek.wire import scram
+from odradek.wire.internal.feature_level_record import FeatureLevelRecord
+from odradek.wire.records import Record, build_batch, decode_batch
 
 if TYPE_CHECKING:
     from odradek.wire.internal.user_scram_credential_record import UserScramCredentialRecord
 
-BOOTSTRAP_FILE = "bootstrap.records"
+BOOTSTRAP_CHECKPOINT: Final = "bootstrap.checkpoint"
+BOOTSTRAP_FILE: Final = "bootstrap.records"
+"""The older format's file name (read when there is no checkpoint)."""
+SNAPSHOT_HEADER_TYPE: Final = 3
+SNAPSHOT_FOOTER_TYPE: Final = 4
 _I32 = struct.Struct(">i")
+_CONTROL_KEY = struct.Struct(">hh")
 
 
-def write_bootstrap(directory: Path, records: list[Any]) -> Path:
-    path = directory / BOOTSTRAP_FILE
-    data = b"".join(_I32.pack(len(e)) + e for e in map(encode_record, records))
-    tmp = path.with_suffix(".tmp")
-    tmp.write_bytes(data)
+def bootstrap_records(levels: dict[str, int], extra: list[Any] | None = None) -> list[Any]:
+    """What ``storage format`` writes: the new cluster's feature levels with
+    ``levels`` (``--feature``) over the defaults, ``metadata.version`` first, then
+    ``extra`` (the SCRAM credentials)."""
+    return [*features.new_cluster_records(levels), *(extra or [])]
+
+
+def encode_checkpoint(records: list[Any], now_ms: int) -> bytes:
+    """``records`` as a bootstrap snapshot file (the module's format)."""
+    header = build_batch(
+        [Record(0, now_ms, _CONTROL_KEY.pack(0, SNAPSHOT_HEADER_TYPE),
+                struct.pack(">hqB", 0, now_ms, 0))],
+        base_offset=0, control=True, partition_leader_epoch=0)
+    data = build_batch(
+        [Record(1 + i, now_ms, None, encode_record(r)) for i, r in enumerate(records)],
+        base_offset=1, partition_leader_epoch=0) if records else b""
+    end = 1 + len(records)
+    footer = build_batch(
+        [Record(end, now_ms, _CONTROL_KEY.pack(0, SNAPSHOT_FOOTER_TYPE),
+                struct.pack(">hB", 0, 0))],
+        base_offset=end, control=True, partition_leader_epoch=0)
+    return header + data + footer
+
+
+def decode_checkpoint(data: bytes) -> list[Any]:
+    """The metadata records of a bootstrap snapshot file; ValueError (one line)
+    if it is damaged, torn (no footer) or holds no ``metadata.version``."""
+    out: list[Any] = []
+    pos, seen_header, seen_footer = 0, False, False
+    view = memoryview(data)
+    while pos < len(data):
+        if seen_footer:
+            raise ValueError("bytes after the snapshot footer")
+        header, records = decode_batch(view, pos)
+        pos += header.size
+        if header.is_control:
+            types = [_control_type(r.key) for r in records]
+            if not seen_header:
+                if types[:1] != [SNAPSHOT_HEADER_TYPE]:
+                    raise ValueError("it does not begin with a snapshot header")
+                seen_header = True
+            elif SNAPSHOT_FOOTER_TYPE in types:
+                seen_footer = True
+            continue
+        if not seen_header:
+            raise ValueError("it does not begin with a snapshot header")
+        out.extend(decode_record(bytes(r.value)) for r in records if r.value is not None)
+    if not seen_footer:
+        raise ValueError("no snapshot footer (a torn file)")
+    if not any(isinstance(r, FeatureLevelRecord) and r.name == features.METADATA_VERSION
+               for r in out):
+        raise ValueError("no metadata.version FeatureLevelRecord")
+    for r in out:
+        if isinstance(r, FeatureLevelRecord) and (
+                problem := features.check_level(r.name, r.feature_level)):
+            raise ValueError(problem)
+    return out
+
+
+def _control_type(key: Any) -> int:
+    if key is None or len(key) < _CONTROL_KEY.size:
+        return -1
+    return int(_CONTROL_KEY.unpack_from(bytes(key[:_CONTROL_KEY.size]))[1])
+
+
+def write_bootstrap(directory: Path, records: list[Any], now_ms: int) -> Path:
+    """Write ``directory``/bootstrap.checkpoint (tmp file, fsync, rename, directory sync)."""
+    path = directory / BOOTSTRAP_CHECKPOINT
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as f:
+        f.write(encode_checkpoint(records, now_ms))
+        f.flush()
+        os.fsync(f.fileno())
     os.replace(tmp, path)
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
     return path
 
 
 def read_bootstrap(directory: Path) -> list[Any]:
-    """The bootstrap records of ``directory`` (none when it has no file)."""
-    path = directory / BOOTSTRAP_FILE
+    """The bootstrap records of ``directory``: its ``bootstrap.checkpoint``'s
+    (complete: ``metadata.version`` among them), else an older
+    ``bootstrap.records``' (only what was named), else none. ValueError naming
+    the file if the checkpoint cannot be read."""
+    path = directory / BOOTSTRAP_CHECKPOINT
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return _read_legacy(directory / BOOTSTRAP_FILE)
+    try:
+        return decode_checkpoint(data)
+    except ValueError as exc:
+        raise ValueError(f"{path} is not a bootstrap checkpoint: {exc}; format "
+                         f"{directory} again") from None
+
+
+def _read_legacy(path: Path) -> list[Any]:
     try:
         data = path.read_bytes()
     except FileNotFoundError:

@@ -243,10 +243,16 @@ class BrokerState:
             return
         # A new node's first records also carry its feature levels and what
         # `storage format` left for it (as a cluster's first controller writes them).
-        bootstrap = [] if self.image.brokers else controller.new_cluster_features(
-            read_bootstrap(self.config.metadata_dir))
+        try:
+            bootstrap = [] if self.image.brokers else controller.new_cluster_features(
+                read_bootstrap(self.config.metadata_dir))
+        except ValueError as exc:
+            raise DataDirError(str(exc)) from None
+        # The epoch is the registration's offset: decided on the log's end, which
+        # is where the append that follows the decision puts the records.
         outcome = await self.write(lambda image: _with(controller.register_broker(
-            image, self.node_id, endpoints, incarnation), bootstrap))
+            image, self.node_id, endpoints, incarnation,
+            at_offset=self.metadata.next_offset()), bootstrap))
         if outcome.error:
             raise ConfigError(f"cannot register broker {self.node_id}: {outcome.message}")
         self.in_service.set()  # one node: registered and caught up at once
@@ -273,6 +279,9 @@ class BrokerState:
                                   f"{self.cluster_id} (format this node with its cluster id)")
             if response is not None and response.error_code in (
                     0, ErrorCode.DUPLICATE_BROKER_REGISTRATION):
+                if not response.error_code:
+                    log.info("broker %d registered with the controller: broker epoch %d",
+                             self.node_id, response.broker_epoch)
                 return
             await asyncio.sleep(0.2)
 

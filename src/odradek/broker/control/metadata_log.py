@@ -149,6 +149,13 @@ class MetadataLog(Protocol):
 
     def end_offset(self) -> int: ...
 
+    def next_offset(self) -> int:
+        """The offset the next appended record takes (on the active controller:
+        :meth:`append` gives its records this offset and the ones after, in
+        order, when it is called with no ``await`` between; a broker's epoch is
+        the offset of its RegisterBrokerRecord)."""
+        ...
+
     def describe(self) -> QuorumDescription: ...
 
     async def add_voter(self, voter: Voter, timeout_s: float) -> None:
@@ -252,6 +259,9 @@ class JournalMetadataLog:
             self.listener.apply(records)
 
     def end_offset(self) -> int:
+        return self.journal.end_offset()
+
+    def next_offset(self) -> int:
         return self.journal.end_offset()
 
     def describe(self) -> QuorumDescription:

@@ -87,6 +87,9 @@ class QuorumMetadataLog:
     def end_offset(self) -> int:
         return self.driver.raft.high_watermark
 
+    def next_offset(self) -> int:
+        return self.driver.raft.log.end_offset  # where RaftNode.propose puts the next entry
+
     def describe(self) -> QuorumDescription:
         driver, raft = self.driver, self.driver.raft
         if raft.kraft_version == 1:

@@ -13,7 +13,13 @@ not heard from for ``broker.session.timeout.ms`` (a fencing
 BrokerRegistrationChangeRecord, and the partitions they led move or go
 leaderless: ``controller.fence_broker``). A fenced broker that registers
 again is unfenced and takes back its leaderless partitions
-(``controller.register_broker``).
+(``controller.register_broker``). A registration's broker epoch is the offset
+of its RegisterBrokerRecord in the metadata log (Kafka's); a heartbeat with
+another epoch (a previous incarnation's) is refused with STALE_BROKER_EPOCH.
+
+On becoming active, the controller writes the bootstrap metadata
+(:mod:`odradek.broker.control.bootstrap`, read once at start-up) if the log has
+no ``metadata.version`` yet.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from typing import TYPE_CHECKING
 
 from odradek.broker.control.bootstrap import read_bootstrap
 from odradek.broker.control.controller_channel import ControllerUnavailable
+from odradek.broker.control.meta_properties import DataDirError
 from odradek.broker.ports import NotControllerError
 from odradek.metadata import controller
 from odradek.metadata.image import Endpoint
@@ -49,6 +56,10 @@ class Sessions:
         self.session_ms = state.config.get_int("broker.session.timeout.ms")
         self.last_seen: dict[int, int] = {}
         self._epoch = -1
+        try:  # read (and checked) once, at start-up: a damaged file stops the start
+            self.bootstrap = read_bootstrap(state.config.metadata_dir)
+        except ValueError as exc:
+            raise DataDirError(str(exc)) from None
 
     def _now(self) -> int:
         return self.state.clock.monotonic_ms()
@@ -68,9 +79,9 @@ class Sessions:
                 self._epoch = metadata.epoch
                 self.last_seen = {b: now for b in self.state.image.brokers}
                 with contextlib.suppress(NotControllerError):
-                    bootstrap = read_bootstrap(self.state.config.metadata_dir)
                     await self.state.write(
-                        functools.partial(controller.finalize_features, bootstrap=bootstrap))
+                        functools.partial(controller.finalize_features,
+                                          bootstrap=self.bootstrap))
             for broker in list(self.state.image.brokers.values()):
                 seen = self.last_seen.setdefault(broker.node_id, now)
                 if not broker.fenced and now - seen > self.session_ms:
@@ -95,11 +106,14 @@ class Sessions:
         # A registration is a sign of life: the session clock starts now, so the
         # fencing check cannot fence the new incarnation on the old one's silence.
         self.heard(request.broker_id)
+        # The broker epoch is the offset of the RegisterBrokerRecord: decided on
+        # the log's end, where the append right after the decision puts it.
         try:
             outcome = await state.write(lambda image: controller.register_broker(
                 image, request.broker_id, endpoints, request.incarnation_id,
                 request.rack or None, fence_previous=True,
-                log_dirs=list(request.log_dirs or [])))
+                log_dirs=list(request.log_dirs or []),
+                at_offset=state.metadata.next_offset()))
         except NotControllerError:
             return BrokerRegistrationResponse(error_code=ErrorCode.NOT_CONTROLLER)
         if outcome.error:
