@@ -44,7 +44,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
@@ -357,10 +357,13 @@ class LocalCluster:
 
     # -- life cycle -------------------------------------------------------------------
 
-    def format(self, initial: list[int] | None = None) -> str:
+    def format(self, initial: list[int] | None = None,
+               features: Sequence[str] = ()) -> str:
         """Format every node with a new cluster id. A dynamic cluster: ``initial``
         are the first voters (one: ``--standalone``; more: ``--initial-controllers``
-        with new directory ids); the other controllers ``--no-initial-controllers``."""
+        with new directory ids); the other controllers ``--no-initial-controllers``.
+        ``features``: ``NAME=LEVEL`` values, each given to every node as
+        ``--feature`` (the levels the bootstrap metadata names)."""
         odradek = [*serve_command()[:-1]]
 
         def new_id() -> str:
@@ -380,7 +383,8 @@ class LocalCluster:
                          else ["--standalone"] if len(initial) == 1
                          else ["--initial-controllers", controllers])
             subprocess.run([*odradek, "storage", "format", "-t", cluster_id, "-c",
-                            str(node.properties), *(scram if self.sasl else []), *extra],
+                            str(node.properties), *(scram if self.sasl else []), *extra,
+                            *(arg for f in features for arg in ("--feature", f))],
                            check=True, capture_output=True)
         self.cluster_id = cluster_id
         return cluster_id

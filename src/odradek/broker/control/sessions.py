@@ -79,15 +79,21 @@ class Sessions:
                 self._epoch = metadata.epoch
                 self.last_seen = {b: now for b in self.state.image.brokers}
                 with contextlib.suppress(NotControllerError):
-                    await self.state.write(
-                        functools.partial(controller.finalize_features,
-                                          bootstrap=self.bootstrap))
+                    await self.finalize()
             for broker in list(self.state.image.brokers.values()):
                 seen = self.last_seen.setdefault(broker.node_id, now)
                 if not broker.fenced and now - seen > self.session_ms:
                     log.warning("broker %d missed heartbeats for %d ms: fenced",
                                 broker.node_id, now - seen)
                     await self.fence(broker.node_id)
+
+    async def finalize(self) -> None:
+        """Write the bootstrap metadata if the log has none yet (a new cluster's
+        first active controller, before any other record of its own or a
+        broker's registration). NotControllerError on a node that is not active."""
+        if controller.METADATA_VERSION_FEATURE not in self.state.image.features:
+            await self.state.write(
+                functools.partial(controller.finalize_features, bootstrap=self.bootstrap))
 
     async def fence(self, broker_id: int) -> None:
         with contextlib.suppress(NotControllerError):
@@ -109,6 +115,7 @@ class Sessions:
         # The broker epoch is the offset of the RegisterBrokerRecord: decided on
         # the log's end, where the append right after the decision puts it.
         try:
+            await self.finalize()  # a new cluster's bootstrap records come first
             outcome = await state.write(lambda image: controller.register_broker(
                 image, request.broker_id, endpoints, request.incarnation_id,
                 request.rack or None, fence_previous=True,
