@@ -226,3 +226,40 @@ def test_format_feature_picks_the_transaction_version(props: Path, tmp_path: Pat
     assert (tmp_path / "data" / "bootstrap.checkpoint").exists()
     with ServerProcess(tmp_path / "data", properties=props) as server:
         assert finalized(server.bootstrap)[0]["transaction.version"] == 1
+
+
+def test_a_directory_formatted_before_bootstrap_checkpoints_starts_as_it_did(
+        props: Path, tmp_path: Path) -> None:
+    """No ``bootstrap.checkpoint``: an older ``bootstrap.records`` still names the
+    levels, and with neither file the new cluster gets the default levels."""
+    import shutil
+    import struct
+
+    from odradek.broker.control.journal import encode_record
+    from odradek.wire.internal.feature_level_record import FeatureLevelRecord
+    from tests.integration.test_transactions_v2 import finalized
+
+    data = tmp_path / "data"
+    for older, want in [(FeatureLevelRecord("transaction.version", 1), 1), (None, 2)]:
+        storage("format", "-t", new_id(), "-c", str(props), "--feature", "transaction.version=0")
+        (data / "bootstrap.checkpoint").unlink()
+        if older is not None:
+            record = encode_record(older)
+            (data / "bootstrap.records").write_bytes(struct.pack(">i", len(record)) + record)
+        with ServerProcess(data, properties=props) as server:
+            levels, _ = finalized(server.bootstrap)
+            assert (levels["transaction.version"], levels["metadata.version"]) == (want, 25)
+        shutil.rmtree(data)  # a new cluster each round
+
+
+def test_a_damaged_bootstrap_checkpoint_stops_the_start_naming_it(
+        props: Path, tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    storage("format", "-t", new_id(), "-c", str(props))
+    checkpoint = data / "bootstrap.checkpoint"
+    checkpoint.write_bytes(checkpoint.read_bytes()[:-3])  # torn in its footer batch
+    server = ServerProcess(data, properties=props)
+    with pytest.raises(RuntimeError, match=r"bootstrap\.checkpoint is not a bootstrap "
+                                           r"checkpoint: batch at offset \d+ claims .*; "
+                                           r"format .* again"):
+        server.start()
