@@ -299,8 +299,23 @@ def test_describe_quorum_and_bad_raft_requests(combined: LocalCluster) -> None:
         assert _raft_request(controller, beat, 63, 0).error_code == expect
     stale = fq.FetchRequest(combined.cluster_id, replica_id=2, topics=[fq.FetchTopic(
         "__cluster_metadata", partitions=[fq.FetchPartition(0, epoch - 1, 0, 0)])])
-    answer = _raft_request(controller, stale, 1, 12)
+    answer = _raft_request(controller, stale, 1, 12)  # v12 by name, as earlier releases sent
     assert answer.responses[0].partitions[0].error_code == ErrorCode.FENCED_LEADER_EPOCH
+    assert answer.responses[0].topic == "__cluster_metadata"
+    # The same at v17, as Kafka 4's KRaft sends it: by topic id, with ReplicaState and
+    # the fetcher's directory id; the answer names the topic by id and the leader's
+    # CONTROLLER endpoint.
+    stale17 = fq.FetchRequest(combined.cluster_id, replica_state=fq.ReplicaState(2, -1),
+                              topics=[fq.FetchTopic(topic_id=uuid.UUID(int=1), partitions=[
+                                  fq.FetchPartition(0, epoch - 1, 0, 0,
+                                                    replica_directory_id=uuid.uuid4())])])
+    answer = _raft_request(controller, stale17, 1, 17)
+    assert answer.responses[0].topic_id == uuid.UUID(int=1)
+    stale_part = answer.responses[0].partitions[0]
+    assert stale_part.error_code == ErrorCode.FENCED_LEADER_EPOCH
+    assert stale_part.current_leader.leader_id == leader.node_id
+    assert [(e.node_id, e.port) for e in answer.node_endpoints] == [
+        (leader.node_id, leader.controller_port)]
     # Nothing moved: the same leader in the same epoch, still three brokers.
     after = _raft_request(controller, request, 55, 1).topics[0].partitions[0]
     assert (after.leader_id, after.leader_epoch) == (leader.node_id, epoch)

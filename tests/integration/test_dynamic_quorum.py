@@ -89,6 +89,14 @@ def test_a_standalone_controller_grows_to_three_and_a_restart_keeps_them(
     cluster.start()
     try:
         assert set(wait_voters(cluster, {1})) == {1}
+        # Fetch v17 carries each fetcher's directory id: the leader knows its
+        # observers by the ids they were formatted with.
+        want = {n: meta_directory_id(cluster, n) for n in (2, 3)}
+
+        def observers() -> dict[int, str] | None:
+            seen = {o["id"]: o["directoryId"] for o in status(cluster)["CurrentObservers"]}
+            return seen if all(seen.get(n) == d for n, d in want.items()) else None
+        wait_for("observers 2 and 3 with their directory ids", observers, 60, interval_s=0.5)
         add(cluster, 2)
         add(cluster, 3)
         grown = wait_voters(cluster, {1, 2, 3})

@@ -150,6 +150,12 @@ def _drop_all(directory: Path) -> None:
             os.close(fd)
 
 
+def _dropped(directory: Path, probe: Path) -> bool:
+    """Drop ``directory`` (:func:`_drop_all`); whether ``probe``'s first page is out."""
+    _drop_all(directory)
+    return not _cached(probe, 0)
+
+
 def test_a_restarted_broker_loads_a_cold_segment_index_off_the_loop(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """After a restart an old segment's index is read on its first use; on a cold
@@ -172,8 +178,12 @@ def test_a_restarted_broker_loads_a_cold_segment_index_off_the_loop(
         return real(cold)
 
     monkeypatch.setattr(transfer, "_read_in", recorded)
+    second = sorted(part.glob("*.index"))[1]
     with Broker(data_dir=str(tmp_path), **props) as b:
-        _drop_all(part)
+        # Drop until the second segment's index is out of the page cache (a
+        # reader of it, or a page still under writeback, can keep it in).
+        _wait_for(lambda: _dropped(part, second),
+                  "the second segment's index to leave the page cache")
         reader = RawClient(b.bootstrap_servers, DEADLINE_S)
         offset = 45  # inside the second segment, past its first index entry
         _, got = _fetch_cold(reader, offset)

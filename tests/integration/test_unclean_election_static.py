@@ -32,6 +32,13 @@ def _partition(bootstrap: str) -> tuple[int, list[int]]:
         return -2, [str(e)]
 
 
+def _brokers(admin: AdminClient) -> list[int]:
+    try:
+        return sorted(admin.list_topics(timeout=5).brokers)
+    except KafkaException:  # no broker answers yet
+        return []
+
+
 def _produce(bootstrap: str, values: list[bytes]) -> None:
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
     for v in values:
@@ -44,6 +51,8 @@ def test_server_properties_allow_an_unclean_election(tmp_path: Path) -> None:
         "unclean.leader.election.enable": "true", "replica.lag.time.max.ms": "3000"})
     with running(cluster):
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+        wait_until(lambda: _brokers(admin) == [4, 5], 60, "brokers 4 and 5 to register",
+                   lambda: _brokers(admin))
         admin.create_topics([NewTopic("u", 1, replica_assignment=[[4, 5]])])["u"].result(30)
         wait_until(lambda: _partition(cluster.bootstrap) == (4, [4, 5]), 30,
                    "broker 4 to lead u-0 with both brokers in sync",

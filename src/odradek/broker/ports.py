@@ -44,6 +44,9 @@ if TYPE_CHECKING:
 
 METADATA_TOPIC = "__cluster_metadata"
 """The metadata log's topic: the journal on a single node, the quorum's log in a cluster."""
+METADATA_TOPIC_ID = uuid.UUID(int=1)
+"""Kafka's fixed id of ``__cluster_metadata`` (most significant bits 0, least 1;
+``AAAAAAAAAAAAAAAAAAAAAQ`` in base64): a Raft Fetch of v13+ names it so."""
 
 
 class NotControllerError(Exception):
@@ -320,7 +323,7 @@ class MetadataLogPort(Protocol):
         """A ``QuorumDescription``."""
         ...
 
-    async def serve(self, api_key: int, request: Any) -> Any: ...
+    async def serve(self, api_key: int, request: Any, version: int) -> Any: ...
 
     async def add_voter(self, voter: Voter, timeout_s: float) -> None:
         """KIP-853 (active controller): VoterChangeError, NotControllerError."""
@@ -506,7 +509,8 @@ class TxnPort(Protocol):
 
 
 __all__ = [
-    "METADATA_TOPIC", "BrokerStopping", "ConfigPort", "CoordinatorWriteError", "Decision",
+    "METADATA_TOPIC", "METADATA_TOPIC_ID", "BrokerStopping", "ConfigPort",
+    "CoordinatorWriteError", "Decision",
     "FetchParams", "FetchResult", "FetchedPartition", "GroupPort",
     "MetadataLogPort", "MetadataPort", "NotControllerError", "NotLeaderError",
     "PartitionFetch", "PartitionGoneError", "PartitionPort", "ProduceEntry", "Produced",

@@ -106,7 +106,7 @@ def test_a_single_nodes_leader_never_changes() -> None:
 
 def test_a_single_node_refuses_a_peers_raft_request() -> None:
     log, _, _ = single_node()
-    answer = asyncio.run(log.serve(52, VoteRequest()))
+    answer = asyncio.run(log.serve(52, VoteRequest(), 2))
     assert answer.error_code == ErrorCode.INVALID_REQUEST
 
 

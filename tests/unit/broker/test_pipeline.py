@@ -190,18 +190,34 @@ class FakeQuorum:
 
 
 class FakeChannel:
+    """The controller's end: opens each Envelope (the forward stage always sends
+    one, KIP-590) and answers the next of ``answers`` inside an Envelope."""
+
     def __init__(self, answers: list[Any]) -> None:
         self.answers = answers
         self.sent: list[Any] = []
+        self.principals: list[str] = []
 
     async def request(self, body: Any, version: int) -> Any:
         from odradek.broker.control.controller_channel import ControllerUnavailable
+        from odradek.wire import envelope
+        from odradek.wire.frames import parse_request
+        from odradek.wire.messages.envelope_request import EnvelopeRequest
+        from odradek.wire.messages.envelope_response import EnvelopeResponse
 
-        self.sent.append(body)
+        assert isinstance(body, EnvelopeRequest) and version == envelope.ENVELOPE_VERSION
+        inner = parse_request(memoryview(body.request_data))
+        self.sent.append(inner.body)
+        self.principals.append(envelope.principal_of(body))
         answer = self.answers.pop(0)
         if answer is ControllerUnavailable:
             raise ControllerUnavailable("no controller yet")
-        return answer
+        return EnvelopeResponse(response_data=envelope.response_data(
+            inner.api_key, inner.api_version, inner.correlation_id, answer))
+
+
+CREATE = ctq.CreateTopicsRequest(topics=[ctq.CreatableTopic("t", 1, 1)])
+CREATED = cts.CreateTopicsResponse(topics=[cts.CreatableTopicResult("t", error_code=0)])
 
 
 def forwarding(quorum: FakeQuorum, channel: FakeChannel, wait_s: float = 1.0) -> Pipeline:
@@ -211,16 +227,16 @@ def forwarding(quorum: FakeQuorum, channel: FakeChannel, wait_s: float = 1.0) ->
 
 def test_forwarding_sends_controller_apis_to_the_controller_and_others_to_the_handler() -> None:
     async def run() -> None:
-        channel = FakeChannel(["from the controller"])
+        channel = FakeChannel([CREATED])
         pipeline = forwarding(FakeQuorum(leader=False), channel)
-        create = ctq.CreateTopicsRequest(topics=[ctq.CreatableTopic("t", 1, 1)])
-        assert await pipeline.run(call(19, 5, create, registration(19, "local"))) == (
-            "from the controller")
+        answer = await pipeline.run(call(19, 5, CREATE, registration(19, "local")))
+        assert [(t.name, t.error_code) for t in answer.topics] == [("t", 0)]
         assert await pipeline.run(call(3, 12, None, registration(3, "metadata"))) == "metadata"
         # DescribeQuorum on the controller listener is answered here.
         assert await pipeline.run(call(55, 1, None, registration(55, "quorum"),
                                        listener="CONTROLLER")) == "quorum"
-        assert channel.sent == [create]
+        assert channel.sent == [CREATE]
+        assert channel.principals == ["User:ANONYMOUS"]  # the client's, in the envelope
 
     asyncio.run(run())
 
@@ -230,13 +246,14 @@ def test_forwarding_waits_for_a_controller_then_sends_it_the_request() -> None:
         from odradek.broker.control.controller_channel import ControllerUnavailable
 
         quorum = FakeQuorum(leader=False)
-        channel = FakeChannel([ControllerUnavailable, "answered"])
+        channel = FakeChannel([ControllerUnavailable, CREATED])
         pipeline = forwarding(quorum, channel, wait_s=30)
-        task = asyncio.ensure_future(pipeline.run(call(19, 5, "req", registration(19, "x"))))
+        task = asyncio.ensure_future(pipeline.run(call(19, 5, CREATE, registration(19, "x"))))
         await asyncio.sleep(0.01)
         assert not task.done() and len(channel.sent) == 1  # waiting for a leader, not polling
         quorum.changes.put_nowait(False)  # another node leads now
-        assert await task == "answered" and len(channel.sent) == 2
+        answer = await task
+        assert answer.topics[0].name == "t" and len(channel.sent) == 2
 
     asyncio.run(run())
 
@@ -264,7 +281,7 @@ def test_a_controller_that_became_leader_while_waiting_decides_itself() -> None:
 
         quorum = FakeQuorum(leader=False)
         pipeline = forwarding(quorum, FakeChannel([ControllerUnavailable]), wait_s=30)
-        task = asyncio.ensure_future(pipeline.run(call(19, 5, "req",
+        task = asyncio.ensure_future(pipeline.run(call(19, 5, CREATE,
                                                        registration(19, "decided here"))))
         await asyncio.sleep(0.01)
         quorum.changes.put_nowait(True)

@@ -169,9 +169,10 @@ class MetadataLog(Protocol):
 
     def has_voter(self, node_id: int, directory_id: uuid.UUID) -> bool: ...
 
-    async def serve(self, api_key: int, request: Any) -> Any:
-        """The answer to a peer's KRaft request (Vote, BeginQuorumEpoch,
-        EndQuorumEpoch, FetchSnapshot, Fetch of ``__cluster_metadata``)."""
+    async def serve(self, api_key: int, request: Any, version: int) -> Any:
+        """The answer, encodable at ``version`` (the request's), to a peer's KRaft
+        request (Vote, BeginQuorumEpoch, EndQuorumEpoch, FetchSnapshot, Fetch of
+        ``__cluster_metadata``)."""
         ...
 
     async def wait_ready(self) -> None:
@@ -286,7 +287,7 @@ class JournalMetadataLog:
     def has_voter(self, node_id: int, directory_id: uuid.UUID) -> bool:
         return node_id == self.node_id
 
-    async def serve(self, api_key: int, request: Any) -> Any:
+    async def serve(self, api_key: int, request: Any, version: int) -> Any:
         # No quorum runs here: a peer's KRaft request is a mistake.
         return api.response_class(api_key)(  # type: ignore[call-arg]
             error_code=ErrorCode.INVALID_REQUEST)

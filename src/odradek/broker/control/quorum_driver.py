@@ -391,6 +391,8 @@ class QuorumDriver:
         except Exception as exc:  # a peer that speaks nonsense: ignore the answer
             log.warning("quorum: bad answer from %d: %s", msg.dst, exc)
             return
+        if api_key == 1:  # Fetch v16+ names the leader's endpoint (KIP-853)
+            self._learned.update(qw.node_endpoints(resp))
         if msg.dst < 0 and isinstance(answer, rm.FetchResponse):
             answer = self._from_bootstrap(msg.dst, answer)
         with contextlib.suppress(Exception):  # _handle stops the node on failure
@@ -410,8 +412,8 @@ class QuorumDriver:
 
     # -- inbound ---------------------------------------------------------------------
 
-    async def serve(self, api_key: int, request: Any) -> Any:
-        """The Kafka answer to a peer's Raft request."""
+    async def serve(self, api_key: int, request: Any, version: int) -> Any:
+        """The Kafka answer, encodable at ``version``, to a peer's Raft request."""
         cluster_id = getattr(request, "cluster_id", None)
         if cluster_id is not None and cluster_id != self.cluster_id:
             return self._refusal(api_key, ErrorCode.INCONSISTENT_CLUSTER_ID)
@@ -436,7 +438,9 @@ class QuorumDriver:
                 del self._answers[(core.src, kind)]
         if answer is None:
             answer = self._empty_answer(core)
-        return qw.response_to_kafka(answer, self.clock.now_ms())
+        leader = getattr(answer, "leader_id", -1)
+        endpoint = self.address(leader) if leader >= 0 else None
+        return qw.response_to_kafka(answer, self.clock.now_ms(), version, endpoint)
 
     def _empty_answer(self, core: Any) -> Any:
         leader = self.leader_id

@@ -145,8 +145,8 @@ class QuorumMetadataLog:
         except (CommitLostError, NotLeaderError):
             raise NotControllerError(self.driver.leader_id) from None
 
-    async def serve(self, api_key: int, request: Any) -> Any:
-        return await self.driver.serve(api_key, request)
+    async def serve(self, api_key: int, request: Any, version: int) -> Any:
+        return await self.driver.serve(api_key, request, version)
 
     def _apply_entry(self, offset: int, values: list[bytes]) -> None:
         self.listener.apply([decode_record(v) for v in values])

@@ -5,11 +5,18 @@
 | VoteRequest/Response | Vote (52) v2: ``PreVote`` (KIP-996) |
 | BeginEpochRequest/Response | BeginQuorumEpoch (53) v0 |
 | EndEpochRequest/Response | EndQuorumEpoch (54) v0 |
-| FetchRequest/Response | Fetch (1) v12 on ``__cluster_metadata-0`` (1) |
+| FetchRequest/Response | Fetch (1) v17 on ``__cluster_metadata-0`` (1); v12–16 served |
 | FetchSnapshotRequest/Response | FetchSnapshot (59) v0, the whole snapshot in one answer |
 
-(1) ``ReplicaId``, ``LastFetchedEpoch``, ``ClusterId``; answers carry
-``DivergingEpoch``, ``CurrentLeader`` and ``SnapshotId``.
+(1) As Kafka 4's KRaft sends it: the topic by id (``METADATA_TOPIC_ID``, KIP-516),
+``ReplicaState`` (``ReplicaId``, ``ReplicaEpoch`` -1; KIP-903), the partition's
+``LastFetchedEpoch`` and ``ReplicaDirectoryId`` (the fetcher's directory id,
+KIP-853, recorded by the leader for its voters), ``ClusterId``. Answers carry the
+topic by id and by name (each version writes the one it has), ``HighWatermark``,
+``DivergingEpoch``, ``CurrentLeader``, ``SnapshotId`` and, from v16, the
+leader's CONTROLLER endpoint in ``NodeEndpoints``. A request of v12 (the topic by
+name, the top-level ``ReplicaId``, no directory id: an earlier Odradek) is
+served too; its fetcher's directory id is then the zero id (unknown).
 
 Every request carries the cluster id (Vote, BeginQuorumEpoch, EndQuorumEpoch,
 Fetch and FetchSnapshot all have ``ClusterId``); a node answers a different one
@@ -20,6 +27,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from odradek.broker.ports import METADATA_TOPIC, METADATA_TOPIC_ID
 from odradek.raft import messages as rm
 from odradek.raft.codec import decode_entries, encode_entries
 from odradek.raft.log import Snapshot
@@ -34,8 +42,7 @@ from odradek.wire.messages import fetch_snapshot_response as sr
 from odradek.wire.messages import vote_request as vq
 from odradek.wire.messages import vote_response as vr
 
-METADATA_TOPIC = "__cluster_metadata"
-VERSIONS = {52: 2, 53: 0, 54: 0, 1: 12, 59: 0}
+VERSIONS = {52: 2, 53: 0, 54: 0, 1: 17, 59: 0}
 """The version each API is sent at (the peers are Odradek nodes of this release)."""
 
 
@@ -53,16 +60,32 @@ def request_to_kafka(msg: Any, cluster_id: str) -> tuple[int, Any]:
         return 54, eq.EndQuorumEpochRequest(cluster_id, [eq.TopicData(METADATA_TOPIC, [
             eq.PartitionData(0, msg.src, msg.epoch, list(msg.successors))])])
     if isinstance(msg, rm.FetchRequest):
-        return 1, fq.FetchRequest(
-            cluster_id, replica_id=msg.src, max_wait_ms=0, min_bytes=0,
-            topics=[fq.FetchTopic(METADATA_TOPIC, partitions=[fq.FetchPartition(
-                0, msg.epoch, msg.fetch_offset, msg.last_fetched_epoch,
-                partition_max_bytes=1 << 20)])])
+        return 1, fetch_request(msg, cluster_id, VERSIONS[1])
     if isinstance(msg, rm.FetchSnapshotRequest):
         end, epoch = msg.snapshot_id
         return 59, sq.FetchSnapshotRequest(cluster_id, msg.src, topics=[sq.TopicSnapshot(
             METADATA_TOPIC, [sq.PartitionSnapshot(0, msg.epoch, sq.SnapshotId(end, epoch))])])
     raise TypeError(f"not a request: {msg!r}")
+
+
+def fetch_request(msg: rm.FetchRequest, cluster_id: str, version: int) -> fq.FetchRequest:
+    """The Kafka Fetch (v12 or later) for a core one, encodable at ``version``: the
+    topic by name below v13, by id from it; ``ReplicaId`` below v15, ``ReplicaState``
+    from it; the directory id from v17."""
+    if version < 12:
+        raise ValueError(f"Fetch v{version} cannot carry a Raft fetch (v12 at least)")
+    part = fq.FetchPartition(0, msg.epoch, msg.fetch_offset, msg.last_fetched_epoch,
+                             partition_max_bytes=1 << 20)
+    if version >= 17:
+        part.replica_directory_id = msg.directory_id
+    topic = (fq.FetchTopic(topic_id=METADATA_TOPIC_ID, partitions=[part]) if version >= 13
+             else fq.FetchTopic(METADATA_TOPIC, partitions=[part]))
+    req = fq.FetchRequest(cluster_id, max_wait_ms=0, min_bytes=0, topics=[topic])
+    if version >= 15:
+        req.replica_state = fq.ReplicaState(msg.src, -1)
+    else:
+        req.replica_id = msg.src
+    return req
 
 
 def request_from_kafka(api_key: int, req: Any, dst: int) -> Any:
@@ -84,7 +107,7 @@ def request_from_kafka(api_key: int, req: Any, dst: int) -> Any:
         p = _only(req.topics, "topic", "partitions")
         src = req.replica_id if req.replica_id >= 0 else req.replica_state.replica_id
         return rm.FetchRequest(src, dst, p.current_leader_epoch, p.fetch_offset,
-                               p.last_fetched_epoch)
+                               p.last_fetched_epoch, p.replica_directory_id)
     if api_key == 59:
         p = _only(req.topics, "name", "partitions")
         return rm.FetchSnapshotRequest(req.replica_id, dst, p.current_leader_epoch,
@@ -92,8 +115,15 @@ def request_from_kafka(api_key: int, req: Any, dst: int) -> Any:
     raise ValueError(f"API {api_key} is not a Raft request")
 
 
+def is_metadata_topic(topic: Any, name_attr: str = "topic") -> bool:
+    """Does a request's topic entry name ``__cluster_metadata``, by name (Fetch below
+    v13, the other RPCs) or by id (Fetch v13+)?"""
+    return (getattr(topic, name_attr) == METADATA_TOPIC
+            or getattr(topic, "topic_id", None) == METADATA_TOPIC_ID)
+
+
 def _only(topics: list[Any], name_attr: str, parts_attr: str) -> Any:
-    if len(topics) != 1 or getattr(topics[0], name_attr) != METADATA_TOPIC:
+    if len(topics) != 1 or not is_metadata_topic(topics[0], name_attr):
         raise ValueError(f"expected exactly the {METADATA_TOPIC} topic")
     parts = getattr(topics[0], parts_attr)
     if len(parts) != 1:
@@ -106,8 +136,12 @@ def _only(topics: list[Any], name_attr: str, parts_attr: str) -> Any:
     return part
 
 
-def response_to_kafka(msg: Any, now_ms: int) -> Any:
-    """The Kafka response for a core response."""
+def response_to_kafka(msg: Any, now_ms: int, version: int,
+                      leader_endpoint: tuple[str, int] | None = None) -> Any:
+    """The Kafka response, encodable at ``version``, for a core response.
+    ``leader_endpoint`` (host, port) is the CONTROLLER endpoint of the leader the
+    answer names, sent in a Fetch answer's ``NodeEndpoints`` from v16 (KIP-853:
+    a fetcher learns where the leader is)."""
     if isinstance(msg, rm.VoteResponse):
         return vr.VoteResponse(0, [vr.TopicData(METADATA_TOPIC, [vr.PartitionData(
             0, msg.error, msg.leader_id, msg.epoch, msg.granted)])])
@@ -126,8 +160,12 @@ def response_to_kafka(msg: Any, now_ms: int) -> Any:
             part.diverging_epoch = fr.EpochEndOffset(*msg.diverging)
         if msg.snapshot_id is not None:
             part.snapshot_id = fr.SnapshotId(*msg.snapshot_id)
-        return fr.FetchResponse(responses=[fr.FetchableTopicResponse(METADATA_TOPIC,
-                                                                     partitions=[part])])
+        answer = fr.FetchResponse(responses=[fr.FetchableTopicResponse(
+            METADATA_TOPIC, METADATA_TOPIC_ID, partitions=[part])])
+        if version >= 16 and leader_endpoint is not None and msg.leader_id >= 0:
+            host, port = leader_endpoint
+            answer.node_endpoints = [fr.NodeEndpoint(msg.leader_id, host, port)]
+        return answer
     if isinstance(msg, rm.FetchSnapshotResponse):
         snap = msg.snapshot
         spart = sr.PartitionSnapshot(0, msg.error, current_leader=sr.LeaderIdAndEpoch(
@@ -183,6 +221,12 @@ def response_from_kafka(api_key: int, resp: Any, request: Any) -> Any:
                                         p.current_leader.leader_id, snap,
                                         resp.error_code or p.error_code)
     raise ValueError(f"API {api_key} is not a Raft response")
+
+
+def node_endpoints(resp: fr.FetchResponse) -> dict[int, tuple[str, int]]:
+    """The (host, port) of each node a Fetch answer's ``NodeEndpoints`` names (v16+;
+    empty below)."""
+    return {e.node_id: (e.host, e.port) for e in resp.node_endpoints if e.node_id >= 0}
 
 
 def _first(topics: list[Any], parts_attr: str) -> Any:

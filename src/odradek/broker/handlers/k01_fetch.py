@@ -19,8 +19,9 @@ the leader hints and charges the ``consumer_byte_rate`` quota (not a
 follower's): a client over it gets an empty answer with ``throttle_time_ms``
 and the connection is muted that long (KIP-219). Fetch sessions are declined
 (session id 0 in every response, KIP-227; a request naming one gets
-FETCH_SESSION_ID_NOT_FOUND). A fetch of ``__cluster_metadata`` goes to the
-KRaft quorum.
+FETCH_SESSION_ID_NOT_FOUND). A replica's fetch of ``__cluster_metadata`` (by
+name below v13, by its fixed id ``METADATA_TOPIC_ID`` from v13, as Kafka 4's
+KRaft sends it at v17) goes to the KRaft quorum with the request's version.
 
 Version notes: v4 isolation level and aborted transactions; v5 log start
 offset; v7 sessions; v11 rack and preferred read replica; v12 flexible;
@@ -29,7 +30,8 @@ zero id) gets UNKNOWN_TOPIC_ID with high watermark -1, as Kafka answers; v14
 no change here (OFFSET_MOVED_TO_TIERED_STORAGE needs tiered storage); v15
 ``replica_state`` (KIP-903); v16 ``node_endpoints`` and from v12
 ``current_leader`` (KIP-951, :mod:`~odradek.broker.handlers.leader_hints`);
-v17 the follower's ``replica_directory_id`` (KIP-853), unused.
+v17 the follower's ``replica_directory_id`` (KIP-853): the Raft leader records a
+voter's (``broker/control/quorum_wire.py``); unused for partition data.
 """
 
 from __future__ import annotations
@@ -43,7 +45,13 @@ from odradek.broker.handlers.acl_checks import (
 from odradek.broker.handlers.leader_hints import fetch_hints
 from odradek.broker.net.context import RequestContext
 from odradek.broker.net.registry import Access, handler
-from odradek.broker.ports import METADATA_TOPIC, FetchedPartition, FetchParams, PartitionFetch
+from odradek.broker.ports import (
+    METADATA_TOPIC,
+    METADATA_TOPIC_ID,
+    FetchedPartition,
+    FetchParams,
+    PartitionFetch,
+)
 from odradek.wire.errors import ErrorCode
 from odradek.wire.messages.fetch_request import FetchRequest
 from odradek.wire.messages.fetch_response import (
@@ -64,11 +72,11 @@ ACCESS = (
 @handler(1, (4, 17), access=ACCESS)
 async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
     replica_id = max(request.replica_id, request.replica_state.replica_id)
-    if replica_id >= 0 and any(t.topic == METADATA_TOPIC for t in request.topics):
+    if replica_id >= 0 and _metadata_log_fetch(request, ctx.api_version):
         # A voter or observer replicating the metadata log (KRaft), not a consumer.
         if not cluster_allowed(ctx, CLUSTER_ACTION):
             return FetchResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, responses=[])
-        response: FetchResponse = await ctx.broker.metadata.serve(1, request)
+        response: FetchResponse = await ctx.broker.metadata.serve(1, request, ctx.api_version)
         return response
     if ctx.api_version >= 7 and request.session_id != 0:
         return FetchResponse(
@@ -126,6 +134,14 @@ async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
     if ctx.api_version >= 12:
         fetch_hints(ctx, response)
     return _charged(ctx, response, result.size)
+
+
+def _metadata_log_fetch(request: FetchRequest, version: int) -> bool:
+    """Does a replica's fetch name ``__cluster_metadata``? By id from v13 (the field
+    the version has: one comparison a topic, as a fetch by name costs)."""
+    if version >= 13:
+        return any(t.topic_id == METADATA_TOPIC_ID for t in request.topics)
+    return any(t.topic == METADATA_TOPIC for t in request.topics)
 
 
 def _denied(ctx: RequestContext, follower: bool, names: list[str | None]) -> frozenset[str]:

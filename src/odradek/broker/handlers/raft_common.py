@@ -11,4 +11,4 @@ from odradek.broker.net.context import RequestContext
 
 
 async def serve_raft(ctx: RequestContext, api_key: int, request: Any) -> Any:
-    return await ctx.broker.metadata.serve(api_key, request)
+    return await ctx.broker.metadata.serve(api_key, request, ctx.api_version)

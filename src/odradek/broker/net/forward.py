@@ -12,9 +12,10 @@ answers NOT_CONTROLLER, which clients retry after refreshing their metadata,
 as against Kafka. A handler that finds this node no longer controller
 mid-request (:class:`NotControllerError`) is answered NOT_CONTROLLER too.
 
-With an authorizer configured, the request travels in an Envelope (API 58,
-:mod:`odradek.wire.envelope`) naming the client's principal and IP, so the
-controller authorizes it as the client's (broker/handlers/k58_envelope.py);
+The request travels in an Envelope (API 58, :mod:`odradek.wire.envelope`)
+naming the client's principal and IP, as Kafka's brokers forward (KIP-590), so
+the controller authorizes it as the client's (broker/handlers/k58_envelope.py)
+and a controller never sees a forwarded request as the forwarding broker's;
 the forwarding node's own principal needs CLUSTER_ACTION on the cluster.
 
 A controller answers DescribeQuorum itself when asked on its controller
@@ -70,8 +71,8 @@ class ForwardToController:
 
     async def _enveloped(self, call: Call) -> Any:
         """Forward in an Envelope carrying the client's principal and IP, so the
-        controller authorizes the request as the client's (an authorizer is
-        configured). ControllerUnavailable when the controller has moved."""
+        controller authorizes the request as the client's. ControllerUnavailable
+        when the controller has moved."""
         request, ctx = call.request, call.ctx
         wrapped = envelope.wrap(request.body, request.api_version, ctx.client_id,
                                 ctx.principal, ctx.client_host.rsplit(":", 1)[0])
@@ -92,9 +93,7 @@ class ForwardToController:
         quorum = self.quorum
         while not quorum.is_leader:
             try:
-                if call.ctx.authz.enabled:
-                    return await self._enveloped(call)
-                return await self.channel.request(call.request.body, call.request.api_version)
+                return await self._enveloped(call)
             except ControllerUnavailable:
                 left = deadline - loop.time()
                 if left <= 0 or not await quorum.view_change(left):
