@@ -100,6 +100,7 @@ class Measured:
 
 
 @pytest.mark.slow  # long for the fast tier (scripts/test.sh --fast)
+@pytest.mark.timing  # rates over wall-clock windows: run alone (scripts/test.sh)
 def test_producer_byte_rate_holds_a_producer_to_its_quota_and_not_its_neighbour() -> None:
     with Broker(**WINDOWS) as broker:
         broker.create_topic("q", partitions=1)
@@ -131,6 +132,7 @@ def test_producer_byte_rate_holds_a_producer_to_its_quota_and_not_its_neighbour(
 
 
 @pytest.mark.slow  # long for the fast tier (scripts/test.sh --fast)
+@pytest.mark.timing  # rates over wall-clock windows: run alone (scripts/test.sh)
 def test_consumer_byte_rate_holds_a_consumer_to_its_quota() -> None:
     with Broker(**WINDOWS) as broker:
         broker.create_topic("q", partitions=1)

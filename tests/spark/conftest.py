@@ -57,3 +57,16 @@ def kafka() -> Iterator[Broker]:
     """A broker for every Spark test (and for driver subprocesses they start)."""
     with Broker(**{"num.partitions": "1"}) as broker:
         yield broker
+
+
+@pytest.fixture(autouse=True)
+def no_query_left_running(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Stop the streaming queries a test left running (one that failed before
+    its own ``query.stop()``, or whose ``awaitTermination`` timed out), so they
+    do not go on taking the session's two cores and time the next tests out."""
+    yield
+    if "spark" not in request.fixturenames:
+        return
+    session = request.getfixturevalue("spark")
+    for query in session.streams.active:  # type: ignore[attr-defined]
+        query.stop()
