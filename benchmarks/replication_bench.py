@@ -268,6 +268,41 @@ def produce_flat(cluster: LocalCluster, topic: str, partition: int, count: int, 
                       percentile(lat, 99), cpu / (count * size / 1e9), warm_ms)
 
 
+def produce_flat_gaps(cluster: LocalCluster, topic: str, partition: int, count: int,
+                      size: int) -> tuple[float, float, int]:
+    """``count`` records flat out with acks=all: (records/s, the slowest gap in ms
+    between two consecutive acknowledgements, the index of the record after it)."""
+    p, sent, acked, errors, delivered = _keyed_producer(
+        {"bootstrap.servers": cluster.bootstrap, **PRODUCER, "acks": "all"}, count + 1)
+    value = (os.urandom(size // 2) + b"x" * size)[:size]
+    # One record before the clock, as in produce_flat: the followers' first fetch.
+    p.produce(topic, value, count.to_bytes(8, "big"), partition, delivered)
+    if p.flush(30) or errors:
+        raise RuntimeError(f"{topic}: warm-up record not acknowledged: {errors}")
+    acked.pop()
+    send, now = p.produce, time.perf_counter
+    t0 = now()
+    for i in range(count):
+        key = i.to_bytes(8, "big")
+        sent[i] = now()
+        try:
+            send(topic, value, key, partition, delivered)
+        except BufferError:
+            p.poll(0.05)
+            send(topic, value, key, partition, delivered)
+        if not i & 1023:
+            p.poll(0)
+    left = p.flush(180)
+    elapsed = now() - t0
+    if left or errors or not all(acked):
+        raise RuntimeError(f"{topic}: {sum(1 for a in acked if a)}/{count} acknowledged, "
+                           f"{left} left, {len(errors)} errors, first: {errors[:3]}")
+    order = sorted(range(count), key=acked.__getitem__)
+    times = [t0] + [acked[i] for i in order]
+    gap, at = max((times[k + 1] - times[k], k) for k in range(count))
+    return count / elapsed, gap * 1000, order[at]
+
+
 def produce_paced(cluster: LocalCluster, topic: str, partition: int, rate: int,
                   seconds: float, size: int, acks: str) -> tuple[float, float]:
     count = int(rate * seconds)
