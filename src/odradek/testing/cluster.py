@@ -317,6 +317,8 @@ class LocalCluster:
         self.overrides = {
             "controller.quorum.election.timeout.ms": "1000",
             "controller.quorum.fetch.timeout.ms": "2000",
+            # a consumer group forms at once, as with odradek.testing.Broker
+            "group.initial.rebalance.delay.ms": "0",
             **(overrides or {}),
         }
         for node in self.nodes.values():
