@@ -52,6 +52,7 @@ the whole trace.
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import random
 import sys
@@ -169,6 +170,10 @@ class RaftSim:
         self.committed: dict[int, tuple[int, int, tuple[bytes, ...], bool]] = {}
         """offset of an entry's start → the entry, as first committed anywhere."""
         self.committed_end = 0
+        self.committed_offsets: list[int] = []
+        """The keys of :attr:`committed`, increasing (entries commit in order)."""
+        self._committed_voters: frozenset[int] | None = None
+        """The voters of the newest VotersRecord in :attr:`committed`, if any."""
         self.leaders: dict[int, int] = {}
         self.leader_commit: dict[int, int] = {}
         """epoch → the highest high watermark its leader reached."""
@@ -408,11 +413,7 @@ class RaftSim:
 
     def committed_voters(self) -> frozenset[int]:
         """The voter set of the committed prefix (the latest VotersRecord in it)."""
-        for offset in sorted(self.committed, reverse=True):
-            for record in self.committed[offset][2]:
-                if record.startswith(VOTERS_TAG):
-                    return decode_voters(record[len(VOTERS_TAG):]).ids
-        return self.voter_ids
+        return self.voter_ids if self._committed_voters is None else self._committed_voters
 
     # -- views ------------------------------------------------------------------------
 
@@ -492,7 +493,11 @@ class RaftSim:
                     raise self.fail(f"node {node.node_id} commits {offset} past the "
                                     f"committed end {self.committed_end}")
                 self.committed[offset] = got
+                self.committed_offsets.append(offset)
                 self.committed_end = offset + len(got[2])
+                for record in got[2]:
+                    if record.startswith(VOTERS_TAG):
+                        self._committed_voters = decode_voters(record[len(VOTERS_TAG):]).ids
             elif want != got:
                 raise self.fail(f"node {node.node_id} committed {got} at {offset}, "
                                 f"but {want} was committed there")
@@ -510,7 +515,8 @@ class RaftSim:
             return False
         if end <= node.log.start_offset:
             return True  # below its snapshot, which holds only committed entries
-        last = max(o for o in self.committed if o < end)
+        offsets = self.committed_offsets
+        last = offsets[bisect.bisect_left(offsets, end) - 1]
         return self._entry(node, last) == self.committed[last]
 
     def _check_complete(self, node: SimNode, epoch: int) -> None:
