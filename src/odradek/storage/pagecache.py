@@ -54,7 +54,8 @@ Invariants of a :class:`PageCacheTrimmer` with ``retain`` > 0::
     marks are (window, position), in the order they were written: the bytes
     of that window before that position were written before every later mark's
     after each note without pressure, total < retain + step, or every byte
-    over retain lies in some window's newest window bytes
+    over retain lies in some window's newest window bytes (marks first, oldest
+    first; then what no mark covers yet, a step or less per log)
 """
 
 from __future__ import annotations
@@ -265,6 +266,11 @@ class PageCacheTrimmer:
             if win._gone < at and most <= 0:
                 break  # partly dropped: the rest of this mark goes next time
             marks.popleft()
+        for win in list(self._windows) if most > 0 else ():
+            # what no mark covers yet (less than a step per log) beyond the windows
+            most -= win.trim_through(win._added, most)
+            if most <= 0:
+                break
 
     def submit(self, path: str, start: int, end: int) -> None:
         if self._thread is None:

@@ -174,6 +174,15 @@ def test_the_bound_drops_the_oldest_of_all_logs_first_never_a_window() -> None:
     assert b.cached_bytes == fake.trimmer.total - 10
 
 
+def test_the_bound_reaches_bytes_no_mark_covers_yet() -> None:
+    fake = _Fake(window=0, step=4, retain=1)
+    a, b = fake.log(), fake.log()
+    a.wrote("a.log", 3)  # less than a step: the policy has not looked, no mark
+    b.wrote("b.log", 4)  # 7 in all, 6 over: b's marked 4, then 2 of a's unmarked 3
+    assert fake.drops == [("b.log", 0, 4), ("a.log", 0, 2)]
+    assert fake.trimmer.total == 1 == a.cached_bytes
+
+
 @given(st.lists(st.tuples(st.integers(0, 2), st.booleans(), st.integers(0, 30),
                           st.booleans()), max_size=80),
        st.integers(0, 20), st.integers(1, 8), st.integers(1, 120))

@@ -1,0 +1,131 @@
+"""Catch-up reads (issue 39): a consumer reading a 1 GB backlog of one partition
+from its start, with adaptive drop-behind (the default) against drop-behind off
+(``odradek.log.page.cache.window.bytes=-1``: the page cache is the kernel's, as
+in Kafka), alternating in one run; the adaptive figure over the off one is the
+ratio (goal: at least 0.95). ``--fixed`` adds the fixed 16 MiB window of
+before issue 39 (``odradek.log.page.cache.retain.bytes=0``) as a third case.
+
+    python benchmarks/catchup_bench.py [--runs 3] [--size 1024] [--mb 1000] [--fixed]
+
+Each case of each run: a fresh ``odradek serve`` (its own data directory), one
+topic of one partition, ``--mb`` MB of ``--size``-byte values produced with
+the Python confluent-kafka client (the suite's settings, acks=1), ``sync``
+(so no write-back competes with the read on the shared cores; pages stay
+cached), the share of the partition's log pages still in the page cache
+(``mincore`` every MiB), then a fresh consumer reading every record from
+offset 0 (clock from ``assign()`` to the last record). Printed: each case's
+consume msg/s and MB/s, produce msg/s, the cached share, and the medians with
+min and max. ``ODRADEK_BENCH_OVERRIDES`` adds settings to every case.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import suite_kafka as kafka
+from _common import broker_process
+
+from tests.support.pagecache import resident
+
+CASES: dict[str, tuple[str, ...]] = {
+    "adaptive": (),
+    "off": ("odradek.log.page.cache.window.bytes=-1",),
+    "fixed": ("odradek.log.page.cache.retain.bytes=0",),
+}
+MiB = 1 << 20
+
+
+def cached_share(partition_dir: Path) -> float:
+    """Share of 1 MiB probes over the partition's segment files that are cached."""
+    probes = hits = 0
+    for seg in sorted(partition_dir.glob("*.log")):
+        for offset in range(0, seg.stat().st_size, MiB):
+            probes += 1
+            hits += resident(seg, offset)
+    return hits / probes if probes else 0.0
+
+
+def one(case: str, count: int, size: int) -> dict[str, float]:
+    """One case: fill a partition, then read it all back (see the module docstring)."""
+    broker = broker_process(*CASES[case], *os.environ.get("ODRADEK_BENCH_OVERRIDES", "").split())
+    broker.start()
+    target: kafka.OdradekTarget | None = None
+    try:
+        target = kafka.OdradekTarget(broker)
+        topic = kafka.fresh_topic("catchup")
+        target.create_topic(topic, 1)
+        produced = kafka.produce(target, topic, 1, count, size, "1", "none")
+        os.sync()
+        share = cached_share(broker.data_dir / f"{topic}-0")
+        read = kafka.consume(target, topic, 1, count)
+        if read.messages != count:
+            raise RuntimeError(f"{case}: read {read.messages} of {count}")
+        return {"consume_msg_s": read.msg_per_s, "consume_mb_s": read.mb_per_s,
+                "produce_msg_s": produced.msg_per_s, "cached": share,
+                "broker_cpu_s_per_gb_read": read.cpu_s_per_gb}
+    finally:
+        del target  # its admin client, before the broker it would reconnect to goes
+        broker.stop()
+
+
+Results = dict[str, list[dict[str, float]]]
+"""Each case's runs: consume and produce rates, the cached share, in run order."""
+
+
+def measure(runs: int, count: int, size: int, cases: list[str]) -> Results:
+    out: Results = {case: [] for case in cases}
+    for run in range(runs):
+        order = cases[run % len(cases):] + cases[:run % len(cases)]  # rotate who goes first
+        for case in order:
+            got = one(case, count, size)
+            out[case].append(got)
+            print(f"catchup run {run + 1} {case:8} consume {got['consume_msg_s']:,.0f}/s "
+                  f"{got['consume_mb_s']:.0f} MB/s (broker {got['broker_cpu_s_per_gb_read']:.2f}"
+                  f" CPU s/GB), cached before the read {got['cached']:.0%}, produce "
+                  f"{got['produce_msg_s']:,.0f}/s", file=sys.stderr, flush=True)
+    return out
+
+
+def _spread(values: list[float], fmt: str) -> str:
+    return (f"{format(statistics.median(values), fmt)} "
+            f"[{format(min(values), fmt)}-{format(max(values), fmt)}]")
+
+
+def summary(results: Results, count: int, size: int) -> str:
+    lines = [f"catch-up read of {count:,} x {size} B ({count * size / 1e6:,.0f} MB) from "
+             f"offset 0 of one partition, median [min-max] of {len(results['off'])} runs:"]
+    for case, rows in results.items():
+        lines.append(
+            f"  {case:8} consume msg/s {_spread([r['consume_msg_s'] for r in rows], ',.0f')}"
+            f"  MB/s {_spread([r['consume_mb_s'] for r in rows], '.0f')}"
+            f"  cached {_spread([r['cached'] for r in rows], '.0%')}"
+            f"  produce msg/s {_spread([r['produce_msg_s'] for r in rows], ',.0f')}")
+    off = statistics.median(r["consume_msg_s"] for r in results["off"])
+    for case, rows in results.items():
+        if case != "off":
+            mine = statistics.median(r["consume_msg_s"] for r in rows)
+            lines.append(f"  {case}/off consume: {mine / off:.2f}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--size", type=int, default=1024, help="value bytes")
+    parser.add_argument("--mb", type=int, default=1000, help="backlog, 10^6 bytes of values")
+    parser.add_argument("--fixed", action="store_true", help="add the fixed 16 MiB window")
+    args = parser.parse_args(argv)
+    count = args.mb * 1_000_000 // args.size
+    cases = ["adaptive", "off", *(["fixed"] if args.fixed else [])]
+    print(summary(measure(args.runs, count, args.size, cases), count, args.size))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
