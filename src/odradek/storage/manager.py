@@ -281,6 +281,8 @@ class LogManager:
         if log is None:
             return future
         log.close()
+        if log.local.io.cache_window is not None:
+            log.local.io.cache_window.forget()
         self._rename_for_deletion(log)
         return future
 

@@ -168,6 +168,15 @@ class CacheWindow:
         if self._added >= self._next_note:
             trimmer.note(self)
 
+    def forget(self) -> None:
+        """The log was deleted: its bytes count no more (their pages go with its
+        files) and its marks are passed."""
+        if self._trimmer is not None:
+            self._trimmer.total -= self._cached
+        self._gone = self._added
+        self._cached = 0
+        self._spans.clear()
+
     def trim(self, excess: int) -> int:
         """Drop up to ``excess`` of the oldest bytes; returns how many."""
         spans = self._spans

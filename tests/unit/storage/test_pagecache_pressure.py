@@ -240,6 +240,23 @@ def test_a_manager_keeps_what_logs_wrote_until_the_kernel_reports_pressure() -> 
     mgr.close()
 
 
+def test_a_deleted_log_no_longer_counts_toward_the_bound() -> None:
+    mgr = LogManager(MemoryFileSystem(), ManualClock(),
+                     LogManagerConfig(log_dir="/d", page_cache_window_bytes=1000),
+                     memory=lambda: CALM)
+    mgr.startup()
+    for partition in (0, 1):
+        log = mgr.get_or_create_log("t", partition)
+        for _ in range(100):
+            log.append(make_batch([b"x" * 50000]))
+    assert mgr.page_cache.total > 2 * 100 * 50000
+    kept = mgr.get_or_create_log("t", 1).local.io.cache_window
+    assert kept is not None
+    mgr.delete_log("t", 0)
+    assert mgr.page_cache.total == kept.cached_bytes > 100 * 50000
+    mgr.close()
+
+
 def test_a_model_file_system_keeps_the_fixed_window() -> None:
     mgr = LogManager(MemoryFileSystem(), ManualClock(), LogManagerConfig(log_dir="/d"))
     assert mgr.page_cache.retain == 0
