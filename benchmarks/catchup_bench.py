@@ -7,13 +7,15 @@ before issue 39 (``odradek.log.page.cache.retain.bytes=0``) as a third case.
 
     python benchmarks/catchup_bench.py [--runs 3] [--size 1024] [--mb 1000] [--fixed]
 
-Each case of each run: a fresh ``odradek serve`` (its own data directory), one
-topic of one partition, ``--mb`` MB of ``--size``-byte values produced with
-the Python confluent-kafka client (the suite's settings, acks=1), ``sync``
-(so no write-back competes with the read on the shared cores; pages stay
-cached), the share of the partition's log pages still in the page cache
-(``mincore`` every MiB), then a fresh consumer reading every record from
-offset 0 (clock from ``assign()`` to the last record). Printed: each case's
+Each run: a fresh ``odradek serve`` per case (its own data directory), one
+topic of one partition each; ``--mb`` MB of ``--size``-byte values produced
+into each in turn with the Python confluent-kafka client (the suite's
+settings, acks=1); ``sync`` (so no write-back competes with the reads on the
+shared cores; pages stay cached); then, case after case, the share of the
+partition's log pages still in the page cache (``mincore`` every MiB) and a
+fresh consumer reading every record from offset 0 (clock from ``assign()`` to
+the last record). The reads of one run follow each other within seconds, so
+the load of a shared machine weighs on them alike; the order rotates. Printed: each case's
 consume msg/s and MB/s, produce msg/s, the cached share, and the medians with
 min and max. ``ODRADEK_BENCH_OVERRIDES`` adds settings to every case.
 """
@@ -51,27 +53,36 @@ def cached_share(partition_dir: Path) -> float:
     return hits / probes if probes else 0.0
 
 
-def one(case: str, count: int, size: int) -> dict[str, float]:
-    """One case: fill a partition, then read it all back (see the module docstring)."""
-    broker = broker_process(*CASES[case], *os.environ.get("ODRADEK_BENCH_OVERRIDES", "").split())
-    broker.start()
-    target: kafka.OdradekTarget | None = None
-    try:
-        target = kafka.OdradekTarget(broker)
-        topic = kafka.fresh_topic("catchup")
-        target.create_topic(topic, 1)
-        produced = kafka.produce(target, topic, 1, count, size, "1", "none")
-        os.sync()
-        share = cached_share(broker.data_dir / f"{topic}-0")
-        read = kafka.consume(target, topic, 1, count)
-        if read.messages != count:
-            raise RuntimeError(f"{case}: read {read.messages} of {count}")
-        return {"consume_msg_s": read.msg_per_s, "consume_mb_s": read.mb_per_s,
-                "produce_msg_s": produced.msg_per_s, "cached": share,
-                "broker_cpu_s_per_gb_read": read.cpu_s_per_gb}
-    finally:
-        del target  # its admin client, before the broker it would reconnect to goes
-        broker.stop()
+class _Case:
+    """One case's broker, its filled topic and what it measured."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.broker = broker_process(*CASES[name],
+                                     *os.environ.get("ODRADEK_BENCH_OVERRIDES", "").split())
+        self.broker.start()
+        self.target: kafka.OdradekTarget | None = kafka.OdradekTarget(self.broker)
+        self.topic = kafka.fresh_topic("catchup")
+        self.target.create_topic(self.topic, 1)
+        self.row: dict[str, float] = {}
+
+    def fill(self, count: int, size: int) -> None:
+        assert self.target is not None
+        produced = kafka.produce(self.target, self.topic, 1, count, size, "1", "none")
+        self.row["produce_msg_s"] = produced.msg_per_s
+
+    def read(self, count: int) -> None:
+        assert self.target is not None
+        self.row["cached"] = cached_share(self.broker.data_dir / f"{self.topic}-0")
+        got = kafka.consume(self.target, self.topic, 1, count)
+        if got.messages != count:
+            raise RuntimeError(f"{self.name}: read {got.messages} of {count}")
+        self.row.update(consume_msg_s=got.msg_per_s, consume_mb_s=got.mb_per_s,
+                        broker_cpu_s_per_gb_read=got.cpu_s_per_gb)
+
+    def stop(self) -> None:
+        self.target = None  # its admin client, before the broker it would reconnect to goes
+        self.broker.stop()
 
 
 Results = dict[str, list[dict[str, float]]]
@@ -79,13 +90,28 @@ Results = dict[str, list[dict[str, float]]]
 
 
 def measure(runs: int, count: int, size: int, cases: list[str]) -> Results:
+    """Per run: a fresh broker per case, each filled in turn, ``sync``, then each
+    read in turn (so the reads the ratio compares run within seconds of each
+    other); who goes first rotates from run to run."""
     out: Results = {case: [] for case in cases}
     for run in range(runs):
-        order = cases[run % len(cases):] + cases[:run % len(cases)]  # rotate who goes first
-        for case in order:
-            got = one(case, count, size)
-            out[case].append(got)
-            print(f"catchup run {run + 1} {case:8} consume {got['consume_msg_s']:,.0f}/s "
+        order = cases[run % len(cases):] + cases[:run % len(cases)]
+        started: list[_Case] = []
+        try:
+            for name in order:
+                started.append(_Case(name))
+            for case in started:
+                case.fill(count, size)
+            os.sync()
+            for case in started:
+                case.read(count)
+        finally:
+            for case in started:
+                case.stop()
+        for case in started:
+            got = case.row
+            out[case.name].append(got)
+            print(f"catchup run {run + 1} {case.name:8} consume {got['consume_msg_s']:,.0f}/s "
                   f"{got['consume_mb_s']:.0f} MB/s (broker {got['broker_cpu_s_per_gb_read']:.2f}"
                   f" CPU s/GB), cached before the read {got['cached']:.0%}, produce "
                   f"{got['produce_msg_s']:,.0f}/s", file=sys.stderr, flush=True)
@@ -110,7 +136,10 @@ def summary(results: Results, count: int, size: int) -> str:
     for case, rows in results.items():
         if case != "off":
             mine = statistics.median(r["consume_msg_s"] for r in rows)
-            lines.append(f"  {case}/off consume: {mine / off:.2f}")
+            pairs = [r["consume_msg_s"] / o["consume_msg_s"]
+                     for r, o in zip(rows, results["off"], strict=True)]
+            lines.append(f"  {case}/off consume: {mine / off:.2f} (of the medians); "
+                         f"per run {_spread(pairs, '.2f')}")
     return "\n".join(lines)
 
 
