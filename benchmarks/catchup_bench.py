@@ -15,9 +15,10 @@ shared cores; pages stay cached); then, case after case, the share of the
 partition's log pages still in the page cache (``mincore`` every MiB) and a
 fresh consumer reading every record from offset 0 (clock from ``assign()`` to
 the last record). The reads of one run follow each other within seconds, so
-the load of a shared machine weighs on them alike; the order rotates. Printed: each case's
-consume msg/s and MB/s, produce msg/s, the cached share, and the medians with
-min and max. ``ODRADEK_BENCH_OVERRIDES`` adds settings to every case.
+the load of a shared machine weighs on them alike; the order rotates.
+Printed: each case's consume msg/s and MB/s, produce msg/s, the broker's CPU
+seconds per GB read and written, the cached share, and the medians with min
+and max. ``ODRADEK_BENCH_OVERRIDES`` adds settings to every case.
 """
 
 from __future__ import annotations
@@ -70,6 +71,7 @@ class _Case:
         assert self.target is not None
         produced = kafka.produce(self.target, self.topic, 1, count, size, "1", "none")
         self.row["produce_msg_s"] = produced.msg_per_s
+        self.row["broker_cpu_s_per_gb_written"] = produced.cpu_s_per_gb
 
     def read(self, count: int) -> None:
         assert self.target is not None
@@ -114,7 +116,9 @@ def measure(runs: int, count: int, size: int, cases: list[str]) -> Results:
             print(f"catchup run {run + 1} {case.name:8} consume {got['consume_msg_s']:,.0f}/s "
                   f"{got['consume_mb_s']:.0f} MB/s (broker {got['broker_cpu_s_per_gb_read']:.2f}"
                   f" CPU s/GB), cached before the read {got['cached']:.0%}, produce "
-                  f"{got['produce_msg_s']:,.0f}/s", file=sys.stderr, flush=True)
+                  f"{got['produce_msg_s']:,.0f}/s (broker "
+                  f"{got['broker_cpu_s_per_gb_written']:.2f} CPU s/GB)", file=sys.stderr,
+                  flush=True)
     return out
 
 
@@ -131,7 +135,10 @@ def summary(results: Results, count: int, size: int) -> str:
             f"  {case:8} consume msg/s {_spread([r['consume_msg_s'] for r in rows], ',.0f')}"
             f"  MB/s {_spread([r['consume_mb_s'] for r in rows], '.0f')}"
             f"  cached {_spread([r['cached'] for r in rows], '.0%')}"
-            f"  produce msg/s {_spread([r['produce_msg_s'] for r in rows], ',.0f')}")
+            f"  produce msg/s {_spread([r['produce_msg_s'] for r in rows], ',.0f')}"
+            f"  broker CPU s/GB read "
+            f"{_spread([r['broker_cpu_s_per_gb_read'] for r in rows], '.2f')}"
+            f" written {_spread([r['broker_cpu_s_per_gb_written'] for r in rows], '.2f')}")
     off = statistics.median(r["consume_msg_s"] for r in results["off"])
     for case, rows in results.items():
         if case != "off":

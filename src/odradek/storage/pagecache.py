@@ -36,8 +36,10 @@ once a second) or when ``retain`` is 0; otherwise a log keeps what it wrote,
 up to a total bound over every log of the trimmer
 (``odradek.log.page.cache.retain.bytes``): past it, the oldest bytes of all
 logs are dropped first, never a log's newest ``window``. When pressure starts,
-every log is cut to its window at the next step of any log's writes. The
-decision is the pure :func:`plan`.
+every log is cut to its window at the next step of any log's writes. What a
+log keeps beyond its window is still written back early (``sync_file_range``
+starting the write, no wait, no drop), so dirty pages stay bounded as with the
+fixed window and a later drop is cheap. The decision is the pure :func:`plan`.
 
 Invariants of a :class:`CacheWindow` (one per log, touched on the loop only)::
 
@@ -121,8 +123,8 @@ class CacheWindow:
     """The page cache bytes of one log (see the module docstring). Without a
     ``trimmer`` the window is fixed."""
 
-    __slots__ = ("__weakref__", "_added", "_cached", "_drop", "_gone", "_next_note",
-                 "_spans", "_trimmer", "step", "window")
+    __slots__ = ("__weakref__", "_added", "_cached", "_clean_to", "_drop", "_gone",
+                 "_next_note", "_spans", "_trimmer", "step", "window")
 
     def __init__(self, window: int, step: int, drop: Runner,
                  trimmer: PageCacheTrimmer | None = None) -> None:
@@ -134,6 +136,8 @@ class CacheWindow:
         self._cached = 0
         self._added = 0
         self._gone = 0
+        self._clean_to = 0
+        """Where the write-back of the last span's file was started up to."""
         self._next_note = window + step
 
     @property
@@ -148,6 +152,7 @@ class CacheWindow:
         if last is None or last.path != path:
             spans.append(_Span(path, 0, end))
             grown = end
+            self._clean_to = 0
         elif end >= last.end:
             grown = end - last.end
             last.end = end
@@ -156,6 +161,7 @@ class CacheWindow:
             last.start = min(last.start, end)
             last.end = end
             grown = (end - last.start) - before
+            self._clean_to = min(self._clean_to, end)
         self._cached += grown
         self._added += grown
         trimmer = self._trimmer
@@ -198,6 +204,20 @@ class CacheWindow:
             self._trimmer.total -= done
         return done
 
+    def clean_behind(self, write_back: Runner) -> None:
+        """Start the write-back of the active segment's bytes older than the
+        window, a step or more at a time, keeping them cached (dirty pages stay
+        about a window per log, as with the fixed window; an older segment was
+        fsynced when it rolled)."""
+        if not self._spans:
+            return
+        last = self._spans[-1]
+        start = max(self._clean_to, last.start)
+        upto = last.end - max(self.window, 0)
+        if upto - start >= self.step:
+            write_back(last.path, start, upto)
+            self._clean_to = upto
+
     def trim_through(self, position: int, most: int) -> int:
         """Drop the oldest bytes before ``position`` (at most ``most``), never the
         newest ``window``; returns how many."""
@@ -221,13 +241,16 @@ class PageCacheTrimmer:
         self.retain = retain if gauge is not None else 0
         self.gauge = gauge
         self.dropped_bytes = 0
+        self.written_back_bytes = 0
+        """Bytes whose write-back was started, kept cached."""
         self.total = 0
         """Bytes the windows hold (the page cache the broker keeps)."""
         self.pressed = False
         """The gauge's answer at the last note."""
         self._windows: weakref.WeakSet[CacheWindow] = weakref.WeakSet()
         self._marks: deque[tuple[CacheWindow, int]] = deque()
-        self._queue: queue.SimpleQueue[tuple[str, int, int] | None] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[tuple[str, int, int, bool] | None] = (
+            queue.SimpleQueue())
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
 
@@ -257,6 +280,7 @@ class PageCacheTrimmer:
         else:
             self._marks.append((win, win._added))
             win._next_note = win._added + self.step
+            win.clean_behind(self.write_back)
             if oldest:
                 self._drop_oldest(oldest)
 
@@ -281,28 +305,38 @@ class PageCacheTrimmer:
             if most <= 0:
                 break
 
-    def submit(self, path: str, start: int, end: int) -> None:
+    def submit(self, path: str, start: int, end: int, keep: bool = False) -> None:
+        """Drop [start, end) of ``path`` on the thread; with ``keep``, only start its
+        write-back there."""
         if self._thread is None:
             with self._lock:
                 if self._thread is None:
                     self._thread = threading.Thread(target=self._run, daemon=True,
                                                     name="odradek-page-cache")
                     self._thread.start()
-        self._queue.put((path, start, end))
+        self._queue.put((path, start, end, keep))
+
+    def write_back(self, path: str, start: int, end: int) -> None:
+        """Start the write-back of [start, end) of ``path`` on the thread, keeping it
+        cached."""
+        self.submit(path, start, end, True)
 
     def _run(self) -> None:
         while True:
             item = self._queue.get()
             if item is None:
                 return
-            path, start, end = item
+            path, start, end, keep = item
             try:
-                self.fs.drop_cache(path, start, end)
+                self.fs.drop_cache(path, start, end, keep)
             except FileNotFoundError:
                 pass  # deleted (retention, a swap) meanwhile: its pages went with it
             except OSError as e:  # advice only: the bytes are in the file either way
                 _log.debug("page cache drop of %s [%d, %d) failed: %s", path, start, end, e)
-            self.dropped_bytes += end - start
+            if keep:
+                self.written_back_bytes += end - start
+            else:
+                self.dropped_bytes += end - start
 
     def close(self) -> None:
         """Stop the thread after the drops already asked for."""

@@ -116,7 +116,12 @@ class _Fake:
         gauge = PressureGauge(lambda: self.reading, self.clock.monotonic_ms, interval_ms=0)
         self.trimmer = PageCacheTrimmer(MemoryFileSystem(), window, step, retain, gauge)
         self.drops: list[tuple[str, int, int]] = []
-        self.trimmer.submit = lambda p, a, b: self.drops.append((p, a, b))  # type: ignore[method-assign]
+        self.written_back: list[tuple[str, int, int]] = []
+
+        def submit(path: str, start: int, end: int, keep: bool = False) -> None:
+            (self.written_back if keep else self.drops).append((path, start, end))
+
+        self.trimmer.submit = submit  # type: ignore[method-assign]
 
     def log(self) -> CacheWindow:
         win = self.trimmer.window_for()
@@ -130,6 +135,22 @@ def test_without_pressure_a_log_keeps_everything_it_wrote() -> None:
     for end in range(0, 500, 3):
         win.wrote("a.log", end)
     assert fake.drops == [] and win.cached_bytes == 498 == fake.trimmer.total
+
+
+def test_what_a_log_keeps_beyond_its_window_is_written_back_early() -> None:
+    fake = _Fake(window=10, step=4, retain=1000)
+    win = fake.log()
+    for end in range(1, 41):
+        win.wrote("a.log", end)
+    assert fake.drops == [] and win.cached_bytes == 40
+    # once a step of it is older than the window, in steps, never the window
+    assert fake.written_back == [("a.log", 0, 6), ("a.log", 6, 10), ("a.log", 10, 14),
+                                 ("a.log", 14, 18), ("a.log", 18, 22), ("a.log", 22, 26),
+                                 ("a.log", 26, 30)]
+    win.wrote("b.log", 8)  # rolled: a was fsynced on the roll, b starts clean
+    win.wrote("b.log", 16)
+    assert fake.written_back[7:] == [("b.log", 0, 6)]
+    assert fake.drops == []
 
 
 def test_under_pressure_a_log_is_cut_to_its_window() -> None:
