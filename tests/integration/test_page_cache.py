@@ -1,6 +1,11 @@
 """Drop-behind and cold fetches (issue 19), on a real broker over real sockets.
 
-A partition written past its page-cache window has its oldest pages written
+Adaptive drop-behind (issue 39): while the kernel reports no memory pressure a
+partition keeps everything it wrote cached, and a consumer catching up reads
+none of it from the disk; past the total bound
+(``odradek.log.page.cache.retain.bytes``) the oldest pages of all partitions go
+first. With the bound at 0 (the fixed window, as before issue 39), a
+partition written past its page-cache window has its oldest pages written
 back and dropped (checked with ``mincore``, tests/support/pagecache.py). A
 consumer reading them from the start, 32 MiB per fetch (more than the
 kernel's read-ahead pulls in when the broker reads the first batch header),
@@ -24,6 +29,7 @@ from pathlib import Path
 import pytest
 
 from odradek.broker.net import transfer
+from odradek.storage.mempressure import read_proc, under_pressure
 from odradek.testing.broker import Broker
 from odradek.wire.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic
 from odradek.wire.records import decode_batches
@@ -52,7 +58,10 @@ def _wait_for(cond: Callable[[], bool], what: str) -> None:
 
 @pytest.fixture
 def broker() -> Iterator[Broker]:
-    with Broker(**{"odradek.log.page.cache.window.bytes": str(MiB)}) as b:
+    # retain 0: the window applies whatever the machine's memory (issue 39's
+    # adaptive drop-behind keeps everything while memory is plentiful).
+    with Broker(**{"odradek.log.page.cache.window.bytes": str(MiB),
+                   "odradek.log.page.cache.retain.bytes": "0"}) as b:
         b.create_topic("cold", partitions=1)
         b.create_topic("hot", partitions=1)
         yield b
@@ -68,6 +77,53 @@ def _fill(broker: Broker) -> tuple[Path, list[bytes]]:
     _wait_for(lambda: not _cached(seg, 0), "the oldest page to leave the page cache")
     assert _cached(seg, seg.stat().st_size - 1)  # the newest stay
     return seg, values
+
+
+def _produce_all(broker: Broker, topic: str, count: int) -> list[bytes]:
+    client = RawClient(broker.bootstrap_servers, DEADLINE_S)
+    values = [i.to_bytes(4, "big") * (VALUE // 4) for i in range(count)]
+    for i in range(0, count, 8):
+        assert produce(client, topic, values[i:i + 8]).error_code == 0
+    client.close()
+    return values
+
+
+def _probes(path: Path) -> list[int]:
+    """An offset in every MiB of ``path``."""
+    return list(range(0, path.stat().st_size, MiB))
+
+
+def test_without_memory_pressure_a_catching_up_consumer_reads_only_cached_pages() -> None:
+    if under_pressure(read_proc()):
+        pytest.skip("the machine reports memory pressure: the window applies")
+    with Broker(**{"odradek.log.page.cache.window.bytes": str(MiB)}) as b:  # retain: default
+        b.create_topic("cold", partitions=1)
+        values = _produce_all(b, "cold", COUNT)
+        trimmer = b.app.partitions.logs.page_cache
+        assert trimmer.retain > 40 * MiB  # half the machine's memory
+        seg = Path(b.data_dir) / "cold-0" / "00000000000000000000.log"
+        assert trimmer.dropped_bytes == 0 and trimmer.total >= seg.stat().st_size
+        assert all(_cached(seg, at) for at in _probes(seg))  # forty windows, all cached
+        warmed, lookups = transfer.STATS.warmed_bytes, transfer.STATS.cold_lookups
+        reader = RawClient(b.bootstrap_servers, DEADLINE_S)
+        assert _read_all(reader, COUNT) == values
+        assert (transfer.STATS.warmed_bytes, transfer.STATS.cold_lookups) == (warmed, lookups)
+
+
+def test_past_the_retain_bound_the_oldest_pages_of_all_partitions_go_first() -> None:
+    with Broker(**{"odradek.log.page.cache.window.bytes": str(MiB),
+                   "odradek.log.page.cache.retain.bytes": str(8 * MiB)}) as b:
+        b.create_topic("cold", partitions=1)
+        b.create_topic("hot", partitions=1)
+        _produce_all(b, "hot", 96)  # 6 MiB, written first
+        _produce_all(b, "cold", COUNT)  # then 40 MiB
+        first = Path(b.data_dir) / "hot-0" / "00000000000000000000.log"
+        seg = Path(b.data_dir) / "cold-0" / "00000000000000000000.log"
+        _wait_for(lambda: not _cached(first, 0), "hot's oldest page to leave the page cache")
+        _wait_for(lambda: not _cached(seg, 0), "cold's oldest page to leave the page cache")
+        assert _cached(seg, seg.stat().st_size - 1)  # the newest stay
+        assert _cached(first, first.stat().st_size - 1)  # and hot's window
+        assert b.app.partitions.logs.page_cache.total <= 8 * MiB + 4 * MiB
 
 
 def _fetch_cold(client: RawClient, offset: int) -> tuple[int, list[bytes | None]]:

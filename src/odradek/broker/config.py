@@ -116,8 +116,11 @@ DEFAULTS: dict[str, str] = {
     # What unclean recovery does with damaged batches (docs/durability.md).
     "log.recovery.damaged.batches": "skip",
     "odradek.log.max.open.files": "4096",
-    # Drop-behind: the newest bytes per partition left in the page cache (-1: off).
+    # Drop-behind: the newest bytes per partition left in the page cache under
+    # memory pressure (-1: off), and the most kept in all without (-1: half of
+    # MemTotal; 0: the window always).
     "odradek.log.page.cache.window.bytes": str(16 << 20),
+    "odradek.log.page.cache.retain.bytes": "-1",
     # Blocks an active segment reserves ahead of its appends (0: none).
     "odradek.log.preallocate.bytes": str(8 << 20),
     "odradek.accept.missing.metadata": "false",

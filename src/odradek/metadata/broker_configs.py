@@ -142,7 +142,8 @@ _DEFS = [
            "odradek.inter.broker.address.overrides", "odradek.metrics.listener",
            kafka=False),
     *_defs("int", R, "odradek.log.max.open.files", "odradek.log.writer.threads", kafka=False),
-    *_defs("long", R, "odradek.log.page.cache.window.bytes", "odradek.log.preallocate.bytes",
+    *_defs("long", R, "odradek.log.page.cache.window.bytes",
+           "odradek.log.page.cache.retain.bytes", "odradek.log.preallocate.bytes",
            kafka=False),
     *_defs("boolean", R, "odradek.accept.missing.metadata", kafka=False),
 ]

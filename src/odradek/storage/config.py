@@ -275,9 +275,14 @@ class LogManagerConfig:
     """``log.cleaner.enable``, ``.dedupe.buffer.size``, ``.backoff.ms``, ``.threads``."""
     page_cache_window_bytes: int = DEFAULT_WINDOW_BYTES
     """``odradek.log.page.cache.window.bytes``: the newest bytes of each partition
-    left in the page cache; older ones are written back and dropped
-    (:mod:`odradek.storage.pagecache`). Below 0: the kernel alone decides, as in
-    Kafka. Not a Kafka setting."""
+    left in the page cache while memory is short (or always, with a retain of
+    0); older ones are written back and dropped (:mod:`odradek.storage.pagecache`).
+    Below 0: the kernel alone decides, as in Kafka. Not a Kafka setting."""
+    page_cache_retain_bytes: int = -1
+    """``odradek.log.page.cache.retain.bytes``: the most the partitions keep in the
+    page cache in all while the kernel reports no memory pressure (past it the
+    oldest are dropped first, never a partition's window); -1: half of
+    ``MemTotal``; 0: the window applies always. Not a Kafka setting."""
     preallocate_bytes: int = 8 << 20
     """``odradek.log.preallocate.bytes``: the most an active segment reserves on
     disk ahead of its appends without changing its size
@@ -325,6 +330,7 @@ class LogManagerConfig:
             ("log.retention.check.interval.ms", "retention_check_interval_ms"),
             ("odradek.log.max.open.files", "max_open_files"),
             ("odradek.log.page.cache.window.bytes", "page_cache_window_bytes"),
+            ("odradek.log.page.cache.retain.bytes", "page_cache_retain_bytes"),
             ("odradek.log.preallocate.bytes", "preallocate_bytes"),
         ):
             if key in props:

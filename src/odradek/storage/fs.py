@@ -175,10 +175,12 @@ class FileSystem(Protocol):
 
     def mtime_ms(self, path: str) -> int: ...
 
-    def drop_cache(self, path: str, start: int, end: int) -> None:
+    def drop_cache(self, path: str, start: int, end: int, keep: bool = False) -> None:
         """Advice: write back bytes [start, end) of ``path`` and drop them from the
-        page cache (:mod:`odradek.storage.pagecache`). The file is unchanged and
-        nothing is made durable (no fsync): a no-op is a correct implementation."""
+        page cache (:mod:`odradek.storage.pagecache`); with ``keep``, only start
+        their write-back (the pages stay cached, clean once written). The file
+        is unchanged and nothing is made durable (no fsync): a no-op is a
+        correct implementation."""
         ...
 
 
@@ -328,11 +330,14 @@ class OsFileSystem:
     def mtime_ms(self, path: str) -> int:
         return os.stat(path).st_mtime_ns // 1_000_000
 
-    def drop_cache(self, path: str, start: int, end: int) -> None:
+    def drop_cache(self, path: str, start: int, end: int, keep: bool = False) -> None:
         if end <= start or not hasattr(os, "posix_fadvise"):
             return
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
         try:
+            if keep:
+                _write_back(fd, start, end - start, _SYNC_FILE_RANGE_WRITE)
+                return
             _write_back(fd, start, end - start)
             os.posix_fadvise(fd, start, end - start, os.POSIX_FADV_DONTNEED)
         finally:
@@ -379,12 +384,16 @@ def _fallocate_keep_size(fd: int, offset: int, length: int) -> None:
 _SYNC_FILE_RANGE_ALL = 1 | 2 | 4
 """SYNC_FILE_RANGE_WAIT_BEFORE | _WRITE | _WAIT_AFTER: the range's dirty pages
 are written and clean when the call returns (no fsync: no metadata, no device flush)."""
+_SYNC_FILE_RANGE_WRITE = 2
+"""SYNC_FILE_RANGE_WRITE alone: start the write-back of the range's dirty pages
+and return (pages already under write-back are not waited for)."""
 _sync_file_range: Callable[..., int] | None = None
 
 
-def _write_back(fd: int, offset: int, length: int) -> None:
+def _write_back(fd: int, offset: int, length: int, flags: int = _SYNC_FILE_RANGE_ALL) -> None:
     """Write the range's dirty pages back and wait (Linux ``sync_file_range``,
-    through ctypes: the os module has no binding). Elsewhere nothing: the
+    through ctypes: the os module has no binding), or with ``flags``
+    :data:`_SYNC_FILE_RANGE_WRITE` only start it. Elsewhere nothing: the
     following ``POSIX_FADV_DONTNEED`` then drops only pages already clean."""
     global _sync_file_range
     import ctypes
@@ -393,7 +402,7 @@ def _write_back(fd: int, offset: int, length: int) -> None:
         _sync_file_range = _libc_function(
             "sync_file_range", [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint],
         ) or _no_op
-    if _sync_file_range(fd, offset, length, _SYNC_FILE_RANGE_ALL) != 0:
+    if _sync_file_range(fd, offset, length, flags) != 0:
         err = ctypes.get_errno()
         raise OSError(err, os.strerror(err))
 

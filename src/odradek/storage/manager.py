@@ -69,6 +69,7 @@ from odradek.storage.future_logs import FUTURE_HANDLES, open_future_log, swap_in
 from odradek.storage.handles import HandleCache
 from odradek.storage.log import Log, LogIo
 from odradek.storage.logdirs import choose_dir, scan
+from odradek.storage.mempressure import NO_READING, MemoryReader, PressureGauge, read_proc
 from odradek.storage.names import (
     CLEANER_OFFSET_CHECKPOINT,
     HIGH_WATERMARK_CHECKPOINT,
@@ -78,7 +79,7 @@ from odradek.storage.names import (
     partition_dir_name,
     stray_dir_name,
 )
-from odradek.storage.pagecache import PageCacheTrimmer
+from odradek.storage.pagecache import PageCacheTrimmer, default_retain
 
 _log = logging.getLogger("odradek.storage")
 _IDLE_MS = 60_000
@@ -104,6 +105,7 @@ class LogManager:
         ids: Ids | None = None,
         foreign: frozenset[tuple[str, int]] = frozenset(),
         pinned: Mapping[TopicPartition, str] | None = None,
+        memory: MemoryReader | None = None,
     ) -> None:
         self.foreign = foreign
         """Partition directories kept by another owner (the Raft log): never opened."""
@@ -137,7 +139,7 @@ class LogManager:
         self.cleaner_pool: CleanerPool | None = (
             CleanerPool(config.cleaner.threads) if isinstance(fs, OsFileSystem) else None)
         """The cleaner pass in flight (one at a time: ``log.cleaner.threads``)."""
-        self.page_cache = PageCacheTrimmer(fs, config.page_cache_window_bytes)
+        self.page_cache = self._trimmer(fs, config, memory)
         """Drop-behind for every log here (:mod:`odradek.storage.pagecache`)."""
         self.cleaner_stats: dict[str, float] = {
             "passes": 0, "bytes_read": 0, "bytes_written": 0, "last_pass_ms": -1,
@@ -147,6 +149,18 @@ class LogManager:
         the highest dirty ratio of any compacted log (``last_max_dirty_ratio``), the
         bytes the last pass read and wrote and how long it took (s); wall ms of
         its end (``last_pass_ms``). Read by the metrics endpoint."""
+
+    def _trimmer(self, fs: FileSystem, config: LogManagerConfig,
+                 memory: MemoryReader | None) -> PageCacheTrimmer:
+        """Drop-behind over ``memory`` (the kernel's ``/proc`` on a real file
+        system; a model's memory reads as unknown, so its window is fixed)."""
+        if memory is None:
+            memory = read_proc if isinstance(fs, OsFileSystem) else (lambda: NO_READING)
+        retain = config.page_cache_retain_bytes
+        if retain < 0:
+            retain = default_retain(memory().total_bytes)
+        gauge = PressureGauge(memory, self.clock.monotonic_ms)
+        return PageCacheTrimmer(fs, config.page_cache_window_bytes, retain=retain, gauge=gauge)
 
     def reconfigure_cleaner(self, settings: CleanerSettings) -> None:
         """New ``log.cleaner.*`` settings while running (dynamic broker configs): the
@@ -267,6 +281,8 @@ class LogManager:
         if log is None:
             return future
         log.close()
+        if log.local.io.cache_window is not None:
+            log.local.io.cache_window.forget()
         self._rename_for_deletion(log)
         return future
 

@@ -145,6 +145,8 @@ class MemoryFileSystem:
         self.writes = 0
         self.syncs = 0
         self.dropped: list[tuple[str, int, int]] = []
+        self.written_back: list[tuple[str, int, int]] = []
+        """Ranges whose write-back a caller started, keeping them cached."""
 
     # -- model plumbing ---------------------------------------------------------
 
@@ -302,11 +304,12 @@ class MemoryFileSystem:
             node.synced = bytes(node.data)
             self.syncs += 1
 
-    def drop_cache(self, path: str, start: int, end: int) -> None:
-        """Only remembered (``dropped``): a model has no page cache."""
+    def drop_cache(self, path: str, start: int, end: int, keep: bool = False) -> None:
+        """Only remembered (``dropped``, or ``written_back`` with ``keep``): a model
+        has no page cache."""
         with self.lock:
             self._file(path)
-            self.dropped.append((path, start, end))
+            (self.written_back if keep else self.dropped).append((path, start, end))
 
     def sync_dir(self, path: str) -> None:
         with self.lock:

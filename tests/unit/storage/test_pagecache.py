@@ -118,7 +118,8 @@ def test_os_drop_cache_evicts_written_pages_and_keeps_the_bytes(tmp_path: Path) 
 
 @needs_linux
 def test_a_log_keeps_its_newest_bytes_cached_and_reads_back_everything(tmp_path: Path) -> None:
-    props = {"log.dirs": str(tmp_path), "odradek.log.page.cache.window.bytes": str(MiB)}
+    props = {"log.dirs": str(tmp_path), "odradek.log.page.cache.window.bytes": str(MiB),
+             "odradek.log.page.cache.retain.bytes": "0"}  # the window always
     manager = LogManager(OsFileSystem(), ManualClock(), LogManagerConfig.from_properties(props))
     manager.startup()
     log = manager.get_or_create_log("t", 0)
