@@ -37,9 +37,14 @@ from odradek.wire.internal.topic_record import TopicRecord
 from odradek.wire.internal.unfence_broker_record import UnfenceBrokerRecord
 from odradek.wire.internal.unregister_broker_record import UnregisterBrokerRecord
 
+_BROKER_RECORDS = (RegisterBrokerRecord, BrokerRegistrationChangeRecord, FenceBrokerRecord,
+                   UnfenceBrokerRecord, UnregisterBrokerRecord)
+"""Records that change a broker's registration or liveness: no topic's
+partitions or configs (elections are PartitionChangeRecords of their own), but
+what readers derive from a topic and the brokers together (offline replicas)."""
 _TOPICLESS = (ProducerIdsRecord, ClientQuotaRecord, AccessControlEntryRecord,
-              RemoveAccessControlEntryRecord, FeatureLevelRecord)
-"""Records whose replay changes nothing a partition is given."""
+              RemoveAccessControlEntryRecord, FeatureLevelRecord, *_BROKER_RECORDS)
+"""Records whose replay changes no topic's partitions or configs."""
 
 TOPIC_RESOURCE = 2
 FENCE, UNFENCE = 1, -1
@@ -171,7 +176,7 @@ class MetadataImage:
         self.derived.clear()
         if self.topic_derived:
             names = self.topics_touched(record)
-            if names is None:
+            if names is None or isinstance(record, _BROKER_RECORDS):
                 self.topic_derived.clear()
             else:
                 for name in names:
@@ -295,11 +300,13 @@ class MetadataImage:
     def topics_touched(self, record: Any) -> frozenset[str] | None:
         """The topics whose partitions or configs replaying ``record`` may change,
         asked before it is replayed (a RemoveTopicRecord's name is gone after);
-        None: it may change what every partition of this node is given (a broker's
-        registration or fencing, a dynamic broker config, a record not known
-        here). Records that touch no topic (producer ids, quotas, ACLs, SCRAM,
-        features) give the empty set. A broker reconciles only the topics named
-        by a batch's records (:meth:`PartitionManager.reconcile`)."""
+        None: it may change what every partition of this node is given (a
+        dynamic broker config, a record not known here). Records that touch no
+        topic (brokers' registrations and fencing, producer ids, quotas, ACLs,
+        SCRAM, features) give the empty set. A broker reconciles only the topics
+        named by a batch's records (:meth:`PartitionManager.reconcile`); the
+        per-topic caches (:attr:`topic_derived`) are emptied by broker records
+        too, since readers combine a topic with the brokers' liveness."""
         if isinstance(record, TopicRecord):
             return frozenset((record.name,))
         if isinstance(record, (PartitionRecord, PartitionChangeRecord, RemoveTopicRecord)):

@@ -40,7 +40,6 @@ from __future__ import annotations
 import logging
 import queue
 import threading
-from collections import deque
 from collections.abc import Callable
 
 from odradek.storage.fs import FileSystem
@@ -73,7 +72,9 @@ class CacheWindow:
         self.window = window
         self.step = step
         self._drop = drop
-        self._spans: deque[_Span] = deque()
+        self._spans: list[_Span] = []
+        """Oldest first; a list, not a deque (an empty deque costs 600 bytes, and
+        a log has one span per segment written since its last trim: few)."""
         self._cached = 0
 
     @property
@@ -112,7 +113,7 @@ class CacheWindow:
                 span.start = upto
             if upto < span.end or len(spans) == 1:
                 break
-            spans.popleft()
+            del spans[0]
 
 
 class PageCacheTrimmer:

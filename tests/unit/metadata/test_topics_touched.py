@@ -63,4 +63,11 @@ def test_replay_all_gives_the_union_and_none_when_any_record_may_touch_everythin
     assert image.replay_all([TopicRecord("x", tid), ProducerIdsRecord(-1, -1, 1000)]) == {"x"}
     assert image.replay_all([ProducerIdsRecord(-1, -1, 2000)]) == set()
     assert image.topics_touched(RemoveTopicRecord(tid)) == frozenset({"x"})
-    assert image.replay_all(decide(image, ("fence", 2), 0)) is None
+    image.topic_derived["a"] = {"answer": 1}
+    # Fencing names the topics whose partitions it changes (elections), but
+    # empties every per-topic cache: readers combine topics with liveness.
+    fenced = decide(image, ("fence", 2), 0)
+    assert image.replay_all(fenced) == {
+        image.by_id[r.topic_id] for r in fenced if hasattr(r, "topic_id")}
+    assert image.topic_derived == {}
+    assert image.replay_all(decide(image, ("broker-config", "log.retention.ms", "1"), 1)) is None
