@@ -248,7 +248,7 @@ def run(target: Single | Cluster, sizes: list[int], rf: int
             replicas = size * rf
             per = rss * 1024 / replicas
             marginal = (rss - empty_rss) * 1024 / replicas
-            latency = metadata_latency_ms(target.bootstrap)
+            latency = metadata_latency_ms(target.addresses()[0])
             target.stop()
             t0 = time.perf_counter()
             target.start()
