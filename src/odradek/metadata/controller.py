@@ -10,6 +10,7 @@ and are re-exported here.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import re
 import uuid
 from collections.abc import Mapping, Sequence
@@ -358,7 +359,9 @@ def register_broker(
                     for e in endpoints],
         rack=rack, fenced=True, log_dirs=list(log_dirs or []),
     )
-    after = copy.deepcopy(after) if after is image else after
+    if after is image:  # the registration changes only the brokers: share the rest
+        after = dataclasses.replace(image, brokers=dict(image.brokers), derived={},
+                                    topic_derived={})
     after.replay(register)
     return Outcome(records=[*fenced, *lost, register, *_unfence(after, node_id, epoch)])
 

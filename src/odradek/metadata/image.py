@@ -9,6 +9,7 @@ Invariant: partition ids of a topic are 0..n-1 with none missing.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,6 +36,15 @@ from odradek.wire.internal.remove_topic_record import RemoveTopicRecord
 from odradek.wire.internal.topic_record import TopicRecord
 from odradek.wire.internal.unfence_broker_record import UnfenceBrokerRecord
 from odradek.wire.internal.unregister_broker_record import UnregisterBrokerRecord
+
+_BROKER_RECORDS = (RegisterBrokerRecord, BrokerRegistrationChangeRecord, FenceBrokerRecord,
+                   UnfenceBrokerRecord, UnregisterBrokerRecord)
+"""Records that change a broker's registration or liveness: no topic's
+partitions or configs (elections are PartitionChangeRecords of their own), but
+what readers derive from a topic and the brokers together (offline replicas)."""
+_TOPICLESS = (ProducerIdsRecord, ClientQuotaRecord, AccessControlEntryRecord,
+              RemoveAccessControlEntryRecord, FeatureLevelRecord, *_BROKER_RECORDS)
+"""Records whose replay changes no topic's partitions or configs."""
 
 TOPIC_RESOURCE = 2
 FENCE, UNFENCE = 1, -1
@@ -152,6 +162,11 @@ class MetadataImage:
     derived: dict[str, Any] = field(default_factory=dict)
     """Values computed from the image by readers (e.g. the Metadata answer for all
     topics); emptied by every replay, so an entry is never stale."""
+    topic_derived: dict[str, dict[str, Any]] = field(default_factory=dict, compare=False)
+    """Values computed from one topic by readers (e.g. its part of a Metadata
+    answer), by topic name: a replay empties those of the topics its record
+    touches (:meth:`topics_touched`), or all of them when it may touch every
+    topic, so an entry is never stale and an untouched topic keeps its own."""
 
     def live_brokers(self) -> int:
         """How many registered brokers are not fenced."""
@@ -159,6 +174,13 @@ class MetadataImage:
 
     def replay(self, record: Any) -> None:
         self.derived.clear()
+        if self.topic_derived:
+            names = self.topics_touched(record)
+            if names is None or isinstance(record, _BROKER_RECORDS):
+                self.topic_derived.clear()
+            else:
+                for name in names:
+                    self.topic_derived.pop(name, None)
         if isinstance(record, RegisterBrokerRecord):
             self.brokers[record.broker_id] = BrokerImage(
                 record.broker_id, record.broker_epoch, record.incarnation_id,
@@ -259,6 +281,46 @@ class MetadataImage:
             out.append(ProducerIdsRecord(broker_id=-1, broker_epoch=-1,
                                          next_producer_id=self.next_producer_id))
         return out
+
+    def replay_all(self, records: Iterable[Any]) -> set[str] | None:
+        """Replay ``records`` in order; the topics they touched (each record's
+        :meth:`topics_touched`, asked just before its replay), or None if one
+        of them may have touched every topic."""
+        touched: set[str] | None = set()
+        for record in records:
+            if touched is not None:
+                names = self.topics_touched(record)
+                if names is None:
+                    touched = None
+                else:
+                    touched |= names
+            self.replay(record)
+        return touched
+
+    def topics_touched(self, record: Any) -> frozenset[str] | None:
+        """The topics whose partitions or configs replaying ``record`` may change,
+        asked before it is replayed (a RemoveTopicRecord's name is gone after);
+        None: it may change what every partition of this node is given (a
+        dynamic broker config, a record not known here). Records that touch no
+        topic (brokers' registrations and fencing, producer ids, quotas, ACLs,
+        SCRAM, features) give the empty set. A broker reconciles only the topics
+        named by a batch's records (:meth:`PartitionManager.reconcile`); the
+        per-topic caches (:attr:`topic_derived`) are emptied by broker records
+        too, since readers combine a topic with the brokers' liveness."""
+        if isinstance(record, TopicRecord):
+            return frozenset((record.name,))
+        if isinstance(record, (PartitionRecord, PartitionChangeRecord, RemoveTopicRecord)):
+            name = self.by_id.get(record.topic_id)
+            return None if name is None else frozenset((name,))
+        if isinstance(record, ConfigRecord):
+            if record.resource_type == TOPIC_RESOURCE:
+                return frozenset((record.resource_name,))
+            return None
+        if isinstance(record, _TOPICLESS) or getattr(record, "API_KEY", -1) in (
+                scram_model.USER_SCRAM_CREDENTIAL_RECORD,
+                scram_model.REMOVE_USER_SCRAM_CREDENTIAL_RECORD):
+            return frozenset()
+        return None
 
     def _replay_config(self, record: ConfigRecord) -> None:
         if record.resource_type == BROKER_RESOURCE:

@@ -100,8 +100,9 @@ class ProducerStateTable:
         self.producers: dict[int, ProducerEntry] = {}
         self.ongoing: dict[int, int] = {}
         """Open transactions: producer id -> first offset."""
-        self.undecided: deque[tuple[int, int]] = deque()
-        """(first offset, marker offset) of transactions whose marker is above the HW."""
+        self.undecided: list[tuple[int, int]] = []
+        """(first offset, marker offset) of transactions whose marker is above the HW,
+        in marker order (a list: an empty deque costs 600 bytes per partition)."""
         self.aborted: list[AbortedTxn] = []
         """Aborted transactions by marker offset (``last_offset``), rising."""
 
@@ -230,8 +231,11 @@ class ProducerStateTable:
     def high_watermark_moved(self, high_watermark: int) -> None:
         """Forget decided transactions whose marker is now below the HW."""
         undecided = self.undecided
-        while undecided and undecided[0][1] < high_watermark:
-            undecided.popleft()
+        below = 0
+        while below < len(undecided) and undecided[below][1] < high_watermark:
+            below += 1
+        if below:
+            del undecided[:below]
 
     def last_stable_offset(self, high_watermark: int) -> int:
         """The LSO: the first offset of the earliest transaction still open or decided

@@ -28,7 +28,7 @@ import errno
 import logging
 import posixpath
 from bisect import bisect_right
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from odradek.common.clock import Clock
@@ -93,6 +93,11 @@ class LocalLog:
         directory) must be taken again."""
         self.damage: list[Damage] = list(damage)
         """Damage found by recovery (cut out) or while serving (left in place)."""
+        self.on_busy: Callable[[], None] = _nothing
+        """Called whenever the log may have housekeeping to do that it had not
+        (unflushed appends, a roll, a truncation, files to delete, a flush done,
+        a new flush policy): the log manager's tick then looks at it
+        (:meth:`LogManager.tick` walks only those, not every log)."""
         for found in self.damage:
             _log.warning("%s", found.describe())
 
@@ -140,6 +145,7 @@ class LocalLog:
     def update_config(self, config: LogConfig) -> None:
         self.config = config
         self.flushes.policy = FlushPolicy(config.flush_messages, config.flush_ms)
+        self.on_busy()
         for seg in self._segments:
             seg.index_interval_bytes = config.index_interval_bytes
 
@@ -202,6 +208,7 @@ class LocalLog:
         self._reserved += size
         self._next = job.next_offset
         self.flushes.unflushed_messages += records
+        self.on_busy()
         return queue.submit(job)
 
     def complete_append(self, job: AppendJob, error: BaseException | None) -> None:
@@ -248,6 +255,7 @@ class LocalLog:
         self._reserved = self._segments[-1].size
         self._next = written
         self.flushes.unflushed_messages = max(self.flushes.unflushed_messages, 1)
+        self.on_busy()
         self._owner.writes_rolled_back(written)
 
     def drain_writes(self) -> None:
@@ -296,6 +304,7 @@ class LocalLog:
         # The old segment's final index entries are not durable until the next flush,
         # so recovery must not trust it yet: cap the recovery point at its base.
         self.flushes.cap(active.base_offset)
+        self.on_busy()
         return seg
 
     # -- reads --------------------------------------------------------------------------
@@ -361,6 +370,7 @@ class LocalLog:
         self.flushes.dir_dirty = True
         now = self.clock.monotonic_ms()
         self.deletes.add(paths, now + self.config.file_delete_delay_ms)
+        self.on_busy()
         if self.config.file_delete_delay_ms == 0:
             self.deletes.run_due(now)
 
@@ -428,6 +438,7 @@ class LocalLog:
         self.flushes.cap(leo)
         self.flushes.unflushed_messages = max(self.flushes.unflushed_messages, 1)
         self.flushes.dir_dirty = True
+        self.on_busy()
 
     def raise_recovery_point(self, offset: int) -> None:
         """Offsets below ``offset`` are gone (DeleteRecords, retention): nothing there
@@ -436,6 +447,13 @@ class LocalLog:
                                           min(offset, self._leo))
 
     # -- flush ----------------------------------------------------------------------------
+
+    def housekeeping_idle(self) -> bool:
+        """Whether the log manager's tick has nothing to do here until
+        :attr:`on_busy` is called: no files waiting for deletion, no checkpoint
+        wanted, no flush due now or at a later deadline."""
+        return (not self.deletes.pending and not self.flushes.checkpoint_wanted
+                and not self.flush_due() and self.next_flush_deadline_ms() is None)
 
     def flush_due(self) -> bool:
         if self._offline:
@@ -463,6 +481,7 @@ class LocalLog:
             raise self.io_failed("index write", e) from e
 
     def complete_flush(self, job: FlushJob, error: BaseException | None) -> None:
+        self.on_busy()
         if error is not None:
             self._offline = True
             self.flushes.failed(job)
@@ -492,3 +511,6 @@ class LocalLog:
                 self._offline = True
         self.handles.discard_under(self.dir_path)
 
+
+def _nothing() -> None:
+    """:attr:`LocalLog.on_busy` of a log no manager ticks (a future log, a tool's)."""

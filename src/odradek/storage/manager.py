@@ -45,7 +45,7 @@ import dataclasses
 import logging
 import posixpath
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 from odradek.common.clock import Clock
@@ -128,6 +128,12 @@ class LogManager:
         self.handles = HandleCache(fs, config.max_open_files)
         self._logs: dict[TopicPartition, Log] = {}
         self._futures: dict[TopicPartition, Log] = {}
+        self._busy: dict[TopicPartition, None] = {}
+        """Logs the next :meth:`tick` looks at, in the order they became busy: every
+        log that was not idle at the last tick or has called its ``on_busy``
+        since (appends, rolls, truncations, deletions, flushes). An idle log
+        costs a tick nothing. (One dict for the manager's life: the logs'
+        ``on_busy`` callbacks hold it.)"""
         self._dir_deletes = DeletedDirs(fs)
         now = clock.monotonic_ms()
         self._checkpoints = CheckpointSchedule(config, now)
@@ -193,8 +199,8 @@ class LogManager:
         self.had_clean_shutdown = all(clean for clean, _ in checkpoints.values())
         found = scan(fs, self.dirs, self.foreign)
         for tp, path in sorted(found.current.items()):
-            self._logs[tp] = self._open(tp, path, checkpoints, config_for,
-                                        promoted=path in found.promoted)
+            self._logs[tp] = self._track(tp, self._open(tp, path, checkpoints, config_for,
+                                                        promoted=path in found.promoted))
         for tp, path in sorted(found.futures.items()):
             self._futures[tp] = self._open(tp, path, checkpoints, config_for, future=True)
 
@@ -239,9 +245,7 @@ class LogManager:
         directory holding the fewest partitions if there is none."""
         log = self._logs.get((topic, partition))
         if log is None:
-            directory = self.pinned.get((topic, partition)) or choose_dir(
-                self.log_dirs, [lg.parent_dir for lg in self._all_logs()
-                                if (lg.topic, lg.partition) not in self.pinned])
+            directory = self.pinned.get((topic, partition)) or self._least_used_dir()
             path = posixpath.join(directory, partition_dir_name(topic, partition))
             log = Log.open(
                 self.fs,
@@ -253,8 +257,24 @@ class LogManager:
                 skip_damage=self.config.skip_damage,
                 io=self._io(),
             )
-            self._logs[(topic, partition)] = log
+            self._logs[(topic, partition)] = self._track((topic, partition), log)
         return log
+
+    def _track(self, tp: TopicPartition, log: Log) -> Log:
+        """``log`` is ``tp``'s current log from now on: its housekeeping is looked
+        at by the next tick, and again whenever it says it is busy."""
+        busy = self._busy
+        log.local.on_busy = lambda: busy.setdefault(tp)
+        busy[tp] = None
+        return log
+
+    def _least_used_dir(self) -> str:
+        """The log directory holding the fewest unpinned logs (current and future);
+        with one directory, that one without counting (no work per log)."""
+        if len(self.log_dirs) == 1:
+            return self.log_dirs[0]
+        return choose_dir(self.log_dirs, [lg.parent_dir for lg in self._all_logs()
+                                          if (lg.topic, lg.partition) not in self.pinned])
 
     def _io(self) -> LogIo:
         """The disk settings of a log this manager serves appends to: its page-cache
@@ -353,7 +373,7 @@ class LogManager:
         old, new = self._logs[tp], self._futures[tp]
         swap_in_future(self.fs, old, new, self.handles, self._rename_for_deletion)
         del self._futures[tp]
-        self._logs[tp] = new
+        self._logs[tp] = self._track(tp, new)
         new.local.io = self._io()
         # Both directories' checkpoints name it where it is.
         self._checkpoints.write_all_soon(self.clock.monotonic_ms())
@@ -382,7 +402,12 @@ class LogManager:
         retention_due = now >= self._next_retention_ms
         if retention_due:
             self._next_retention_ms = now + self.config.retention_check_interval_ms
-        for log in self._logs.values():
+        # Every log at a retention check (Kafka's periodic pass); else only the busy.
+        busy = list(self._busy)
+        self._busy.clear()
+        logs: Iterable[Log] = (self._logs.values() if retention_due else
+                               [log for tp in busy if (log := self._logs.get(tp)) is not None])
+        for log in logs:
             if log.offline:
                 continue
             try:
@@ -403,7 +428,10 @@ class LogManager:
                 due = local.next_flush_deadline_ms()
                 if due is not None:
                     deadline = min(deadline, max(due, now + 1))
+                if not local.housekeeping_idle():
+                    self._busy[(log.topic, log.partition)] = None
             except KafkaStorageError:
+                self._busy[(log.topic, log.partition)] = None
                 continue
         due_dirs = self._dir_deletes.take_due(now)
         if due_dirs or due_files:

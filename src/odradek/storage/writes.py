@@ -72,6 +72,10 @@ class SkippedWrite(OSError):
     """A job not written because an earlier write of its log failed."""
 
 
+_RAN = threading.Condition()
+"""The condition every :attr:`WriteStream.ran` is (see there)."""
+
+
 class WriteStream:
     """The writer-side state of one log: the generation a failed write poisoned
     and the file handle its jobs write through. Touched by one writer thread at
@@ -82,8 +86,11 @@ class WriteStream:
     def __init__(self, fs: FileSystem) -> None:
         self.fs = fs
         self.poisoned = -1
-        self.ran = threading.Condition()
-        """Notified each time one of the log's jobs has run (a drain waits on it)."""
+        self.ran = _RAN
+        """Notified each time one of the log's jobs has run (a drain waits on it).
+        One condition shared by every log (a condition per log costs a kilobyte):
+        a waiter checks its own job's flag, so a wake-up for another log's job
+        only sends it back to waiting."""
         self._path = ""
         self._handle: FileHandle | None = None
 
@@ -233,12 +240,19 @@ def _run_together(group: Sequence[AppendJob]) -> None:
             stream.ran.notify_all()
 
 
+_NO_JOBS: deque[AppendJob] = deque(maxlen=0)
+"""The empty job queue every :class:`WriteQueue` starts with (maxlen 0: an
+append to it by mistake drops the job rather than sharing it)."""
+
+
 class WriteQueue:
     """One log's pending appends, oldest first: the jobs assigned offsets whose
     bytes are not yet published. Jobs complete in the order they were queued."""
 
     def __init__(self, fs: FileSystem) -> None:
-        self.jobs: deque[AppendJob] = deque()
+        self.jobs: deque[AppendJob] = _NO_JOBS
+        """Oldest first. An idle log shares :data:`_NO_JOBS` (never appended to: an
+        empty deque costs 600 bytes); its first append gives it its own."""
         self.messages = 0
         """Records in the pending jobs (a flush begun now does not cover them)."""
         self.generation = 0
@@ -260,6 +274,8 @@ class WriteQueue:
         sink, write and complete it now (None). Raises the job's failure when an
         inline write fails."""
         self.messages += job.records
+        if self.jobs is _NO_JOBS:
+            self.jobs = deque()
         self.jobs.append(job)
         if self.sink is not None:
             self.sink.submit(job)

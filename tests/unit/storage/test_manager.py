@@ -191,3 +191,56 @@ def test_unreadable_checkpoint_means_full_recovery() -> None:
     log = mgr.get_log("t", 0)
     assert log is not None and log.log_end_offset == 4
     assert not mgr.had_clean_shutdown
+
+
+def test_a_tick_looks_only_at_logs_with_housekeeping_to_do(monkeypatch: object) -> None:
+    """Idle logs cost a tick nothing; an append, a roll or a retention check brings
+    a log back into view, and its flush comes due as before."""
+    import pytest
+
+    from odradek.storage.local_log import LocalLog
+
+    assert isinstance(monkeypatch, pytest.MonkeyPatch)
+    clock = ManualClock(NOW)
+    fs = MemoryFileSystem(clock)
+    mgr = manager(fs, clock, retention_check_interval_ms=300_000)
+    logs = [mgr.get_or_create_log("idle", i) for i in range(50)]
+    looked: list[str] = []
+    original = LocalLog.housekeeping_idle
+
+    def counting(self: LocalLog) -> bool:
+        looked.append(f"{self.topic}-{self.partition}")
+        return original(self)
+
+    monkeypatch.setattr(LocalLog, "housekeeping_idle", counting)
+    mgr.tick()
+    assert len(looked) == 50  # new logs are looked at once
+    looked.clear()
+    assert mgr.tick().jobs == [] and looked == []
+    busy = mgr.get_or_create_log("busy", 0, LogConfig(flush_ms=1000, segment_bytes=400))
+    looked.clear()
+    mgr.tick()
+    assert looked == ["busy-0"]
+    looked.clear()
+    busy.append(make_batch([b"x"]))
+    tick = mgr.tick()
+    assert looked == ["busy-0"] and tick.next_deadline_ms == clock.monotonic_ms() + 1000
+    clock.advance(1000)
+    (job,) = mgr.tick().jobs
+    assert isinstance(job, FlushJob)
+    job.run()
+    job.complete()
+    looked.clear()
+    assert mgr.tick().jobs == [] and looked == ["busy-0"]  # seen once more after its flush
+    looked.clear()
+    assert mgr.tick().jobs == [] and looked == []
+    logs[7].append(make_batch([b"x" * 300]))
+    logs[7].append(make_batch([b"x" * 300]))  # rolls: the rolled segment's flush is due now
+    (job,) = mgr.tick().jobs
+    assert isinstance(job, FlushJob) and job.partition == ("idle", 7)
+    job.run()
+    job.complete()
+    clock.advance(300_000)
+    looked.clear()
+    mgr.tick()
+    assert len(looked) == 51  # a retention check walks every log

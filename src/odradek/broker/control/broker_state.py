@@ -182,6 +182,9 @@ class BrokerState:
     that the writes before it left."""
     controller_stats: ControllerStats = field(default_factory=ControllerStats)
     """The controller queue's timings and leader elections (for the metrics)."""
+    _reconciled_may_lead: bool = field(default=True, init=False)
+    """``may_lead`` of the last reconcile: when it flips, every partition is
+    reconciled again, not only those of the topics a batch names."""
 
     def __post_init__(self, plane: ControlPlane) -> None:
         config = self.config
@@ -447,12 +450,21 @@ class BrokerState:
     # -- the metadata log's listener (broker/control/metadata_log.MetadataListener) --
 
     def apply(self, records: list[Any]) -> None:
-        """Replay committed records into the image, on this node as on every other."""
-        for record in records:
-            self.image.replay(record)
-        self.apply_broker_configs()
+        """Replay committed records into the image, on this node as on every other.
+
+        Only the topics the records name are reconciled (the work is the
+        batch's, not the image's size), unless a record may change what every
+        partition is given (:meth:`MetadataImage.topics_touched`), the dynamic
+        broker configs changed, or whether this node may lead did: then all."""
+        touched = self.image.replay_all(records)
+        if self.apply_broker_configs():
+            touched = None
         if self.metadata_ready:
-            self.partitions.reconcile(self.image, may_lead=self.registered)
+            may_lead = self.registered
+            if may_lead != self._reconciled_may_lead:
+                touched = None
+            self._reconciled_may_lead = may_lead
+            self.partitions.reconcile(self.image, may_lead=may_lead, topics=touched)
             if not self.in_service.is_set() and self.registered:
                 self.in_service.set()
             self._image_changed()
@@ -465,8 +477,9 @@ class BrokerState:
         or they were reassigned away while the node was down) are moved aside as
         ``-stray``, never deleted (as at a single node's start)."""
         self.metadata_ready = True
+        self._reconciled_may_lead = self.registered
         self.partitions.reconcile(self.image, remove=False, at_offset=offset,
-                                  may_lead=self.registered)
+                                  may_lead=self._reconciled_may_lead)
         if self.registered:
             self.in_service.set()
         self._image_changed()
@@ -483,7 +496,8 @@ class BrokerState:
             self.image.replay(record)
         self.apply_broker_configs()
         if self.metadata_ready:
-            self.partitions.reconcile(self.image, may_lead=self.registered)
+            self._reconciled_may_lead = self.registered
+            self.partitions.reconcile(self.image, may_lead=self._reconciled_may_lead)
             self._image_changed()
 
     def _image_changed(self) -> None:
@@ -507,14 +521,15 @@ class BrokerState:
             await asyncio.wait_for(self.in_service.wait(), timeout_s)
         return self.in_service.is_set()
 
-    def apply_broker_configs(self) -> None:
+    def apply_broker_configs(self) -> bool:
         """Take in the image's dynamic broker configs (the cluster default and this
         node's) and pass what changed to the parts that read them: the topic
         defaults and the cleaner (:meth:`PartitionManager.reconfigure`; the next
-        reconcile applies them to the logs), then :attr:`on_config_change`."""
+        reconcile applies them to the logs), then :attr:`on_config_change`.
+        Returns whether any changed."""
         changed = _take_dynamic_configs(self.config, self.image)
         if not changed:
-            return
+            return False
         log.info("dynamic broker configs changed: %s", ", ".join(sorted(changed)))
         for apply in (lambda _: self.partitions.reconfigure(self.config.props),
                       *self.on_config_change):
@@ -523,6 +538,7 @@ class BrokerState:
             except Exception as exc:  # the records are committed: keep replaying
                 log.warning("dynamic broker configs %s not applied: %s",
                             ", ".join(sorted(changed)), exc)
+        return True
 
 
 def _take_dynamic_configs(config: BrokerConfig, image: MetadataImage) -> set[str]:

@@ -29,7 +29,7 @@ import asyncio
 import contextlib
 import logging
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from odradek.broker.aio import cancel_and_wait
@@ -195,6 +195,9 @@ class PartitionManager:
                               float(rate) if rate.strip() else float("inf"))
         """Moves between log directories (AlterReplicaLogDirs)."""
         self.partitions: dict[tuple[str, int], Partition] = {}
+        self._indexes: dict[str, set[int]] = {}
+        """The partition indexes of each topic in :attr:`partitions` (an index,
+        kept by :meth:`reconcile` alone, as the dict itself)."""
         self.isr_changes = IsrChangeCounts()
         """ISR shrinks and expands of the partitions this node led (every one's)."""
         self.default_min_isr = int(server_props.get("min.insync.replicas") or 1)
@@ -250,8 +253,15 @@ class PartitionManager:
         return self.partitions.get((topic, index))
 
     def reconcile(self, image: MetadataImage, *, remove: bool = True,
-                  at_offset: int = -1, may_lead: bool = True) -> None:
+                  at_offset: int = -1, may_lead: bool = True,
+                  topics: Collection[str] | None = None) -> None:
         """Open logs for new partitions, apply config changes, drop removed topics.
+
+        ``topics``: reconcile only these topics (those a metadata batch named,
+        present or removed); the others are as the last reconcile left them.
+        None (start-up, a snapshot, broker-wide changes): every partition and
+        every log, so the work is the image's size; with ``topics`` it is the
+        size of those topics only.
 
         With ``remove`` false (start-up), logs the image does not know are moved
         aside (``-stray``) and reported rather than deleted: a lost journal must
@@ -275,7 +285,9 @@ class PartitionManager:
         """
         wanted: set[tuple[str, int]] = set()
         moved: list[Partition] = []
-        for topic in image.topics.values():
+        scope = (image.topics.values() if topics is None
+                 else [image.topics[n] for n in topics if n in image.topics])
+        for topic in scope:
             config = self.config_for(topic.configs)
             for p in topic.partitions.values():
                 if self.node_id not in p.replicas:
@@ -299,6 +311,7 @@ class PartitionManager:
                         plog.update_config(config)
                     self.partitions[key] = self._adopt(topic.name, p.partition, plog,
                                                        p.leader_epoch)
+                    self._indexes.setdefault(topic.name, set()).add(p.partition)
                 elif part.log.config != config:
                     part.log.update_config(config)
                 part = self.partitions[key]
@@ -313,8 +326,21 @@ class PartitionManager:
                     moved.append(part)
                 # A new leader, or an ISR change, may have moved the HW.
                 self.act(part, hw_change(part.state.high_watermark != hw))
-        for key in [k for k in self.partitions if k not in wanted]:
+        if topics is None:
+            gone = [k for k in self.partitions if k not in wanted]
+            candidates: Iterable[tuple[str, int]] = self.logs.logs()
+        else:
+            gone = [(n, i) for n in topics for i in self._indexes.get(n, ())
+                    if (n, i) not in wanted]
+            # Logs of these topics with no Partition (none after start-up's full
+            # reconcile, which moved every other aside): those the image names.
+            candidates = [(t.name, i) for t in scope for i in t.partitions]
+        for key in gone:
             part = self.partitions.pop(key)
+            indexes = self._indexes[key[0]]
+            indexes.discard(key[1])
+            if not indexes:
+                del self._indexes[key[0]]
             part.state.become_follower(part.state.leader_epoch, -1)  # fetchers let go
             moved.append(part)
             part.abandon()
@@ -322,7 +348,9 @@ class PartitionManager:
             self.logs.delete_log(*key)  # (waits for its pending writes)
             if self._writer is not None:
                 self._writer.forget(part)
-        strays = [tp for tp in self.logs.logs() if tp not in wanted and tp[0] != METADATA_TOPIC]
+        logs = self.logs.logs()
+        strays = [tp for tp in candidates
+                  if tp in logs and tp not in wanted and tp[0] != METADATA_TOPIC]
         for tp in strays:
             if remove:
                 self.logs.delete_log(*tp)

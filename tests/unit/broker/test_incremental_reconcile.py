@@ -1,0 +1,91 @@
+"""A broker reconciles only the topics a metadata batch touched
+(``PartitionManager.reconcile(topics=...)``): after any sequence of
+controller decisions its partitions, their leadership and its logs are
+exactly what a reconcile of every partition gives."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from odradek.broker.config import BrokerConfig
+from odradek.broker.replica.partitions import Partition, PartitionManager
+from odradek.common.clock import ManualClock
+from odradek.common.ids import SeededIds
+from odradek.metadata.image import MetadataImage
+from odradek.storage import MemoryFileSystem
+from tests.support.metadata_ops import cluster_image, decide, operations
+
+NODE = 1
+
+
+class Node:
+    """A partition manager of node 1 and the partitions each reconcile moved."""
+
+    def __init__(self, clock: ManualClock) -> None:
+        config = BrokerConfig.from_sources(None, {"log.dirs": "/d", "node.id": str(NODE)})
+        self.fs = MemoryFileSystem(clock)
+        self.moved: list[list[tuple[str, int]]] = []
+        self.manager = PartitionManager(
+            ["/d"], config.props, clock, self.fs, node_id=NODE, ids=SeededIds(1),
+            on_leadership=lambda parts: self.moved.append(_keys(parts)))
+        self.manager.startup()
+
+    def state(self) -> dict[str, Any]:
+        """Everything a reconcile decides, as values to compare."""
+        m = self.manager
+        return {
+            "partitions": {k: (p.state.is_leader, p.state.leader_id, p.state.leader_epoch,
+                               p.state.partition_epoch, sorted(p.state.isr), p.state.min_isr,
+                               p.log.config, p.log.topic_id)
+                           for k, p in m.partitions.items()},
+            "logs": sorted(m.logs.logs()),
+            "dirs": sorted(d for d in self.fs.listdir("/d")
+                           if not d.endswith(("-delete", "-stray")) and "-" in d),
+        }
+
+
+def _keys(parts: list[Partition]) -> list[tuple[str, int]]:
+    return sorted((p.topic, p.index) for p in parts)
+
+
+@given(st.lists(operations, max_size=40))
+def test_reconciling_the_touched_topics_equals_reconciling_all(
+        ops: list[tuple[Any, ...]]) -> None:
+    clock = ManualClock()
+    image: MetadataImage = cluster_image()
+    incremental, full = Node(clock), Node(clock)
+    incremental.manager.reconcile(image)
+    full.manager.reconcile(image)
+    for serial, op in enumerate(ops):
+        touched = image.replay_all(decide(image, op, serial))
+        incremental.manager.reconcile(image, topics=touched)
+        full.manager.reconcile(image)
+        clock.advance(10)
+        assert incremental.state() == full.state(), op
+        assert incremental.moved[-1] == full.moved[-1], op
+
+
+def test_a_batch_naming_one_topic_leaves_the_others_alone() -> None:
+    """The incremental reconcile does not look at an untouched topic's partitions."""
+    clock = ManualClock()
+    image = cluster_image()  # topics a and b, both with replicas on node 1
+    node = Node(clock)
+    node.manager.reconcile(image)
+    looked: list[str] = []
+    original = node.manager.config_for
+
+    def counting(overrides: dict[str, str]) -> Any:
+        looked.append("topic")
+        return original(overrides)
+
+    node.manager.config_for = counting  # type: ignore[method-assign]
+    touched = image.replay_all(decide(image, ("config", "a", "retention.ms", "5000"), 9))
+    assert touched == {"a"}
+    node.manager.reconcile(image, topics=touched)
+    assert looked == ["topic"]  # topic a only
+    configs = {k: p.log.config.retention_ms for k, p in node.manager.partitions.items()}
+    assert {k[0] for k in configs} == {"a", "b"}
+    assert all((ms == 5000) == (k[0] == "a") for k, ms in configs.items()), configs
