@@ -191,7 +191,8 @@ class FakeQuorum:
 
 class FakeChannel:
     """The controller's end: opens each Envelope (the forward stage always sends
-    one, KIP-590) and answers the next of ``answers`` inside an Envelope."""
+    one, KIP-590) and answers the next of ``answers`` inside an Envelope (the
+    last one to every request after it)."""
 
     def __init__(self, answers: list[Any]) -> None:
         self.answers = answers
@@ -209,7 +210,7 @@ class FakeChannel:
         inner = parse_request(memoryview(body.request_data))
         self.sent.append(inner.body)
         self.principals.append(envelope.principal_of(body))
-        answer = self.answers.pop(0)
+        answer = self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]  # the last stays
         if answer is ControllerUnavailable:
             raise ControllerUnavailable("no controller yet")
         return EnvelopeResponse(response_data=envelope.response_data(
@@ -286,5 +287,22 @@ def test_a_controller_that_became_leader_while_waiting_decides_itself() -> None:
         await asyncio.sleep(0.01)
         quorum.changes.put_nowait(True)
         assert await task == "decided here"
+
+    asyncio.run(run())
+
+
+def test_a_refusing_controller_is_asked_again_without_a_change_of_view() -> None:
+    """A controller elected but not yet active refuses the envelope (NOT_CONTROLLER)
+    and the quorum's view will not change: the request goes to it again after
+    RETRY_S, not only at the next change of leader."""
+    async def run() -> None:
+        from odradek.broker.control.controller_channel import ControllerUnavailable
+
+        channel = FakeChannel([ControllerUnavailable, ControllerUnavailable, CREATED])
+        pipeline = forwarding(FakeQuorum(leader=False), channel, wait_s=30)
+        answer = await asyncio.wait_for(
+            pipeline.run(call(19, 5, CREATE, registration(19, "local"))), 5)
+        assert [(t.name, t.error_code) for t in answer.topics] == [("t", 0)]
+        assert len(channel.sent) == 3
 
     asyncio.run(run())

@@ -6,8 +6,8 @@ brokers do: its own BrokerRegistration, and the admin requests clients sent to
 it (CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs,
 IncrementalAlterConfigs, AlterClientQuotas, DescribeQuorum, ElectLeaders,
 AlterPartitionReassignments, ListPartitionReassignments, and CreateTopics for auto-created
-and internal topics) — KIP-590 forwarding, without the Envelope wrapper: the
-request is sent as the client sent it and the answer returned as it comes.
+and internal topics) — KIP-590 forwarding (the forward stage wraps the admin
+requests in an Envelope, broker/net/forward.py).
 A controller that moves while a request is in flight answers NOT_CONTROLLER,
 and the client retries as it would against Kafka.
 """

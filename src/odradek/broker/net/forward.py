@@ -2,11 +2,13 @@
 only the active controller may decide (:data:`FORWARDED_APIS`) to it and
 returns its answer (KIP-590 forwarding, :mod:`odradek.broker.control.controller_channel`).
 
-When no controller is known, or the one known cannot be reached, the stage
-waits for the quorum's next change of leader (not polling), for at most
-:attr:`ForwardToController.wait_s` (the root sets it to the time a quorum
-takes to replace a lost leader: fetch timeout, election timeout and backoff),
-then lets this node answer: a node that
+When no controller is known, the one known cannot be reached, or it refuses
+the request (NOT_CONTROLLER in the envelope: it was elected and is not active
+yet, or it has just resigned), the stage waits for the quorum's next change of
+leader, trying again every :attr:`ForwardToController.RETRY_S` meanwhile, for
+at most :attr:`ForwardToController.wait_s` (the root sets it to the time a
+quorum takes to replace a lost leader: fetch timeout, election timeout and
+backoff), then lets this node answer: a node that
 became controller meanwhile decides the request itself; one that did not
 answers NOT_CONTROLLER, which clients retry after refreshing their metadata,
 as against Kafka. A handler that finds this node no longer controller
@@ -48,6 +50,9 @@ class ActiveQuorum(Protocol):
 
 class ForwardToController:
     name = "forward"
+    RETRY_S = 0.1
+    """How soon a request the controller refused (NOT_CONTROLLER in the envelope)
+    is sent again when the quorum's view does not change first."""
 
     def __init__(self, quorum: ActiveQuorum, channel: ControllerChannel,
                  controller_listeners: frozenset[str], wait_s: float = 1.0) -> None:
@@ -96,8 +101,11 @@ class ForwardToController:
                 return await self._enveloped(call)
             except ControllerUnavailable:
                 left = deadline - loop.time()
-                if left <= 0 or not await quorum.view_change(left):
+                if left <= 0:
                     return None
+                # The next leader, or a retry: a controller elected but not yet
+                # active refuses the envelope with no change of view to come.
+                await quorum.view_change(min(left, self.RETRY_S))
         return None
 
 
