@@ -43,7 +43,12 @@ voter set moves under every other fault. Then the majority invariant is checked
 against the voter set of the committed prefix (the latest VotersRecord in it)
 or the change appended after it: the committed prefix is flushed on enough of
 its voters that every majority includes one; and no leader ever holds two
-uncommitted VotersRecords.
+uncommitted VotersRecords. Every node has a controller endpoint
+(``CONTROLLER://nID:PORT``); a restart may move it to a new port (a
+**readdress**), and the node, a voter, must get it into the voter set with
+UpdateRaftVoter (the leader writes it as one more VotersRecord, under the same
+one-change-at-a-time rule): settling also waits until the leader's voter set
+shows every voter's current endpoint.
 
 A failure raises :class:`SimFailure` naming the seed, with the last events of
 the trace; ``python -m tests.support.raft_sim SEED`` replays a seed and prints
@@ -53,6 +58,7 @@ the whole trace.
 from __future__ import annotations
 
 import heapq
+import itertools
 import random
 import sys
 import uuid
@@ -67,6 +73,7 @@ from odradek.raft.node import RaftConfig, RaftFatalError, RaftNode, Role
 from odradek.raft.quorum_state import MemoryQuorumStateStore
 from odradek.raft.voters import (
     VOTERS_TAG,
+    Endpoint,
     Voter,
     VoterSet,
     decode_voters,
@@ -104,6 +111,12 @@ class SimNode:
     committed before it."""
     ready: bool = False
     """Has :meth:`RaftNode.caught_up` been true in this life?"""
+    port: int = 9000
+    """The port of its controller endpoint (a readdress moves it)."""
+
+    @property
+    def endpoints(self) -> tuple[Endpoint, ...]:
+        return (Endpoint("CONTROLLER", f"n{self.node_id}", self.port),)
 
 
 @dataclass(slots=True)
@@ -158,9 +171,12 @@ class RaftSim:
         self.dynamic = dynamic
         ids = list(range(1, voters + observers + spare + 1))
         self.dirs = {i: uuid.UUID(int=self.rng.getrandbits(128)) for i in ids}
-        self.bootstrap = VoterSet.of(Voter(i, self.dirs[i]) for i in sorted(self.voter_ids))
+        self.bootstrap = VoterSet.of(
+            Voter(i, self.dirs[i], (Endpoint("CONTROLLER", f"n{i}", 9000),))
+            for i in sorted(self.voter_ids))
         self.spare_ids = frozenset(ids[voters + observers:])
         self.reconfigs = 0
+        self.readdresses = 0
         self.nodes: dict[int, SimNode] = {}
         for node_id in ids:
             node = SimNode(node_id, MemoryRaftLog(), MemoryQuorumStateStore(), None)
@@ -205,7 +221,7 @@ class RaftSim:
             boot = VoterSet(()) if node.node_id in self.spare_ids else self.bootstrap
             node.raft = RaftNode(node.node_id, boot, node.log, node.store, rng, SIM_CONFIG,
                                  self.now, directory_id=self.dirs[node.node_id],
-                                 bootstrap_ids=self.voter_ids)
+                                 bootstrap_ids=self.voter_ids, endpoints=node.endpoints)
         else:
             node.raft = RaftNode(node.node_id, self.voter_ids, node.log, node.store, rng,
                                  SIM_CONFIG, self.now)
@@ -326,7 +342,12 @@ class RaftSim:
         node = self.nodes[node_id]
         if node.alive:
             return
-        self._log(f"{node_id} RESTART")
+        if self.dynamic and self.rng.random() < 0.3:
+            node.port += 1
+            self.readdresses += 1
+            self._log(f"{node_id} RESTART on port {node.port} (readdress)")
+        else:
+            self._log(f"{node_id} RESTART")
         self._start(node)
 
     def _on_partition(self, _: None) -> None:
@@ -395,7 +416,10 @@ class RaftSim:
         try:
             if outside and (len(raft.voters) < 2 or self.rng.random() < 0.5):
                 n = self.rng.choice(outside)
-                end = raft.add_voter(Voter(n, self.dirs[n]), self.now)
+                # The operator may name an endpoint the node has since moved from.
+                port = self.nodes[n].port - self.rng.randint(0, 1)
+                end = raft.add_voter(
+                    Voter(n, self.dirs[n], (Endpoint("CONTROLLER", f"n{n}", port),)), self.now)
                 self._log(f"{leader.node_id} ADD VOTER {n} (ends at {end})")
             else:
                 n = self.rng.choice(sorted(raft.voters))
@@ -413,6 +437,13 @@ class RaftSim:
                 if record.startswith(VOTERS_TAG):
                     return decode_voters(record[len(VOTERS_TAG):]).ids
         return self.voter_ids
+
+    def endpoint_updates(self) -> int:
+        """Committed VotersRecords that changed endpoints only (UpdateRaftVoter's)."""
+        sets = [decode_voters(r[len(VOTERS_TAG):]) for offset in sorted(self.committed)
+                for r in self.committed[offset][2] if r.startswith(VOTERS_TAG)]
+        return sum(1 for a, b in itertools.pairwise(sets)
+                   if a.ids == b.ids and a != b)
 
     # -- views ------------------------------------------------------------------------
 
@@ -602,6 +633,9 @@ class RaftSim:
                 (r := self.nodes[v].raft) is not None and r.leader_id == leader.node_id
                 and r.high_watermark == leader.log.end_offset and self.nodes[v].ready
                 for v in self.nodes)
+            if self.dynamic:  # every voter's current endpoint is in the voter set
+                settled = settled and all(v.endpoints == self.nodes[v.node_id].endpoints
+                                          for v in lr.voter_set.voters)
             if settled and lr.high_watermark == leader.log.end_offset:
                 self._check_equal_logs(lr.high_watermark)
                 return

@@ -58,21 +58,27 @@ def test_hostile_network(chunk: int) -> None:
 @pytest.mark.parametrize("chunk", range(int(300 * SCALE) // CHUNK))
 def test_dynamic_voters(chunk: int) -> None:
     """KIP-853: three bootstrap voters and two spare controllers; the leader adds
-    and removes voters (itself too) under the same faults."""
-    committed, changes = 0, 0
+    and removes voters (itself too) under the same faults, and restarted
+    controllers come back on new ports and update their endpoints
+    (UpdateRaftVoter): every run settles with each voter's current endpoint in
+    the voter set."""
+    committed, changes, moved, updates = 0, 0, 0, 0
     for seed in range(400_000 + chunk * CHUNK, 400_000 + (chunk + 1) * CHUNK):
         sim = RaftSim(seed, 3, 0, dynamic=True, spare=2)
         sim.run(chaos_ms=8_000)
         committed += sim.committed_end
         changes += sim.reconfigs
-    assert committed > 0 and changes > 0
+        moved += sim.readdresses
+        updates += sim.endpoint_updates()
+    assert committed > 0 and changes > 0 and moved > 0 and updates > 0
 
 
 @pytest.mark.parametrize("chunk", range(int(100 * SCALE) // CHUNK))
 def test_dynamic_voters_hostile_network(chunk: int) -> None:
     """Voter changes on the hostile network: lost, duplicated and late messages,
-    frequent crashes, partitions and snapshots, a change every half second."""
-    changes = 0
+    frequent crashes (some restarting on a new port), partitions and snapshots,
+    a change every half second."""
+    changes, updates = 0, 0
     for seed in range(500_000 + chunk * CHUNK, 500_000 + (chunk + 1) * CHUNK):
         hostile = Faults(loss=0.2, dup=0.1, max_delay_ms=300, crash_every_ms=1500,
                          partition_every_ms=1500, snapshot_every_ms=1000,
@@ -80,4 +86,5 @@ def test_dynamic_voters_hostile_network(chunk: int) -> None:
         sim = RaftSim(seed, 3, 0, faults=hostile, dynamic=True, spare=2)
         sim.run(chaos_ms=8_000)
         changes += sim.reconfigs
-    assert changes > 0
+        updates += sim.endpoint_updates()
+    assert changes > 0 and updates > 0
