@@ -332,8 +332,6 @@ class MetadataLogPort(Protocol):
     async def remove_voter(self, node_id: int, directory_id: uuid.UUID,
                            timeout_s: float) -> None: ...
 
-    def has_voter(self, node_id: int, directory_id: uuid.UUID) -> bool: ...
-
 
 class SessionsPort(Protocol):
     """Broker registrations and heartbeats as the controller takes them."""

@@ -25,6 +25,9 @@ REQUESTS: list[Any] = [
     rm.FetchSnapshotRequest(3, 2, 9, (40, 8)),
     rm.VoteRequest(2, 1, 7, 6, 120, pre_vote=False, voter_directory_id=uuid.UUID(int=7)),
     rm.FetchRequest(3, 2, 9, 44, 8, uuid.UUID(int=0xD1)),
+    rm.UpdateVoterRequest(3, 1, 9, uuid.UUID(int=0xD3),
+                          (Endpoint("CONTROLLER", "h3", 9103), Endpoint("OTHER", "h3", 9203)),
+                          (0, 1)),
 ]
 
 VOTERS = VoterSet.of([Voter(1, uuid.UUID(int=5), (Endpoint("CONTROLLER", "h", 9093),))])
@@ -41,6 +44,9 @@ RESPONSES: list[tuple[Any, Any]] = [
     (REQUESTS[4], rm.FetchResponse(2, 3, 10, 1, 44, error=74)),
     (REQUESTS[5], rm.FetchSnapshotResponse(2, 3, 9, 2, Snapshot(40, 8, b"image"))),
     (REQUESTS[5], rm.FetchSnapshotResponse(2, 3, 9, 2, error=98)),
+    (REQUESTS[8], rm.UpdateVoterResponse(1, 3, 9, 1)),
+    (REQUESTS[8], rm.UpdateVoterResponse(1, 3, 9, 2, 6)),
+    (REQUESTS[8], rm.UpdateVoterResponse(1, 3, 9, -1, 6)),
 ]
 
 
@@ -196,3 +202,12 @@ def test_an_error_answer_without_a_leader_carries_no_endpoint() -> None:
 def test_the_fetch_handler_routes_the_metadata_log_by_the_versions_field(
         version: int, topic: Any, expect: bool) -> None:
     assert _metadata_log_fetch(fq.FetchRequest(topics=[topic]), version) is expect
+
+
+def test_an_update_voter_answer_names_the_leader_and_its_endpoint() -> None:
+    answer = qw.response_to_kafka(rm.UpdateVoterResponse(1, 3, 9, 2, 6), 0, 0, ("h2", 9102))
+    assert (answer.error_code, answer.current_leader.leader_id,
+            answer.current_leader.leader_epoch, answer.current_leader.host,
+            answer.current_leader.port) == (6, 2, 9, "h2", 9102)
+    unknown = qw.response_to_kafka(rm.UpdateVoterResponse(1, 3, 9, -1, 6), 0, 0, None)
+    assert (unknown.current_leader.leader_id, unknown.current_leader.host) == (-1, "")

@@ -167,8 +167,6 @@ class MetadataLog(Protocol):
     async def remove_voter(self, node_id: int, directory_id: uuid.UUID,
                            timeout_s: float) -> None: ...
 
-    def has_voter(self, node_id: int, directory_id: uuid.UUID) -> bool: ...
-
     async def serve(self, api_key: int, request: Any, version: int) -> Any:
         """The answer, encodable at ``version`` (the request's), to a peer's KRaft
         request (Vote, BeginQuorumEpoch, EndQuorumEpoch, FetchSnapshot, Fetch of
@@ -283,9 +281,6 @@ class JournalMetadataLog:
         from odradek.raft.voters import Voter
 
         await self.add_voter(Voter(node_id, directory_id), timeout_s)
-
-    def has_voter(self, node_id: int, directory_id: uuid.UUID) -> bool:
-        return node_id == self.node_id
 
     async def serve(self, api_key: int, request: Any, version: int) -> Any:
         # No quorum runs here: a peer's KRaft request is a mistake.

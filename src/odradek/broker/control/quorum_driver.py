@@ -53,16 +53,17 @@ from odradek.raft.log import RaftLog
 from odradek.raft.membership import VoterChangeError
 from odradek.raft.node import NotLeaderError, RaftConfig, RaftNode, Role
 from odradek.raft.quorum_state import QuorumStateStore
-from odradek.raft.voters import NO_DIRECTORY, VoterSet
+from odradek.raft.voters import NO_DIRECTORY, Endpoint, VoterSet
 from odradek.wire.errors import ErrorCode
 
 log = logging.getLogger("odradek.quorum")
 
 _RESPONSES = (rm.VoteResponse, rm.BeginEpochResponse, rm.EndEpochResponse, rm.FetchResponse,
-              rm.FetchSnapshotResponse)
+              rm.FetchSnapshotResponse, rm.UpdateVoterResponse)
 _ANSWER_TO = {rm.VoteRequest: rm.VoteResponse, rm.BeginEpochRequest: rm.BeginEpochResponse,
               rm.EndEpochRequest: rm.EndEpochResponse, rm.FetchRequest: rm.FetchResponse,
-              rm.FetchSnapshotRequest: rm.FetchSnapshotResponse}
+              rm.FetchSnapshotRequest: rm.FetchSnapshotResponse,
+              rm.UpdateVoterRequest: rm.UpdateVoterResponse}
 
 
 class CommitLostError(Exception):
@@ -79,11 +80,14 @@ class QuorumDriver:
         snapshot_interval_ms: int = 3_600_000, security: ClientSecurity = PLAINTEXT, *,
         bootstrap_voters: VoterSet | None = None, directory_id: uuid.UUID = NO_DIRECTORY,
         bootstrap_servers: list[tuple[str, int]] | None = None,
+        endpoints: tuple[Endpoint, ...] = (),
     ) -> None:
         """``security``: TLS settings of the connections to the other voters (their
         controller listener). ``bootstrap_voters``: a dynamic quorum's (see
         :mod:`odradek.broker.control.quorum_bootstrap`), with this controller's
-        metadata ``directory_id``."""
+        metadata ``directory_id``. ``endpoints``: this controller's own (its
+        controller listeners, advertised), which a voter keeps in the voter set
+        with UpdateRaftVoter (KIP-853)."""
         self.node_id = node_id
         self.static_voters = voters
         self._bootstrap = {-2 - i: a for i, a in enumerate(bootstrap_servers or [])}
@@ -113,7 +117,7 @@ class QuorumDriver:
         self.raft = RaftNode(node_id, bootstrap_voters if bootstrap_voters is not None
                              else frozenset(voters), raft_log, store, random.Random(),
                              config, clock.monotonic_ms(), directory_id=directory_id,
-                             bootstrap_ids=frozenset(self._bootstrap))
+                             bootstrap_ids=frozenset(self._bootstrap), endpoints=endpoints)
         self.applied = 0
         """Every entry below this offset has been applied (or restored)."""
         self._wake = asyncio.Event()
