@@ -48,7 +48,13 @@ uncommitted VotersRecords. Every node has a controller endpoint
 **readdress**), and the node, a voter, must get it into the voter set with
 UpdateRaftVoter (the leader writes it as one more VotersRecord, under the same
 one-change-at-a-time rule): settling also waits until the leader's voter set
-shows every voter's current endpoint.
+shows every voter's current endpoint (once the log is at ``kraft.version`` 1).
+
+With ``static_first`` as well the quorum starts static (``kraft.version`` 0:
+``controller.quorum.voters``, each node knowing its directory id), and the
+first reconfig asks the leader to upgrade ``kraft.version`` to 1 (a
+KRaftVersionRecord and a VotersRecord of the same voters): voters are added and
+removed only after that, all under the same faults and invariants.
 
 A failure raises :class:`SimFailure` naming the seed, with the last events of
 the trace; ``python -m tests.support.raft_sim SEED`` replays a seed and prints
@@ -160,7 +166,7 @@ def decode_snapshot(payload: bytes) -> list[tuple[int, int, tuple[bytes, ...], b
 class RaftSim:
     def __init__(self, seed: int, voters: int = 3, observers: int = 0,
                  faults: Faults | None = None, trace_len: int = 300, *,
-                 dynamic: bool = False, spare: int = 0) -> None:
+                 dynamic: bool = False, spare: int = 0, static_first: bool = False) -> None:
         self.seed = seed
         self.rng = random.Random(seed)
         self.faults = faults or Faults()
@@ -168,7 +174,9 @@ class RaftSim:
         self._seq = 0
         self._queue: list[_Event] = []
         self.voter_ids = frozenset(range(1, voters + 1))
-        self.dynamic = dynamic
+        self.dynamic = dynamic or static_first
+        self.static_first = static_first
+        self.upgrades = 0
         ids = list(range(1, voters + observers + spare + 1))
         self.dirs = {i: uuid.UUID(int=self.rng.getrandbits(128)) for i in ids}
         self.bootstrap = VoterSet.of(
@@ -217,7 +225,11 @@ class RaftSim:
 
     def _start(self, node: SimNode) -> None:
         rng = random.Random(self.rng.getrandbits(64))
-        if self.dynamic:
+        if self.static_first:
+            node.raft = RaftNode(node.node_id, self.voter_ids, node.log, node.store, rng,
+                                 SIM_CONFIG, self.now, directory_id=self.dirs[node.node_id],
+                                 endpoints=node.endpoints)
+        elif self.dynamic:
             boot = VoterSet(()) if node.node_id in self.spare_ids else self.bootstrap
             node.raft = RaftNode(node.node_id, boot, node.log, node.store, rng, SIM_CONFIG,
                                  self.now, directory_id=self.dirs[node.node_id],
@@ -414,6 +426,13 @@ class RaftSim:
         raft = leader.raft
         outside = sorted(set(self.nodes) - raft.voters)
         try:
+            if raft.kraft_version == 0:
+                end = raft.upgrade_kraft_version(
+                    1, {i: self.nodes[i].endpoints for i in raft.voters}, self.now)
+                self._log(f"{leader.node_id} UPGRADE kraft.version to 1 (ends at {end})")
+                self.upgrades += 1
+                self._after(leader)
+                return
             if outside and (len(raft.voters) < 2 or self.rng.random() < 0.5):
                 n = self.rng.choice(outside)
                 # The operator may name an endpoint the node has since moved from.
@@ -633,7 +652,7 @@ class RaftSim:
                 (r := self.nodes[v].raft) is not None and r.leader_id == leader.node_id
                 and r.high_watermark == leader.log.end_offset and self.nodes[v].ready
                 for v in self.nodes)
-            if self.dynamic:  # every voter's current endpoint is in the voter set
+            if self.dynamic and lr.kraft_version == 1:  # each voter's current endpoint
                 settled = settled and all(v.endpoints == self.nodes[v.node_id].endpoints
                                           for v in lr.voter_set.voters)
             if settled and lr.high_watermark == leader.log.end_offset:

@@ -23,7 +23,13 @@ import uuid
 from typing import TYPE_CHECKING
 
 from odradek.raft.log import Entry, RaftLog, Snapshot
-from odradek.raft.membership import VoterChangeError, check_add, check_remove, check_update
+from odradek.raft.membership import (
+    VoterChangeError,
+    check_add,
+    check_remove,
+    check_update,
+    check_upgrade,
+)
 from odradek.raft.messages import Message, UpdateVoterRequest, UpdateVoterResponse
 from odradek.raft.roles import NotLeaderError, RaftConfig, Role
 from odradek.raft.voters import (
@@ -33,6 +39,7 @@ from odradek.raft.voters import (
     VoterHistory,
     VoterSet,
     frame_snapshot,
+    kraft_version_record,
     unframe_snapshot,
     voters_record,
 )
@@ -182,6 +189,23 @@ class VoterSetMixin:
             if voters is not None:
                 self._append_voters(voters, now_ms)
 
+    def upgrade_kraft_version(self, version: int, endpoints: dict[int, tuple[Endpoint, ...]],
+                              now_ms: int, *, validate_only: bool = False) -> int:
+        """Leader: raise ``kraft.version`` to ``version`` (0 → 1: the static voters
+        become a VotersRecord, see :func:`odradek.raft.membership.check_upgrade`);
+        returns the offset after the entry written (-1: nothing to write, or
+        ``validate_only``). :class:`VoterChangeError` when a rule forbids it now."""
+        self._check_leader()
+        assert self.leader_state is not None
+        voters = check_upgrade(self, self.leader_state, version, endpoints)
+        if voters is None or validate_only:
+            return -1
+        entry = Entry(self.log.end_offset, self.epoch,
+                      (kraft_version_record(version), voters_record(voters)), control=True)
+        self._append([entry])
+        self._leader_progress(now_ms)
+        return entry.end
+
     def voter_change_pending(self) -> bool:
         """Is a VotersRecord in the log not yet committed?"""
         return self.history.last_change_offset() >= self.high_watermark
@@ -230,10 +254,10 @@ class VoterSetMixin:
         return {v.node_id: v.directory_id for v in self.voter_set.voters}
 
     def _append(self, entries: list[Entry]) -> None:
-        before = self.voters
+        before = self.voter_set
         self.log.append(entries)
         for e in entries:
             if e.control:
                 self.history.observe(e.offset, e.records)
-        if self.leader_state is not None and self.voters != before:
+        if self.leader_state is not None and self.voter_set != before:
             self.leader_state.set_voters(self.voters, self._directories())

@@ -15,6 +15,7 @@ import os
 
 import pytest
 
+from odradek.raft.voters import VOTERS_TAG
 from tests.support.raft_sim import Faults, RaftSim
 
 SCALE = float(os.environ.get("RAFT_SIM_SEEDS", "1"))
@@ -88,3 +89,20 @@ def test_dynamic_voters_hostile_network(chunk: int) -> None:
         changes += sim.reconfigs
         updates += sim.endpoint_updates()
     assert changes > 0 and updates > 0
+
+
+@pytest.mark.parametrize("chunk", range(int(200 * SCALE) // CHUNK))
+def test_static_voters_upgraded_to_dynamic(chunk: int) -> None:
+    """kraft.version 0 -> 1: a static quorum (each node knowing its directory id)
+    is upgraded by its leader under the usual faults, then voters are added,
+    removed and readdressed; the runs that upgraded end with every node at 1."""
+    upgraded, changes = 0, 0
+    for seed in range(600_000 + chunk * CHUNK, 600_000 + (chunk + 1) * CHUNK):
+        sim = RaftSim(seed, 3, 0, spare=1, static_first=True)
+        sim.run(chaos_ms=8_000)
+        changes += sim.reconfigs
+        kraft = {n.raft.kraft_version for n in sim.nodes.values() if n.raft is not None}
+        if any(r.startswith(VOTERS_TAG) for e in sim.committed.values() for r in e[2]):
+            upgraded += 1  # committed (an upgrade appended may be lost with its leader)
+            assert kraft == {1}, f"seed {seed}: kraft.version {kraft} after the upgrade"
+    assert upgraded > CHUNK // 2 and changes > 0
