@@ -332,6 +332,15 @@ class MetadataLogPort(Protocol):
     async def remove_voter(self, node_id: int, directory_id: uuid.UUID,
                            timeout_s: float) -> None: ...
 
+    @property
+    def kraft_version(self) -> int: ...
+
+    async def upgrade_kraft_version(self, level: int, validate_only: bool,
+                                    timeout_s: float) -> None:
+        """kraft.version 0 -> 1 (active controller): VoterChangeError,
+        NotControllerError, TimeoutError."""
+        ...
+
 
 class SessionsPort(Protocol):
     """Broker registrations and heartbeats as the controller takes them."""

@@ -192,6 +192,12 @@ class QuorumDriver:
         return {v.node_id: (v.endpoints[0].host, v.endpoints[0].port)
                 for v in self.raft.voter_set.voters if v.endpoints}
 
+    def static_endpoints(self) -> dict[int, tuple[Endpoint, ...]]:
+        """The static voters' endpoints (``controller.quorum.voters``), named as this
+        node's controller listener, for a ``kraft.version`` upgrade."""
+        name = self.raft.endpoints[0].name if self.raft.endpoints else "CONTROLLER"
+        return {n: (Endpoint(name, host, port),) for n, (host, port) in self.static_voters.items()}
+
     def address(self, node_id: int) -> tuple[str, int] | None:
         return (self.voters.get(node_id) or self.static_voters.get(node_id)
                 or self._bootstrap.get(node_id) or self._learned.get(node_id))
@@ -462,8 +468,9 @@ class QuorumDriver:
     # -- voter changes (KIP-853) -----------------------------------------------------
 
     async def change_voters(self, change: Callable[[int], int], timeout_s: float) -> None:
-        """Apply one voter change (``change(now_ms)`` calls the core's add_voter or
-        remove_voter and returns the offset after its record), retrying while the
+        """Apply one voter change (``change(now_ms)`` calls the core's add_voter,
+        remove_voter or upgrade_kraft_version and returns the offset after its
+        record, -1 when there is nothing to write), retrying while the
         core says "not now" (REQUEST_TIMED_OUT: the leader has not committed in its
         epoch, another change is pending, the new voter is not caught up), then
         wait until it is committed. VoterChangeError (with Kafka's code), or
@@ -475,6 +482,8 @@ class QuorumDriver:
                 raise NotLeaderError(self.leader_id, self.raft.epoch)
             try:
                 end = change(self._now())
+                if end < 0:
+                    return  # nothing to write (validate only, or already done)
                 break
             except VoterChangeError as exc:
                 left = deadline - loop.time()

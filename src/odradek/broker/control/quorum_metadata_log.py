@@ -138,6 +138,20 @@ class QuorumMetadataLog:
         raft = self.driver.raft
         await self._change(lambda now: raft.remove_voter(node_id, directory_id, now), timeout_s)
 
+    @property
+    def kraft_version(self) -> int:
+        return self.driver.raft.kraft_version
+
+    async def upgrade_kraft_version(self, level: int, validate_only: bool,
+                                    timeout_s: float) -> None:
+        """kraft.version 0 -> 1 at the active controller: the static voters, with
+        their directory ids (from their fetches) and their CONTROLLER endpoints
+        from ``controller.quorum.voters``, become the log's voter set."""
+        raft = self.driver.raft
+        endpoints = self.driver.static_endpoints()
+        await self._change(lambda now: raft.upgrade_kraft_version(
+            level, endpoints, now, validate_only=validate_only), timeout_s)
+
     async def _change(self, change: Callable[[int], int], timeout_s: float) -> None:
         try:
             await self.driver.change_voters(change, timeout_s)
