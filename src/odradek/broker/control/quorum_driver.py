@@ -92,6 +92,11 @@ class QuorumDriver:
         self.static_voters = voters
         self._bootstrap = {-2 - i: a for i, a in enumerate(bootstrap_servers or [])}
         self._learned: dict[int, tuple[str, int]] = {}
+        self._announced: dict[int, tuple[int, tuple[str, int]]] = {}
+        """Leader id → (epoch, endpoint) its BeginQuorumEpoch, or a Fetch answer
+        naming it leader of that epoch, gave: used in that epoch before the voter
+        set's (a leader that moved, its record not updated or not yet replicated
+        here), as Kafka's followers keep the endpoints the leader was announced with."""
         self.cluster_id = cluster_id
         self.log = raft_log
         self.config = config
@@ -199,6 +204,12 @@ class QuorumDriver:
         return {n: (Endpoint(name, host, port),) for n, (host, port) in self.static_voters.items()}
 
     def address(self, node_id: int) -> tuple[str, int] | None:
+        if node_id == self.node_id and self.raft.endpoints:
+            own = self.raft.endpoints[0]  # what this node tells others it is reached on
+            return own.host, own.port
+        announced = self._announced.get(node_id)
+        if announced is not None and announced[0] == self.raft.epoch:
+            return announced[1]
         return (self.voters.get(node_id) or self.static_voters.get(node_id)
                 or self._bootstrap.get(node_id) or self._learned.get(node_id))
 
@@ -386,7 +397,7 @@ class QuorumDriver:
         return await self._conns.get(peer, address, self.config.request_timeout_ms / 1000)
 
     async def _send(self, msg: Any) -> None:
-        api_key, body = qw.request_to_kafka(msg, self.cluster_id)
+        api_key, body = qw.request_to_kafka(msg, self.cluster_id, self.raft.endpoints)
         version = qw.VERSIONS[api_key]
         timeout = (self.config.request_timeout_ms + self.config.fetch_max_wait_ms) / 1000
         try:
@@ -403,6 +414,8 @@ class QuorumDriver:
             return
         if api_key == 1:  # Fetch v16+ names the leader's endpoint (KIP-853)
             self._learned.update(qw.node_endpoints(resp))
+            if (hint := qw.leader_hint(resp)) is not None:
+                self._announced[hint[0]] = hint[1:]
         if msg.dst < 0 and isinstance(answer, rm.FetchResponse):
             answer = self._from_bootstrap(msg.dst, answer)
         with contextlib.suppress(Exception):  # _handle stops the node on failure
@@ -431,6 +444,9 @@ class QuorumDriver:
             core = qw.request_from_kafka(api_key, request, self.node_id)
         except (ValueError, AttributeError, StopIteration):
             return self._refusal(api_key, ErrorCode.INVALID_REQUEST)
+        if api_key == 53 and (announced := qw.announced_endpoint(
+                request, self.raft.endpoints[0].name if self.raft.endpoints else "CONTROLLER")):
+            self._announced[announced[0]] = announced[1:]
         kind = _ANSWER_TO[type(core)]
         old = self._answers.pop((core.src, kind), None)
         if old is not None and not old.done():
