@@ -25,7 +25,10 @@ VotersRecord's in the log (``kraft.version`` 1), else the static
 ``controller.quorum.voters``. ``controller.quorum.bootstrap.servers`` get
 negative pseudo ids (-2, -3, …, as Kafka's) that an observer without a voter
 set fetches from; a successful Fetch answer names the real leader, whose
-address is then learned.
+address is then learned. The leader of the current epoch is reached where its
+BeginQuorumEpoch (``LeaderEndpoints``) or a Fetch answer naming it
+(``NodeEndpoints``) said, before the voter set's (a leader that moved before its
+record was updated); this node's own address is its own endpoint.
 
 The core runs on monotonic milliseconds; DescribeQuorum's timestamps are wall
 clock, converted with the offset between the two taken at start.
