@@ -28,7 +28,9 @@ set fetches from; a successful Fetch answer names the real leader, whose
 address is then learned. The leader of the current epoch is reached where its
 BeginQuorumEpoch (``LeaderEndpoints``) or a Fetch answer naming it
 (``NodeEndpoints``) said, before the voter set's (a leader that moved before its
-record was updated); this node's own address is its own endpoint.
+record was updated); this node's own address is its own endpoint. Both only
+with ``kraft.version`` 1: static voters are reached where
+``controller.quorum.voters`` says (which may be a proxy, as in the partition tests).
 
 The core runs on monotonic milliseconds; DescribeQuorum's timestamps are wall
 clock, converted with the offset between the two taken at start.
@@ -207,12 +209,13 @@ class QuorumDriver:
         return {n: (Endpoint(name, host, port),) for n, (host, port) in self.static_voters.items()}
 
     def address(self, node_id: int) -> tuple[str, int] | None:
-        if node_id == self.node_id and self.raft.endpoints:
-            own = self.raft.endpoints[0]  # what this node tells others it is reached on
-            return own.host, own.port
-        announced = self._announced.get(node_id)
-        if announced is not None and announced[0] == self.raft.epoch:
-            return announced[1]
+        if self.raft.kraft_version == 1:  # static voters: the configured addresses rule
+            if node_id == self.node_id and self.raft.endpoints:
+                own = self.raft.endpoints[0]  # what this node tells others it is reached on
+                return own.host, own.port
+            announced = self._announced.get(node_id)
+            if announced is not None and announced[0] == self.raft.epoch:
+                return announced[1]
         return (self.voters.get(node_id) or self.static_voters.get(node_id)
                 or self._bootstrap.get(node_id) or self._learned.get(node_id))
 
