@@ -27,7 +27,7 @@ def levels(broker: Broker) -> dict[str, tuple[int, int, int]]:
 
 
 def test_describe_upgrade_downgrade_disable_transaction_version(broker: Broker) -> None:
-    assert levels(broker) == {"group.version": (0, 1, 1), "kraft.version": (0, 0, 0),
+    assert levels(broker) == {"group.version": (0, 1, 1), "kraft.version": (0, 1, 0),
                               "metadata.version": (25, 25, 25),
                               "transaction.version": (0, 2, 2)}
     text = odradek(broker, "describe").stdout.splitlines()
@@ -61,3 +61,10 @@ def test_describe_upgrade_downgrade_disable_transaction_version(broker: Broker) 
 def test_bad_feature_arguments_are_one_line(broker: Broker) -> None:
     bad = odradek(broker, "upgrade", "--feature", "transaction.version", ok=False)
     assert "expected NAME=LEVEL" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_a_single_node_has_no_kraft_version_to_upgrade(broker: Broker) -> None:
+    refused = odradek(broker, "upgrade", "--feature", "kraft.version=1", ok=False)
+    assert "no controller quorum" in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1
+    assert levels(broker)["kraft.version"] == (0, 1, 0)

@@ -9,6 +9,14 @@ with ``odradek metadata-quorum`` as an operator would.
   writes: every acknowledged record is read back. Then a voter's disk is wiped
   and formatted again (a new directory id): it is removed by its old directory
   id and added again with the new one.
+* A voter restarted on a new port tells the leader (UpdateRaftVoter): the
+  voter set and DescribeQuorum show its new endpoint, and the other voters
+  reach it there (the leader is stopped next, and the two left elect one).
+* A voter that moved while the quorum was down, started with one other voter
+  only: the other cannot reach it for votes (its record names the old port),
+  so the moved one must lead, and its follower finds it at the new port from
+  its BeginQuorumEpoch (``LeaderEndpoints``) until the leader has updated its
+  own record.
 """
 
 from __future__ import annotations
@@ -24,7 +32,13 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.support.cluster import LocalCluster, assert_no_tracebacks, serve_command, wait_for
+from tests.support.cluster import (
+    LocalCluster,
+    assert_no_tracebacks,
+    free_port,
+    serve_command,
+    wait_for,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(420)]
 
@@ -217,4 +231,98 @@ def test_three_controllers_grow_to_five_and_shrink_to_three_while_producers_writ
     finally:
         if writer is not None:
             writer.halt.set()
+        cluster.stop()
+
+
+def endpoints(cluster: LocalCluster, via: int | None = None) -> dict[int, str]:
+    """Voter id → its endpoints, as DescribeQuorum's nodes give them."""
+    return {v["id"]: v["endpoints"] for v in status(cluster, via)["CurrentVoters"]}
+
+
+def move(cluster: LocalCluster, node_id: int) -> str:
+    """Give a stopped controller a new CONTROLLER port; its new endpoint."""
+    node = cluster.nodes[node_id]
+    old, new = node.controller_port, free_port()
+    text = node.properties.read_text()
+    assert f"listeners=CONTROLLER://127.0.0.1:{old}" in text
+    node.properties.write_text(text.replace(f"listeners=CONTROLLER://127.0.0.1:{old}",
+                                            f"listeners=CONTROLLER://127.0.0.1:{new}"))
+    node.controller_port = new
+    return f"CONTROLLER://127.0.0.1:{new}"
+
+
+def test_a_voter_restarted_on_a_new_port_updates_its_endpoint(tmp_path: Path) -> None:
+    cluster = LocalCluster(tmp_path, controllers=3, brokers=1, overrides=FAST, dynamic=True)
+    cluster.format(initial=[1, 2, 3])
+    cluster.start()
+    try:
+        dirs = wait_voters(cluster, {1, 2, 3})
+        leader = status(cluster)["LeaderId"]
+        moved = min(n for n in (1, 2, 3) if n != leader)
+        cluster.terminate(moved)
+        want = move(cluster, moved)
+        cluster.start(moved)
+        wait_for(f"node {moved}'s new endpoint in the voter set",
+                 lambda: endpoints(cluster).get(moved) == want, 60, interval_s=0.5)
+        assert voters(cluster) == dirs  # same voters, same directories
+        assert endpoints(cluster, via=moved)[moved] == want  # asked on its new port
+
+        def caught_up() -> bool:
+            rows = json.loads(mq(cluster, "describe", "--replication", "--json"))
+            row = next(r for r in rows if r["NodeId"] == moved)
+            return row["Status"] == "Follower" and row["Lag"] == 0 and (
+                row["DirectoryId"] == dirs[moved])
+        wait_for(f"node {moved} following, caught up", caught_up, 60, interval_s=0.5)
+
+        # The leader stops: the two left must reach each other, one on its new port.
+        cluster.terminate(leader)
+        after = wait_for("a new leader", lambda: (
+            st if (st := status(cluster, via=moved))["LeaderId"] in set(dirs) - {leader}
+            else None), 60, interval_s=0.5)
+        assert after["LeaderId"] != leader
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+        admin.create_topics([NewTopic("moved", 1, 1)], request_timeout=30)["moved"].result(60)
+        producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all",
+                             "enable.idempotence": True})
+        producer.produce("moved", b"1")
+        assert producer.flush(60) == 0
+        assert endpoints(cluster, via=moved)[moved] == want
+        assert_no_tracebacks(cluster)
+    except BaseException:
+        print(cluster.logs())
+        raise
+    finally:
+        cluster.stop()
+
+
+def test_a_moved_voter_that_must_lead_is_found_at_its_new_port(tmp_path: Path) -> None:
+    cluster = LocalCluster(tmp_path, controllers=3, brokers=1, overrides=FAST, dynamic=True)
+    cluster.format(initial=[1, 2, 3])
+    cluster.start()
+    try:
+        dirs = wait_voters(cluster, {1, 2, 3})
+        cluster.stop_all(clean=True)
+        want = move(cluster, 1)
+        cluster.start(1)
+        cluster.start(2)  # node 2 can vote for 1, but 1 cannot be asked for its vote
+
+        def led_by_1() -> dict[str, Any] | None:
+            st = status(cluster, via=1)
+            return st if st["LeaderId"] == 1 and endpoints(cluster, via=1)[1] == want else None
+        led = wait_for("node 1 leading, its new endpoint in the voter set", led_by_1, 60,
+                       interval_s=0.5)
+        cluster.start(3)
+        cluster.start(4)
+        assert wait_voters(cluster, {1, 2, 3}) == dirs
+        assert endpoints(cluster)[1] == want
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+        wait_for("the broker registered",
+                 lambda: len(admin.list_topics(timeout=5).brokers) == 1, 60, interval_s=0.5)
+        admin.create_topics([NewTopic("led", 1, 1)], request_timeout=30)["led"].result(60)
+        assert status(cluster)["LeaderEpoch"] >= led["LeaderEpoch"]
+        assert_no_tracebacks(cluster)
+    except BaseException:
+        print(cluster.logs())
+        raise
+    finally:
         cluster.stop()

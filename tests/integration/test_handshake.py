@@ -233,7 +233,7 @@ def test_api_versions_feature_levels(raw: RawClient, version: int) -> None:
         return
     supported = [SupportedFeatureKey("metadata.version", 25, 25)]
     if version >= 4:  # KAFKA-17011: a minimum level of 0 only from v4
-        supported += [SupportedFeatureKey("kraft.version", 0, 0),
+        supported += [SupportedFeatureKey("kraft.version", 0, 1),
                       SupportedFeatureKey("group.version", 0, 1),
                       SupportedFeatureKey("transaction.version", 0, 2)]
     assert resp.supported_features == supported
@@ -257,7 +257,7 @@ def test_kafka_python_describe_features(shared: Broker) -> None:
         admin.close()
     assert features == {
         "metadata.version": {"supported": (25, 25), "finalized": (25, 25), "finalized_epoch": 2},
-        "kraft.version": {"supported": (0, 0)},
+        "kraft.version": {"supported": (0, 1)},
         "group.version": {"supported": (0, 1), "finalized": (1, 1), "finalized_epoch": 2},
         "transaction.version": {"supported": (0, 2), "finalized": (2, 2), "finalized_epoch": 2},
     }

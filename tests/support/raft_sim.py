@@ -43,7 +43,18 @@ voter set moves under every other fault. Then the majority invariant is checked
 against the voter set of the committed prefix (the latest VotersRecord in it)
 or the change appended after it: the committed prefix is flushed on enough of
 its voters that every majority includes one; and no leader ever holds two
-uncommitted VotersRecords.
+uncommitted VotersRecords. Every node has a controller endpoint
+(``CONTROLLER://nID:PORT``); a restart may move it to a new port (a
+**readdress**), and the node, a voter, must get it into the voter set with
+UpdateRaftVoter (the leader writes it as one more VotersRecord, under the same
+one-change-at-a-time rule): settling also waits until the leader's voter set
+shows every voter's current endpoint (once the log is at ``kraft.version`` 1).
+
+With ``static_first`` as well the quorum starts static (``kraft.version`` 0:
+``controller.quorum.voters``, each node knowing its directory id), and the
+first reconfig asks the leader to upgrade ``kraft.version`` to 1 (a
+KRaftVersionRecord and a VotersRecord of the same voters): voters are added and
+removed only after that, all under the same faults and invariants.
 
 A failure raises :class:`SimFailure` naming the seed, with the last events of
 the trace; ``python -m tests.support.raft_sim SEED`` replays a seed and prints
@@ -54,6 +65,7 @@ from __future__ import annotations
 
 import bisect
 import heapq
+import itertools
 import random
 import sys
 import uuid
@@ -68,6 +80,7 @@ from odradek.raft.node import RaftConfig, RaftFatalError, RaftNode, Role
 from odradek.raft.quorum_state import MemoryQuorumStateStore
 from odradek.raft.voters import (
     VOTERS_TAG,
+    Endpoint,
     Voter,
     VoterSet,
     decode_voters,
@@ -105,6 +118,12 @@ class SimNode:
     committed before it."""
     ready: bool = False
     """Has :meth:`RaftNode.caught_up` been true in this life?"""
+    port: int = 9000
+    """The port of its controller endpoint (a readdress moves it)."""
+
+    @property
+    def endpoints(self) -> tuple[Endpoint, ...]:
+        return (Endpoint("CONTROLLER", f"n{self.node_id}", self.port),)
 
 
 @dataclass(slots=True)
@@ -148,7 +167,7 @@ def decode_snapshot(payload: bytes) -> list[tuple[int, int, tuple[bytes, ...], b
 class RaftSim:
     def __init__(self, seed: int, voters: int = 3, observers: int = 0,
                  faults: Faults | None = None, trace_len: int = 300, *,
-                 dynamic: bool = False, spare: int = 0) -> None:
+                 dynamic: bool = False, spare: int = 0, static_first: bool = False) -> None:
         self.seed = seed
         self.rng = random.Random(seed)
         self.faults = faults or Faults()
@@ -156,12 +175,17 @@ class RaftSim:
         self._seq = 0
         self._queue: list[_Event] = []
         self.voter_ids = frozenset(range(1, voters + 1))
-        self.dynamic = dynamic
+        self.dynamic = dynamic or static_first
+        self.static_first = static_first
+        self.upgrades = 0
         ids = list(range(1, voters + observers + spare + 1))
         self.dirs = {i: uuid.UUID(int=self.rng.getrandbits(128)) for i in ids}
-        self.bootstrap = VoterSet.of(Voter(i, self.dirs[i]) for i in sorted(self.voter_ids))
+        self.bootstrap = VoterSet.of(
+            Voter(i, self.dirs[i], (Endpoint("CONTROLLER", f"n{i}", 9000),))
+            for i in sorted(self.voter_ids))
         self.spare_ids = frozenset(ids[voters + observers:])
         self.reconfigs = 0
+        self.readdresses = 0
         self.nodes: dict[int, SimNode] = {}
         for node_id in ids:
             node = SimNode(node_id, MemoryRaftLog(), MemoryQuorumStateStore(), None)
@@ -206,11 +230,15 @@ class RaftSim:
 
     def _start(self, node: SimNode) -> None:
         rng = random.Random(self.rng.getrandbits(64))
-        if self.dynamic:
+        if self.static_first:
+            node.raft = RaftNode(node.node_id, self.voter_ids, node.log, node.store, rng,
+                                 SIM_CONFIG, self.now, directory_id=self.dirs[node.node_id],
+                                 endpoints=node.endpoints)
+        elif self.dynamic:
             boot = VoterSet(()) if node.node_id in self.spare_ids else self.bootstrap
             node.raft = RaftNode(node.node_id, boot, node.log, node.store, rng, SIM_CONFIG,
                                  self.now, directory_id=self.dirs[node.node_id],
-                                 bootstrap_ids=self.voter_ids)
+                                 bootstrap_ids=self.voter_ids, endpoints=node.endpoints)
         else:
             node.raft = RaftNode(node.node_id, self.voter_ids, node.log, node.store, rng,
                                  SIM_CONFIG, self.now)
@@ -331,7 +359,12 @@ class RaftSim:
         node = self.nodes[node_id]
         if node.alive:
             return
-        self._log(f"{node_id} RESTART")
+        if self.dynamic and self.rng.random() < 0.3:
+            node.port += 1
+            self.readdresses += 1
+            self._log(f"{node_id} RESTART on port {node.port} (readdress)")
+        else:
+            self._log(f"{node_id} RESTART")
         self._start(node)
 
     def _on_partition(self, _: None) -> None:
@@ -398,9 +431,19 @@ class RaftSim:
         raft = leader.raft
         outside = sorted(set(self.nodes) - raft.voters)
         try:
+            if raft.kraft_version == 0:
+                end = raft.upgrade_kraft_version(
+                    1, {i: self.nodes[i].endpoints for i in raft.voters}, self.now)
+                self._log(f"{leader.node_id} UPGRADE kraft.version to 1 (ends at {end})")
+                self.upgrades += 1
+                self._after(leader)
+                return
             if outside and (len(raft.voters) < 2 or self.rng.random() < 0.5):
                 n = self.rng.choice(outside)
-                end = raft.add_voter(Voter(n, self.dirs[n]), self.now)
+                # The operator may name an endpoint the node has since moved from.
+                port = self.nodes[n].port - self.rng.randint(0, 1)
+                end = raft.add_voter(
+                    Voter(n, self.dirs[n], (Endpoint("CONTROLLER", f"n{n}", port),)), self.now)
                 self._log(f"{leader.node_id} ADD VOTER {n} (ends at {end})")
             else:
                 n = self.rng.choice(sorted(raft.voters))
@@ -414,6 +457,13 @@ class RaftSim:
     def committed_voters(self) -> frozenset[int]:
         """The voter set of the committed prefix (the latest VotersRecord in it)."""
         return self.voter_ids if self._committed_voters is None else self._committed_voters
+
+    def endpoint_updates(self) -> int:
+        """Committed VotersRecords that changed endpoints only (UpdateRaftVoter's)."""
+        sets = [decode_voters(r[len(VOTERS_TAG):]) for offset in sorted(self.committed)
+                for r in self.committed[offset][2] if r.startswith(VOTERS_TAG)]
+        return sum(1 for a, b in itertools.pairwise(sets)
+                   if a.ids == b.ids and a != b)
 
     # -- views ------------------------------------------------------------------------
 
@@ -608,6 +658,9 @@ class RaftSim:
                 (r := self.nodes[v].raft) is not None and r.leader_id == leader.node_id
                 and r.high_watermark == leader.log.end_offset and self.nodes[v].ready
                 for v in self.nodes)
+            if self.dynamic and lr.kraft_version == 1:  # each voter's current endpoint
+                settled = settled and all(v.endpoints == self.nodes[v.node_id].endpoints
+                                          for v in lr.voter_set.voters)
             if settled and lr.high_watermark == leader.log.end_offset:
                 self._check_equal_logs(lr.high_watermark)
                 return

@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from odradek.broker.observe.endpoint import MetricsEndpoint
     from odradek.broker.replica.fetchers import ReplicaFetchers
     from odradek.broker.replica.isr import IsrManager
-    from odradek.raft.voters import VoterSet
+    from odradek.raft.voters import Endpoint, VoterSet
 
 log = logging.getLogger("odradek.broker")
 
@@ -428,13 +428,35 @@ class _Quorum:
             config.get_int("metadata.log.max.snapshot.interval.ms"),
             broker_client_security(config, controller_listener(config)),
             bootstrap_voters=bootstrap_voters, directory_id=directory_id,
-            bootstrap_servers=config.quorum_bootstrap_servers())
+            bootstrap_servers=config.quorum_bootstrap_servers(),
+            endpoints=_own_controller_endpoints(config))
         return quorum
 
     def sessions(self, state: BrokerState) -> BrokerSessions:
         from odradek.broker.control.sessions import Sessions
 
         return Sessions(state)
+
+
+def _own_controller_endpoints(config: BrokerConfig) -> tuple[Endpoint, ...]:
+    """This controller's endpoints as the voter set should hold them: its controller
+    listeners in ``controller.listener.names`` order, as advertised (KIP-853's
+    UpdateRaftVoter keeps them current). Empty on a broker, or when the first has
+    no host or an ephemeral port (what others reach it on is not known then)."""
+    from odradek.raft.voters import Endpoint
+
+    if "controller" not in config.process_roles():
+        return ()
+    found = {lis.name: lis for lis in config.listeners()}
+    found.update({lis.name: lis for lis in config.advertised_listeners()})
+    out = []
+    for name in config.controller_listener_names():
+        lis = found.get(name)
+        if lis is not None and lis.host and lis.port:
+            out.append(Endpoint(name, lis.host, lis.port))
+        elif not out:
+            return ()
+    return tuple(out)
 
 
 def _dynamic_quorum(config: BrokerConfig) -> tuple[VoterSet | None, uuid.UUID]:

@@ -332,7 +332,14 @@ class MetadataLogPort(Protocol):
     async def remove_voter(self, node_id: int, directory_id: uuid.UUID,
                            timeout_s: float) -> None: ...
 
-    def has_voter(self, node_id: int, directory_id: uuid.UUID) -> bool: ...
+    @property
+    def kraft_version(self) -> int: ...
+
+    async def upgrade_kraft_version(self, level: int, validate_only: bool,
+                                    timeout_s: float) -> None:
+        """kraft.version 0 -> 1 (active controller): VoterChangeError,
+        NotControllerError, TimeoutError."""
+        ...
 
 
 class SessionsPort(Protocol):

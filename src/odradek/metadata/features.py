@@ -7,7 +7,10 @@ level 0 removes the feature: "off"), replayed into
 restart see the same levels. Supported ranges, as Kafka 4.0's:
 
 - ``metadata.version`` 25–25 (4.0-IV3, the format of Odradek's records);
-- ``kraft.version`` 0–0 (static voters);
+- ``kraft.version`` 0–1 (0: static voters, ``controller.quorum.voters``; 1:
+  the voters in the metadata log, KIP-853). Its level is the Raft layer's, not
+  a FeatureLevelRecord: :func:`finalized` takes it from the metadata log, and
+  UpdateFeatures hands an upgrade to the quorum (0 → 1 only);
 - ``group.version`` 0–1 (1: the KIP-848 consumer protocol);
 - ``transaction.version`` 0–2 (1: flexible ``__transaction_state`` records;
   2: transactions v2, KIP-890 part 2: EndTxn v5 bumps the epoch, Produce v12
@@ -24,8 +27,8 @@ UpdateFeatures rules (Kafka's ``FeatureControlManager``): an unknown feature
 or a level outside the supported range is INVALID_UPDATE_VERSION; a lower
 level needs a downgrade type (v1+: ``upgrade_type`` 2 safe or 3 unsafe; v0:
 ``allow_downgrade``), else INVALID_UPDATE_VERSION; ``metadata.version`` and
-``kraft.version`` and ``group.version`` cannot be changed here (one level each
-in this build). All updates of a
+``group.version`` cannot be changed here (one level each in this build), and
+``kraft.version`` is not changed by records (see above). All updates of a
 request are decided together: one refusal refuses the request.
 """
 
@@ -41,11 +44,12 @@ from odradek.wire.internal.feature_level_record import FeatureLevelRecord
 
 METADATA_VERSION: Final = "metadata.version"
 TRANSACTION_VERSION: Final = "transaction.version"
+KRAFT_VERSION: Final = "kraft.version"
 METADATA_VERSION_LEVEL: Final = 25
 
 SUPPORTED: Final[dict[str, tuple[int, int]]] = {
     METADATA_VERSION: (METADATA_VERSION_LEVEL, METADATA_VERSION_LEVEL),
-    "kraft.version": (0, 0),
+    KRAFT_VERSION: (0, 1),
     "group.version": (0, 1),
     TRANSACTION_VERSION: (0, 2),
 }
@@ -71,9 +75,10 @@ class FeatureUpdate:
     upgrade_type: int = UPGRADE
 
 
-def finalized(image: MetadataImage) -> dict[str, int]:
-    """The levels in force: the log's, with the fixed ones (0s left out)."""
-    levels = {**image.features, **FIXED}
+def finalized(image: MetadataImage, kraft_version: int = 0) -> dict[str, int]:
+    """The levels in force: the log's, with the fixed ones and ``kraft.version``
+    (the metadata log's, given by the caller), 0s left out."""
+    levels = {**image.features, **FIXED, KRAFT_VERSION: kraft_version}
     return {name: levels[name] for name in SUPPORTED if levels.get(name, 0) > 0}
 
 
@@ -127,9 +132,9 @@ def update(image: MetadataImage, updates: list[FeatureUpdate]) -> Outcome:
         problem = check_level(u.feature, u.level)
         if problem:
             return Outcome.fail(ErrorCode.INVALID_UPDATE_VERSION, problem)
-        if u.feature in FIXED or u.feature == "kraft.version":
+        if u.feature in FIXED or u.feature == KRAFT_VERSION:
             return Outcome.fail(ErrorCode.INVALID_UPDATE_VERSION,
-                                f"{u.feature} cannot be changed in this build")
+                                f"{u.feature} cannot be changed by a record")
         current = level(image, u.feature)
         if u.level < current and u.upgrade_type not in (SAFE_DOWNGRADE, UNSAFE_DOWNGRADE):
             return Outcome.fail(

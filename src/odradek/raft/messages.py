@@ -2,7 +2,8 @@
 
 Each is one of Kafka's KRaft RPCs reduced to what the core decides on; the
 broker shell maps them to Vote (52), BeginQuorumEpoch (53), EndQuorumEpoch (54),
-Fetch (1) on ``__cluster_metadata-0`` and FetchSnapshot (59). ``src`` and
+Fetch (1) on ``__cluster_metadata-0``, FetchSnapshot (59) and UpdateRaftVoter
+(82, a voter telling the leader its endpoints, KIP-853). ``src`` and
 ``dst`` are node ids. A response echoes what its request asked for where the
 core must match the two (``fetch_offset``), because networks duplicate and
 reorder.
@@ -14,7 +15,7 @@ import uuid
 from dataclasses import dataclass
 
 from odradek.raft.log import Entry, Snapshot
-from odradek.raft.voters import NO_DIRECTORY
+from odradek.raft.voters import NO_DIRECTORY, SUPPORTED_KRAFT_VERSIONS, Endpoint
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,8 +122,30 @@ class FetchSnapshotResponse:
     error: int = 0
 
 
+@dataclass(frozen=True, slots=True)
+class UpdateVoterRequest:
+    """A voter (``src``, with ``directory_id``) asks the leader of ``epoch`` to
+    record its current endpoints and ``kraft.version`` range in the voter set."""
+
+    src: int
+    dst: int
+    epoch: int
+    directory_id: uuid.UUID
+    endpoints: tuple[Endpoint, ...]
+    kraft_versions: tuple[int, int] = SUPPORTED_KRAFT_VERSIONS
+
+
+@dataclass(frozen=True, slots=True)
+class UpdateVoterResponse:
+    src: int
+    dst: int
+    epoch: int
+    leader_id: int
+    error: int = 0
+
+
 Message = (
     VoteRequest | VoteResponse | BeginEpochRequest | BeginEpochResponse | EndEpochRequest
     | EndEpochResponse | FetchRequest | FetchResponse | FetchSnapshotRequest
-    | FetchSnapshotResponse
+    | FetchSnapshotResponse | UpdateVoterRequest | UpdateVoterResponse
 )

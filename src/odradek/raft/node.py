@@ -49,6 +49,8 @@ from odradek.raft.messages import (
     FetchSnapshotRequest,
     FetchSnapshotResponse,
     Message,
+    UpdateVoterRequest,
+    UpdateVoterResponse,
     VoteRequest,
     VoteResponse,
 )
@@ -57,6 +59,7 @@ from odradek.raft.quorum_state import ElectionState, QuorumStateStore
 from odradek.raft.roles import NotLeaderError, RaftConfig, RaftFatalError, Role
 from odradek.raft.voters import (
     NO_DIRECTORY,
+    Endpoint,
     VoterHistory,
     VoterSet,
     kraft_version_record,
@@ -77,12 +80,15 @@ class RaftNode(VoterSetMixin):
         self, node_id: int, voters: frozenset[int] | VoterSet, log: RaftLog,
         store: QuorumStateStore, rng: random.Random, config: RaftConfig, now_ms: int, *,
         directory_id: uuid.UUID = NO_DIRECTORY, bootstrap_ids: frozenset[int] = frozenset(),
+        endpoints: tuple[Endpoint, ...] = (),
     ) -> None:
         """``voters``: the static ``controller.quorum.voters`` (a set of ids,
         ``kraft.version`` 0), or a bootstrap :class:`VoterSet` (``kraft.version``
         1: the first leader of an empty log writes it as a VotersRecord). Either
         way the latest VotersRecord in the log wins. ``bootstrap_ids``: whom an
-        observer with no voter set known fetches from to find the leader."""
+        observer with no voter set known fetches from to find the leader.
+        ``endpoints``: this node's controller endpoints (a voter keeps its record
+        in the voter set up to date with them, see :mod:`odradek.raft.node_voters`)."""
         self.node_id = node_id
         self.directory_id = directory_id
         dynamic = isinstance(voters, VoterSet)
@@ -122,6 +128,7 @@ class RaftNode(VoterSetMixin):
         self._last_fetch_ok = -1
         self._parked: dict[int, tuple[FetchRequest, int]] = {}  # leader: long polls
         self._successors: tuple[int, ...] = ()
+        self._init_updates(endpoints)
         state = store.read() or ElectionState()
         self.epoch, self.leader_id, self.voted_id = state.epoch, state.leader_id, state.voted_id
         self.role = Role.UNATTACHED
@@ -218,6 +225,10 @@ class RaftNode(VoterSetMixin):
             self._on_fetch_snapshot_response(msg, now_ms)
         elif isinstance(msg, BeginEpochResponse | EndEpochResponse):
             self._on_epoch_ack(msg, now_ms)
+        elif isinstance(msg, UpdateVoterRequest):
+            self._on_update_voter_request(msg, now_ms)
+        elif isinstance(msg, UpdateVoterResponse):
+            self._on_update_voter_response(msg, now_ms)
 
     # -- transitions ---------------------------------------------------------------
 
@@ -242,6 +253,7 @@ class RaftNode(VoterSetMixin):
         self._fetch_pending = None
         self._granted.clear()
         self._rejected.clear()
+        self._update_pending = -1
 
     def _become_unattached(self, epoch: int, voted: int, now_ms: int, *, persist: bool = True,
                            ) -> None:
@@ -456,6 +468,7 @@ class RaftNode(VoterSetMixin):
                 return
             self._deadline = now_ms + self.config.fetch_timeout_ms // 2
         self._send_begin_epoch(now_ms)
+        self._maybe_update_self(now_ms)
         for replica, (req, deadline) in list(self._parked.items()):
             if now_ms >= deadline:
                 del self._parked[replica]
@@ -657,6 +670,7 @@ class RaftNode(VoterSetMixin):
                 self.high_watermark = hw
             if resp.high_watermark >= 0:
                 self._learned_hw(resp.high_watermark)
+            self._maybe_send_update(now_ms)
 
     def _learned_hw(self, hw: int) -> None:
         if not self.hw_from_leader:

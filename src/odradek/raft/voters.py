@@ -1,6 +1,8 @@
 """The controller quorum's voter set, as KIP-853 keeps it: in the metadata log.
 
-A voter is ``(node id, directory id)`` plus the endpoints others reach it on.
+A voter is ``(node id, directory id)`` plus the endpoints others reach it on
+and the ``kraft.version`` range it supports; a voter tells the leader when
+either changes (UpdateRaftVoter, :func:`odradek.raft.membership.check_update`).
 With ``kraft.version`` 1 the voter set is a control record of the log, Kafka's
 ``VotersRecord`` (control type 6), next to a ``KRaftVersionRecord`` (type 5);
 a node's voter set is the **latest** VotersRecord in its log, uncommitted ones
@@ -46,6 +48,8 @@ from odradek.wire.primitives import (
     write_uvarint,
 )
 
+SUPPORTED_KRAFT_VERSIONS = (0, 1)
+"""The ``kraft.version`` range this release supports (min, max), inclusive."""
 NO_DIRECTORY = uuid.UUID(int=0)
 """The directory id of a static voter (Kafka's ``Uuid.ZERO_UUID``)."""
 VOTERS_TAG = b"kraft.voters\x00"
@@ -67,6 +71,8 @@ class Voter:
     node_id: int
     directory_id: uuid.UUID = NO_DIRECTORY
     endpoints: tuple[Endpoint, ...] = ()
+    kraft_versions: tuple[int, int] = SUPPORTED_KRAFT_VERSIONS
+    """(min, max) ``kraft.version`` the voter supports (the record's KRaftVersionFeature)."""
 
     @property
     def key(self) -> tuple[int, uuid.UUID]:
@@ -101,6 +107,11 @@ class VoterSet:
     def adding(self, voter: Voter) -> VoterSet:
         return VoterSet.of([*(v for v in self.voters if v.node_id != voter.node_id), voter])
 
+    def updating(self, voter: Voter) -> VoterSet:
+        """The set with ``voter`` in place of the voter of its id (same ids)."""
+        assert voter.node_id in self.ids
+        return self.adding(voter)
+
     def removing(self, node_id: int) -> VoterSet:
         return VoterSet.of(v for v in self.voters if v.node_id != node_id)
 
@@ -120,8 +131,8 @@ def encode_voters(voters: VoterSet) -> bytes:
                 out += raw
             write_uint16(out, e.port)
             write_uvarint(out, 0)
-        write_int16(out, 0)
-        write_int16(out, 1)
+        write_int16(out, v.kraft_versions[0])
+        write_int16(out, v.kraft_versions[1])
         write_uvarint(out, 0)  # KRaftVersionFeature's tags
         write_uvarint(out, 0)  # the voter's tags
     write_uvarint(out, 0)
@@ -153,10 +164,11 @@ def decode_voters(buf: bytes) -> VoterSet:
             port, pos = read_uint16(buf, pos)
             pos = _skip_tags(buf, pos)
             endpoints.append(Endpoint(name, host, port))
-        pos += 4  # KRaftVersionFeature min, max
+        low, pos = read_int16(buf, pos)  # KRaftVersionFeature min, max
+        high, pos = read_int16(buf, pos)
         pos = _skip_tags(buf, pos)
         pos = _skip_tags(buf, pos)
-        voters.append(Voter(node_id, dir_id, tuple(endpoints)))
+        voters.append(Voter(node_id, dir_id, tuple(endpoints), (low, high)))
     return VoterSet.of(voters)
 
 

@@ -25,6 +25,9 @@ REQUESTS: list[Any] = [
     rm.FetchSnapshotRequest(3, 2, 9, (40, 8)),
     rm.VoteRequest(2, 1, 7, 6, 120, pre_vote=False, voter_directory_id=uuid.UUID(int=7)),
     rm.FetchRequest(3, 2, 9, 44, 8, uuid.UUID(int=0xD1)),
+    rm.UpdateVoterRequest(3, 1, 9, uuid.UUID(int=0xD3),
+                          (Endpoint("CONTROLLER", "h3", 9103), Endpoint("OTHER", "h3", 9203)),
+                          (0, 1)),
 ]
 
 VOTERS = VoterSet.of([Voter(1, uuid.UUID(int=5), (Endpoint("CONTROLLER", "h", 9093),))])
@@ -41,6 +44,9 @@ RESPONSES: list[tuple[Any, Any]] = [
     (REQUESTS[4], rm.FetchResponse(2, 3, 10, 1, 44, error=74)),
     (REQUESTS[5], rm.FetchSnapshotResponse(2, 3, 9, 2, Snapshot(40, 8, b"image"))),
     (REQUESTS[5], rm.FetchSnapshotResponse(2, 3, 9, 2, error=98)),
+    (REQUESTS[8], rm.UpdateVoterResponse(1, 3, 9, 1)),
+    (REQUESTS[8], rm.UpdateVoterResponse(1, 3, 9, 2, 6)),
+    (REQUESTS[8], rm.UpdateVoterResponse(1, 3, 9, -1, 6)),
 ]
 
 
@@ -196,3 +202,34 @@ def test_an_error_answer_without_a_leader_carries_no_endpoint() -> None:
 def test_the_fetch_handler_routes_the_metadata_log_by_the_versions_field(
         version: int, topic: Any, expect: bool) -> None:
     assert _metadata_log_fetch(fq.FetchRequest(topics=[topic]), version) is expect
+
+
+def test_an_update_voter_answer_names_the_leader_and_its_endpoint() -> None:
+    answer = qw.response_to_kafka(rm.UpdateVoterResponse(1, 3, 9, 2, 6), 0, 0, ("h2", 9102))
+    assert (answer.error_code, answer.current_leader.leader_id,
+            answer.current_leader.leader_epoch, answer.current_leader.host,
+            answer.current_leader.port) == (6, 2, 9, "h2", 9102)
+    unknown = qw.response_to_kafka(rm.UpdateVoterResponse(1, 3, 9, -1, 6), 0, 0, None)
+    assert (unknown.current_leader.leader_id, unknown.current_leader.host) == (-1, "")
+
+
+def test_begin_quorum_epoch_v1_announces_the_leaders_endpoints() -> None:
+    own = (Endpoint("CONTROLLER", "h2", 9102), Endpoint("OTHER", "h2", 9202))
+    api_key, body = qw.request_to_kafka(rm.BeginEpochRequest(2, 3, 9), "c", own)
+    assert (api_key, qw.VERSIONS[api_key]) == (53, 1)
+    decoded = _through_wire(api_key, body, response=False)
+    assert qw.request_from_kafka(api_key, decoded, 3) == rm.BeginEpochRequest(2, 3, 9)
+    assert qw.announced_endpoint(decoded, "CONTROLLER") == (2, 9, ("h2", 9102))
+    assert qw.announced_endpoint(decoded, "OTHER") == (2, 9, ("h2", 9202))
+    _, bare = qw.request_to_kafka(rm.BeginEpochRequest(2, 3, 9), "c")
+    assert qw.announced_endpoint(_through_wire(53, bare, response=False), "CONTROLLER") is None
+
+
+def test_a_fetch_answer_hints_the_leader_it_names_with_its_endpoint() -> None:
+    request = rm.FetchRequest(3, 2, 9, 44, 8)
+    error = qw.response_to_kafka(rm.FetchResponse(2, 3, 10, 1, 44, error=6), 0, 17, ("h1", 9101))
+    decoded = _through_wire(1, error, True)
+    assert qw.leader_hint(decoded) == (1, 10, ("h1", 9101))
+    unknown = qw.response_to_kafka(rm.FetchResponse(2, 3, 10, -1, 44, error=6), 0, 17, None)
+    assert qw.leader_hint(_through_wire(1, unknown, True)) is None
+    assert qw.response_from_kafka(1, decoded, request).leader_id == 1

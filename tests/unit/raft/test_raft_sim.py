@@ -15,6 +15,7 @@ import os
 
 import pytest
 
+from odradek.raft.voters import VOTERS_TAG
 from tests.support.raft_sim import Faults, RaftSim
 
 SCALE = float(os.environ.get("RAFT_SIM_SEEDS", "1"))
@@ -58,21 +59,27 @@ def test_hostile_network(chunk: int) -> None:
 @pytest.mark.parametrize("chunk", range(int(300 * SCALE) // CHUNK))
 def test_dynamic_voters(chunk: int) -> None:
     """KIP-853: three bootstrap voters and two spare controllers; the leader adds
-    and removes voters (itself too) under the same faults."""
-    committed, changes = 0, 0
+    and removes voters (itself too) under the same faults, and restarted
+    controllers come back on new ports and update their endpoints
+    (UpdateRaftVoter): every run settles with each voter's current endpoint in
+    the voter set."""
+    committed, changes, moved, updates = 0, 0, 0, 0
     for seed in range(400_000 + chunk * CHUNK, 400_000 + (chunk + 1) * CHUNK):
         sim = RaftSim(seed, 3, 0, dynamic=True, spare=2)
         sim.run(chaos_ms=8_000)
         committed += sim.committed_end
         changes += sim.reconfigs
-    assert committed > 0 and changes > 0
+        moved += sim.readdresses
+        updates += sim.endpoint_updates()
+    assert committed > 0 and changes > 0 and moved > 0 and updates > 0
 
 
 @pytest.mark.parametrize("chunk", range(int(100 * SCALE) // CHUNK))
 def test_dynamic_voters_hostile_network(chunk: int) -> None:
     """Voter changes on the hostile network: lost, duplicated and late messages,
-    frequent crashes, partitions and snapshots, a change every half second."""
-    changes = 0
+    frequent crashes (some restarting on a new port), partitions and snapshots,
+    a change every half second."""
+    changes, updates = 0, 0
     for seed in range(500_000 + chunk * CHUNK, 500_000 + (chunk + 1) * CHUNK):
         hostile = Faults(loss=0.2, dup=0.1, max_delay_ms=300, crash_every_ms=1500,
                          partition_every_ms=1500, snapshot_every_ms=1000,
@@ -80,4 +87,22 @@ def test_dynamic_voters_hostile_network(chunk: int) -> None:
         sim = RaftSim(seed, 3, 0, faults=hostile, dynamic=True, spare=2)
         sim.run(chaos_ms=8_000)
         changes += sim.reconfigs
-    assert changes > 0
+        updates += sim.endpoint_updates()
+    assert changes > 0 and updates > 0
+
+
+@pytest.mark.parametrize("chunk", range(int(200 * SCALE) // CHUNK))
+def test_static_voters_upgraded_to_dynamic(chunk: int) -> None:
+    """kraft.version 0 -> 1: a static quorum (each node knowing its directory id)
+    is upgraded by its leader under the usual faults, then voters are added,
+    removed and readdressed; the runs that upgraded end with every node at 1."""
+    upgraded, changes = 0, 0
+    for seed in range(600_000 + chunk * CHUNK, 600_000 + (chunk + 1) * CHUNK):
+        sim = RaftSim(seed, 3, 0, spare=1, static_first=True)
+        sim.run(chaos_ms=8_000)
+        changes += sim.reconfigs
+        kraft = {n.raft.kraft_version for n in sim.nodes.values() if n.raft is not None}
+        if any(r.startswith(VOTERS_TAG) for e in sim.committed.values() for r in e[2]):
+            upgraded += 1  # committed (an upgrade appended may be lost with its leader)
+            assert kraft == {1}, f"seed {seed}: kraft.version {kraft} after the upgrade"
+    assert upgraded > CHUNK // 2 and changes > 0

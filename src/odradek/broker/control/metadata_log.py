@@ -167,7 +167,16 @@ class MetadataLog(Protocol):
     async def remove_voter(self, node_id: int, directory_id: uuid.UUID,
                            timeout_s: float) -> None: ...
 
-    def has_voter(self, node_id: int, directory_id: uuid.UUID) -> bool: ...
+    @property
+    def kraft_version(self) -> int:
+        """0: static voters (or no quorum); 1: the voters are in the log (KIP-853)."""
+        ...
+
+    async def upgrade_kraft_version(self, level: int, validate_only: bool,
+                                    timeout_s: float) -> None:
+        """Raise ``kraft.version`` (active controller; done once committed):
+        VoterChangeError with Kafka's error code, NotControllerError."""
+        ...
 
     async def serve(self, api_key: int, request: Any, version: int) -> Any:
         """The answer, encodable at ``version`` (the request's), to a peer's KRaft
@@ -284,8 +293,17 @@ class JournalMetadataLog:
 
         await self.add_voter(Voter(node_id, directory_id), timeout_s)
 
-    def has_voter(self, node_id: int, directory_id: uuid.UUID) -> bool:
-        return node_id == self.node_id
+    @property
+    def kraft_version(self) -> int:
+        return 0
+
+    async def upgrade_kraft_version(self, level: int, validate_only: bool,
+                                    timeout_s: float) -> None:
+        from odradek.raft.membership import VoterChangeError
+
+        if level != 0:
+            raise VoterChangeError(ErrorCode.INVALID_UPDATE_VERSION,
+                                   "a single node runs no controller quorum")
 
     async def serve(self, api_key: int, request: Any, version: int) -> Any:
         # No quorum runs here: a peer's KRaft request is a mistake.

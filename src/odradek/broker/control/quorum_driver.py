@@ -25,7 +25,12 @@ VotersRecord's in the log (``kraft.version`` 1), else the static
 ``controller.quorum.voters``. ``controller.quorum.bootstrap.servers`` get
 negative pseudo ids (-2, -3, …, as Kafka's) that an observer without a voter
 set fetches from; a successful Fetch answer names the real leader, whose
-address is then learned.
+address is then learned. The leader of the current epoch is reached where its
+BeginQuorumEpoch (``LeaderEndpoints``) or a Fetch answer naming it
+(``NodeEndpoints``) said, before the voter set's (a leader that moved before its
+record was updated); this node's own address is its own endpoint. Both only
+with ``kraft.version`` 1: static voters are reached where
+``controller.quorum.voters`` says (which may be a proxy, as in the partition tests).
 
 The core runs on monotonic milliseconds; DescribeQuorum's timestamps are wall
 clock, converted with the offset between the two taken at start.
@@ -53,16 +58,17 @@ from odradek.raft.log import RaftLog
 from odradek.raft.membership import VoterChangeError
 from odradek.raft.node import NotLeaderError, RaftConfig, RaftNode, Role
 from odradek.raft.quorum_state import QuorumStateStore
-from odradek.raft.voters import NO_DIRECTORY, VoterSet
+from odradek.raft.voters import NO_DIRECTORY, Endpoint, VoterSet
 from odradek.wire.errors import ErrorCode
 
 log = logging.getLogger("odradek.quorum")
 
 _RESPONSES = (rm.VoteResponse, rm.BeginEpochResponse, rm.EndEpochResponse, rm.FetchResponse,
-              rm.FetchSnapshotResponse)
+              rm.FetchSnapshotResponse, rm.UpdateVoterResponse)
 _ANSWER_TO = {rm.VoteRequest: rm.VoteResponse, rm.BeginEpochRequest: rm.BeginEpochResponse,
               rm.EndEpochRequest: rm.EndEpochResponse, rm.FetchRequest: rm.FetchResponse,
-              rm.FetchSnapshotRequest: rm.FetchSnapshotResponse}
+              rm.FetchSnapshotRequest: rm.FetchSnapshotResponse,
+              rm.UpdateVoterRequest: rm.UpdateVoterResponse}
 
 
 class CommitLostError(Exception):
@@ -79,15 +85,23 @@ class QuorumDriver:
         snapshot_interval_ms: int = 3_600_000, security: ClientSecurity = PLAINTEXT, *,
         bootstrap_voters: VoterSet | None = None, directory_id: uuid.UUID = NO_DIRECTORY,
         bootstrap_servers: list[tuple[str, int]] | None = None,
+        endpoints: tuple[Endpoint, ...] = (),
     ) -> None:
         """``security``: TLS settings of the connections to the other voters (their
         controller listener). ``bootstrap_voters``: a dynamic quorum's (see
         :mod:`odradek.broker.control.quorum_bootstrap`), with this controller's
-        metadata ``directory_id``."""
+        metadata ``directory_id``. ``endpoints``: this controller's own (its
+        controller listeners, advertised), which a voter keeps in the voter set
+        with UpdateRaftVoter (KIP-853)."""
         self.node_id = node_id
         self.static_voters = voters
         self._bootstrap = {-2 - i: a for i, a in enumerate(bootstrap_servers or [])}
         self._learned: dict[int, tuple[str, int]] = {}
+        self._announced: dict[int, tuple[int, tuple[str, int]]] = {}
+        """Leader id → (epoch, endpoint) its BeginQuorumEpoch, or a Fetch answer
+        naming it leader of that epoch, gave: used in that epoch before the voter
+        set's (a leader that moved, its record not updated or not yet replicated
+        here), as Kafka's followers keep the endpoints the leader was announced with."""
         self.cluster_id = cluster_id
         self.log = raft_log
         self.config = config
@@ -113,7 +127,7 @@ class QuorumDriver:
         self.raft = RaftNode(node_id, bootstrap_voters if bootstrap_voters is not None
                              else frozenset(voters), raft_log, store, random.Random(),
                              config, clock.monotonic_ms(), directory_id=directory_id,
-                             bootstrap_ids=frozenset(self._bootstrap))
+                             bootstrap_ids=frozenset(self._bootstrap), endpoints=endpoints)
         self.applied = 0
         """Every entry below this offset has been applied (or restored)."""
         self._wake = asyncio.Event()
@@ -188,7 +202,20 @@ class QuorumDriver:
         return {v.node_id: (v.endpoints[0].host, v.endpoints[0].port)
                 for v in self.raft.voter_set.voters if v.endpoints}
 
+    def static_endpoints(self) -> dict[int, tuple[Endpoint, ...]]:
+        """The static voters' endpoints (``controller.quorum.voters``), named as this
+        node's controller listener, for a ``kraft.version`` upgrade."""
+        name = self.raft.endpoints[0].name if self.raft.endpoints else "CONTROLLER"
+        return {n: (Endpoint(name, host, port),) for n, (host, port) in self.static_voters.items()}
+
     def address(self, node_id: int) -> tuple[str, int] | None:
+        if self.raft.kraft_version == 1:  # static voters: the configured addresses rule
+            if node_id == self.node_id and self.raft.endpoints:
+                own = self.raft.endpoints[0]  # what this node tells others it is reached on
+                return own.host, own.port
+            announced = self._announced.get(node_id)
+            if announced is not None and announced[0] == self.raft.epoch:
+                return announced[1]
         return (self.voters.get(node_id) or self.static_voters.get(node_id)
                 or self._bootstrap.get(node_id) or self._learned.get(node_id))
 
@@ -376,7 +403,7 @@ class QuorumDriver:
         return await self._conns.get(peer, address, self.config.request_timeout_ms / 1000)
 
     async def _send(self, msg: Any) -> None:
-        api_key, body = qw.request_to_kafka(msg, self.cluster_id)
+        api_key, body = qw.request_to_kafka(msg, self.cluster_id, self.raft.endpoints)
         version = qw.VERSIONS[api_key]
         timeout = (self.config.request_timeout_ms + self.config.fetch_max_wait_ms) / 1000
         try:
@@ -393,6 +420,8 @@ class QuorumDriver:
             return
         if api_key == 1:  # Fetch v16+ names the leader's endpoint (KIP-853)
             self._learned.update(qw.node_endpoints(resp))
+            if (hint := qw.leader_hint(resp)) is not None:
+                self._announced[hint[0]] = hint[1:]
         if msg.dst < 0 and isinstance(answer, rm.FetchResponse):
             answer = self._from_bootstrap(msg.dst, answer)
         with contextlib.suppress(Exception):  # _handle stops the node on failure
@@ -421,6 +450,9 @@ class QuorumDriver:
             core = qw.request_from_kafka(api_key, request, self.node_id)
         except (ValueError, AttributeError, StopIteration):
             return self._refusal(api_key, ErrorCode.INVALID_REQUEST)
+        if api_key == 53 and (announced := qw.announced_endpoint(
+                request, self.raft.endpoints[0].name if self.raft.endpoints else "CONTROLLER")):
+            self._announced[announced[0]] = announced[1:]
         kind = _ANSWER_TO[type(core)]
         old = self._answers.pop((core.src, kind), None)
         if old is not None and not old.done():
@@ -458,8 +490,9 @@ class QuorumDriver:
     # -- voter changes (KIP-853) -----------------------------------------------------
 
     async def change_voters(self, change: Callable[[int], int], timeout_s: float) -> None:
-        """Apply one voter change (``change(now_ms)`` calls the core's add_voter or
-        remove_voter and returns the offset after its record), retrying while the
+        """Apply one voter change (``change(now_ms)`` calls the core's add_voter,
+        remove_voter or upgrade_kraft_version and returns the offset after its
+        record, -1 when there is nothing to write), retrying while the
         core says "not now" (REQUEST_TIMED_OUT: the leader has not committed in its
         epoch, another change is pending, the new voter is not caught up), then
         wait until it is committed. VoterChangeError (with Kafka's code), or
@@ -471,6 +504,8 @@ class QuorumDriver:
                 raise NotLeaderError(self.leader_id, self.raft.epoch)
             try:
                 end = change(self._now())
+                if end < 0:
+                    return  # nothing to write (validate only, or already done)
                 break
             except VoterChangeError as exc:
                 left = deadline - loop.time()

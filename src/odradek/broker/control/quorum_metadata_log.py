@@ -27,7 +27,7 @@ from odradek.raft.codec import decode_entries, encode_entries
 from odradek.raft.log import Entry, RaftLog
 from odradek.raft.node import NotLeaderError, RaftConfig, Role
 from odradek.raft.quorum_state import QuorumStateStore
-from odradek.raft.voters import NO_DIRECTORY, Voter, VoterSet
+from odradek.raft.voters import NO_DIRECTORY, Endpoint, Voter, VoterSet
 
 SNAPSHOT_CHUNK = 500
 """Records per entry of a snapshot's payload."""
@@ -45,6 +45,7 @@ class QuorumMetadataLog:
         security: ClientSecurity = PLAINTEXT, *, bootstrap_voters: VoterSet | None = None,
         directory_id: uuid.UUID = NO_DIRECTORY,
         bootstrap_servers: list[tuple[str, int]] | None = None,
+        endpoints: tuple[Endpoint, ...] = (),
     ) -> None:
         self.listener = listener
         self.clock = clock
@@ -52,7 +53,8 @@ class QuorumMetadataLog:
             node_id, voters, cluster_id, raft_log, store, config, clock,
             self._apply_entry, self._restore, self._caught_up, self._snapshot,
             snapshot_bytes, snapshot_interval_ms, security, bootstrap_voters=bootstrap_voters,
-            directory_id=directory_id, bootstrap_servers=bootstrap_servers)
+            directory_id=directory_id, bootstrap_servers=bootstrap_servers,
+            endpoints=endpoints)
 
     # -- views -----------------------------------------------------------------------
 
@@ -136,8 +138,19 @@ class QuorumMetadataLog:
         raft = self.driver.raft
         await self._change(lambda now: raft.remove_voter(node_id, directory_id, now), timeout_s)
 
-    def has_voter(self, node_id: int, directory_id: uuid.UUID) -> bool:
-        return self.driver.raft.voter_set.has(node_id, directory_id)
+    @property
+    def kraft_version(self) -> int:
+        return self.driver.raft.kraft_version
+
+    async def upgrade_kraft_version(self, level: int, validate_only: bool,
+                                    timeout_s: float) -> None:
+        """kraft.version 0 -> 1 at the active controller: the static voters, with
+        their directory ids (from their fetches) and their CONTROLLER endpoints
+        from ``controller.quorum.voters``, become the log's voter set."""
+        raft = self.driver.raft
+        endpoints = self.driver.static_endpoints()
+        await self._change(lambda now: raft.upgrade_kraft_version(
+            level, endpoints, now, validate_only=validate_only), timeout_s)
 
     async def _change(self, change: Callable[[int], int], timeout_s: float) -> None:
         try:

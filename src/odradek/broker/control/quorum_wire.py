@@ -3,10 +3,11 @@
 | core message | Kafka API (version used between Odradek nodes) |
 |---|---|
 | VoteRequest/Response | Vote (52) v2: ``PreVote`` (KIP-996) |
-| BeginEpochRequest/Response | BeginQuorumEpoch (53) v0 |
+| BeginEpochRequest/Response | BeginQuorumEpoch (53) v1: ``LeaderEndpoints`` (3) |
 | EndEpochRequest/Response | EndQuorumEpoch (54) v0 |
 | FetchRequest/Response | Fetch (1) v17 on ``__cluster_metadata-0`` (1); v12–16 served |
 | FetchSnapshotRequest/Response | FetchSnapshot (59) v0, the whole snapshot in one answer |
+| UpdateVoterRequest/Response | UpdateRaftVoter (82) v0 (2) |
 
 (1) As Kafka 4's KRaft sends it: the topic by id (``METADATA_TOPIC_ID``, KIP-516),
 ``ReplicaState`` (``ReplicaId``, ``ReplicaEpoch`` -1; KIP-903), the partition's
@@ -18,8 +19,13 @@ leader's CONTROLLER endpoint in ``NodeEndpoints``. A request of v12 (the topic b
 name, the top-level ``ReplicaId``, no directory id: an earlier Odradek) is
 served too; its fetcher's directory id is then the zero id (unknown).
 
+(2) The answer's ``CurrentLeader`` names the leader, with its CONTROLLER endpoint.
+(3) The new leader's own controller endpoints (KIP-853): a voter that moved
+(restarted on another port) and won an election before its voter record was
+updated is reached there for this epoch (:func:`announced_endpoint`).
+
 Every request carries the cluster id (Vote, BeginQuorumEpoch, EndQuorumEpoch,
-Fetch and FetchSnapshot all have ``ClusterId``); a node answers a different one
+Fetch, FetchSnapshot and UpdateRaftVoter all have ``ClusterId``); a node answers a different one
 with INCONSISTENT_CLUSTER_ID and does not let the core see the request.
 """
 
@@ -31,6 +37,7 @@ from odradek.broker.ports import METADATA_TOPIC, METADATA_TOPIC_ID
 from odradek.raft import messages as rm
 from odradek.raft.codec import decode_entries, encode_entries
 from odradek.raft.log import Snapshot
+from odradek.raft.voters import Endpoint
 from odradek.wire.messages import begin_quorum_epoch_request as bq
 from odradek.wire.messages import begin_quorum_epoch_response as bqr
 from odradek.wire.messages import end_quorum_epoch_request as eq
@@ -39,15 +46,19 @@ from odradek.wire.messages import fetch_request as fq
 from odradek.wire.messages import fetch_response as fr
 from odradek.wire.messages import fetch_snapshot_request as sq
 from odradek.wire.messages import fetch_snapshot_response as sr
+from odradek.wire.messages import update_raft_voter_request as uq
+from odradek.wire.messages import update_raft_voter_response as ur
 from odradek.wire.messages import vote_request as vq
 from odradek.wire.messages import vote_response as vr
 
-VERSIONS = {52: 2, 53: 0, 54: 0, 1: 17, 59: 0}
+VERSIONS = {52: 2, 53: 1, 54: 0, 1: 17, 59: 0, 82: 0}
 """The version each API is sent at (the peers are Odradek nodes of this release)."""
 
 
-def request_to_kafka(msg: Any, cluster_id: str) -> tuple[int, Any]:
-    """(api key, Kafka request) for a core request."""
+def request_to_kafka(msg: Any, cluster_id: str,
+                     own: tuple[Endpoint, ...] = ()) -> tuple[int, Any]:
+    """(api key, Kafka request) for a core request; ``own``: the sender's
+    controller endpoints (a BeginQuorumEpoch's ``LeaderEndpoints``)."""
     if isinstance(msg, rm.VoteRequest):
         return 52, vq.VoteRequest(cluster_id, msg.dst, [vq.TopicData(METADATA_TOPIC, [
             vq.PartitionData(0, msg.epoch, msg.src, last_offset_epoch=msg.last_epoch,
@@ -55,7 +66,8 @@ def request_to_kafka(msg: Any, cluster_id: str) -> tuple[int, Any]:
                              voter_directory_id=msg.voter_directory_id)])])
     if isinstance(msg, rm.BeginEpochRequest):
         return 53, bq.BeginQuorumEpochRequest(cluster_id, msg.dst, [bq.TopicData(
-            METADATA_TOPIC, [bq.PartitionData(0, leader_id=msg.src, leader_epoch=msg.epoch)])])
+            METADATA_TOPIC, [bq.PartitionData(0, leader_id=msg.src, leader_epoch=msg.epoch)])],
+            [bq.LeaderEndpoint(e.name, e.host, e.port) for e in own])
     if isinstance(msg, rm.EndEpochRequest):
         return 54, eq.EndQuorumEpochRequest(cluster_id, [eq.TopicData(METADATA_TOPIC, [
             eq.PartitionData(0, msg.src, msg.epoch, list(msg.successors))])])
@@ -65,6 +77,11 @@ def request_to_kafka(msg: Any, cluster_id: str) -> tuple[int, Any]:
         end, epoch = msg.snapshot_id
         return 59, sq.FetchSnapshotRequest(cluster_id, msg.src, topics=[sq.TopicSnapshot(
             METADATA_TOPIC, [sq.PartitionSnapshot(0, msg.epoch, sq.SnapshotId(end, epoch))])])
+    if isinstance(msg, rm.UpdateVoterRequest):
+        return 82, uq.UpdateRaftVoterRequest(
+            cluster_id, msg.epoch, msg.src, msg.directory_id,
+            [uq.Listener(e.name, e.host, e.port) for e in msg.endpoints],
+            uq.KRaftVersionFeature(*msg.kraft_versions))
     raise TypeError(f"not a request: {msg!r}")
 
 
@@ -112,7 +129,25 @@ def request_from_kafka(api_key: int, req: Any, dst: int) -> Any:
         p = _only(req.topics, "name", "partitions")
         return rm.FetchSnapshotRequest(req.replica_id, dst, p.current_leader_epoch,
                                        (p.snapshot_id.end_offset, p.snapshot_id.epoch))
+    if api_key == 82:
+        feature = req.k_raft_version_feature
+        return rm.UpdateVoterRequest(
+            req.voter_id, dst, req.current_leader_epoch, req.voter_directory_id,
+            tuple(Endpoint(x.name, x.host, x.port) for x in req.listeners),
+            (feature.min_supported_version, feature.max_supported_version))
     raise ValueError(f"API {api_key} is not a Raft request")
+
+
+def announced_endpoint(req: bq.BeginQuorumEpochRequest, listener: str,
+                       ) -> tuple[int, int, tuple[str, int]] | None:
+    """(leader id, epoch, (host, port)) a BeginQuorumEpoch v1 announces: the
+    leader's endpoint on ``listener`` (else its first); None without one."""
+    if not req.leader_endpoints or not req.topics or not req.topics[0].partitions:
+        return None
+    part = req.topics[0].partitions[0]
+    found = next((e for e in req.leader_endpoints if e.name == listener),
+                 req.leader_endpoints[0])
+    return part.leader_id, part.leader_epoch, (found.host, found.port)
 
 
 def is_metadata_topic(topic: Any, name_attr: str = "topic") -> bool:
@@ -175,6 +210,11 @@ def response_to_kafka(msg: Any, now_ms: int, version: int,
             spart.size = len(snap.payload)
             spart.unaligned_records = snap.payload
         return sr.FetchSnapshotResponse(topics=[sr.TopicSnapshot(METADATA_TOPIC, [spart])])
+    if isinstance(msg, rm.UpdateVoterResponse):
+        leader = ur.CurrentLeader(msg.leader_id, msg.epoch)
+        if leader_endpoint is not None and msg.leader_id >= 0:
+            leader.host, leader.port = leader_endpoint
+        return ur.UpdateRaftVoterResponse(error_code=msg.error, current_leader=leader)
     raise TypeError(f"not a response: {msg!r}")
 
 
@@ -220,7 +260,22 @@ def response_from_kafka(api_key: int, resp: Any, request: Any) -> Any:
         return rm.FetchSnapshotResponse(src, dst, p.current_leader.leader_epoch,
                                         p.current_leader.leader_id, snap,
                                         resp.error_code or p.error_code)
+    if api_key == 82:
+        current = resp.current_leader
+        return rm.UpdateVoterResponse(src, dst, current.leader_epoch, current.leader_id,
+                                      resp.error_code)
     raise ValueError(f"API {api_key} is not a Raft response")
+
+
+def leader_hint(resp: fr.FetchResponse) -> tuple[int, int, tuple[str, int]] | None:
+    """(leader id, epoch, (host, port)) of the leader a Fetch answer (v16+) names
+    with its endpoint; None when it names none."""
+    p = _first(resp.responses, "partitions")
+    if p is None or p.current_leader.leader_id < 0:
+        return None
+    found = node_endpoints(resp).get(p.current_leader.leader_id)
+    return None if found is None else (p.current_leader.leader_id,
+                                       p.current_leader.leader_epoch, found)
 
 
 def node_endpoints(resp: fr.FetchResponse) -> dict[int, tuple[str, int]]:

@@ -10,7 +10,8 @@ Feature levels (KIP-584), answered from v3 on: what this build supports
 (``SupportedFeatures``: name, min and max level) and the levels in force
 (``FinalizedFeatures``: name and level, as both min and max), Kafka 4.0's four
 features (:mod:`odradek.metadata.features`): ``metadata.version`` 25–25,
-``kraft.version`` 0–0, ``group.version`` 0–1 (finalized 1) and
+``kraft.version`` 0–1 (finalized at the metadata log's level),
+``group.version`` 0–1 (finalized 1) and
 ``transaction.version`` 0–2, finalized at the level the metadata log holds
 (2 on a new cluster; ``odradek features upgrade|downgrade`` changes it).
 
@@ -67,10 +68,11 @@ def supported_features(version: int) -> list[SupportedFeatureKey]:
             if version >= 4 or lo > 0]
 
 
-def finalized_features(image: MetadataImage) -> list[FinalizedFeatureKey]:
+def finalized_features(image: MetadataImage, kraft_version: int = 0,
+                       ) -> list[FinalizedFeatureKey]:
     """The FinalizedFeatures of an answer: every feature in force at a level above 0."""
     return [FinalizedFeatureKey(name=name, max_version_level=level, min_version_level=level)
-            for name, level in features.finalized(image).items()]
+            for name, level in features.finalized(image, kraft_version).items()]
 
 
 # What a request touches, as Kafka's authorizer checks it (broker/net/registry.py).
@@ -83,5 +85,6 @@ async def handle(ctx: RequestContext, request: ApiVersionsRequest) -> ApiVersion
         error_code=0, api_keys=_api_list(),
         supported_features=supported_features(ctx.api_version),
         finalized_features_epoch=ctx.broker.image.features_epoch,
-        finalized_features=finalized_features(ctx.broker.image),
+        finalized_features=finalized_features(ctx.broker.image,
+                                              ctx.broker.metadata.kraft_version),
     )

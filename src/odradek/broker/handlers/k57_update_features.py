@@ -9,6 +9,13 @@ INVALID_UPDATE_VERSION, a feature named twice INVALID_REQUEST) and written as
 every broker's ApiVersions answers with them; ``validate_only`` writes nothing.
 A cluster broker forwards the request to the active controller.
 
+``kraft.version`` is the Raft layer's (KIP-853): an update of it goes to the
+metadata log (``upgrade_kraft_version``: 0 → 1 turns the static voters into a
+VotersRecord; the rules in :func:`odradek.raft.membership.check_upgrade`), and
+the answer comes once it is committed. The other updates of the request are
+checked first (``validate_only``) and written after it, so a refusal of either
+writes nothing; a request that names ``kraft.version`` alone changes only it.
+
 Version notes: v0 has ``allow_downgrade`` (a downgrade is then a safe one) and
 no ``upgrade_type``; v1 ``upgrade_type`` (1 upgrade, 2 safe downgrade, 3 unsafe
 downgrade) and ``validate_only``; v2 answers with the top-level error only (no
@@ -21,9 +28,12 @@ from functools import partial
 
 from odradek.broker.net.context import RequestContext
 from odradek.broker.net.registry import Access, handler
+from odradek.broker.ports import NotControllerError
 from odradek.metadata import features
 from odradek.metadata.image import MetadataImage
 from odradek.metadata.outcome import Outcome
+from odradek.raft.membership import VoterChangeError
+from odradek.wire.errors import ErrorCode
 from odradek.wire.messages.update_features_request import UpdateFeaturesRequest
 from odradek.wire.messages.update_features_response import (
     UpdatableFeatureResult,
@@ -52,9 +62,39 @@ async def handle(ctx: RequestContext, request: UpdateFeaturesRequest) -> UpdateF
         (features.SAFE_DOWNGRADE if u.allow_downgrade else features.UPGRADE)
         if ctx.api_version == 0 else u.upgrade_type)
         for u in request.feature_updates]
-    outcome = await ctx.broker.write(partial(_decide, updates=updates),
-                                     apply=not request.validate_only)
-    if outcome.error:
-        return error_response(request, outcome.error, outcome.message)
+    kraft = [u for u in updates if u.feature == features.KRAFT_VERSION]
+    others = [u for u in updates if u.feature != features.KRAFT_VERSION]
+    if kraft:
+        if len(kraft) > 1:
+            return error_response(request, ErrorCode.INVALID_REQUEST,
+                                  f"Feature {features.KRAFT_VERSION} was specified more than once.")
+        if others:
+            outcome = await ctx.broker.write(partial(_decide, updates=others), apply=False)
+            if outcome.error:
+                return error_response(request, outcome.error, outcome.message)
+        code, message = await _kraft(ctx, kraft[0], bool(request.validate_only),
+                                     request.timeout_ms)
+        if code:
+            return error_response(request, code, message)
+    if others or not kraft:
+        outcome = await ctx.broker.write(partial(_decide, updates=others),
+                                         apply=not request.validate_only)
+        if outcome.error:
+            return error_response(request, outcome.error, outcome.message)
     return UpdateFeaturesResponse(error_code=0, error_message=None, results=[
         UpdatableFeatureResult(u.feature, 0, None) for u in request.feature_updates])
+
+
+async def _kraft(ctx: RequestContext, update: features.FeatureUpdate, validate_only: bool,
+                 timeout_ms: int) -> tuple[int, str | None]:
+    """(error code, message) of changing ``kraft.version`` at the metadata log."""
+    try:  # a downgrade is refused whatever its type (the core's rule)
+        await ctx.broker.metadata.upgrade_kraft_version(update.level, validate_only,
+                                           max(timeout_ms, 1000) / 1000)
+    except VoterChangeError as exc:
+        return exc.code, str(exc)
+    except NotControllerError:
+        return ErrorCode.NOT_CONTROLLER, "not the active controller"
+    except TimeoutError:
+        return ErrorCode.REQUEST_TIMED_OUT, "the change did not commit in time"
+    return 0, None

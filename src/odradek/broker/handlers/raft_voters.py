@@ -1,5 +1,6 @@
-"""AddRaftVoter (80), RemoveRaftVoter (81), UpdateRaftVoter (82): KIP-853's voter
-changes, decided by the active controller.
+"""AddRaftVoter (80), RemoveRaftVoter (81): KIP-853's voter changes, decided by
+the active controller. (UpdateRaftVoter, 82, is a controller-to-controller
+RPC served by the quorum driver: :mod:`odradek.broker.handlers.k82_update_raft_voter`.)
 
 Behaviour: the active controller applies the change to the Raft core (its rules
 in :mod:`odradek.raft.membership`), retrying "not now" until ``TimeoutMs``, and
@@ -7,9 +8,7 @@ answers once the VotersRecord is committed. Another node forwards AddRaftVoter
 and RemoveRaftVoter to the active controller, as Kafka's brokers do
 (broker/net/forward.py); a node that cannot reach one answers NOT_CONTROLLER.
 A node without a controller quorum answers UNSUPPORTED_VERSION (its voters
-cannot change). UpdateRaftVoter (a voter telling the leader its new endpoints)
-is accepted for a known voter and changes nothing: endpoints are fixed when a
-voter is added.
+cannot change).
 """
 
 from __future__ import annotations
@@ -38,10 +37,8 @@ async def change(ctx: RequestContext, api_key: int, request: Any) -> tuple[int, 
         if api_key == 80:
             endpoints = tuple(Endpoint(x.name, x.host, x.port) for x in request.listeners)
             await quorum.add_voter(Voter(request.voter_id, directory, endpoints), timeout_s)
-        elif api_key == 81:
+        else:
             await quorum.remove_voter(request.voter_id, directory, timeout_s)
-        elif not quorum.has_voter(request.voter_id, directory):
-            return ErrorCode.VOTER_NOT_FOUND, f"no voter {request.voter_id} with that directory"
     except VoterChangeError as exc:
         return exc.code, str(exc)
     except NotControllerError:
