@@ -15,7 +15,9 @@ reads its fixtures, the ones that need docker:
 
 * ``kafka_server``: ``odradek serve`` (or the runner's cluster,
   :mod:`tools.client_suites.cluster`) on PLAINTEXT, with the image's
-  ``NUM_PARTITIONS=2``; ``kafka_image`` and ``docker`` are not used.
+  ``NUM_PARTITIONS=2`` and, on one node, its ``broker.id`` 0 as ``node.id``
+  (``test_sender`` sends to node 0 by id); ``kafka_image`` and ``docker``
+  are not used.
 * ``setup_test_class``: the same class attributes as upstream; the Kafka
   version the ``kafka_versions`` markers compare with is ``KAFKA_VERSION``
   (the runner's ``--kafka-version``, 4.0.0 by default), where upstream reads
@@ -80,7 +82,7 @@ class OdradekKafkaServer:
 @pytest.fixture(scope="session")
 def kafka_server() -> Iterator[OdradekKafkaServer]:
     folder = Path(tempfile.mkdtemp(prefix="odradek-suite-"))
-    server = make_server(folder / "broker", "PLAINTEXT", partitions=2)
+    server = make_server(folder / "broker", "PLAINTEXT", partitions=2, single={"node.id": "0"})
     server.start()
     ports = server.ports if isinstance(server, OdradekClusterServer) else [server.port]
     try:

@@ -10,7 +10,10 @@ format`` then ``odradek serve FILE`` in its own process), either N combined
 nodes (``broker,controller``) or three controller-only nodes and N
 broker-only ones, PLAINTEXT, with :data:`CLUSTER_SETTINGS`: the suites'
 topics (auto-created, and ``__consumer_offsets`` and ``__transaction_state``)
-at replication factor 3 with ``min.insync.replicas=2``.
+at replication factor 3 with ``min.insync.replicas=2``; each broker
+advertises its client listener as ``localhost:PORT`` (as one node does), and
+the ACL rows of :mod:`tools.client_suites.security` are added when that
+feature is on.
 
 :meth:`OdradekClusterServer.start` returns once every broker answers
 ApiVersions and one of them lists all N brokers in a Metadata answer (so a
@@ -26,7 +29,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tools.client_suites.broker import BASE, OdradekServer, api_versions_answered
+from tools.client_suites.broker import (
+    BASE,
+    OdradekServer,
+    api_versions_answered,
+    features_from_env,
+)
+from tools.client_suites.security import ACL, Login, render
 
 ENV_CLUSTER = "ODRADEK_SUITES_CLUSTER"
 """Number of brokers the suites get (unset or 1: one ``odradek serve``)."""
@@ -82,7 +91,14 @@ class OdradekClusterServer:
         return ",".join(f"localhost:{p}" for p in self.ports)
 
     def properties(self) -> dict[str, str]:
-        return {"num.partitions": str(self.partitions), **CLUSTER_SETTINGS, **self.extra}
+        """Every node's settings: :data:`CLUSTER_SETTINGS`, and the security
+        table's ACL rows when that feature is on (as on one node)."""
+        props = {"num.partitions": str(self.partitions), **CLUSTER_SETTINGS}
+        if "acl" in features_from_env():
+            login = Login()
+            props.update(render(ACL, user=login.user, password=login.password))
+        props.update(self.extra)
+        return props
 
     def start(self, timeout_s: float = 90.0) -> OdradekClusterServer:
         from odradek.testing.cluster import LocalCluster
@@ -95,6 +111,11 @@ class OdradekClusterServer:
             cluster = LocalCluster(self.folder, controllers=self.brokers,
                                    overrides=self.properties())
         self._cluster = cluster
+        for node in cluster.brokers:
+            # As on one node (and Kafka's fixtures): the client listener is
+            # advertised, so DescribeConfigs reports it as a static setting.
+            with node.properties.open("a") as props:
+                props.write(f"advertised.listeners=PLAINTEXT://localhost:{node.client_port}\n")
         cluster.format()
         cluster.start()
         deadline = time.monotonic() + timeout_s
@@ -173,16 +194,19 @@ def topic_ready(ports: list[int], topic: str) -> bool:
 
 
 def make_server(folder: Path, transport: str = "PLAINTEXT", *, mechanism: str | None = None,
-                partitions: int = 4) -> OdradekServer | OdradekClusterServer:
-    """The suite's broker: one ``odradek serve``, or a cluster when the runner
-    asked for one (:data:`ENV_CLUSTER`; PLAINTEXT only)."""
+                partitions: int = 4, single: dict[str, str] | None = None,
+                ) -> OdradekServer | OdradekClusterServer:
+    """The suite's broker: one ``odradek serve`` (with ``single``'s settings
+    besides the usual ones), or a cluster when the runner asked for one
+    (:data:`ENV_CLUSTER`; PLAINTEXT only)."""
     size = cluster_size()
     if size > 1:
         if transport.upper() != "PLAINTEXT":
             raise ValueError(f"a {transport} cluster is not built by the runner")
         return OdradekClusterServer(folder, size, partitions=partitions,
                                     separate=os.environ.get(ENV_CONTROLLERS) == "separate")
-    return OdradekServer(folder, transport, mechanism=mechanism, partitions=partitions)
+    return OdradekServer(folder, transport, mechanism=mechanism, partitions=partitions,
+                         extra=single)
 
 
 __all__ = ["CLUSTER_SETTINGS", "ENV_CLUSTER", "ENV_CONTROLLERS", "OdradekClusterServer",
