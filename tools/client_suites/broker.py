@@ -52,9 +52,13 @@ BASE = {
     "offsets.topic.replication.factor": "1",
     "transaction.state.log.replication.factor": "1",
     "transaction.state.log.min.isr": "1",
+    "group.min.session.timeout.ms": "1000",
+    "offsets.topic.num.partitions": "2",
 }
 """Settings of every suite broker besides the table (those of the suites' own
-Kafka fixtures for one broker)."""
+Kafka fixtures for one broker: kafka-python's ``kafka.properties`` lowers
+``group.min.session.timeout.ms`` to 1000, its ``test_group`` joins with a
+3 s session, and has two ``__consumer_offsets`` partitions)."""
 
 
 def odradek_knows(key: str) -> bool:

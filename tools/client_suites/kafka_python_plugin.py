@@ -16,7 +16,11 @@ an object answering the fixture's interface as the suites use it:
 ``start()``, ``stop()``, ``close()``, ``child.dump_logs()``, ``zookeeper``.
 
 A transport whose security feature is switched off
-(:mod:`tools.client_suites.security`) skips the test, saying so.
+(:mod:`tools.client_suites.security`) skips the test, saying so. On a
+cluster run (``--cluster N``, :mod:`tools.client_suites.cluster`) the broker
+is an N-node cluster, ``replicas`` (the replication factor the suite's
+``create_topics`` uses) is N, and a transport other than PLAINTEXT is
+skipped, saying so.
 
 Loaded by the runner as ``-p tools.client_suites.kafka_python_plugin``.
 """
@@ -32,13 +36,14 @@ from typing import Any
 import pytest
 
 from tools.client_suites.broker import OdradekServer, features_from_env, missing_features
+from tools.client_suites.cluster import OdradekClusterServer, cluster_size, make_server
 from tools.client_suites.security import Login
 
 
 class _Child:
     """What the suites call on ``fixture.child``."""
 
-    def __init__(self, server: OdradekServer) -> None:
+    def __init__(self, server: OdradekServer | OdradekClusterServer) -> None:
         self.server = server
 
     def dump_logs(self) -> None:
@@ -59,14 +64,14 @@ class OdradekKafkaFixture:
         self.transport = transport.upper()
         self.sasl_mechanism = sasl_mechanism.upper() if sasl_mechanism else None
         self.partitions = partitions
-        self.replicas = replicas
+        self.replicas = max(replicas, cluster_size())
         self.zookeeper = None
         self.kafka_version = os.environ.get("KAFKA_VERSION", "")
         self._own_dir = tmp_dir is None
         self.folder = Path(tempfile.mkdtemp(prefix="odradek-suite-")) if tmp_dir is None \
             else Path(str(tmp_dir))
-        self.server = OdradekServer(self.folder / "broker", self.transport,
-                                    mechanism=self.sasl_mechanism, partitions=partitions)
+        self.server = make_server(self.folder / "broker", self.transport,
+                                  mechanism=self.sasl_mechanism, partitions=partitions)
         self.child = _Child(self.server)
         self.running = False
         self.ssl_dir: str | None = str(self.server.certs) if self.ssl_enabled else None
@@ -104,7 +109,7 @@ class OdradekKafkaFixture:
         self.child.dump_logs()
 
     def bootstrap_server(self) -> str:
-        return f"{self.host}:{self.port}"
+        return self.server.bootstrap
 
     def _enrich_client_params(self, params: dict[str, Any], **defaults: Any) -> dict[str, Any]:
         """Connection settings for a kafka-python client of this broker: the given
@@ -138,6 +143,8 @@ def _instance(cls: type, /, node_id: int = 0, **params: Any) -> OdradekKafkaFixt
     if missing:
         pytest.skip(f"{transport} needs {', '.join(missing)}, off in "
                     "tools/client_suites/security.py (switch it on when it lands)")
+    if cluster_size() > 1 and transport != "PLAINTEXT":
+        pytest.skip(f"{transport}: the runner builds clusters with PLAINTEXT listeners only")
     params.pop("external", None)
     fixture = OdradekKafkaFixture(node_id, **params)
     try:

@@ -154,4 +154,37 @@ def test_the_selections_name_the_tests_of_issue_35() -> None:
     for s in SUITES:
         if s.suite == "confluent-kafka":
             for f in s.files:
-                assert f in CONFLUENT_FILES, f
+                assert any(f == c or f.startswith(c + "/") for c in CONFLUENT_FILES), f
+
+
+def test_the_integration_parts_cover_each_suite_and_the_kip848_rerun() -> None:
+    parts = {(s.suite, s.part): s for s in SUITES if s.part.startswith("integration")}
+    assert set(parts) == {("kafka-python", "integration"), ("confluent-kafka", "integration"),
+                          ("confluent-kafka", "integration-kip848"),
+                          ("aiokafka", "integration")}
+    assert parts[("kafka-python", "integration")].files == ("test/integration",)
+    kip848 = parts[("confluent-kafka", "integration-kip848")]
+    assert dict(kip848.env) == {"TEST_CONSUMER_GROUP_PROTOCOL": "consumer"}
+    assert kip848.files == parts[("confluent-kafka", "integration")].files
+
+
+def test_a_cluster_run_gives_a_plaintext_cluster_at_rf3(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tools.client_suites.broker import OdradekServer
+    from tools.client_suites.cluster import OdradekClusterServer, make_server
+
+    monkeypatch.delenv("ODRADEK_SUITES_CLUSTER", raising=False)
+    assert isinstance(make_server(tmp_path, "PLAINTEXT"), OdradekServer)
+    monkeypatch.setenv("ODRADEK_SUITES_CLUSTER", "3")
+    monkeypatch.setenv("ODRADEK_SUITES_CONTROLLERS", "separate")
+    server = make_server(tmp_path, "PLAINTEXT", partitions=2)
+    assert isinstance(server, OdradekClusterServer)
+    assert (server.brokers, server.separate) == (3, True)
+    props = server.properties()
+    assert props["num.partitions"] == "2"
+    for key in ("default.replication.factor", "offsets.topic.replication.factor",
+                "transaction.state.log.replication.factor"):
+        assert props[key] == "3", key
+    assert props["min.insync.replicas"] == props["transaction.state.log.min.isr"] == "2"
+    with pytest.raises(ValueError, match="SSL"):
+        make_server(tmp_path, "SSL")

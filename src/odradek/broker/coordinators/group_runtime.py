@@ -139,22 +139,35 @@ class GroupRuntime:
 
     # -- operations ---------------------------------------------------------------------
 
-    async def call(self, op: Callable[[Token], Effects]) -> Any:
-        """Run ``op`` with a new token and wait for the answer to that token."""
+    async def call(self, op: Callable[[Token], Effects], group_id: str | None = None) -> Any:
+        """Run ``op`` with a new token and wait for the answer to that token.
+
+        ``group_id``: the group ``op`` reads, for an operation whose answer
+        reads state that an earlier write may have changed (SyncGroup): when
+        ``op`` writes nothing, its answer still waits until every write to the
+        group's partition is committed (as Kafka's coordinator runtime defers
+        a write operation that wrote no records behind the pending writes), so
+        it never hands out what is not durable yet."""
         token = self._next_token
         self._next_token += 1
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._waiting[token] = fut
         try:
-            await self.apply(op(token))
+            await self.apply(op(token), group_id)
             return await fut
         finally:
             self._waiting.pop(token, None)
 
-    async def apply(self, fx: Effects) -> None:
+    async def apply(self, fx: Effects, group_id: str | None = None) -> None:
         """Write ``fx.records`` (one batch per partition, each replayed as it is
-        appended), wait until they are committed, then deliver ``fx.replies``."""
+        appended), wait until they are committed, then deliver ``fx.replies``;
+        with no records and a ``group_id``, wait first until the writes to that
+        group's partition are committed (:meth:`call`)."""
         error: CoordinatorWriteError | None = None
+        if not fx.records and group_id is not None and fx.replies and \
+                await self.settled([group_id], self.commit_timeout_s):
+            error = CoordinatorWriteError(
+                f"the writes before group {group_id}'s answer did not commit")
         if fx.records:
             try:
                 await self.runtime.committed(self._write(fx.records), self.commit_timeout_s)

@@ -36,9 +36,11 @@ async def handle(ctx: RequestContext, req: SyncGroupRequest) -> SyncGroupRespons
         req.group_instance_id = None
     now = runtime.clock.now_ms()
     try:
+        # group_id: a member syncing after the leader gets its assignment only
+        # once the leader's SyncGroup's record is committed, as in Kafka.
         resp: SyncGroupResponse = await runtime.call(
-            lambda t: runtime.coordinator.sync(t, now, req, lambda: cluster_topics(ctx))
-        )
+            lambda t: runtime.coordinator.sync(t, now, req, lambda: cluster_topics(ctx)),
+            group_id=req.group_id)
     except CoordinatorWriteError:
         return sync_error(ErrorCode.COORDINATOR_NOT_AVAILABLE)
     return resp
