@@ -155,8 +155,13 @@ def test_bad_http_clients_are_refused_or_timed_out_while_kafka_clients_keep_prod
             answers = []
             for s in slow:
                 chunks = []
-                while chunk := s.recv(65536):
-                    chunks.append(chunk)
+                try:
+                    while chunk := s.recv(65536):
+                        chunks.append(chunk)
+                except ConnectionResetError:
+                    # closed on accept before its half head was read: the
+                    # kernel resets instead of a FIN (closed all the same)
+                    assert not chunks
                 answers.append(b"".join(chunks))
             timed_out = [a for a in answers if a.startswith(b"HTTP/1.1 408 ")]
             assert len(timed_out) == 64 and endpoint.http.refused == 6
