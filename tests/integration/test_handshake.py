@@ -223,7 +223,7 @@ def test_every_served_version_is_answered(shared: Broker, api_key: int, version:
 
 
 @pytest.mark.parametrize("version", range(5))
-def test_api_versions_feature_levels(raw: RawClient, version: int) -> None:
+def test_api_versions_feature_levels(shared: Broker, raw: RawClient, version: int) -> None:
     resp = raw.request(ApiVersionsRequest(client_software_name="odradek-tests",
                                           client_software_version="1"), version)
     assert resp.error_code == 0
@@ -243,8 +243,10 @@ def test_api_versions_feature_levels(raw: RawClient, version: int) -> None:
         FinalizedFeatureKey("metadata.version", max_version_level=25, min_version_level=25),
         FinalizedFeatureKey("group.version", max_version_level=1, min_version_level=1),
         FinalizedFeatureKey("transaction.version", max_version_level=2, min_version_level=2)]
-    # the epoch counts the feature records written: metadata.version, transaction.version
-    assert resp.finalized_features_epoch == 2
+    # the epoch is the offset of the last metadata record applied, as in Kafka
+    state = shared.app.state
+    assert state is not None and resp.finalized_features_epoch == state.metadata.applied - 1
+    assert resp.finalized_features_epoch >= 1  # metadata.version, transaction.version at least
 
 
 def test_kafka_python_describe_features(shared: Broker) -> None:
@@ -255,11 +257,16 @@ def test_kafka_python_describe_features(shared: Broker) -> None:
         features = admin.describe_features()
     finally:
         admin.close()
+    state = shared.app.state
+    assert state is not None
+    epoch = state.metadata.applied - 1  # the last metadata record's offset, as in Kafka
     assert features == {
-        "metadata.version": {"supported": (25, 25), "finalized": (25, 25), "finalized_epoch": 2},
+        "metadata.version": {"supported": (25, 25), "finalized": (25, 25),
+                             "finalized_epoch": epoch},
         "kraft.version": {"supported": (0, 1)},
-        "group.version": {"supported": (0, 1), "finalized": (1, 1), "finalized_epoch": 2},
-        "transaction.version": {"supported": (0, 2), "finalized": (2, 2), "finalized_epoch": 2},
+        "group.version": {"supported": (0, 1), "finalized": (1, 1), "finalized_epoch": epoch},
+        "transaction.version": {"supported": (0, 2), "finalized": (2, 2),
+                                "finalized_epoch": epoch},
     }
 
 

@@ -319,6 +319,11 @@ class MetadataLogPort(Protocol):
     @property
     def active_since_ms(self) -> int: ...
 
+    @property
+    def applied(self) -> int:
+        """Every record of the metadata log below this offset is in the image."""
+        ...
+
     def describe(self) -> Any:
         """A ``QuorumDescription``."""
         ...

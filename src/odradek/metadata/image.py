@@ -146,10 +146,6 @@ class MetadataImage:
     """Every producer id below this one has been handed out (never reused)."""
     features: dict[str, int] = field(default_factory=dict)
     """Finalized feature levels (FeatureLevelRecord), e.g. ``metadata.version``."""
-    features_epoch: int = field(default=0, compare=False)
-    """How many FeatureLevelRecords this image has replayed (ApiVersions'
-    ``FinalizedFeaturesEpoch``: it grows with every level change; recounted
-    from a snapshot's records after a restart)."""
     scram: scram_model.ScramCredentials = field(default_factory=scram_model.ScramCredentials)
     """SCRAM credentials by user and mechanism (:mod:`odradek.metadata.scram`)."""
     static_configs: dict[str, str] = field(default_factory=dict)
@@ -223,7 +219,6 @@ class MetadataImage:
         elif isinstance(record, ClientQuotaRecord):
             quota_model.replay(self.client_quotas, record)
         elif isinstance(record, FeatureLevelRecord):
-            self.features_epoch += 1
             if record.feature_level:
                 self.features[record.name] = record.feature_level
             else:

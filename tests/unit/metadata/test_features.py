@@ -24,7 +24,6 @@ def test_a_new_cluster_finalizes_transaction_version_2() -> None:
     image = new_image()
     assert features.finalized(image) == {
         "metadata.version": 25, "group.version": 1, "transaction.version": 2}
-    assert image.features_epoch == 2
 
 
 def test_storage_formats_feature_overrides_the_default_and_keeps_other_records() -> None:

@@ -23,9 +23,10 @@ supported. A Java producer from Kafka 4.0 runs transactions v2 once it sees
 ``transaction.version`` >= 2 finalized (with a features epoch it has not seen)
 and Produce v12, TxnOffsetCommit v5 and EndTxn v5 served; librdkafka skips
 these tagged fields, kafka-python reads them only in ``describe_features``.
-``FinalizedFeaturesEpoch`` counts the feature records the metadata image has
-replayed (:attr:`~odradek.metadata.image.MetadataImage.features_epoch`): it
-grows with every change.
+``FinalizedFeaturesEpoch`` is the offset of the last metadata record in the
+image this broker answers from, as Kafka's brokers give it (-1 before any):
+it grows with every change of the features (and of anything else), so a
+client that sees a larger one knows its feature levels may be newer.
 
 Version notes: v3 adds client software name/version (request) and the tagged
 feature fields (response); v4 (KAFKA-17011) is v3 whose answer may list
@@ -84,7 +85,7 @@ async def handle(ctx: RequestContext, request: ApiVersionsRequest) -> ApiVersion
     return ApiVersionsResponse(
         error_code=0, api_keys=_api_list(),
         supported_features=supported_features(ctx.api_version),
-        finalized_features_epoch=ctx.broker.image.features_epoch,
+        finalized_features_epoch=ctx.broker.metadata.applied - 1,
         finalized_features=finalized_features(ctx.broker.image,
                                               ctx.broker.metadata.kraft_version),
     )
