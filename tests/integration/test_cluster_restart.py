@@ -512,6 +512,9 @@ def test_an_admin_request_sent_as_the_controller_stops_waits_for_the_next_one(
         others = ",".join(n.address for n in cluster.brokers if n.node_id != controller)
         survivors = AdminClient({"bootstrap.servers": others})
         survivors.delete_topics(["doomed"], request_timeout=20)["doomed"].result(30)
-        assert "doomed" not in survivors.list_topics(timeout=10).topics
+        # the answering broker's metadata may be a few records behind the
+        # controller's commit: the deletion shows there within moments
+        wait_for("the deletion in the survivors' metadata",
+                 lambda: "doomed" not in survivors.list_topics(timeout=10).topics, 30)
     finally:
         cluster.stop()
