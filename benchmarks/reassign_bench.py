@@ -89,6 +89,10 @@ def _consume(bootstrap: str, topic: str, received: Synchronized[int], stop: Even
     consumer.close()
 
 
+PACE_S = 0.02
+"""The paced producer's interval: 50 records a second."""
+
+
 class _Clients:
     def __init__(self, c: LocalCluster, topic: str) -> None:
         self.c, self.topic = c, topic
@@ -109,13 +113,19 @@ class _Clients:
         return int(self.count.value)
 
     def _produce(self) -> None:
+        """One record every ``PACE_S`` on a fixed schedule (open loop: a slow
+        answer does not delay the next record, as it would if each send waited
+        for a poll that an earlier answer or a log event ends early)."""
         p = Producer({"bootstrap.servers": self.c.bootstrap, "acks": "all", "linger.ms": 0})
+        due = time.monotonic()
         while not self.stop.is_set():
-            sent = time.monotonic()
-            p.produce(self.topic, b"x" * 1000, on_delivery=lambda e, _m, s=sent: (
-                self.errors.append(str(e)) if e else self.acks.append(
-                    (s, time.monotonic() - s))))
-            p.poll(0.02)
+            now = time.monotonic()
+            if now >= due:
+                due += PACE_S
+                p.produce(self.topic, b"x" * 1000, on_delivery=lambda e, _m, s=now: (
+                    self.errors.append(str(e)) if e else self.acks.append(
+                        (s, time.monotonic() - s))))
+            p.poll(min(max(due - time.monotonic(), 0.0), 0.001))
         p.flush(30)
 
     def close(self) -> None:
