@@ -76,6 +76,37 @@ def test_a_long_poll_returns_when_an_append_makes_records_readable() -> None:
     asyncio.run(main())
 
 
+def test_an_append_wakes_a_followers_long_poll_and_a_consumers_only_at_the_hw() -> None:
+    """A consumer reads no further than the HW, so an append the followers have
+    not copied yet must not run its parked fetch again (a wasted collection per
+    record); the HW's move must. A follower's parked fetch wakes at the append."""
+    async def main() -> None:
+        clock = ManualClock()
+        manager, part, leader = setup(clock)
+        first, second = followers_of(leader)
+        params, wanted = consumer(0, wait_ms=10_000, min_bytes=1)
+        fetch = asyncio.ensure_future(manager.fetch_records(params, wanted))
+        follower = asyncio.ensure_future(manager.fetch_records(
+            FetchParams(replica_id=first, max_wait_ms=10_000, min_bytes=1, max_bytes=1 << 20),
+            [PartitionFetch("t", 0, 0, 1 << 20)]))
+        await asyncio.sleep(0.02)
+        assert len(part.readers) == 1 and len(part.waiters) == 1
+        manager.partitions.append_now(part, batch(b"a"), Origin.CLIENT, -1)
+        copied = await asyncio.wait_for(follower, 5)  # woken by the append
+        assert copied.size > 0
+        await asyncio.sleep(0.02)
+        assert not fetch.done() and len(part.readers) == 1  # still parked, not re-run
+        for f in (first, second):  # the followers copy it: the HW passes it
+            await manager.fetch_records(FetchParams(replica_id=f, max_bytes=1 << 20),
+                                        [PartitionFetch("t", 0, 1, 1 << 20)])
+        result = await asyncio.wait_for(fetch, 5)
+        assert result.size > 0 and result.partitions[0].high_watermark == 1
+        assert not part.readers and not part.waiters
+        await manager.partitions.close()
+
+    asyncio.run(main())
+
+
 def test_a_long_poll_with_nothing_appended_ends_at_its_deadline_empty() -> None:
     async def main() -> None:
         manager, _, _ = setup(ManualClock())

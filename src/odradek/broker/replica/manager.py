@@ -217,7 +217,7 @@ class ReplicaManager:
                                 self.traffic.fetched(w.topic, a.size)
                 return FetchResult(answers, total, waited)
             before = loop.time()
-            await _wait_for_append(watched, remaining_ms)
+            await _wait_for_append(watched, remaining_ms, params.from_follower)
             waited += loop.time() - before
 
     def _collect(self, params: FetchParams, wanted: list[PartitionFetch],
@@ -369,15 +369,18 @@ def _read(part: Partition, w: PartitionFetch, budget: int, first: bool,
     return answer
 
 
-async def _wait_for_append(parts: list[Partition], timeout_ms: float) -> None:
+async def _wait_for_append(parts: list[Partition], timeout_ms: float,
+                           follower: bool) -> None:
+    """Park a fetch until one of ``parts`` has something for it: a follower's at
+    the next append, a consumer's at the next move of the HW."""
     loop = asyncio.get_running_loop()
     fut: asyncio.Future[None] = loop.create_future()
     for part in parts:
-        part.waiters.add(fut)
+        (part.waiters if follower else part.readers).add(fut)
     try:
         await asyncio.wait_for(fut, timeout_ms / 1000)
     except TimeoutError:
         pass
     finally:
         for part in parts:
-            part.waiters.discard(fut)
+            (part.waiters if follower else part.readers).discard(fut)

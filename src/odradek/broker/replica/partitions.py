@@ -67,6 +67,14 @@ class Partition:
 
     state: PartitionState
     waiters: set[asyncio.Future[None]] = field(default_factory=set)
+    """Followers' long polls: woken when records are appended (readable) or the
+    HW moves."""
+    readers: set[asyncio.Future[None]] = field(default_factory=set)
+    """Consumers' long polls: woken only when the HW moves (or the partition
+    changes hands), since a consumer reads no further than the HW. Waking them
+    at every append as well cost each record one more fetch collected for
+    nothing (on a 3-node cluster at 1,000 single-record acks=all produces a
+    second, a consumer on the partition added a fifth to the leader's CPU)."""
     hw_waiters: list[tuple[int, asyncio.Future[None]]] = field(default_factory=list)
     """(offset, future): resolved once the HW is past ``offset``."""
     refused: dict[int, tuple[int, int, int]] = field(default_factory=dict)
@@ -94,10 +102,21 @@ class Partition:
 
     def notify(self) -> None:
         """Wake every fetch long-polling this partition."""
-        for fut in self.waiters:
-            if not fut.done():
-                fut.set_result(None)
-        self.waiters.clear()
+        self.notify_followers()
+        if self.readers:
+            for fut in self.readers:
+                if not fut.done():
+                    fut.set_result(None)
+            self.readers.clear()
+
+    def notify_followers(self) -> None:
+        """Records were appended (the HW did not move): wake the followers' long
+        polls only."""
+        if self.waiters:
+            for fut in self.waiters:
+                if not fut.done():
+                    fut.set_result(None)
+            self.waiters.clear()
 
     def hw_moved(self) -> None:
         """The HW moved: wake fetches, and complete the waits it now covers."""
@@ -501,7 +520,7 @@ class PartitionManager:
         if changed & Changed.HW:
             part.hw_moved()
         elif changed & Changed.READABLE:
-            part.notify()
+            part.notify_followers()
         if changed & Changed.ISR_ELIGIBLE:
             self.on_isr_eligible()
 
