@@ -20,6 +20,7 @@ from odradek.broker.replica.partitions import PartitionManager
 from odradek.common.clock import ManualClock
 from odradek.common.ids import SeededIds
 from odradek.coordinator.coordinator import Commit, CommitRequest
+from odradek.coordinator.core import Effects
 from odradek.coordinator.records import OFFSETS_TOPIC
 from odradek.metadata.controller import Outcome
 from odradek.metadata.image import MetadataImage
@@ -46,9 +47,10 @@ class Metadata:
         return outcome
 
 
-async def make_runtime() -> tuple[GroupRuntime, PartitionManager]:
+async def make_runtime(writer_threads: int = 0) -> tuple[GroupRuntime, PartitionManager]:
     clock = ManualClock()
-    config = BrokerConfig.from_sources(None, {"offsets.topic.num.partitions": "1"})
+    config = BrokerConfig.from_sources(None, {"offsets.topic.num.partitions": "1",
+                                              "odradek.log.writer.threads": str(writer_threads)})
     partitions = PartitionManager("/data", config.props, clock, MemoryFileSystem(clock),
                                   node_id=1)
     runtime = GroupRuntime(Metadata(partitions), partitions, config, clock)
@@ -80,6 +82,38 @@ def test_a_commit_is_answered_only_when_the_high_watermark_passes_its_record() -
         errors = await asyncio.wait_for(call, 5)
         assert errors == {("t", 0): ErrorCode.NONE}
         assert part.state.high_watermark == 1
+
+    asyncio.run(scenario())
+
+
+def test_an_answer_waiting_behind_a_write_leaves_after_that_writes_answers() -> None:
+    """A SyncGroup that writes nothing (a follower's, after the leader's) waits
+    for the write in flight on its partition and is answered after it, as
+    Kafka completes the members' SyncGroups together in member order: here the
+    first write's disk write is still pending (writer threads) when the second
+    call arrives, so the second's wait for the HW was registered first."""
+    async def scenario() -> None:
+        runtime, partitions = await make_runtime(writer_threads=1)
+        part = partitions.get(OFFSETS_TOPIC, 0)
+        assert part is not None
+        part.state.become_leader(1, replicas=[1, 2], isr=[1, 2])  # HW waits for 2
+        order: list[str] = []
+        first = asyncio.ensure_future(runtime.call(
+            lambda token: runtime.coordinator.commit_offsets(
+                token, 0, commit_request(42), lambda topic, p: True)))
+        first.add_done_callback(lambda _: order.append("write"))
+        for _ in range(3):
+            await asyncio.sleep(0)
+        second = asyncio.ensure_future(runtime.call(
+            lambda token: Effects().reply(token, "after"), group_id="g"))
+        second.add_done_callback(lambda _: order.append("behind"))
+        await asyncio.sleep(0.05)  # the write lands; the HW still waits for follower 2
+        assert part.log.log_end_offset == 1 and not first.done() and not second.done()
+        partitions.act(part, part.state.update_follower(2, 1, partitions.clock.now_ms()))
+        assert await asyncio.wait_for(second, 5) == "after"
+        await asyncio.wait_for(first, 5)
+        assert order == ["write", "behind"]
+        await partitions.close()
 
     asyncio.run(scenario())
 

@@ -86,6 +86,9 @@ class GroupRuntime:
             GroupShard(self.coordinator, clock, self.view, self._reschedule), metadata, clock)
         self._waiting: dict[int, asyncio.Future[Any]] = {}
         self._next_token = 0
+        self._answering: dict[int, list[asyncio.Future[None]]] = {}
+        """Per ``__consumer_offsets`` partition: the writes in flight there, each
+        a future done once its answers are delivered (see :meth:`apply`)."""
         self.commit_timeout_s = config.get_int("offsets.commit.timeout.ms") / 1000
         """How long a write waits for its commit before its requests get a
         retriable error (``offsets.commit.timeout.ms``, Kafka's 5 s)."""
@@ -164,26 +167,51 @@ class GroupRuntime:
         with no records and a ``group_id``, wait first until the writes to that
         group's partition are committed (:meth:`call`)."""
         error: CoordinatorWriteError | None = None
-        if not fx.records and group_id is not None and fx.replies and \
-                await self.settled([group_id], self.commit_timeout_s):
-            error = CoordinatorWriteError(
-                f"the writes before group {group_id}'s answer did not commit")
+        if not fx.records and group_id is not None and fx.replies:
+            # Behind the writes in flight on the group's partition, and answered
+            # after their answers: a follower's SyncGroup leaves after the
+            # leader's, as Kafka completes them together in member order (a
+            # client whose follower learnt its assignment first could act on
+            # it before the leader had its own: aiokafka's KIP-345 tests).
+            earlier = self._answering.get(self.coordinator.partition_of(group_id))
+            if earlier:
+                await asyncio.wait(list(earlier), timeout=self.commit_timeout_s)
+            if await self.settled([group_id], self.commit_timeout_s):
+                error = CoordinatorWriteError(
+                    f"the writes before group {group_id}'s answer did not commit")
+        answered: asyncio.Future[None] | None = None
+        indexes: set[int] = set()
         if fx.records:
-            try:
-                await self.runtime.committed(self._write(fx.records), self.commit_timeout_s)
-            except CoordinatorWriteError as exc:
-                # A leadership that moved is routine in a cluster (the client finds
-                # the new coordinator); anything else is an error.
-                (log.info if routine(exc) else log.error)(
-                    "group coordinator write failed: %s", exc)
-                error = exc
-        for token, response in fx.replies:
-            fut = self._waiting.get(token)  # type: ignore[call-overload]
-            if fut is not None and not fut.done():
-                if error is not None:
-                    fut.set_exception(error)
-                else:
-                    fut.set_result(response)
+            answered = asyncio.get_running_loop().create_future()
+            indexes = {self.coordinator.partition_of(r.group) for r in fx.records}
+            for index in indexes:
+                self._answering.setdefault(index, []).append(answered)
+        try:
+            if fx.records:
+                try:
+                    await self.runtime.committed(self._write(fx.records),
+                                                 self.commit_timeout_s)
+                except CoordinatorWriteError as exc:
+                    # A leadership that moved is routine in a cluster (the client
+                    # finds the new coordinator); anything else is an error.
+                    (log.info if routine(exc) else log.error)(
+                        "group coordinator write failed: %s", exc)
+                    error = exc
+            for token, response in fx.replies:
+                fut = self._waiting.get(token)  # type: ignore[call-overload]
+                if fut is not None and not fut.done():
+                    if error is not None:
+                        fut.set_exception(error)
+                    else:
+                        fut.set_result(response)
+        finally:
+            if answered is not None:
+                for index in indexes:
+                    waiting = self._answering[index]
+                    waiting.remove(answered)
+                    if not waiting:
+                        del self._answering[index]
+                answered.set_result(None)
         self._reschedule()
 
     def _write(self, records: list[CoordinatorRecord]) -> list[Written]:
