@@ -1,6 +1,6 @@
 """``odradek features describe|upgrade|downgrade|disable`` against a real broker,
-as ``kafka-features.sh`` shows and changes ``transaction.version``; refusals
-in one line with exit 1."""
+as ``kafka-features.sh`` shows and changes ``transaction.version`` and
+``group.version``; refusals in one line with exit 1."""
 
 from __future__ import annotations
 
@@ -9,6 +9,11 @@ import subprocess
 import sys
 
 from odradek.testing.broker import Broker
+from odradek.wire.errors import ErrorCode
+from odradek.wire.messages.consumer_group_describe_request import ConsumerGroupDescribeRequest
+from odradek.wire.messages.consumer_group_heartbeat_request import ConsumerGroupHeartbeatRequest
+from tests.integration.groupclients import wait_until
+from tests.support.rawclient import RawClient
 
 
 def odradek(broker: Broker, *args: str, ok: bool = True) -> subprocess.CompletedProcess[str]:
@@ -68,3 +73,43 @@ def test_a_single_node_has_no_kraft_version_to_upgrade(broker: Broker) -> None:
     assert "no controller quorum" in refused.stderr
     assert len(refused.stderr.strip().splitlines()) == 1
     assert levels(broker)["kraft.version"] == (0, 1, 0)
+
+
+def _join(raw: RawClient, member: str) -> int:
+    resp = raw.request(ConsumerGroupHeartbeatRequest(
+        group_id="gv", member_id=member, member_epoch=0, rebalance_timeout_ms=5000,
+        subscribed_topic_names=["gv-topic"], topic_partitions=[]), 1)
+    return int(resp.error_code)
+
+
+def test_group_version_0_turns_the_consumer_protocol_off_until_it_is_upgraded(
+        broker: Broker) -> None:
+    raw = RawClient(broker.bootstrap_servers)
+    try:
+        # served on a new cluster (group.version 1): once __consumer_offsets is up
+        wait_until(lambda: _join(raw, "m-1") == 0, 30, "the consumer protocol served")
+        down = odradek(broker, "downgrade", "--feature", "group.version=0")
+        assert down.stdout.strip() == "group.version was downgraded to 0."
+        assert levels(broker)["group.version"] == (0, 1, 0)
+        # as Kafka's brokers at group.version 0: UNSUPPORTED_VERSION, nothing else
+        assert _join(raw, "m-2") == ErrorCode.UNSUPPORTED_VERSION
+        described = raw.request(ConsumerGroupDescribeRequest(group_ids=["gv"]), 0)
+        assert [(g.group_id, g.error_code) for g in described.groups] == [
+            ("gv", ErrorCode.UNSUPPORTED_VERSION)]
+        up = odradek(broker, "upgrade", "--feature", "group.version=1")
+        assert up.stdout.strip() == "group.version was upgraded to 1."
+        assert _join(raw, "m-3") == 0
+        described = raw.request(ConsumerGroupDescribeRequest(group_ids=["gv"]), 0)
+        assert described.groups[0].error_code == 0
+    finally:
+        raw.close()
+
+
+def test_rebalance_protocols_without_consumer_turn_the_consumer_protocol_off() -> None:
+    with Broker(**{"group.coordinator.rebalance.protocols": "classic"}) as only_classic:
+        raw = RawClient(only_classic.bootstrap_servers)
+        try:
+            assert _join(raw, "m-1") == ErrorCode.UNSUPPORTED_VERSION
+            assert levels(only_classic)["group.version"] == (0, 1, 1)  # the feature is on
+        finally:
+            raw.close()

@@ -69,8 +69,9 @@ def test_format_writes_v1_meta_properties_everywhere(tmp_path: Path) -> None:
     out = storage("format", "-t", cluster_id, "-c", str(path)).stdout.splitlines()
     every = sorted([*dirs, tmp_path / "meta"])
     assert out[:-1] == [f"Formatting {d} with metadata.version 4.0-IV3." for d in every]
-    assert out[-1] == (f"Bootstrap metadata (metadata.version=25, transaction.version=2; 0 "
-                       f"SCRAM credential(s)) written to {tmp_path / 'meta'}/bootstrap.checkpoint.")
+    assert out[-1] == ("Bootstrap metadata (metadata.version=25, group.version=1, "
+                       "transaction.version=2; 0 SCRAM credential(s)) written to "
+                       f"{tmp_path / 'meta'}/bootstrap.checkpoint.")
     assert [d for d in every if (d / "bootstrap.checkpoint").exists()] == [tmp_path / "meta"]
     directory_ids = set()
     for d in every:
@@ -263,3 +264,42 @@ def test_a_damaged_bootstrap_checkpoint_stops_the_start_naming_it(
                                            r"checkpoint: batch at offset \d+ claims .*; "
                                            r"format .* again"):
         server.start()
+
+
+def test_release_version_and_group_version_0_are_formatted_and_served(
+        props: Path, tmp_path: Path) -> None:
+    from odradek.broker.control.bootstrap import read_bootstrap
+    from odradek.wire.errors import ErrorCode
+    from odradek.wire.internal.feature_level_record import FeatureLevelRecord
+    from odradek.wire.messages.api_versions_request import ApiVersionsRequest
+    from odradek.wire.messages.consumer_group_heartbeat_request import (
+        ConsumerGroupHeartbeatRequest,
+    )
+    from tests.support.rawclient import RawClient
+
+    assert fails("format", "-t", new_id(), "-c", str(props), "--release-version", "3.9") == (
+        "odradek: --release-version 3.9: not supported; this build formats 4.0 "
+        "(4.0-IV3, metadata.version 25) only")
+    assert not (tmp_path / "data").exists()
+    storage("format", "-t", new_id(), "-c", str(props), "--release-version", "4.0",
+            "--feature", "group.version=0")
+    data = tmp_path / "data"
+    levels = {r.name: r.feature_level for r in read_bootstrap(data)
+              if isinstance(r, FeatureLevelRecord)}
+    assert levels == {"metadata.version": 25, "group.version": 0, "transaction.version": 2}
+    server = ServerProcess(data, properties=props)
+    server.start()
+    try:
+        raw = RawClient(server.bootstrap)
+        try:
+            finalized = {f.name: f.max_version_level for f in raw.request(ApiVersionsRequest(
+                client_software_name="t", client_software_version="1"), 3).finalized_features}
+            assert finalized == {"metadata.version": 25, "transaction.version": 2}
+            joined = raw.request(ConsumerGroupHeartbeatRequest(
+                group_id="g", member_id="m", member_epoch=0, rebalance_timeout_ms=5000,
+                subscribed_topic_names=["t"], topic_partitions=[]), 1)
+            assert joined.error_code == ErrorCode.UNSUPPORTED_VERSION
+        finally:
+            raw.close()
+    finally:
+        assert server.stop() == 0

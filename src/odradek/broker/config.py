@@ -167,6 +167,9 @@ DEFAULTS: dict[str, str] = {
     "odradek.inter.broker.address.overrides": "",
     # The metrics and health endpoint (broker/observe/): HOST:PORT, off when empty.
     "odradek.metrics.listener": "",
+    # The group protocols served; without "consumer" KIP-848's consumer protocol
+    # is off (broker/handlers/group_common.py), as with group.version 0.
+    "group.coordinator.rebalance.protocols": "classic,consumer",
     # Reassignment throttles (broker/replica/throttle.py): 0 is no limit.
     "leader.replication.throttled.rate": "0",
     "follower.replication.throttled.rate": "0",
@@ -248,7 +251,7 @@ KAFKA_IGNORED = frozenset({
     "log.cleaner.io.buffer.load.factor", "log.cleaner.dedupe.buffer.load.factor",
     "confluent.support.metrics.enable", "confluent.metrics.reporter.bootstrap.servers",
     "share.coordinator.state.topic.replication.factor",
-    "share.coordinator.state.topic.min.isr", "group.coordinator.rebalance.protocols",
+    "share.coordinator.state.topic.min.isr",
     "offsets.load.buffer.size", "compression.gzip.level", "compression.lz4.level",
     "compression.zstd.level", "num.replica.alter.log.dirs.threads.max",
 })

@@ -35,7 +35,9 @@ As Kafka's tool, ``format`` writes the bootstrap metadata into
 (format in :mod:`odradek.broker.control.bootstrap`) holding the
 ``metadata.version`` and other feature levels the new cluster starts with
 (``--feature NAME=LEVEL`` as kafka-storage.sh takes it: ``transaction.version``
-0-2; without it 2, :mod:`odradek.metadata.features`) and the SCRAM users of
+0-2, default 2; ``group.version`` 0-1, default 1; :mod:`odradek.metadata.features`;
+``--release-version 4.0`` or ``4.0-IV3``, the only release this build formats,
+is accepted as Kafka's tool takes it) and the SCRAM users of
 ``--add-scram`` (KIP-900). The first active controller writes them into the
 empty metadata log.
 """
@@ -107,7 +109,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     fmt.add_argument("-f", "--feature", action="append", default=[], metavar="NAME=LEVEL",
                      help="a feature level the new cluster starts with instead of its "
                           "default, e.g. transaction.version=1 (repeatable; default: "
-                          "transaction.version=2)")
+                          "group.version=1, transaction.version=2)")
+    fmt.add_argument("-r", "--release-version", metavar="RELEASE",
+                     help="the Kafka release whose metadata.version the cluster starts "
+                          "at (this build: 4.0, i.e. 4.0-IV3)")
     fmt.set_defaults(run=run_format)
     info = verbs.add_parser("info", help="print each directory's meta.properties")
     _add_config(info)
@@ -173,6 +178,8 @@ def run_format(args: argparse.Namespace) -> int:
     try:
         scram_records = [parse_add_scram(text) for text in args.add_scram]
         levels = dict(features.parse_level(text) for text in args.feature)
+        if args.release_version is not None:
+            features.parse_release(args.release_version)
     except ValueError as exc:
         raise CliError(str(exc)) from None
     if fixed := [n for n in levels if n in features.FIXED or n == "kraft.version"]:

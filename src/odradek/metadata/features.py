@@ -16,20 +16,25 @@ restart see the same levels. Supported ranges, as Kafka 4.0's:
   2: transactions v2, KIP-890 part 2: EndTxn v5 bumps the epoch, Produce v12
   and TxnOffsetCommit v5 add partitions implicitly).
 
-A new cluster finalizes ``metadata.version`` 25 and ``transaction.version`` 2,
-as Kafka 4.0 formats a new cluster (``kafka-storage.sh format`` without
-``--feature``); ``odradek storage format --feature transaction.version=N``
-picks another level. A cluster whose log predates ``transaction.version``
-keeps level 0 until it is upgraded. ``group.version`` is reported finalized
-at 1 whatever the log holds (the consumer protocol is always served).
+A new cluster finalizes ``metadata.version`` 25, ``group.version`` 1 and
+``transaction.version`` 2, as Kafka 4.0 formats a new cluster
+(``kafka-storage.sh format`` without ``--feature``); ``odradek storage format
+--feature NAME=N`` picks another level. A cluster whose log predates
+``transaction.version`` keeps level 0 until it is upgraded. A log without a
+``group.version`` record (formatted by an Odradek that always served the
+consumer protocol) keeps level 1 (:data:`ABSENT`); so a level 0 of
+``group.version`` is written as a record of its own, never left out, and the
+image keeps it. At ``group.version`` 0 the KIP-848 consumer protocol is off:
+ConsumerGroupHeartbeat and ConsumerGroupDescribe answer UNSUPPORTED_VERSION,
+as Kafka's brokers do.
 
 UpdateFeatures rules (Kafka's ``FeatureControlManager``): an unknown feature
 or a level outside the supported range is INVALID_UPDATE_VERSION; a lower
 level needs a downgrade type (v1+: ``upgrade_type`` 2 safe or 3 unsafe; v0:
-``allow_downgrade``), else INVALID_UPDATE_VERSION; ``metadata.version`` and
-``group.version`` cannot be changed here (one level each in this build), and
-``kraft.version`` is not changed by records (see above). All updates of a
-request are decided together: one refusal refuses the request.
+``allow_downgrade``), else INVALID_UPDATE_VERSION; ``metadata.version``
+cannot be changed here (one level in this build), and ``kraft.version`` is
+not changed by records (see above). All updates of a request are decided
+together: one refusal refuses the request.
 """
 
 from __future__ import annotations
@@ -45,24 +50,46 @@ from odradek.wire.internal.feature_level_record import FeatureLevelRecord
 METADATA_VERSION: Final = "metadata.version"
 TRANSACTION_VERSION: Final = "transaction.version"
 KRAFT_VERSION: Final = "kraft.version"
+GROUP_VERSION: Final = "group.version"
 METADATA_VERSION_LEVEL: Final = 25
 
 SUPPORTED: Final[dict[str, tuple[int, int]]] = {
     METADATA_VERSION: (METADATA_VERSION_LEVEL, METADATA_VERSION_LEVEL),
     KRAFT_VERSION: (0, 1),
-    "group.version": (0, 1),
+    GROUP_VERSION: (0, 1),
     TRANSACTION_VERSION: (0, 2),
 }
 """Feature name -> (min, max) level this build supports."""
 
-FIXED: Final[dict[str, int]] = {METADATA_VERSION: METADATA_VERSION_LEVEL, "group.version": 1}
+FIXED: Final[dict[str, int]] = {METADATA_VERSION: METADATA_VERSION_LEVEL}
 """Levels reported finalized whatever the log holds."""
 
+ABSENT: Final[dict[str, int]] = {GROUP_VERSION: 1}
+"""Levels of features a log holds no record of (see the module docstring);
+their level 0 is written as a record."""
+
 NEW_CLUSTER: Final[dict[str, int]] = {METADATA_VERSION: METADATA_VERSION_LEVEL,
-                                      TRANSACTION_VERSION: 2}
+                                      GROUP_VERSION: 1, TRANSACTION_VERSION: 2}
 """What a new cluster finalizes (Kafka 4.0's defaults for a new cluster)."""
 
+RELEASES: Final[dict[str, int]] = {"4.0": METADATA_VERSION_LEVEL,
+                                   "4.0-IV3": METADATA_VERSION_LEVEL}
+"""``--release-version`` values this build formats, with their
+``metadata.version`` (Kafka's names: a release, or a release and its
+metadata.version's "IV" step)."""
+
 UPGRADE, SAFE_DOWNGRADE, UNSAFE_DOWNGRADE = 1, 2, 3
+
+
+def parse_release(text: str) -> int:
+    """The ``metadata.version`` level of ``--release-version TEXT``; ValueError
+    with one clear line for a release this build cannot format."""
+    level = RELEASES.get(text.strip())
+    if level is None:
+        raise ValueError(
+            f"--release-version {text}: not supported; this build formats 4.0 "
+            f"(4.0-IV3, metadata.version {METADATA_VERSION_LEVEL}) only")
+    return level
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,7 +105,7 @@ class FeatureUpdate:
 def finalized(image: MetadataImage, kraft_version: int = 0) -> dict[str, int]:
     """The levels in force: the log's, with the fixed ones and ``kraft.version``
     (the metadata log's, given by the caller), 0s left out."""
-    levels = {**image.features, **FIXED, KRAFT_VERSION: kraft_version}
+    levels = {**ABSENT, **image.features, **FIXED, KRAFT_VERSION: kraft_version}
     return {name: levels[name] for name in SUPPORTED if levels.get(name, 0) > 0}
 
 
@@ -89,9 +116,16 @@ def level(image: MetadataImage, feature: str) -> int:
 
 def new_cluster_records(overrides: dict[str, int] | None = None) -> list[FeatureLevelRecord]:
     """The FeatureLevelRecords a new cluster starts with (``overrides`` from
-    ``storage format --feature``; level 0 is left out)."""
+    ``storage format --feature``; level 0 is left out, but for the features
+    of :data:`ABSENT`)."""
     levels = {**NEW_CLUSTER, **(overrides or {})}
-    return [FeatureLevelRecord(name, lvl) for name, lvl in levels.items() if lvl > 0]
+    return [FeatureLevelRecord(name, lvl) for name, lvl in levels.items()
+            if lvl > 0 or name in ABSENT]
+
+
+def consumer_protocol_enabled(image: MetadataImage) -> bool:
+    """Is the KIP-848 consumer group protocol on (``group.version`` >= 1)?"""
+    return level(image, GROUP_VERSION) >= 1
 
 
 def parse_level(text: str) -> tuple[str, int]:

@@ -145,7 +145,9 @@ class MetadataImage:
     next_producer_id: int = 0
     """Every producer id below this one has been handed out (never reused)."""
     features: dict[str, int] = field(default_factory=dict)
-    """Finalized feature levels (FeatureLevelRecord), e.g. ``metadata.version``."""
+    """Finalized feature levels (FeatureLevelRecord), e.g. ``metadata.version``;
+    a level 0 record is kept as 0 (``odradek.metadata.features.finalized``
+    leaves it out). A snapshot writes ``metadata.version`` first."""
     scram: scram_model.ScramCredentials = field(default_factory=scram_model.ScramCredentials)
     """SCRAM credentials by user and mechanism (:mod:`odradek.metadata.scram`)."""
     static_configs: dict[str, str] = field(default_factory=dict)
@@ -219,10 +221,9 @@ class MetadataImage:
         elif isinstance(record, ClientQuotaRecord):
             quota_model.replay(self.client_quotas, record)
         elif isinstance(record, FeatureLevelRecord):
-            if record.feature_level:
-                self.features[record.name] = record.feature_level
-            else:
-                self.features.pop(record.name, None)
+            # Level 0 kept too: "off" differs from "no record" for some
+            # features (odradek.metadata.features.ABSENT).
+            self.features[record.name] = record.feature_level
         elif isinstance(record, RemoveTopicRecord):
             name = self.by_id.pop(record.topic_id)
             del self.topics[name]
@@ -269,7 +270,8 @@ class MetadataImage:
                 out.append(ClientQuotaRecord(
                     entity=[EntityData(etype, ename) for etype, ename in entity],
                     key=quota_key, value=quota))
-        out.extend(FeatureLevelRecord(name, level) for name, level in sorted(self.features.items()))
+        out.extend(FeatureLevelRecord(name, level) for name, level in sorted(
+            self.features.items(), key=lambda item: (item[0] != "metadata.version", item[0])))
         out.extend(acl_changes.record_of(acl_id, b) for acl_id, b in self.acls)
         out.extend(self.scram.to_records())
         if self.next_producer_id:

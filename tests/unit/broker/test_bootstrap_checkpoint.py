@@ -31,11 +31,14 @@ def test_format_records_name_metadata_version_first_and_the_chosen_levels() -> N
     records = bs.bootstrap_records({"transaction.version": 1}, [scram_user()])
     assert records[0] == FeatureLevelRecord(features.METADATA_VERSION,
                                             features.METADATA_VERSION_LEVEL)
-    assert records[1:] == [FeatureLevelRecord("transaction.version", 1), scram_user()]
+    assert records[1:] == [FeatureLevelRecord("group.version", 1),
+                           FeatureLevelRecord("transaction.version", 1), scram_user()]
     assert FeatureLevelRecord("transaction.version", 2) in bs.bootstrap_records({})
-    # Level 0 is "off": no record.
+    # Level 0 is "off": no record (but group.version's 0 is written: a log
+    # without its record means 1).
     assert [r.name for r in bs.bootstrap_records({"transaction.version": 0})] == [
-        features.METADATA_VERSION]
+        features.METADATA_VERSION, "group.version"]
+    assert FeatureLevelRecord("group.version", 0) in bs.bootstrap_records({"group.version": 0})
 
 
 def test_the_file_is_a_snapshot_with_header_records_and_footer() -> None:
@@ -48,10 +51,10 @@ def test_the_file_is_a_snapshot_with_header_records_and_footer() -> None:
     assert key is not None and struct.unpack(">hh", bytes(key)) == (0, 3)
     assert bytes(head_records[0].value or b"") == struct.pack(">hqB", 0, NOW, 0)
     assert not data.is_control and data.base_offset == 1
-    assert [r.offset for r in data_records] == [1, 2]
+    assert [r.offset for r in data_records] == [1, 2, 3]
     assert [decode_record(bytes(r.value or b"")) for r in data_records] == records
     assert [bytes(r.value or b"") for r in data_records] == [encode_record(r) for r in records]
-    assert foot.is_control and foot.base_offset == 3
+    assert foot.is_control and foot.base_offset == 4
     key = foot_records[0].key
     assert key is not None and struct.unpack(">hh", bytes(key)) == (0, 4)
 
@@ -105,10 +108,12 @@ def test_the_first_controller_writes_the_checkpoint_as_it_is() -> None:
     image = MetadataImage()
     for record in outcome.records:
         image.replay(record)
-    assert image.features == {features.METADATA_VERSION: features.METADATA_VERSION_LEVEL}
+    assert image.features == {features.METADATA_VERSION: features.METADATA_VERSION_LEVEL,
+                              "group.version": 1}
+    assert "transaction.version" not in features.finalized(image)
     assert controller.finalize_features(image, checkpoint).records == []  # once only
     # metadata.version comes first whatever order the file has.
-    reordered = [checkpoint[1], checkpoint[0]]
+    reordered = [checkpoint[1], checkpoint[0], *checkpoint[2:]]
     assert controller.new_cluster_features(reordered) == checkpoint
 
 
@@ -117,5 +122,6 @@ def test_an_older_bootstrap_or_none_gets_the_default_levels() -> None:
                                              scram_user()])
     assert older == [FeatureLevelRecord(features.METADATA_VERSION,
                                         features.METADATA_VERSION_LEVEL),
+                     FeatureLevelRecord("group.version", 1),
                      FeatureLevelRecord("transaction.version", 1), scram_user()]
     assert controller.new_cluster_features([]) == features.new_cluster_records()

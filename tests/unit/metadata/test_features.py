@@ -30,8 +30,41 @@ def test_storage_formats_feature_overrides_the_default_and_keeps_other_records()
     scram = UserScramCredentialRecord("alice", 1, b"s", b"k", b"v", 4096)
     image = new_image([FeatureLevelRecord("transaction.version", 0), scram])
     assert features.level(image, "transaction.version") == 0
-    assert image.features == {"metadata.version": 25}
+    assert image.features == {"metadata.version": 25, "group.version": 1}
     assert image.scram.get("alice", "SCRAM-SHA-256") is not None
+
+
+def test_group_version_is_one_for_a_new_cluster_and_for_a_log_without_its_record() -> None:
+    assert features.level(new_image(), "group.version") == 1
+    assert features.consumer_protocol_enabled(new_image())
+    # A log formatted before group.version was written (no record at all).
+    old = MetadataImage()
+    old.replay(FeatureLevelRecord("metadata.version", 25))
+    assert features.level(old, "group.version") == 1
+
+
+def test_group_version_zero_is_kept_as_a_record_and_turns_the_consumer_protocol_off() -> None:
+    records = features.new_cluster_records({"group.version": 0})
+    assert FeatureLevelRecord("group.version", 0) in records  # written, not left out
+    image = new_image([FeatureLevelRecord("group.version", 0)])
+    assert features.level(image, "group.version") == 0
+    assert not features.consumer_protocol_enabled(image)
+    assert "group.version" not in features.finalized(image)
+    # A snapshot keeps the 0, with metadata.version first among the features.
+    again = MetadataImage()
+    for r in image.to_records():
+        again.replay(r)
+    assert not features.consumer_protocol_enabled(again)
+    levels = [r.name for r in image.to_records() if isinstance(r, FeatureLevelRecord)]
+    assert levels[0] == "metadata.version"
+    # UpdateFeatures may turn it on again (and off with a downgrade type).
+    assert features.update(image, [FeatureUpdate("group.version", 1)]).records == [
+        FeatureLevelRecord("group.version", 1)]
+    assert features.update(new_image(), [FeatureUpdate("group.version", 0)]).error == \
+        E.INVALID_UPDATE_VERSION
+    assert features.update(new_image(), [
+        FeatureUpdate("group.version", 0, SAFE_DOWNGRADE)]).records == [
+        FeatureLevelRecord("group.version", 0)]
 
 
 def test_upgrade_and_downgrade_rules() -> None:

@@ -44,7 +44,7 @@ def test_replaying_the_records_of_an_image_rebuilds_it() -> None:
     assert copy.brokers[2].fenced and not copy.brokers[1].fenced
     assert copy.next_producer_id == 1000
     assert copy.features == {"metadata.version": controller.METADATA_VERSION_LEVEL,
-                             "transaction.version": 2}
+                             "group.version": 1, "transaction.version": 2}
 
 
 def test_replicas_are_striped_over_live_brokers_alternating_racks() -> None:

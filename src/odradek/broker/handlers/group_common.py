@@ -6,6 +6,7 @@ import uuid
 
 from odradek.broker.net.context import RequestContext
 from odradek.broker.ports import GroupPort
+from odradek.metadata import features
 
 
 async def group_runtime(ctx: RequestContext) -> GroupPort | None:
@@ -15,6 +16,15 @@ async def group_runtime(ctx: RequestContext) -> GroupPort | None:
     if not await runtime.ensure_topic():
         return None
     return runtime
+
+
+def consumer_protocol_enabled(ctx: RequestContext) -> bool:
+    """KIP-848's consumer protocol is served: ``group.version`` >= 1 is finalized
+    and ``group.coordinator.rebalance.protocols`` names ``consumer``, as
+    Kafka's brokers decide (else its RPCs answer UNSUPPORTED_VERSION)."""
+    protocols = {p.strip().lower() for p in
+                 ctx.broker.config.get("group.coordinator.rebalance.protocols").split(",")}
+    return "consumer" in protocols and features.consumer_protocol_enabled(ctx.broker.image)
 
 
 def client_host(ctx: RequestContext) -> str:

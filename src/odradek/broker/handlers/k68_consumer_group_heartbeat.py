@@ -7,7 +7,10 @@ revocation). The answer is sent once the group's records are in
 UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH, UNRELEASED_INSTANCE_ID,
 UNSUPPORTED_ASSIGNOR, INVALID_REGULAR_EXPRESSION, GROUP_MAX_SIZE_REACHED,
 GROUP_ID_NOT_FOUND for a classic group with members, and the coordinator's
-NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS / COORDINATOR_NOT_AVAILABLE.
+NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS / COORDINATOR_NOT_AVAILABLE;
+UNSUPPORTED_VERSION (and nothing else) while the protocol is off
+(``group.version`` 0, or ``group.coordinator.rebalance.protocols`` without
+``consumer``).
 
 Version notes: v1 (Kafka 4.0) adds the subscribed topic regex, and the client
 chooses its member id (KIP-1082: an empty one is INVALID_REQUEST); with v0 the
@@ -17,7 +20,12 @@ coordinator gives a joining member its id.
 from __future__ import annotations
 
 from odradek.broker.handlers.acl_checks import DESCRIBE, READ, denied_topics, group_allowed
-from odradek.broker.handlers.group_common import client_host, cluster_topics, group_runtime
+from odradek.broker.handlers.group_common import (
+    client_host,
+    cluster_topics,
+    consumer_protocol_enabled,
+    group_runtime,
+)
 from odradek.broker.net.context import RequestContext
 from odradek.broker.net.registry import Access, handler
 from odradek.broker.ports import CoordinatorWriteError
@@ -36,6 +44,8 @@ ACCESS = (Access("READ", "GROUP"), Access("DESCRIBE", "TOPIC", "each subscribed 
 async def handle(
     ctx: RequestContext, req: ConsumerGroupHeartbeatRequest
 ) -> ConsumerGroupHeartbeatResponse:
+    if not consumer_protocol_enabled(ctx):
+        return ConsumerGroupHeartbeatResponse(error_code=ErrorCode.UNSUPPORTED_VERSION)
     if not group_allowed(ctx, READ, req.group_id):
         return ConsumerGroupHeartbeatResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
     if req.subscribed_topic_names and denied_topics(ctx, DESCRIBE, req.subscribed_topic_names):

@@ -4,7 +4,8 @@ Behaviour: each group's state (Empty, Assigning, Reconciling, Stable), group
 and assignment epochs, assignor, and members with their epochs,
 subscriptions, current and target assignments (topic ids and names). A group
 that does not exist, or is a classic group, is GROUP_ID_NOT_FOUND; authorized
-operations are not computed (-2^31), as elsewhere.
+operations are not computed (-2^31), as elsewhere. While the consumer protocol
+is off (``group.version`` 0) every group is UNSUPPORTED_VERSION, as in Kafka.
 
 Version notes: v1 (Kafka 4.0, KIP-1099) gives each member's type (1: the
 consumer protocol; Odradek has no classic members in consumer groups).
@@ -20,7 +21,7 @@ from odradek.broker.handlers.acl_checks import (
     authorized_operations,
     group_allowed,
 )
-from odradek.broker.handlers.group_common import group_runtime
+from odradek.broker.handlers.group_common import consumer_protocol_enabled, group_runtime
 from odradek.broker.net.context import RequestContext
 from odradek.broker.net.registry import Access, handler
 from odradek.wire.errors import ErrorCode
@@ -38,6 +39,10 @@ ACCESS = (Access("DESCRIBE", "GROUP"),)
 async def handle(
     ctx: RequestContext, req: ConsumerGroupDescribeRequest
 ) -> ConsumerGroupDescribeResponse:
+    if not consumer_protocol_enabled(ctx):
+        return ConsumerGroupDescribeResponse(groups=[
+            DescribedGroup(error_code=ErrorCode.UNSUPPORTED_VERSION, group_id=gid)
+            for gid in req.group_ids])
     runtime = await group_runtime(ctx)
     by_id = ctx.broker.image.by_id
 
