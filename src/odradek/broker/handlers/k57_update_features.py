@@ -26,13 +26,12 @@ from __future__ import annotations
 
 from functools import partial
 
+from odradek.broker.handlers.raft_voters import quorum_change
 from odradek.broker.net.context import RequestContext
 from odradek.broker.net.registry import Access, handler
-from odradek.broker.ports import NotControllerError
 from odradek.metadata import features
 from odradek.metadata.image import MetadataImage
 from odradek.metadata.outcome import Outcome
-from odradek.raft.membership import VoterChangeError
 from odradek.wire.errors import ErrorCode
 from odradek.wire.messages.update_features_request import UpdateFeaturesRequest
 from odradek.wire.messages.update_features_response import (
@@ -88,13 +87,6 @@ async def handle(ctx: RequestContext, request: UpdateFeaturesRequest) -> UpdateF
 async def _kraft(ctx: RequestContext, update: features.FeatureUpdate, validate_only: bool,
                  timeout_ms: int) -> tuple[int, str | None]:
     """(error code, message) of changing ``kraft.version`` at the metadata log."""
-    try:  # a downgrade is refused whatever its type (the core's rule)
-        await ctx.broker.metadata.upgrade_kraft_version(update.level, validate_only,
-                                           max(timeout_ms, 1000) / 1000)
-    except VoterChangeError as exc:
-        return exc.code, str(exc)
-    except NotControllerError:
-        return ErrorCode.NOT_CONTROLLER, "not the active controller"
-    except TimeoutError:
-        return ErrorCode.REQUEST_TIMED_OUT, "the change did not commit in time"
-    return 0, None
+    # a downgrade is refused whatever its type (the core's rule)
+    return await quorum_change(lambda: ctx.broker.metadata.upgrade_kraft_version(
+        update.level, validate_only, max(timeout_ms, 1000) / 1000))

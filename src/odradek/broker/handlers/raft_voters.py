@@ -14,6 +14,7 @@ cannot change).
 from __future__ import annotations
 
 import uuid
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from odradek.broker.net.context import RequestContext
@@ -33,12 +34,22 @@ async def change(ctx: RequestContext, api_key: int, request: Any) -> tuple[int, 
     timeout_s = (request.timeout_ms if getattr(request, "timeout_ms", 0) > 0
                  else DEFAULT_TIMEOUT_MS) / 1000
     directory: uuid.UUID = request.voter_directory_id
+    if api_key == 80:
+        endpoints = tuple(Endpoint(x.name, x.host, x.port) for x in request.listeners)
+        return await quorum_change(
+            lambda: quorum.add_voter(Voter(request.voter_id, directory, endpoints), timeout_s))
+    return await quorum_change(
+        lambda: quorum.remove_voter(request.voter_id, directory, timeout_s))
+
+
+async def quorum_change(change: Callable[[], Awaitable[object]]) -> tuple[int, str | None]:
+    """(error code, message) of a change to the quorum (a voter added or removed,
+    ``kraft.version`` upgraded): 0 once committed; the refusal's own code;
+    NOT_CONTROLLER when this node no longer leads; REQUEST_TIMED_OUT when it
+    did not commit in time. ``change`` is called inside: a refusal may come
+    before its first await."""
     try:
-        if api_key == 80:
-            endpoints = tuple(Endpoint(x.name, x.host, x.port) for x in request.listeners)
-            await quorum.add_voter(Voter(request.voter_id, directory, endpoints), timeout_s)
-        else:
-            await quorum.remove_voter(request.voter_id, directory, timeout_s)
+        await change()
     except VoterChangeError as exc:
         return exc.code, str(exc)
     except NotControllerError:
