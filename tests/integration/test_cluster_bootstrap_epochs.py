@@ -90,16 +90,17 @@ def test_format_bootstrap_checkpoint_and_broker_epochs_as_offsets(tmp_path: Path
     cluster.format(features=["transaction.version=1"])
     cluster.start()
     try:
-        # What format wrote on every node: metadata.version and the chosen level.
+        # What format wrote on every node: metadata.version, group.version and the chosen level.
         for node in cluster.nodes.values():
             levels = {r.name: r.feature_level for r in read_bootstrap(node.directory / "data")
                       if isinstance(r, FeatureLevelRecord)}
-            assert levels == {"metadata.version": 25, "transaction.version": 1}
+            assert levels == {"metadata.version": 25, "group.version": 1, "transaction.version": 1}
         first = wait_for("the broker's registration", lambda: registrations(cluster, BROKER), 60)
         assert len(first) == 1
         # The controller wrote the file's levels, as the log's first metadata records.
         log = metadata_records(cluster.nodes[1].directory)
-        assert [r for _, r in log[:2]] == read_bootstrap(cluster.nodes[1].directory / "data")
+        bootstrap = read_bootstrap(cluster.nodes[1].directory / "data")
+        assert [r for _, r in log[:len(bootstrap)]] == bootstrap
         levels, _ = wait_for("the broker's finalized features",
                              lambda: (f := finalized(cluster.bootstrap))[0] and f, 30)
         assert levels["transaction.version"] == 1 and levels["metadata.version"] == 25
