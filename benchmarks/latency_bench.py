@@ -25,6 +25,12 @@ p50, p99, p99.9 and max in ms per case, the median over the runs with min
 and max; the load's acknowledged records/s (from the load topic's end
 offsets over the measured window); and per pacer the ratio contended p99 /
 uncontended p99, per run, median of those (the issue's goal: at most 2).
+
+Each case also prints how the broker's event-loop thread spent the case's
+wall time (``/proc/PID/task/PID/schedstat``): running, and runnable but
+waiting for a CPU (``wait``). Run + wait near the wall time means the loop
+had work all along and the latency is a CPU shortfall (the loop's core went
+to other threads), not a stall inside the broker.
 """
 
 from __future__ import annotations
@@ -69,6 +75,18 @@ class Sample:
     max: float
     sent_rate: float
     load_rate: float
+    run_s: float = 0.0
+    """CPU time of the broker's loop thread during the case."""
+    wait_s: float = 0.0
+    """Time the loop thread was runnable but not running (waiting for a CPU)."""
+    wall_s: float = 0.0
+
+
+def loop_schedstat(pid: int) -> tuple[float, float]:
+    """(seconds running, seconds waiting on a runqueue) of ``pid``'s main thread."""
+    with open(f"/proc/{pid}/task/{pid}/schedstat", encoding="ascii") as f:
+        run_ns, wait_ns, _ = f.read().split()
+    return int(run_ns) / 1e9, int(wait_ns) / 1e9
 
 
 def _end_offsets(bootstrap: str, topic: str) -> int:
@@ -82,7 +100,7 @@ def _end_offsets(bootstrap: str, topic: str) -> int:
 
 
 def measure(exe: Path, bootstrap: str, admin: AdminClient, tag: str, case: Case, rate: int,
-            seconds: float, size: int) -> Sample:
+            seconds: float, size: int, broker_pid: int | None = None) -> Sample:
     """One case on fresh topics: see the module docstring."""
     topic, load_topic = f"lat-{tag}", f"load-{tag}"
     topics = [topic] + ([load_topic] if case.loaded else [])
@@ -113,11 +131,13 @@ def measure(exe: Path, bootstrap: str, admin: AdminClient, tag: str, case: Case,
             if loader.poll() is not None:
                 raise RuntimeError(f"load producer exited: {loader.communicate()[1]}")
             before, t_before = _end_offsets(bootstrap, load_topic), time.monotonic()
+        sched0, wall0 = loop_schedstat(broker_pid) if broker_pid else (0.0, 0.0), time.monotonic()
         sent = json.loads(subprocess.run(
             [str(exe), "produce", bootstrap, topic, str(PARTITIONS), str(expect), str(size),
              "1", "0", str(rate), "1", case.pacer],
             capture_output=True, text=True, check=True, timeout=seconds + 120,
         ).stdout.strip().splitlines()[-1])
+        sched1, wall1 = loop_schedstat(broker_pid) if broker_pid else (0.0, 0.0), time.monotonic()
         if loader is not None:
             after = _end_offsets(bootstrap, load_topic)
             load_rate = (after - before) / (time.monotonic() - t_before)
@@ -128,7 +148,8 @@ def measure(exe: Path, bootstrap: str, admin: AdminClient, tag: str, case: Case,
             raise RuntimeError(f"latency consumer failed: {err.strip()[-500:]}")
         got = json.loads(out.strip().splitlines()[-1])
         return Sample(got["p50_ms"], got["p99_ms"], got["p999_ms"], got["max_ms"],
-                      float(sent["rate"]), load_rate)
+                      float(sent["rate"]), load_rate, sched1[0] - sched0[0],
+                      sched1[1] - sched0[1], wall1 - wall0)
     finally:
         for proc in (consumer, loader):
             if proc is not None and proc.poll() is None:
@@ -194,11 +215,13 @@ def main() -> int:
             for case in cases:
                 subprocess.run(["sync"], check=False)
                 s = measure(exe, broker.bootstrap, admin, f"{run}-{case.name.replace('+', '-')}",
-                            case, args.rate, args.seconds, args.size)
+                            case, args.rate, args.seconds, args.size, broker.pid)
                 results[case.name].append(s)
                 print(f"run {run} {case.name:11} p50 {s.p50:.2f} p99 {s.p99:.2f} "
                       f"p99.9 {s.p999:.2f} max {s.max:.1f} ms (sent {s.sent_rate:,.0f}/s"
-                      + (f", load {s.load_rate:,.0f}/s)" if case.loaded else ")"), flush=True)
+                      + (f", load {s.load_rate:,.0f}/s)" if case.loaded else ")")
+                      + f"; loop thread ran {s.run_s / s.wall_s:.0%}, waited for a CPU "
+                      f"{s.wait_s / s.wall_s:.0%} of {s.wall_s:.1f} s", flush=True)
         finally:
             broker.stop()
     report(cases, results, pacers)

@@ -255,8 +255,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
                     budget.start(perf_counter())
                     continue
                 if budget.spent(perf_counter()):
-                    # Served enough this turn: let the loop read and serve the
-                    # other connections (and send the answers made) first.
+                    # Served enough this turn (64 requests or 5 ms): let the loop
+                    # read and serve the other connections (and send the answers
+                    # made) first.
                     await asyncio.sleep(0)
                     budget.start(perf_counter())
                 budget.begin()

@@ -18,10 +18,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-MAX_REQUESTS_PER_TURN = 32
-"""Requests a connection serves before it yields (a few milliseconds of small ones)."""
-MAX_SECONDS_PER_TURN = 0.001
-"""Serving time after which a connection yields (one 1 MiB produce takes about that)."""
+MAX_REQUESTS_PER_TURN = 64
+"""Requests a connection serves before it yields (~100 us each for a small produce)."""
+MAX_SECONDS_PER_TURN = 0.005
+"""Serving time after which a connection yields. Not much less: a connection
+of small requests (a paced producer, one record each) must catch up on its
+backlog beside one whose every request is a large batch (that one reads about
+one frame per turn anyway); with 1 ms it served ~8 small requests per ~4 ms
+round, fewer than such a producer sends when the broker is short of CPU."""
 
 
 @dataclass(slots=True)
