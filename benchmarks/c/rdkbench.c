@@ -5,10 +5,17 @@
  * stdout (a latency consumer prints "ready" first) and exits 0, or prints a
  * line on stderr and exits 1.
  *
- *   produce BOOTSTRAP TOPIC PARTITIONS COUNT SIZE ACKS IDEMPOTENT RATE STAMP
+ *   produce BOOTSTRAP TOPIC PARTITIONS COUNT SIZE ACKS IDEMPOTENT RATE STAMP [PACER]
  *       COUNT records round-robin over the partitions, the clock running from
  *       the first produce until every record is acknowledged: as fast as the
- *       client goes (RATE 0) or paced at RATE records/s in 1 ms steps.
+ *       client goes (RATE 0) or paced at RATE records/s. PACER "sleep" (the
+ *       default) sends what is due, then sleeps 1 ms; "spin" busy-waits on
+ *       CLOCK_MONOTONIC until each record's own due time (t0 + i/RATE) and
+ *       serves callbacks after every send, as rdkafka_performance -r does
+ *       at rates above 10k/s (its pause is then a busy loop): the pacing
+ *       keeps one core busy. SIGTERM or SIGINT stops the sending early (a
+ *       load generator given a large COUNT); what was sent is still flushed
+ *       and reported.
  *       STAMP 1: linger.ms 0 and each value starts with 'M' and the 8-byte
  *       big-endian CLOCK_MONOTONIC nanoseconds of its produce call (else
  *       linger.ms 5, as for the flat-out runs).
@@ -30,6 +37,7 @@
  * TLS comparison, tls_bench.py).
  */
 #include <inttypes.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -82,6 +90,12 @@ static rd_kafka_t *client(rd_kafka_type_t type, rd_kafka_conf_t *conf) {
 /* ------------------------------------------------------------------ produce */
 
 static long delivered, failed;
+static volatile sig_atomic_t stopping;
+
+static void on_stop(int sig) {
+    (void)sig;
+    stopping = 1;
+}
 
 static void on_delivery(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque) {
     (void)rk;
@@ -95,8 +109,16 @@ static void on_delivery(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaqu
 }
 
 static int produce(int argc, char **argv) {
-    if (argc != 11)
-        die("usage", "produce BOOTSTRAP TOPIC PARTITIONS COUNT SIZE ACKS IDEMPOTENT RATE STAMP");
+    if (argc != 11 && argc != 12)
+        die("usage", "produce BOOTSTRAP TOPIC PARTITIONS COUNT SIZE ACKS IDEMPOTENT RATE STAMP "
+                     "[sleep|spin]");
+    int spin = 0;
+    if (argc == 12) {
+        if (!strcmp(argv[11], "spin"))
+            spin = 1;
+        else if (strcmp(argv[11], "sleep"))
+            die("produce", "PACER is sleep or spin");
+    }
     const char *bootstrap = argv[2], *topic = argv[3], *acks = argv[7];
     int partitions = atoi(argv[4]), idempotent = atoi(argv[8]), stamp = atoi(argv[10]);
     long count = atol(argv[5]), rate = atol(argv[9]);
@@ -134,16 +156,38 @@ static int produce(int argc, char **argv) {
     if (stamp)
         value[0] = 'M';
 
+    signal(SIGTERM, on_stop);
+    signal(SIGINT, on_stop);
     int64_t t0 = now_ns();
     long sent = 0;
-    while (sent < count) {
+    while (sent < count && !stopping) {
+        if (rate && spin) {
+            int64_t due_ns = t0 + (int64_t)((double)sent * 1e9 / (double)rate);
+            while (now_ns() < due_ns) /* the spinning pacer: no sleep, ever */
+                ;
+            if (stamp) {
+                uint64_t ns = (uint64_t)now_ns();
+                for (int b = 0; b < 8; b++)
+                    value[1 + b] = (char)(ns >> (56 - 8 * b));
+            }
+            if (rd_kafka_produce(rkt, (int32_t)(sent % partitions), RD_KAFKA_MSG_F_COPY,
+                                 value, size, NULL, 0, NULL) == -1) {
+                if (rd_kafka_last_error() != RD_KAFKA_RESP_ERR__QUEUE_FULL)
+                    die("produce", rd_kafka_err2str(rd_kafka_last_error()));
+                rd_kafka_poll(rk, 10);
+                continue;
+            }
+            sent++;
+            rd_kafka_poll(rk, 0);
+            continue;
+        }
         long due = count;
         if (rate) {
             due = (long)((double)(now_ns() - t0) * rate / 1e9) + 1;
             if (due > count)
                 due = count;
         }
-        while (sent < due) {
+        while (sent < due && !stopping) {
             if (stamp) {
                 uint64_t ns = (uint64_t)now_ns();
                 for (int b = 0; b < 8; b++)

@@ -3,7 +3,14 @@
 Each connection is a ``BufferedProtocol`` over a sans-IO
 :class:`~odradek.wire.frames.ServerConnection` and one task that serves its
 requests strictly in order, one at a time, as Kafka does (a long-polling Fetch
-holds back the next request on that connection, not on others). One exception:
+holds back the next request on that connection, not on others). A connection
+gives the loop back after a bounded amount of serving
+(:class:`~odradek.broker.net.turns.TurnBudget`), so one connection's pipelined
+requests never hold every other connection for a long turn; and the answers
+it makes are gathered and written in one send per turn (``_flush``, scheduled
+with ``call_soon`` by the first answer of a turn): when requests queue up
+because the broker is short of CPU, each send costs one system call for many
+answers instead of one each. One exception:
 a Produce whose appends are assigned and which only waits for their writes
 (on the writer threads, :mod:`odradek.broker.replica.writer`), fsyncs or acks answers
 :class:`~odradek.broker.net.registry.Deferred`, and the next request is served
@@ -61,6 +68,7 @@ from odradek.broker.net.registry import CloseConnection, Deferred, registration
 from odradek.broker.net.ssl_principal import NoMatchingRule, PrincipalMapper
 from odradek.broker.net.tls import ListenerTls
 from odradek.broker.net.transfer import write_parts
+from odradek.broker.net.turns import TurnBudget
 from odradek.common.metrics import Registry
 from odradek.common.windowed import Windowed
 from odradek.metadata.ssl_configs import is_dynamic_ssl_key
@@ -129,6 +137,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._arrivals: deque[float] = deque()
         """When each complete frame not yet taken arrived (``perf_counter``), oldest
         first: as many as ``conn.buffered_frames``."""
+        self._out: list[Any] = []
+        """Answer parts written this turn and not yet sent, in answer order."""
+        self._flush_due = False
+        """A ``_flush`` is scheduled (``call_soon``)."""
 
     # -- protocol callbacks -------------------------------------------------
 
@@ -226,9 +238,12 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._closed = True
         self._wake.set()
         if self.transport is not None:
+            self._flush()
             self.transport.close()
 
     async def _serve(self) -> None:
+        budget = TurnBudget()
+        budget.start(perf_counter())
         try:
             while not self._closed and not self.server.draining:
                 event = self.conn.next_event()
@@ -237,7 +252,15 @@ class KafkaConnection(asyncio.BufferedProtocol):
                         self._resume("queue")
                     self._wake.clear()
                     await self._wake.wait()
+                    budget.start(perf_counter())
                     continue
+                if budget.spent(perf_counter()):
+                    # Served enough this turn (64 requests or 5 ms): let the loop
+                    # read and serve the other connections (and send the answers
+                    # made) first.
+                    await asyncio.sleep(0)
+                    budget.start(perf_counter())
+                budget.begin()
                 self.busy = True
                 finished = True
                 received = self._arrivals.popleft() if self._arrivals else -1.0
@@ -397,9 +420,26 @@ class KafkaConnection(asyncio.BufferedProtocol):
         return True
 
     def _write(self, parts: list[Any]) -> None:
+        """Queue an answer's parts; they go out with this turn's other answers.
+        An answer with file slices (a Fetch's records) goes out at once, with
+        whatever is queued before it: a slice's descriptor may be closed by the
+        handle cache once the loop moves on."""
         if self.transport is None or self.transport.is_closing():
             return
-        write_parts(self.transport, parts)
+        self._out.extend(parts)
+        if not all(isinstance(p, bytes | bytearray | memoryview) for p in parts):
+            self._flush()
+        elif not self._flush_due:
+            self._flush_due = True
+            asyncio.get_running_loop().call_soon(self._flush)
+
+    def _flush(self) -> None:
+        """Send the answers queued since the last flush, in order, in one
+        ``write_parts`` (small ones are joined into one send)."""
+        self._flush_due = False
+        parts, self._out = self._out, []
+        if parts and self.transport is not None and not self.transport.is_closing():
+            write_parts(self.transport, parts)
 
 
 _CONNECTION_LIMIT_KEYS = frozenset({"max.connections", "max.connections.per.ip",

@@ -72,6 +72,7 @@ class SaslConnection(KafkaConnection):
 
     def _close_transport(self) -> None:
         if self.transport is not None:
+            self._flush()
             self.transport.close()
 
     def _raw_token(self, event: RawToken) -> None:
