@@ -1,4 +1,6 @@
-"""``odradek serve``: one broker process (broker and controller in one node)."""
+"""``odradek serve``: one broker process (broker and controller in one node);
+``odradek serve --processes N``: N of them on this host forming one cluster
+(:mod:`odradek.cli.processes`)."""
 
 from __future__ import annotations
 
@@ -30,6 +32,11 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         help="start although the metadata journal is lost: partition directories are moved "
              "aside as -stray (nothing is deleted) and the broker begins with no topics",
     )
+    serve.add_argument(
+        "--processes", type=int, default=None, metavar="N",
+        help="start N broker processes on this host that form one cluster, to use N cores: "
+             "listener port P becomes P..P+N-1, each log dir D gets D/process-<i> "
+             "(see docs/cluster.md)")
     serve.set_defaults(run=run)
 
 
@@ -119,6 +126,10 @@ def run(args: argparse.Namespace) -> int:
 
         overrides[ACCEPT_MISSING_METADATA] = "true"
     config = BrokerConfig.from_sources(file_props, overrides)
+    if args.processes is not None:
+        from odradek.cli.processes import supervise
+
+        return supervise(args, config, overrides)
     logging.basicConfig(
         level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
