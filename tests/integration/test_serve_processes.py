@@ -17,7 +17,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.support.cluster import wait_for
-from tests.support.processes import Supervised, alive, port_block
+from tests.support.processes import Supervised, alive, port_block, processes_naming
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -125,6 +125,7 @@ def test_sigterm_stops_every_process_and_a_restart_keeps_every_record(
         pids = dict(sup.pids)
         assert sup.stop(signal.SIGTERM) == 0
         assert not [pid for pid in pids.values() if alive(pid)]
+        assert processes_naming(str(sup.data)) == []
         sup.start()
         assert sup.pids.keys() == pids.keys()
         _leaders(sup.addresses[1], "kept", 4)
@@ -181,3 +182,24 @@ def test_bad_input_is_one_line_and_a_non_zero_exit(tmp_path: Path) -> None:
     (single / "meta.properties").write_text("version=1\n")
     _one_line_failure(_serve("--processes", "2", "--log-dirs", str(single), "--override",
                              listeners), "holds the data of a single `odradek serve`")
+
+
+def test_a_process_that_fails_to_start_stops_the_others_with_one_line(tmp_path: Path) -> None:
+    # process 1's directory formatted for another node id: that broker refuses it
+    data = tmp_path / "data"
+    (data / "process-1").mkdir(parents=True)
+    (data / "process-1" / "meta.properties").write_text(
+        "version=1\ndirectory.id=AAAAAAAAAAAAAAAAAAAAAQ\nnode.id=7\n"
+        "cluster.id=MkU3OEVBNTcwNTJENDM2Qg\n")
+    sup = Supervised(data, 2)
+    try:
+        with pytest.raises(RuntimeError, match=r"exited \(1\) before serving"):
+            sup.start()
+        lines = sup.log.read_text().splitlines()
+        ours = [line for line in lines if not line.startswith("[node ")]
+        assert len(ours) == 1 and ours[0].startswith(
+            "odradek: process 1 (node 2) did not start: exited with status 1: "), lines[-5:]
+        assert "Traceback" not in sup.log.read_text()
+        assert processes_naming(str(data)) == []  # the other process was stopped
+    finally:
+        sup.kill_all()

@@ -52,11 +52,12 @@ class Supervised:
     """``odradek serve --processes N`` on ``data`` and a fixed port block."""
 
     def __init__(self, data: Path, processes: int, port: int | None = None,
-                 overrides: list[str] | None = None) -> None:
+                 overrides: list[str] | None = None, log_level: str = "INFO") -> None:
         self.data = data
         self.processes = processes
         self.port = port if port is not None else port_block(2 * processes)
         self.overrides = ["group.initial.rebalance.delay.ms=0", *(overrides or [])]
+        self.log_level = log_level
         self.proc: subprocess.Popen[str] | None = None
         self.lines: list[str] = []
         self.pids: dict[int, int] = {}
@@ -67,7 +68,7 @@ class Supervised:
 
     def command(self) -> list[str]:
         cmd = [sys.executable, "-m", "odradek", "serve", "--processes", str(self.processes),
-               "--log-dirs", str(self.data),
+               "--log-dirs", str(self.data), "--log-level", self.log_level,
                "--override", f"listeners=PLAINTEXT://127.0.0.1:{self.port}"]
         for item in self.overrides:
             cmd += ["--override", item]
@@ -145,3 +146,20 @@ class Supervised:
         for pid in self.pids.values():
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
+
+
+def processes_naming(text: str) -> list[int]:
+    """Pids of the live processes whose command line contains ``text`` (a data
+    directory: the supervisor's and its processes' arguments name it)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            state = (entry / "stat").read_text().rpartition(")")[2].split()[0]
+        except OSError:
+            continue
+        if text in cmdline and state != "Z":
+            found.append(int(entry.name))
+    return found

@@ -9,24 +9,25 @@ over them, so clients need no change (docs/cluster.md, docs/decisions.md).
 
 What it does, in order:
 
-1. Checks the configuration and N, and refuses data a single ``odradek
-   serve`` wrote (``meta.properties`` directly in the first ``log.dirs``
-   directory: the processes keep theirs in ``process-<i>`` subdirectories).
-2. Reads ``processes.properties`` in the first ``log.dirs`` directory
+1. Checks the configuration and N, then that every port of the plan can be
+   bound now (one line naming the port and its use otherwise).
+2. Refuses data a single ``odradek serve`` wrote (``meta.properties``
+   directly in the first ``log.dirs`` directory: the processes keep theirs in
+   ``process-<i>`` subdirectories), and reads ``processes.properties`` there
    (``processes=N``, written at the first start, updated when N grows): a
    restart may keep N or grow it from 3 on, never shrink it
    (:func:`~odradek.cli.processes_layout.check_growth`).
-3. Checks every port of the plan can be bound now (one line naming the port
-   and its use otherwise).
-4. Formats each process's directories not formatted yet, as ``odradek
+3. Formats each process's directories not formatted yet, as ``odradek
    storage format`` would, with the cluster id the formatted ones carry (a
    new one on the first start).
-5. Starts the processes (``odradek serve [FILE] --override ...``, the user's
+4. Starts the processes (``odradek serve [FILE] --override ...``, the user's
    settings first, the layout's after), each in its own process group and
    stopped by the kernel if this supervisor dies (``PR_SET_PDEATHSIG``), their
    output on this process's stderr, each line prefixed ``[node ID]``.
-6. Once every process serves, prints one line per process (``process I: node
-   ID, pid PID, ADDRESS``) and ``odradek: serving on ADDR,ADDR,...``.
+5. Once every process serves and answers Metadata with all N brokers (on a
+   PLAINTEXT first listener; the supervisor holds no client credentials),
+   prints one line per process (``process I: node ID, pid PID, ADDRESS``) and
+   ``odradek: serving on ADDR,ADDR,... (N processes, one cluster)``.
 
 A process that exits before it serves stops the others, and the supervisor
 exits 1 with one line (the process's own ``odradek: ...`` error when it gave
@@ -254,8 +255,8 @@ def supervise(args: argparse.Namespace, config: BrokerConfig,
         plans = plan(config, args.processes)
     except ConfigError as exc:
         raise CliError(str(exc)) from None
+    _check_ports(config, plans)  # before anything is written
     _prepare_dirs(args, config, user_overrides, plans)
-    _check_ports(config, plans)
     children = [Child(p, _serve_command(args, user_overrides, p)) for p in plans]
     stop = threading.Event()
 
