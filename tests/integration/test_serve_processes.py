@@ -203,3 +203,9 @@ def test_a_process_that_fails_to_start_stops_the_others_with_one_line(tmp_path: 
         assert processes_naming(str(data)) == []  # the other process was stopped
     finally:
         sup.kill_all()
+
+
+def test_the_processes_stop_when_the_supervisor_is_killed(two: Supervised) -> None:
+    assert two.stop(signal.SIGKILL) == -signal.SIGKILL
+    # each process got SIGTERM from the kernel (PR_SET_PDEATHSIG): a controlled shutdown
+    wait_for("no process left", lambda: processes_naming(str(two.data)) == [] or None, 45)
