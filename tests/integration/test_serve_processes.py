@@ -176,6 +176,12 @@ def test_bad_input_is_one_line_and_a_non_zero_exit(tmp_path: Path) -> None:
         _one_line_failure(_serve("--processes", "2", "--log-dirs", data, "--override",
                                  listeners),
                           f"port {port + 1} (listener port of process 1) is not free")
+    # data that 2 processes served is not served by fewer (their partitions would go offline)
+    served = tmp_path / "served"
+    served.mkdir()
+    (served / "processes.properties").write_text("processes=2\n")
+    _one_line_failure(_serve("--processes", "1", "--log-dirs", str(served), "--override",
+                             listeners), "this data was served by 2 processes; fewer")
     # the data of a single `odradek serve` is not taken over
     single = tmp_path / "single"
     single.mkdir()

@@ -52,6 +52,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -79,13 +80,22 @@ MAX_FAILED_RESTARTS = 5
 _PR_SET_PDEATHSIG = 1
 
 
-def _die_with_parent() -> None:
-    """In the child, before exec: its own process group (a Ctrl-C on the
-    terminal reaches the supervisor only, which stops the children in order),
-    and SIGTERM when the supervisor dies, however it dies (Linux only)."""
-    os.setpgid(0, 0)
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+def _die_with_parent() -> Callable[[], None] | None:
+    """What the child runs before exec so that it gets SIGTERM when the
+    supervisor dies, however it dies (Linux's ``PR_SET_PDEATHSIG``); None
+    where there is no ``prctl``. ``prctl`` is looked up here, in the parent:
+    the child of a process with threads should only make plain calls."""
+    try:
+        prctl = ctypes.CDLL(None).prctl
+    except (OSError, AttributeError):
+        return None
+    parent = os.getpid()
+
+    def in_child() -> None:
+        prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+        if os.getppid() != parent:  # the supervisor died before the line above
+            os._exit(1)
+    return in_child
 
 
 @dataclass
@@ -117,7 +127,10 @@ class Child:
         self.restart_at = None
         self.proc = subprocess.Popen(
             self.command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT, preexec_fn=_die_with_parent)
+            stderr=subprocess.STDOUT, preexec_fn=_die_with_parent(),
+            # its own process group: a Ctrl-C on the terminal reaches the
+            # supervisor only, which stops the processes in order
+            process_group=0)
         threading.Thread(target=self._forward, args=(self.proc, self.eof),
                          daemon=True).start()
 
