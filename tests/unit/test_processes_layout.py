@@ -18,12 +18,12 @@ def test_defaults_spread_over_consecutive_ports_and_subdirectories() -> None:
     plans = plan(BrokerConfig.from_sources(), 2)
     assert [p.node_id for p in plans] == [1, 2]
     assert [p.client_ports for p in plans] == [(9092,), (9093,)]
+    # one controller below 3 processes: two voters would stop at either's loss
     assert plans[0].overrides["listeners"] == (
         "PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9094")
-    assert plans[1].overrides["listeners"] == (
-        "PLAINTEXT://127.0.0.1:9093,CONTROLLER://127.0.0.1:9095")
-    assert all(p.overrides["controller.quorum.voters"] ==
-               "1@127.0.0.1:9094,2@127.0.0.1:9095" for p in plans)
+    assert plans[1].overrides["listeners"] == "PLAINTEXT://127.0.0.1:9093"
+    assert [p.overrides["process.roles"] for p in plans] == ["broker,controller", "broker"]
+    assert all(p.overrides["controller.quorum.voters"] == "1@127.0.0.1:9094" for p in plans)
     assert [p.log_dirs for p in plans] == [[Path("odradek-data/process-0")],
                                            [Path("odradek-data/process-1")]]
     # the configuration is valid for each process as `odradek serve` reads it
@@ -39,7 +39,7 @@ def test_three_controllers_at_most_the_rest_brokers() -> None:
     assert plans[0].overrides["controller.quorum.voters"] == (
         "10@127.0.0.1:9097,11@127.0.0.1:9098,12@127.0.0.1:9099")
     assert "CONTROLLER" not in plans[4].overrides["listeners"]
-    assert [controllers(n) for n in (1, 2, 3, 16)] == [1, 2, 3, 3]
+    assert [controllers(n) for n in (1, 2, 3, 16)] == [1, 1, 3, 3]
 
 
 def test_every_listener_log_dir_advertised_and_metrics_port_moves() -> None:
@@ -91,9 +91,10 @@ def test_bad_layouts_are_one_line(n: int, props: dict[str, str], message: str) -
 
 def test_growth_keeps_the_static_quorum() -> None:
     check_growth(2, 2)
+    check_growth(1, 2)
     check_growth(3, 8)
     check_growth(4, 16)
     with pytest.raises(ConfigError, match="fewer would leave"):
         check_growth(4, 3)
-    with pytest.raises(ConfigError, match="can grow only from 3"):
+    with pytest.raises(ConfigError, match=r"1 voter\(s\) and 3 would have 3"):
         check_growth(2, 3)

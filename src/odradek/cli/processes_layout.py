@@ -6,9 +6,9 @@ process *i* in 0..N-1, the settings that replace the user's for that process
 (they are passed as ``--override KEY=VALUE`` after the user's own, so they win):
 
 * ``node.id``: the configured ``node.id`` (default 1) plus *i*.
-* ``process.roles``: ``broker,controller`` for the first ``C = min(N, 3)``
-  processes (the controller quorum, a static one: ``controller.quorum.voters``),
-  ``broker`` for the others.
+* ``process.roles``: ``broker,controller`` for the first C processes, the
+  controller quorum (a static one: ``controller.quorum.voters``), ``broker``
+  for the others; C is 1 for N < 3 and 3 from N = 3 (:func:`controllers`).
 * ``listeners``: every configured listener, its port plus *i* (so the client
   port P of a single ``odradek serve`` is process 0's, and P+1..P+N-1 the
   others'); the controllers also get ``CONTROLLER://127.0.0.1:Q+c``, where
@@ -70,8 +70,11 @@ class ProcessPlan:
 
 
 def controllers(n: int) -> int:
-    """How many of N processes are controllers."""
-    return min(n, CONTROLLERS)
+    """How many of N processes are controllers: an odd number, as a majority
+    quorum wants (two voters would stop metadata changes when either process
+    is lost, where one voter stops them only when that one is): 1 below 3
+    processes, then :data:`CONTROLLERS`."""
+    return CONTROLLERS if n >= CONTROLLERS else 1
 
 
 def _shift(listeners: list[Listener], by: int) -> str:
@@ -159,9 +162,9 @@ def plan(config: BrokerConfig, n: int) -> list[ProcessPlan]:
 
 def check_growth(previous: int, n: int) -> None:
     """A restart on the same directories with ``n`` processes where ``previous``
-    ran before: the quorum is static, so its voters (the first ``min(N, 3)``)
-    must stay the same; and a process dropped would take its partitions' only
-    copy (RF 1) with it. So N may only grow, and only from 3 or more."""
+    ran before: the quorum is static, so its voters (:func:`controllers`) must
+    stay the same; and a process dropped would take its partitions' only copy
+    (RF 1) with it. So N may only grow: from 1 to 2, or from 3 on."""
     if n == previous:
         return
     if n < previous:
@@ -170,6 +173,6 @@ def check_growth(previous: int, n: int) -> None:
                           f"(start with --processes {previous})")
     if controllers(n) != controllers(previous):
         raise ConfigError(f"--processes {n}: this data was served by {previous} processes, "
-                          f"whose controller quorum has {controllers(previous)} voters; it "
-                          f"can grow only from 3 processes on (start with --processes "
-                          f"{previous})")
+                          f"whose controller quorum has {controllers(previous)} voter(s) and "
+                          f"{n} would have {controllers(n)}; a static quorum cannot change "
+                          f"(start with --processes {previous})")
