@@ -50,12 +50,12 @@ from pathlib import Path
 
 #: Medians of ``processes_bench.py --runs 5 --mb 300`` (docs/decisions.md).
 MEASURED: dict[str, float] = {
-    "produce_cpu_s_per_gb_1": 1.0, "small_produce_cpu_s_per_gb_1": 7.5,
-    "produce_requests_per_gb_1": 1483.0, "produce_requests_per_gb_2": 1733.0,
-    "small_produce_requests_per_gb_1": 65200.0,
-    "consume_cpu_s_per_gb_1": 0.533, "small_consume_cpu_s_per_gb_1": 7.0,
-    "consume_requests_per_gb_1": 327.0, "consume_requests_per_gb_2": 800.0,
-    "small_consume_requests_per_gb_1": 16380.0,
+    "produce_cpu_s_per_gb_1": 0.9, "small_produce_cpu_s_per_gb_1": 7.33,
+    "produce_requests_per_gb_1": 1437.0, "produce_requests_per_gb_2": 1820.0,
+    "small_produce_requests_per_gb_1": 65600.0,
+    "consume_cpu_s_per_gb_1": 0.433, "small_consume_cpu_s_per_gb_1": 6.0,
+    "consume_requests_per_gb_1": 350.0, "consume_requests_per_gb_2": 703.0,
+    "small_consume_requests_per_gb_1": 16330.0,
     "idle_cores_per_process_1": 0.00333, "idle_cores_per_process_2": 0.00333,
     "rss_mib_per_process": 55.0,
 }

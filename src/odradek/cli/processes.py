@@ -119,8 +119,8 @@ class Child:
     def start(self) -> None:
         """Spawn it (from the main thread: PR_SET_PDEATHSIG is tied to the
         thread that forked) and a thread that forwards its output."""
-        self.serving.clear()
-        self.eof.clear()
+        # new events: the previous process's reader may still be finishing
+        self.serving, self.eof = threading.Event(), threading.Event()
         self.announced = False
         self.last_error = ""
         self.started_at = time.monotonic()
@@ -131,23 +131,25 @@ class Child:
             # its own process group: a Ctrl-C on the terminal reaches the
             # supervisor only, which stops the processes in order
             process_group=0)
-        threading.Thread(target=self._forward, args=(self.proc, self.eof),
+        threading.Thread(target=self._forward, args=(self.proc, self.serving, self.eof),
                          daemon=True).start()
 
-    def _forward(self, proc: subprocess.Popen[bytes], eof: threading.Event) -> None:
+    def _forward(self, proc: subprocess.Popen[bytes], serving: threading.Event,
+                 eof: threading.Event) -> None:
         assert proc.stdout is not None
         prefix = f"[node {self.plan.node_id}] "
         for raw in proc.stdout:
             line = raw.decode("utf-8", "replace").rstrip("\n")
             if line.startswith(SERVING):
                 self.address = line[len(SERVING):].strip()
-                self.serving.set()
+                serving.set()
                 continue
             if line.startswith("odradek: "):
                 self.last_error = line[len("odradek: "):]
             with contextlib.suppress(OSError, ValueError):
                 sys.stderr.write(prefix + line + "\n")
                 sys.stderr.flush()
+        proc.stdout.close()
         eof.set()
 
     def exit_text(self) -> str:
