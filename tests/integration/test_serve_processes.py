@@ -16,6 +16,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from odradek.cli.main import main
 from tests.support.cluster import wait_for
 from tests.support.processes import Supervised, alive, port_block, processes_naming
 
@@ -160,34 +161,49 @@ def _one_line_failure(done: subprocess.CompletedProcess[str], words: str) -> Non
     assert words in done.stderr, done.stderr
 
 
-def test_bad_input_is_one_line_and_a_non_zero_exit(tmp_path: Path) -> None:
+def _serve_here(capsys: pytest.CaptureFixture[str], *args: str
+                ) -> subprocess.CompletedProcess[str]:
+    """``odradek serve ARGS`` through the command's own entry point in this
+    process (each case below fails before any process is started or any
+    signal handler installed), as a completed process."""
+    code = main(["serve", *args])
+    out, err = capsys.readouterr()
+    return subprocess.CompletedProcess(["odradek", "serve", *args], code, out, err)
+
+
+def test_bad_input_is_one_line_and_a_non_zero_exit(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     port = port_block(4)
     data = str(tmp_path / "data")
     listeners = f"listeners=PLAINTEXT://127.0.0.1:{port}"
+    # a real process once: what a user sees
     _one_line_failure(_serve("--processes", "0", "--log-dirs", data, "--override", listeners),
                       "--processes must be between 1 and 256, got 0")
     # two listeners one port apart: process 1's first would be process 0's second
     _one_line_failure(
-        _serve("--processes", "2", "--log-dirs", data, "--override",
-               f"listeners=PLAINTEXT://127.0.0.1:{port},SSL://127.0.0.1:{port + 1}"),
+        _serve_here(capsys, "--processes", "2", "--log-dirs", data, "--override",
+                    f"listeners=PLAINTEXT://127.0.0.1:{port},SSL://127.0.0.1:{port + 1}"),
         f"port {port + 1} would serve both")
     # a port of the range held by another program
     with socket.create_server(("127.0.0.1", port + 1)):
-        _one_line_failure(_serve("--processes", "2", "--log-dirs", data, "--override",
-                                 listeners),
+        _one_line_failure(_serve_here(capsys, "--processes", "2", "--log-dirs", data,
+                                      "--override", listeners),
                           f"port {port + 1} (listener port of process 1) is not free")
     # data that 2 processes served is not served by fewer (their partitions would go offline)
     served = tmp_path / "served"
     served.mkdir()
     (served / "processes.properties").write_text("processes=2\n")
-    _one_line_failure(_serve("--processes", "1", "--log-dirs", str(served), "--override",
-                             listeners), "this data was served by 2 processes; fewer")
+    _one_line_failure(_serve_here(capsys, "--processes", "1", "--log-dirs", str(served),
+                                  "--override", listeners),
+                      "this data was served by 2 processes; fewer")
     # the data of a single `odradek serve` is not taken over
     single = tmp_path / "single"
     single.mkdir()
     (single / "meta.properties").write_text("version=1\n")
-    _one_line_failure(_serve("--processes", "2", "--log-dirs", str(single), "--override",
-                             listeners), "holds the data of a single `odradek serve`")
+    _one_line_failure(_serve_here(capsys, "--processes", "2", "--log-dirs", str(single),
+                                  "--override", listeners),
+                      "holds the data of a single `odradek serve`")
+    assert not (tmp_path / "data").exists()  # nothing was written for the refused starts
 
 
 def test_a_process_that_fails_to_start_stops_the_others_with_one_line(tmp_path: Path) -> None:
