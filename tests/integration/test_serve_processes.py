@@ -196,6 +196,10 @@ def test_bad_input_is_one_line_and_a_non_zero_exit(
     _one_line_failure(_serve_here(capsys, "--processes", "1", "--log-dirs", str(served),
                                   "--override", listeners),
                       "this data was served by 2 processes; fewer")
+    # nor by a single `odradek serve`, which would take process-<i> for partitions
+    _one_line_failure(_serve_here(capsys, "--log-dirs", str(served), "--override", listeners),
+                      f"{served} holds the data of `odradek serve --processes 2`; start it")
+    assert sorted(p.name for p in served.iterdir()) == ["processes.properties"]
     # the data of a single `odradek serve` is not taken over
     single = tmp_path / "single"
     single.mkdir()

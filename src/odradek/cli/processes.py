@@ -64,11 +64,7 @@ from odradek.broker.control.meta_properties import (
     read_meta_properties,
 )
 from odradek.cli.common import CliError
-from odradek.cli.processes_layout import ProcessPlan, check_growth, plan
-
-STATE_FILE = "processes.properties"
-"""``processes=N`` in the first ``log.dirs`` directory: how many processes
-served this data (a properties file, one key)."""
+from odradek.cli.processes_layout import STATE_FILE, ProcessPlan, check_growth, plan
 
 SERVING = "odradek: serving on "
 """The line ``odradek serve`` prints on stdout once it accepts clients."""

@@ -44,6 +44,10 @@ more hosts' worth of brokers anyway)."""
 CONTROLLERS = 3
 """Controller quorum size once N >= 3: survives one controller process lost."""
 
+STATE_FILE = "processes.properties"
+"""``processes=N`` in the first ``log.dirs`` directory: how many processes
+served this data (a properties file, one key; written by the supervisor)."""
+
 PROCESS_DIR = "process-{}"
 """Process *i*'s subdirectory of each ``log.dirs`` entry."""
 

@@ -114,6 +114,22 @@ def _report_slow_stop() -> None:
         log.warning("stop is slow; still pending: %s", out.getvalue().strip())
 
 
+def _refuse_processes_data(config: BrokerConfig) -> None:
+    """One line, before anything is written, when the data directory is one
+    ``odradek serve --processes N`` keeps (``processes.properties`` in it): a
+    single node would take its ``process-<i>`` subdirectories for partitions
+    and leave files of its own beside them."""
+    from odradek.cli.processes_layout import STATE_FILE
+
+    state = config.log_dir / STATE_FILE
+    if state.exists():
+        n = next((v.strip() for k, _, v in (line.partition("=") for line in
+                                             state.read_text(encoding="utf-8").splitlines())
+                  if k.strip() == "processes"), "N")
+        raise CliError(f"{config.log_dir} holds the data of `odradek serve --processes {n}`; "
+                       f"start it that way (or give this broker other log.dirs)")
+
+
 def run(args: argparse.Namespace) -> int:
     from odradek.broker.app import BrokerApp
 
@@ -130,6 +146,7 @@ def run(args: argparse.Namespace) -> int:
         from odradek.cli.processes import supervise
 
         return supervise(args, config, overrides)
+    _refuse_processes_data(config)
     logging.basicConfig(
         level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
