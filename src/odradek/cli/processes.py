@@ -218,21 +218,30 @@ def _prepare_dirs(args: argparse.Namespace, config: BrokerConfig,
         else:
             todo.append(p)
     cluster_id = cluster_id or random_uuid()
-    from odradek.cli import storage
-
     for p in todo:
         overrides = [f"{k}={v}" for k, v in {**user_overrides, **p.overrides}.items()]
-        ns = argparse.Namespace(
-            config=args.properties or Path(os.devnull), override=overrides,
-            cluster_id=cluster_id, standalone=False, initial_controllers=None,
-            no_initial_controllers=False, add_scram=[], feature=[], ignore_formatted=True)
+        ns = _format_args(args.properties or Path(os.devnull), overrides, cluster_id)
         with contextlib.redirect_stdout(io.StringIO()):
-            storage.run_format(ns)
+            ns.run(ns)
     base.mkdir(parents=True, exist_ok=True)
     tmp = state.with_suffix(".tmp")
     tmp.write_text(f"# written by odradek serve --processes\nprocesses={len(plans)}\n",
                    encoding="utf-8")
     tmp.replace(state)
+
+
+def _format_args(config: Path, overrides: list[str], cluster_id: str) -> argparse.Namespace:
+    """``odradek storage format -t ID -c CONFIG --ignore-formatted --override
+    ...`` parsed by that command's own parser, so every option it has gets its
+    default (and its ``run``)."""
+    from odradek.cli import storage
+
+    parser = argparse.ArgumentParser(prog="odradek")
+    storage.register(parser.add_subparsers(dest="command", required=True))
+    argv = ["storage", "format", "-t", cluster_id, "-c", str(config), "--ignore-formatted"]
+    for item in overrides:
+        argv += ["--override", item]
+    return parser.parse_args(argv)
 
 
 def _metadata_dir(p: ProcessPlan) -> Path:
