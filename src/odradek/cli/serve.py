@@ -1,4 +1,6 @@
-"""``odradek serve``: one broker process (broker and controller in one node)."""
+"""``odradek serve``: one broker process (broker and controller in one node);
+``odradek serve --processes N``: N of them on this host forming one cluster
+(:mod:`odradek.cli.processes`)."""
 
 from __future__ import annotations
 
@@ -30,6 +32,11 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         help="start although the metadata journal is lost: partition directories are moved "
              "aside as -stray (nothing is deleted) and the broker begins with no topics",
     )
+    serve.add_argument(
+        "--processes", type=int, default=None, metavar="N",
+        help="start N broker processes on this host that form one cluster, to use N cores: "
+             "listener port P becomes P..P+N-1, each log dir D gets D/process-<i> "
+             "(see docs/cluster.md)")
     serve.set_defaults(run=run)
 
 
@@ -107,6 +114,22 @@ def _report_slow_stop() -> None:
         log.warning("stop is slow; still pending: %s", out.getvalue().strip())
 
 
+def _refuse_processes_data(config: BrokerConfig) -> None:
+    """One line, before anything is written, when the data directory is one
+    ``odradek serve --processes N`` keeps (``processes.properties`` in it): a
+    single node would take its ``process-<i>`` subdirectories for partitions
+    and leave files of its own beside them."""
+    from odradek.cli.processes_layout import STATE_FILE
+
+    state = config.log_dir / STATE_FILE
+    if state.exists():
+        n = next((v.strip() for k, _, v in (line.partition("=") for line in
+                                             state.read_text(encoding="utf-8").splitlines())
+                  if k.strip() == "processes"), "N")
+        raise CliError(f"{config.log_dir} holds the data of `odradek serve --processes {n}`; "
+                       f"start it that way (or give this broker other log.dirs)")
+
+
 def run(args: argparse.Namespace) -> int:
     from odradek.broker.app import BrokerApp
 
@@ -119,6 +142,11 @@ def run(args: argparse.Namespace) -> int:
 
         overrides[ACCEPT_MISSING_METADATA] = "true"
     config = BrokerConfig.from_sources(file_props, overrides)
+    if args.processes is not None:
+        from odradek.cli.processes import supervise
+
+        return supervise(args, config, overrides)
+    _refuse_processes_data(config)
     logging.basicConfig(
         level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
