@@ -107,7 +107,9 @@ class Log:
         """First dirty offset for the cleaner (``cleaner-offset-checkpoint``)."""
         leo = self.local.log_end_offset
         try:
-            self.txn_files.truncate_from_end(leo, self.local.segment_bases)
+            if not load_report.clean:
+                # (After a clean shutdown nothing lies past the log end.)
+                self.txn_files.truncate_from_end(leo, self.local.segment_bases)
             # Epochs are noted when an append is assigned, before its write: a
             # crash in between leaves one starting past the log end.
             self.epochs.truncate_from_end(leo + 1)
