@@ -301,6 +301,9 @@ class OpenedDir:
     recovery_point: int
     high_watermark: int
     topic_id: uuid.UUID | None
+    dir_changed: bool = True
+    """Files may have been created, renamed or removed (not after a clean shutdown
+    that left nothing to tidy): the directory wants a sync at the next flush."""
 
 
 def open_dir(fs: FileSystem, handles: HandleCache, dir_path: str, config: LogConfig,
@@ -317,7 +320,10 @@ def open_dir(fs: FileSystem, handles: HandleCache, dir_path: str, config: LogCon
                                      clean=clean_shutdown, recovery_point=recovery_point,
                                      skip_damage=skip_damage)
     start = max(log_start_offset, segments[0].base_offset if segments else log_start_offset)
+    changed = (created or not clean_shutdown or bool(report.removed_files)
+               or report.deleted_segments > 0)
     if not segments or start > segments[-1].next_offset:
+        changed = True
         # Nothing on disk, or everything below the checkpointed start is gone:
         # start empty at the log start so offsets never repeat.
         for seg in segments:
@@ -335,7 +341,7 @@ def open_dir(fs: FileSystem, handles: HandleCache, dir_path: str, config: LogCon
         recovery = leo
     hw = min(max(high_watermark if high_watermark is not None else start, start), leo)
     return OpenedDir(segments, report, start, recovery, hw,
-                     _partition_metadata(fs, dir_path, topic_id))
+                     _partition_metadata(fs, dir_path, topic_id), dir_changed=changed)
 
 
 def _partition_metadata(fs: FileSystem, dir_path: str,

@@ -33,10 +33,19 @@ class CountingFs(OsFileSystem):
         super().__init__()
         self.reads: list[str] = []
         self.opened: list[str] = []
+        self.synced: list[str] = []
 
     def read_file(self, path: str) -> bytes:
         self.reads.append(path)
         return super().read_file(path)
+
+    def fsync(self, path: str) -> None:
+        self.synced.append(path)
+        super().fsync(path)
+
+    def sync_dir(self, path: str) -> None:
+        self.synced.append(path)
+        super().sync_dir(path)
 
     def open(self, path: str, *, create: bool = False):  # type: ignore[no-untyped-def]
         self.opened.append(path)
@@ -77,6 +86,29 @@ def test_clean_open_reads_no_segment_file_and_serves_reads(tmp_path: Path) -> No
     tail = log.read_records(60, 1 << 20)
     assert 0 < len(tail) < len(data) and data.endswith(tail)
     assert log.active_segment.deferred  # reads do not load it for appends
+
+
+def test_an_untouched_log_closes_without_writing_or_syncing(tmp_path: Path) -> None:
+    clock = ManualClock(NOW)
+    path = str(tmp_path / "t-0")
+    _filled(OsFileSystem(), path, clock, 5)
+    fs = CountingFs()
+    log = _reopen_clean(fs, path, clock, 10)
+
+    class Producers:
+        def producer_snapshot(self) -> bytes:
+            raise AssertionError("no snapshot is taken of an untouched log")
+
+        def writes_rolled_back(self) -> None:
+            pass
+
+    log.attach(Producers())  # type: ignore[arg-type]
+    assert log.read_records(0, 1 << 20)
+    before = sorted(os.listdir(path))
+    log.flush()
+    log.close()
+    assert fs.synced == []
+    assert sorted(os.listdir(path)) == before
 
 
 def test_first_append_after_clean_open_continues_the_log(tmp_path: Path) -> None:
