@@ -335,6 +335,7 @@ def open_dir(fs: FileSystem, handles: HandleCache, dir_path: str, config: LogCon
                                    max_index_bytes=config.segment_index_bytes,
                                    index_interval_bytes=config.index_interval_bytes,
                                    now_ms=now_ms)]
+        segments[0].defer_empty()  # an idle new partition keeps no index objects
     leo = segments[-1].next_offset
     recovery = min(max(recovery_point, start), leo) if not created else leo
     if clean_shutdown:

@@ -178,6 +178,15 @@ class Segment:
         self._max_ts = max_ts
         self.next_offset = next_offset
 
+    def defer_empty(self) -> None:
+        """Forget the indexes of this empty segment (just created, its index files
+        empty) and mark it :attr:`deferred`: they are read again, empty, before
+        its first append."""
+        assert self.size == 0 and self.next_offset == self.base_offset
+        self._oi = self._ti = None
+        self._max_ts = None
+        self.deferred = True
+
     def log_handle(self) -> FileHandle:
         return self.handles.get(self.log_path)
 

@@ -188,6 +188,7 @@ def test_open_files_stay_bounded_with_every_log_touched(tmp_path: Path) -> None:
     manager.startup()
     for p in range(60):
         log = manager.get_or_create_log("t", p)
+        assert log.active_segment.deferred  # a new log keeps no index objects
         log.append(make_batch([b"v"], timestamps=NOW))
         log.flush()
     manager.close()
