@@ -193,6 +193,8 @@ def _stored_marker(plog: Log, h: BatchHeader) -> tuple[bool | None, int]:
 
 
 def _iter_headers(plog: Log, start: int) -> Iterable[BatchHeader]:
+    if start >= plog.log_end_offset:
+        return  # a snapshot at the log end (a clean shutdown): no file is read
     first = max(bisect.bisect_right(plog.segment_bases, start) - 1, 0)
     for seg in plog.segments[first:]:
         offset = seg.base_offset

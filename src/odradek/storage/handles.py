@@ -12,6 +12,7 @@ threads never take handles from it; they fsync by path.
 
 from __future__ import annotations
 
+import posixpath
 from collections import OrderedDict
 
 from odradek.storage.fs import FileHandle, FileSystem
@@ -24,6 +25,8 @@ class HandleCache:
         self.fs = fs
         self.max_open = max_open
         self._open: OrderedDict[str, FileHandle] = OrderedDict()
+        self._by_dir: dict[str, set[str]] = {}
+        """The open paths of each directory (``discard_under`` looks only there)."""
         self.opens = 0
         self.evictions = 0
 
@@ -35,24 +38,37 @@ class HandleCache:
         handle = self.fs.open(path, create=create)
         self.opens += 1
         self._open[path] = handle
+        self._by_dir.setdefault(posixpath.dirname(path), set()).add(path)
         while len(self._open) > self.max_open:
-            _, victim = self._open.popitem(last=False)
+            old, victim = self._open.popitem(last=False)
+            self._forget(old)
             self.evictions += 1
             victim.close()
         return handle
+
+    def _forget(self, path: str) -> None:
+        directory = posixpath.dirname(path)
+        paths = self._by_dir.get(directory)
+        if paths is not None:
+            paths.discard(path)
+            if not paths:
+                del self._by_dir[directory]
 
     def discard(self, path: str) -> None:
         """Close ``path`` if open (before it is renamed or removed)."""
         handle = self._open.pop(path, None)
         if handle is not None:
+            self._forget(path)
             handle.close()
 
     def discard_under(self, dir_path: str) -> None:
-        prefix = dir_path.rstrip("/") + "/"
-        for path in [p for p in self._open if p.startswith(prefix)]:
+        """Close every open file directly in ``dir_path`` (a partition directory:
+        segment files are never in subdirectories)."""
+        for path in list(self._by_dir.get(dir_path.rstrip("/") or "/", ())):
             self.discard(path)
 
     def close_all(self) -> None:
+        self._by_dir.clear()
         while self._open:
             _, handle = self._open.popitem()
             handle.close()

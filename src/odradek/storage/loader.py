@@ -12,9 +12,15 @@ Start-up work by case:
   (:mod:`odradek.storage.cleaner`): the segments it replaces (those based
   within its offsets) are removed, their ``.txnindex`` entries move to it, and
   it becomes ``<base>.log``, indexed afresh by recovery.
-* Clean shutdown: nothing is read except the active segment's indexes and the
-  log bytes after its last offset-index entry. Inactive segments stay unopened
-  until used; their sizes come from ``stat``.
+* Clean shutdown: nothing is read; every segment's size comes from ``stat``.
+  Inactive segments stay unopened until used. The active segment's end is the
+  checkpointed recovery point (a clean close flushed every log to its end, so
+  the recovery point is the log end): it is *deferred*
+  (:attr:`~odradek.storage.segment.Segment.deferred`), its indexes and the
+  bytes after its last offset-index entry read only before its first append or
+  truncation (:meth:`~odradek.storage.local_log.LocalLog.load_active`). Where
+  that end cannot be the log end (at or below the base of an active segment
+  holding batches), the active segment is loaded at once.
 * Unclean stop: segments wholly below the recovery point are trusted as after a
   clean shutdown, except that one with a missing index is validated and
   re-indexed (Kafka does the same). The segment holding the recovery point is
@@ -142,8 +148,10 @@ def _swap_end(fs: FileSystem, path: str, base: int) -> tuple[int, set[int]]:
 
 
 def _list_segments(fs: FileSystem, dir_path: str, report: LoadReport) -> tuple[list[int], set[str]]:
-    _finish_swaps(fs, dir_path, report)
     names = fs.listdir(dir_path)
+    if any(n.endswith(CLEANED_SUFFIX) or n.endswith(SWAP_SUFFIX) for n in names):
+        _finish_swaps(fs, dir_path, report)
+        names = fs.listdir(dir_path)
     bases: list[int] = []
     present = set(names)
     for name in names:
@@ -201,6 +209,8 @@ def load_segments(
         seg.next_offset = nxt.base_offset
     if clean:
         active = segments[-1]
+        if _defer_active(active, recovery_point):
+            return segments, report
         if not open_active_clean(active):
             _recover(active, None, report, skip_damage, None)
         return segments, report
@@ -224,6 +234,21 @@ def load_segments(
         if i < last and _ends_log(cut, segments, i, skip_damage):
             return _drop_after(segments, seg, report), report
     return segments, report
+
+
+def _defer_active(active: Segment, recovery_point: int) -> bool:
+    """After a clean shutdown: leave ``active`` unread, ending at ``recovery_point``
+    (the log end a clean close checkpointed) if that end is above its base; an
+    empty one ends at its base."""
+    if active.size == 0:
+        end = active.base_offset  # nothing in it to disagree with
+    elif recovery_point > active.base_offset:
+        end = recovery_point
+    else:
+        return False
+    active.next_offset = end
+    active.deferred = True
+    return True
 
 
 def _ends_log(cut: bool, segments: list[Segment], i: int, skip_damage: bool) -> bool:
@@ -276,6 +301,9 @@ class OpenedDir:
     recovery_point: int
     high_watermark: int
     topic_id: uuid.UUID | None
+    dir_changed: bool = True
+    """Files may have been created, renamed or removed (not after a clean shutdown
+    that left nothing to tidy): the directory wants a sync at the next flush."""
 
 
 def open_dir(fs: FileSystem, handles: HandleCache, dir_path: str, config: LogConfig,
@@ -292,7 +320,10 @@ def open_dir(fs: FileSystem, handles: HandleCache, dir_path: str, config: LogCon
                                      clean=clean_shutdown, recovery_point=recovery_point,
                                      skip_damage=skip_damage)
     start = max(log_start_offset, segments[0].base_offset if segments else log_start_offset)
+    changed = (created or not clean_shutdown or bool(report.removed_files)
+               or report.deleted_segments > 0)
     if not segments or start > segments[-1].next_offset:
+        changed = True
         # Nothing on disk, or everything below the checkpointed start is gone:
         # start empty at the log start so offsets never repeat.
         for seg in segments:
@@ -304,13 +335,14 @@ def open_dir(fs: FileSystem, handles: HandleCache, dir_path: str, config: LogCon
                                    max_index_bytes=config.segment_index_bytes,
                                    index_interval_bytes=config.index_interval_bytes,
                                    now_ms=now_ms)]
+        segments[0].defer_empty()  # an idle new partition keeps no index objects
     leo = segments[-1].next_offset
     recovery = min(max(recovery_point, start), leo) if not created else leo
     if clean_shutdown:
         recovery = leo
     hw = min(max(high_watermark if high_watermark is not None else start, start), leo)
     return OpenedDir(segments, report, start, recovery, hw,
-                     _partition_metadata(fs, dir_path, topic_id))
+                     _partition_metadata(fs, dir_path, topic_id), dir_changed=changed)
 
 
 def _partition_metadata(fs: FileSystem, dir_path: str,

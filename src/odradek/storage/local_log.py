@@ -40,6 +40,7 @@ from odradek.storage.flush import FlushJob, FlushPolicy, FlushSchedule
 from odradek.storage.fs import FileSystem
 from odradek.storage.handles import HandleCache
 from odradek.storage.names import FUTURE_DIR_SUFFIX, parse_log_dir_name
+from odradek.storage.recovery import open_active_clean, recover_segment
 from odradek.storage.segment import BatchMeta, Segment
 from odradek.storage.segment_ops import cut_at_batch, should_roll
 from odradek.storage.slices import FileSlice, read_slices
@@ -184,6 +185,31 @@ class LocalLog:
                               index_interval_bytes=self.config.index_interval_bytes,
                               now_ms=self.clock.now_ms())
 
+    def load_active(self) -> None:
+        """Read a deferred active segment (:attr:`Segment.deferred`: opened after a
+        clean shutdown without reading it) as start-up would have: its indexes,
+        checked, and the bytes after the last offset-index entry, or, if they
+        disagree, a validation of the whole segment that cuts a bad tail. Called
+        before the first append, roll or truncation; no write is pending then.
+
+        Should the files end elsewhere than the checkpointed end the log served
+        until now (files changed behind a clean shutdown), the log goes offline
+        before anything is written: the next start, unclean, recovers it."""
+        seg = self._segments[-1]
+        trusted = seg.next_offset
+        try:
+            if not open_active_clean(seg):
+                result = recover_segment(seg, None)
+                self.damage.extend(result.damage)
+        except (OSError, DecodeError) as e:
+            raise self.io_failed("segment load", e if isinstance(e, OSError) else OSError(e)) from e
+        seg.deferred = False
+        self._reserved = seg.size
+        if seg.next_offset != trusted:
+            raise self.io_failed("segment load", OSError(
+                f"the files end at offset {seg.next_offset}, not at the checkpointed "
+                f"{trusted}"))
+
     # -- append -----------------------------------------------------------------------
 
     def write(self, chunks: Sequence[Buffer], metas: Sequence[BatchMeta], size: int,
@@ -192,6 +218,8 @@ class LocalLog:
         :attr:`next_offset`, described by ``metas``): roll if due, reserve their
         place and queue the write. Returns the job while its write is pending,
         else None. Raises a StorageError when an inline write fails."""
+        if self._segments[-1].deferred:
+            self.load_active()
         if should_roll(self._segments[-1], self.config, self._reserved, size, max_ts,
                        metas[-1][0], now):
             self.roll()
@@ -277,6 +305,8 @@ class LocalLog:
         """Start a new active segment at the next offset (no-op if the active one is
         empty)."""
         self.check_online()
+        if self._segments[-1].deferred:
+            self.load_active()
         active = self._segments[-1]
         if self._reserved == 0:
             return active
@@ -382,6 +412,8 @@ class LocalLog:
         before anything is appended over the cut. ``offset`` is below the log end
         and at or above the first segment's base. Returns the new log end."""
         self.drain_writes()
+        if self._segments[-1].deferred:
+            self.load_active()
         self.rewrites += 1
         i = max(bisect_right(self._bases, offset) - 1, 0)
         try:

@@ -107,7 +107,9 @@ class Log:
         """First dirty offset for the cleaner (``cleaner-offset-checkpoint``)."""
         leo = self.local.log_end_offset
         try:
-            self.txn_files.truncate_from_end(leo, self.local.segment_bases)
+            if not load_report.clean:
+                # (After a clean shutdown nothing lies past the log end.)
+                self.txn_files.truncate_from_end(leo, self.local.segment_bases)
             # Epochs are noted when an append is assigned, before its write: a
             # crash in between leaves one starting past the log end.
             self.epochs.truncate_from_end(leo + 1)
@@ -135,7 +137,7 @@ class Log:
                   log_start_offset=opened.log_start_offset,
                   recovery_point=opened.recovery_point, high_watermark=opened.high_watermark,
                   topic_id=opened.topic_id, load_report=opened.report, io=io)
-        log.local.flushes.dir_dirty = True
+        log.local.flushes.dir_dirty = opened.dir_changed
         return log
 
     def attach(self, listener: LogListener | None) -> None:
@@ -509,8 +511,11 @@ class Log:
     def close(self) -> None:
         """Write index tails (and final time-index entries) and close every file.
         Does not flush: call :meth:`flush` first for a clean shutdown. The producer
-        snapshot at the log end is written (and synced) first."""
+        snapshot at the log end is written (and synced) first, unless the log is
+        untouched since a clean start (its active segment still deferred)."""
         self.local.drain_writes()
-        if not self.local.offline:
+        if not self.local.offline and not self.local.active_segment.deferred:
+            # (A log still deferred has had nothing appended or cut since the clean
+            # shutdown that stored the snapshot at its end.)
             self._store_snapshot(self.local.next_offset, durable=True)
         self.local.close()

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import logging
 import posixpath
 import uuid
@@ -264,7 +265,8 @@ class LogManager:
         """``log`` is ``tp``'s current log from now on: its housekeeping is looked
         at by the next tick, and again whenever it says it is busy."""
         busy = self._busy
-        log.local.on_busy = lambda: busy.setdefault(tp)
+        # (A partial, not a lambda: a closure costs a partition twice as much.)
+        log.local.on_busy = functools.partial(busy.__setitem__, tp, None)
         busy[tp] = None
         return log
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import posixpath
 import re
+import sys
 import uuid
 from typing import Final
 
@@ -94,7 +95,7 @@ def parse_partition_dir_name(name: str) -> tuple[str, int] | None:
         return None
     if part != str(int(part)):
         return None
-    return topic, int(part)
+    return sys.intern(topic), int(part)  # one string for all of a topic's partitions
 
 
 def stray_dir_name(topic: str, partition: int, unique: uuid.UUID) -> str:

@@ -71,17 +71,16 @@ class Segment:
         "base_offset",
         "bytes_since_index",
         "created_ms",
+        "deferred",
         "dir_path",
         "dirty",
         "fs",
         "handles",
         "index_interval_bytes",
-        "index_path",
         "log_path",
         "max_index_bytes",
         "next_offset",
         "size",
-        "time_index_path",
     )
 
     def __init__(
@@ -108,17 +107,21 @@ class Segment:
         (:meth:`allocate_for`); a truncation may have freed them already."""
         self.created_ms = created_ms
         self.log_path = segment_path(dir_path, base_offset, LOG_SUFFIX)
-        self.index_path = segment_path(dir_path, base_offset, INDEX_SUFFIX)
-        self.time_index_path = segment_path(dir_path, base_offset, TIME_INDEX_SUFFIX)
         self.next_offset = base_offset
         self.bytes_since_index = 0
         self.dirty = False  # files changed since the last flush took them
+        self.deferred = False
+        """An active segment opened after a clean shutdown without reading it:
+        ``next_offset`` is the checkpointed log end, not yet checked against the
+        files, and the indexes are unread. The local log loads it
+        (:func:`odradek.storage.recovery.open_active_clean`) before its first
+        append or truncation; reads load the indexes as for an inactive segment."""
         self._oi: OffsetIndex | None = None
         self._ti: TimeIndex | None = None
         self._ti_checked = False
         self._max_ts: tuple[int, int] | None = None
         self._rolling_ts: int | None = None
-        self._tail = BatchTail()
+        self._tail: BatchTail | None = None  # made by the first append
 
     # -- life cycle ---------------------------------------------------------------
 
@@ -168,11 +171,21 @@ class Segment:
         next_offset: int,
     ) -> None:
         """Adopt indexes and counters computed by a scan (creation, open, recovery)."""
+        self.deferred = False
         self._oi, self._ti = oi, ti
         self._ti_checked = True
         self.bytes_since_index = bytes_since_index
         self._max_ts = max_ts
         self.next_offset = next_offset
+
+    def defer_empty(self) -> None:
+        """Forget the indexes of this empty segment (just created, its index files
+        empty) and mark it :attr:`deferred`: they are read again, empty, before
+        its first append."""
+        assert self.size == 0 and self.next_offset == self.base_offset
+        self._oi = self._ti = None
+        self._max_ts = None
+        self.deferred = True
 
     def log_handle(self) -> FileHandle:
         return self.handles.get(self.log_path)
@@ -232,8 +245,16 @@ class Segment:
         """The partition directory was renamed ``dir_path``: the same files, new paths."""
         self.dir_path, self.handles = dir_path, handles
         self.log_path = segment_path(dir_path, self.base_offset, LOG_SUFFIX)
-        self.index_path = segment_path(dir_path, self.base_offset, INDEX_SUFFIX)
-        self.time_index_path = segment_path(dir_path, self.base_offset, TIME_INDEX_SUFFIX)
+
+    @property
+    def index_path(self) -> str:
+        """The ``.index`` file's path (made when asked: an idle segment keeps only
+        its ``.log`` path)."""
+        return segment_path(self.dir_path, self.base_offset, INDEX_SUFFIX)
+
+    @property
+    def time_index_path(self) -> str:
+        return segment_path(self.dir_path, self.base_offset, TIME_INDEX_SUFFIX)
 
     def close(self) -> None:
         self.become_inactive()
@@ -401,7 +422,10 @@ class Segment:
             self._rolling_ts = batches[0][1]
         interval = self.index_interval_bytes
         since = self.bytes_since_index
-        lasts, starts = self._tail.extend_at(position, self.next_offset)
+        tail = self._tail
+        if tail is None:
+            tail = self._tail = BatchTail()
+        lasts, starts = tail.extend_at(position, self.next_offset)
         for last_offset, batch_ts, size in batches:
             lasts.append(last_offset)
             starts.append(position)
@@ -415,7 +439,7 @@ class Segment:
             position += size
         self.bytes_since_index = since
         self._max_ts = (max_ts, max_off)
-        self.size = self._tail.end = position
+        self.size = tail.end = position
         self.next_offset = batches[-1][0] + 1
 
     # -- reading ------------------------------------------------------------------
@@ -438,8 +462,9 @@ class Segment:
 
     def find_batch(self, offset: int) -> tuple[int, BatchHeader] | None:
         """(position, header) of the first batch whose last offset is >= ``offset``."""
-        if self._tail.answers(offset, self.size):
-            position = self._tail.position_of(offset)
+        tail = self._tail
+        if tail is not None and tail.answers(offset, self.size):
+            position = tail.position_of(offset)
             if position is None:
                 return None
             return next(self.iter_headers(position, chunk=BATCH_HEADER_SIZE))
