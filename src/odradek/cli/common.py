@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import signal
+import subprocess
+import time
+from collections.abc import Sequence
 from pathlib import Path
 
 BOOTSTRAP_ENV = "ODRADEK_BOOTSTRAP_SERVER"
@@ -24,6 +28,24 @@ SET, DELETE = 0, 1
 class CliError(Exception):
     """A failure reported as one line (``odradek: ...``) and exit status 1."""
 
+
+
+def stop_processes(procs: Sequence[subprocess.Popen[bytes]], timeout_s: float) -> None:
+    """SIGTERM each running process (after a SIGCONT: a stopped one must see it),
+    then wait; whichever has not exited ``timeout_s`` after the signals is
+    killed. Returns once every one has exited."""
+    running = [p for p in procs if p.poll() is None]
+    for p in running:
+        with contextlib.suppress(ProcessLookupError):
+            p.send_signal(signal.SIGCONT)
+            p.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + timeout_s
+    for p in running:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            p.wait(max(0.0, deadline - time.monotonic()))
+        if p.poll() is None:
+            p.kill()
+            p.wait()
 
 
 def stop_on_signals() -> asyncio.Event:

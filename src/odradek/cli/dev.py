@@ -35,10 +35,9 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
-from odradek.cli.common import CliError
+from odradek.cli.common import CliError, stop_processes
 from odradek.testing.secure_cluster import add_scram_arguments
 
 
@@ -257,17 +256,7 @@ class _Nodes:
     def stop_all(self, timeout_s: float = 30.0) -> None:
         """SIGTERM every node (a controlled shutdown each); whichever has not
         exited ``timeout_s`` after the signal is killed."""
-        running = [p for p in self.procs.values() if p.poll() is None]
-        for p in running:
-            p.send_signal(signal.SIGCONT)
-            p.send_signal(signal.SIGTERM)
-        deadline = time.monotonic() + timeout_s
-        for p in running:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                p.wait(max(0.0, deadline - time.monotonic()))
-            if p.poll() is None:
-                p.kill()
-                p.wait()
+        stop_processes(list(self.procs.values()), timeout_s)
 
 
 def _read_commands(lines: queue.Queue[str]) -> None:

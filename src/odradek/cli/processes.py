@@ -63,7 +63,7 @@ from odradek.broker.control.meta_properties import (
     random_uuid,
     read_meta_properties,
 )
-from odradek.cli.common import CliError
+from odradek.cli.common import CliError, stop_processes
 from odradek.cli.processes_layout import STATE_FILE, ProcessPlan, check_growth, plan
 
 SERVING = "odradek: serving on "
@@ -250,18 +250,7 @@ def _metadata_dir(p: ProcessPlan) -> Path:
 
 
 def _stop_all(children: list[Child]) -> None:
-    running = [c.proc for c in children if c.proc is not None and c.proc.poll() is None]
-    for proc in running:
-        with contextlib.suppress(ProcessLookupError):
-            proc.send_signal(signal.SIGCONT)  # a stopped process must see the SIGTERM
-            proc.send_signal(signal.SIGTERM)
-    deadline = time.monotonic() + STOP_TIMEOUT_S
-    for proc in running:
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(max(0.0, deadline - time.monotonic()))
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+    stop_processes([c.proc for c in children if c.proc is not None], STOP_TIMEOUT_S)
 
 
 def _say(text: str) -> None:
