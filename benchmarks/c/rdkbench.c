@@ -108,6 +108,26 @@ static void on_delivery(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaqu
     }
 }
 
+/* Stamp (if asked) and queue one record for PARTITION: 1 when queued, 0 when
+ * librdkafka's queue was full (callbacks were served for up to 10 ms; the
+ * caller tries again). Any other failure ends the run. */
+static int send_one(rd_kafka_t *rk, rd_kafka_topic_t *rkt, int32_t partition, char *value,
+                    size_t size, int stamp) {
+    if (stamp) {
+        uint64_t ns = (uint64_t)now_ns();
+        for (int b = 0; b < 8; b++)
+            value[1 + b] = (char)(ns >> (56 - 8 * b));
+    }
+    if (rd_kafka_produce(rkt, partition, RD_KAFKA_MSG_F_COPY, value, size, NULL, 0,
+                         NULL) == -1) {
+        if (rd_kafka_last_error() != RD_KAFKA_RESP_ERR__QUEUE_FULL)
+            die("produce", rd_kafka_err2str(rd_kafka_last_error()));
+        rd_kafka_poll(rk, 10);
+        return 0;
+    }
+    return 1;
+}
+
 static int produce(int argc, char **argv) {
     if (argc != 11 && argc != 12)
         die("usage", "produce BOOTSTRAP TOPIC PARTITIONS COUNT SIZE ACKS IDEMPOTENT RATE STAMP "
@@ -165,18 +185,8 @@ static int produce(int argc, char **argv) {
             int64_t due_ns = t0 + (int64_t)((double)sent * 1e9 / (double)rate);
             while (now_ns() < due_ns) /* the spinning pacer: no sleep, ever */
                 ;
-            if (stamp) {
-                uint64_t ns = (uint64_t)now_ns();
-                for (int b = 0; b < 8; b++)
-                    value[1 + b] = (char)(ns >> (56 - 8 * b));
-            }
-            if (rd_kafka_produce(rkt, (int32_t)(sent % partitions), RD_KAFKA_MSG_F_COPY,
-                                 value, size, NULL, 0, NULL) == -1) {
-                if (rd_kafka_last_error() != RD_KAFKA_RESP_ERR__QUEUE_FULL)
-                    die("produce", rd_kafka_err2str(rd_kafka_last_error()));
-                rd_kafka_poll(rk, 10);
+            if (!send_one(rk, rkt, (int32_t)(sent % partitions), value, size, stamp))
                 continue;
-            }
             sent++;
             rd_kafka_poll(rk, 0);
             continue;
@@ -188,18 +198,8 @@ static int produce(int argc, char **argv) {
                 due = count;
         }
         while (sent < due && !stopping) {
-            if (stamp) {
-                uint64_t ns = (uint64_t)now_ns();
-                for (int b = 0; b < 8; b++)
-                    value[1 + b] = (char)(ns >> (56 - 8 * b));
-            }
-            if (rd_kafka_produce(rkt, (int32_t)(sent % partitions), RD_KAFKA_MSG_F_COPY,
-                                 value, size, NULL, 0, NULL) == -1) {
-                if (rd_kafka_last_error() != RD_KAFKA_RESP_ERR__QUEUE_FULL)
-                    die("produce", rd_kafka_err2str(rd_kafka_last_error()));
-                rd_kafka_poll(rk, 10);
+            if (!send_one(rk, rkt, (int32_t)(sent % partitions), value, size, stamp))
                 continue;
-            }
             sent++;
             if (!(sent & 4095))
                 rd_kafka_poll(rk, 0);
