@@ -87,11 +87,14 @@ def wait_for(condition: Callable[[], Any], what: str, timeout: float = 15.0) -> 
 
 
 def produce(bootstrap: str, topic: str, values: list[str], key: str | None = None,
-            headers: list[tuple[str, bytes]] | None = None) -> None:
+            headers: list[tuple[str, bytes]] | None = None,
+            partition: int | None = None) -> None:
+    """``partition``: all to that one (else the client's partitioner chooses)."""
     p = Producer({"bootstrap.servers": bootstrap})
+    where = {} if partition is None else {"partition": partition}
     for v in values:
         p.produce(topic, value=v.encode(), key=key.encode() if key else None,
-                  headers=headers or [])
+                  headers=headers or [], **where)
     assert p.flush(15) == 0
 
 
