@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.support.cluster import (
@@ -251,6 +251,24 @@ def move(cluster: LocalCluster, node_id: int) -> str:
     return f"CONTROLLER://127.0.0.1:{new}"
 
 
+def create_topic(bootstrap: str, name: str) -> None:
+    """Create ``name`` (one partition, RF 1) through the brokers, trying again
+    on NOT_CONTROLLER within 60 s. A broker answers NOT_CONTROLLER (retriable)
+    when it found no active controller within its forwarding wait, which a
+    loaded machine can exceed just after the quorum's leader changed; Kafka's
+    own admin client retries it, librdkafka's hands it to the application."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            admin.create_topics([NewTopic(name, 1, 1)], request_timeout=30)[name].result(60)
+            return
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError.NOT_CONTROLLER or time.monotonic() > deadline:
+                raise
+        time.sleep(0.5)
+
+
 def test_a_voter_restarted_on_a_new_port_updates_its_endpoint(tmp_path: Path) -> None:
     cluster = LocalCluster(tmp_path, controllers=3, brokers=1, overrides=FAST, dynamic=True)
     cluster.format(initial=[1, 2, 3])
@@ -280,8 +298,7 @@ def test_a_voter_restarted_on_a_new_port_updates_its_endpoint(tmp_path: Path) ->
             st if (st := status(cluster, via=moved))["LeaderId"] in set(dirs) - {leader}
             else None), 60, interval_s=0.5)
         assert after["LeaderId"] != leader
-        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
-        admin.create_topics([NewTopic("moved", 1, 1)], request_timeout=30)["moved"].result(60)
+        create_topic(cluster.bootstrap, "moved")
         producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all",
                              "enable.idempotence": True})
         producer.produce("moved", b"1")
@@ -327,7 +344,7 @@ def test_a_moved_voter_that_must_lead_is_found_at_its_new_port(tmp_path: Path) -
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
         wait_for("the broker registered",
                  lambda: len(admin.list_topics(timeout=5).brokers) == 1, 60, interval_s=0.5)
-        admin.create_topics([NewTopic("led", 1, 1)], request_timeout=30)["led"].result(60)
+        create_topic(cluster.bootstrap, "led")
         assert status(cluster)["LeaderEpoch"] >= led["LeaderEpoch"]
         assert_no_tracebacks(cluster)
     except BaseException:
