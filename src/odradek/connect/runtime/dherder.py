@@ -224,6 +224,15 @@ class DistributedHerder(Herder):
 
     # -- reads: this worker's copy of the topics ----------------------------------
 
+    def tasks_shutting_down(self, name: str) -> bool:
+        """Whether a task of ``name`` still reports RUNNING, PAUSED or RESTARTING
+        in the status topic. A STOPPED connector's task configs are empty at
+        once, but its tasks stop (committing their last offsets) only when
+        their workers rebalance, then write UNASSIGNED: an offset alteration
+        before that could be overwritten by a task's last commit."""
+        live = (t.RUNNING, t.PAUSED, t.RESTARTING)
+        return any(s.state in live for s in self.cluster.task_statuses(name).values())
+
     def _get(self, name: str) -> Entry:
         snap = self.cluster.snapshot()
         config = snap.connectors.get(name)

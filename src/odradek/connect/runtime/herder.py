@@ -93,6 +93,11 @@ class Herder:
 
     # -- connectors -----------------------------------------------------------
 
+    def tasks_shutting_down(self, name: str) -> bool:
+        """Whether a task of ``name`` may still commit offsets: never here, where
+        stopping a connector stops its tasks before it answers."""
+        return False
+
     def _get(self, name: str) -> Entry:
         entry = self.entries.get(name)
         if entry is None:

@@ -71,6 +71,11 @@ def _stopped(herder: Herder, name: str) -> None:
                              f"can be modified. This can be done for the specified connector "
                              f"by issuing a 'PUT' request to the '/connectors/{name}/stop' "
                              f"endpoint")
+    if herder.tasks_shutting_down(name):
+        # 409, as during a rebalance: the tasks' workers are about to rebalance
+        # them away; an alteration now could be overwritten by their last commit.
+        raise RestError(409, f"The tasks of connector {name} are still shutting down; "
+                             f"try again once they have stopped")
 
 
 def alter_offsets(herder: Herder, name: str, body: Any) -> dict[str, str]:
