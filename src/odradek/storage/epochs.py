@@ -118,7 +118,11 @@ class LeaderEpochCache:
             if epoch >= 0 and epoch > self.latest_epoch:
                 self._epochs.append(epoch)
                 self._starts.append(base)
-        self._write()
+        # No entries and no file (a new or empty log): nothing to write, and a
+        # missing file is rebuilt the same way at the next open (one fsync and
+        # a directory sync fewer for every partition created).
+        if self._epochs or self.fs.exists(self.path):
+            self._write()
         self.loaded = True
 
     def end_offset_for(self, epoch: int, log_end_offset: int) -> tuple[int, int]:

@@ -46,7 +46,7 @@ import functools
 import logging
 import posixpath
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from odradek.common.clock import Clock
@@ -81,6 +81,7 @@ from odradek.storage.names import (
     stray_dir_name,
 )
 from odradek.storage.pagecache import PageCacheTrimmer, default_retain
+from odradek.storage.prepare import MIN_BATCH, NewDir, prepare_dirs
 
 _log = logging.getLogger("odradek.storage")
 _IDLE_MS = 60_000
@@ -124,6 +125,8 @@ class LogManager:
             tp: d.rstrip("/") or "/" for tp, d in (pinned or {}).items()}
         """Partitions that live in a given directory whatever the placement says (the
         metadata journal in ``metadata.log.dir``), possibly outside ``log.dirs``."""
+        self._prepared: dict[TopicPartition, str] = {}
+        """Directories made by :meth:`prepare_new_logs`, by partition, until opened."""
         self.dirs: list[str] = list(dict.fromkeys([*self.log_dirs, *self.pinned.values()]))
         """Every directory this manager keeps: ``log.dirs`` and pinned ones."""
         self.handles = HandleCache(fs, config.max_open_files)
@@ -246,8 +249,9 @@ class LogManager:
         directory holding the fewest partitions if there is none."""
         log = self._logs.get((topic, partition))
         if log is None:
-            directory = self.pinned.get((topic, partition)) or self._least_used_dir()
-            path = posixpath.join(directory, partition_dir_name(topic, partition))
+            path = self._prepared.pop((topic, partition), None) or posixpath.join(
+                self.pinned.get((topic, partition)) or self._least_used_dir(),
+                partition_dir_name(topic, partition))
             log = Log.open(
                 self.fs,
                 path,
@@ -260,6 +264,40 @@ class LogManager:
             )
             self._logs[(topic, partition)] = self._track((topic, partition), log)
         return log
+
+    def prepare_new_logs(self, new: Sequence[tuple[TopicPartition, uuid.UUID | None, int | None]]
+                         ) -> int:
+        """Create, durably and on threads, the directories of the logs in ``new``
+        (partition, topic id, leader epoch starting at 0 here or None) that
+        :meth:`get_or_create_log` is about to open, so that it finds them
+        (:mod:`odradek.storage.prepare`). Only logs with no directory yet, in
+        batches of at least :data:`~odradek.storage.prepare.MIN_BATCH`; the number
+        prepared."""
+        todo = [(tp, topic_id, epoch) for tp, topic_id, epoch in new
+                if tp not in self._logs and tp not in self._futures]
+        if len(todo) < MIN_BATCH:
+            return 0
+        dirs: list[NewDir] = []
+        counts: dict[str, int] | None = None
+        if len(self.log_dirs) > 1:  # spread as get_or_create_log would, one by one
+            counts = dict.fromkeys(self.log_dirs, 0)
+            for lg in self._all_logs():
+                if (lg.topic, lg.partition) not in self.pinned and lg.parent_dir in counts:
+                    counts[lg.parent_dir] += 1
+        for tp, topic_id, epoch in todo:
+            directory = self.pinned.get(tp)
+            if directory is None:
+                if counts is None:
+                    directory = self.log_dir
+                else:
+                    directory = min(self.log_dirs, key=counts.__getitem__)
+                    counts[directory] += 1
+            dirs.append(NewDir(posixpath.join(directory, partition_dir_name(*tp)),
+                               topic_id, epoch))
+        prepared = prepare_dirs(self.fs, dirs)
+        # The open uses the directory chosen here, whatever it would choose.
+        self._prepared.update((tp, d.path) for (tp, _, _), d in zip(todo, dirs, strict=True))
+        return prepared
 
     def _track(self, tp: TopicPartition, log: Log) -> Log:
         """``log`` is ``tp``'s current log from now on: its housekeeping is looked

@@ -43,7 +43,7 @@ from odradek.broker.replica.log_mover import LogMover
 from odradek.broker.replica.writer import LogWriter
 from odradek.common.clock import Clock
 from odradek.common.ids import Ids
-from odradek.metadata.image import MetadataImage
+from odradek.metadata.image import MetadataImage, TopicImage
 from odradek.replication.effects import Changed, hw_change
 from odradek.replication.partition import Appended, IsrChangeCounts, Origin, PartitionState
 from odradek.storage.checkpoint import kafka_uuid_string
@@ -306,6 +306,7 @@ class PartitionManager:
         moved: list[Partition] = []
         scope = (image.topics.values() if topics is None
                  else [image.topics[n] for n in topics if n in image.topics])
+        self._prepare_new(scope, may_lead)
         for topic in scope:
             config = self.config_for(topic.configs)
             for p in topic.partitions.values():
@@ -381,6 +382,20 @@ class PartitionManager:
                             why, at_offset, where)
         if self.on_leadership is not None:
             self.on_leadership(moved)
+
+    def _prepare_new(self, scope: Iterable[TopicImage], may_lead: bool) -> None:
+        """The directories of the partitions about to get their first log here,
+        made durable together on threads (a CreateTopics of many partitions
+        otherwise waits for their fsyncs one by one, on the loop): with the
+        first leader epoch at offset 0 for those this broker leads at once,
+        which the leader would write before its first append anyway."""
+        node, known = self.node_id, self.partitions
+        new = [((topic.name, p.partition), topic.topic_id,
+                p.leader_epoch if may_lead and p.leader == node else None)
+               for topic in scope for p in topic.partitions.values()
+               if node in p.replicas and (topic.name, p.partition) not in known]
+        if new:
+            self.logs.prepare_new_logs(new)
 
     def _adopt(self, topic: str, index: int, plog: Log, leader_epoch: int) -> Partition:
         # Opened with no leader: the metadata applied next (reconcile) makes it lead

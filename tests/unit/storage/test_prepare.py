@@ -1,0 +1,133 @@
+"""New partition directories made durable together (storage/prepare.py), and the
+log manager opening them without writing their files again."""
+
+from __future__ import annotations
+
+import uuid
+
+from odradek.common.clock import ManualClock
+from odradek.storage import LogConfig, LogManager, LogManagerConfig, MemoryFileSystem
+from odradek.storage.checkpoint import parse_partition_metadata
+from odradek.storage.epochs import LeaderEpochCache, parse_epochs
+from odradek.storage.fs import makedirs_durable
+from odradek.storage.prepare import MIN_BATCH, NewDir, prepare_dirs
+from tests.unit.storage.batches import make_batch
+
+NOW = 1_700_000_000_000
+DIR = "/data"
+
+
+class CountingFs(MemoryFileSystem):
+    """Counts fsyncs and directory syncs."""
+
+    syncs = 0
+
+    def fsync(self, path: str) -> None:
+        self.syncs += 1
+        super().fsync(path)
+
+    def sync_dir(self, path: str) -> None:
+        self.syncs += 1
+        super().sync_dir(path)
+
+
+def manager(fs: MemoryFileSystem, *dirs: str) -> LogManager:
+    mgr = LogManager(fs, ManualClock(NOW),
+                     LogManagerConfig(log_dir=dirs[0] if dirs else DIR, log_dirs=dirs),
+                     LogConfig())
+    mgr.startup()
+    return mgr
+
+
+def test_prepared_directories_and_their_files_survive_a_crash() -> None:
+    fs = MemoryFileSystem(ManualClock(NOW))
+    makedirs_durable(fs, DIR)
+    ids = [uuid.uuid4() for _ in range(10)]
+    new = [NewDir(f"{DIR}/t-{i}", ids[i], 5 if i % 2 == 0 else None) for i in range(10)]
+    assert prepare_dirs(fs, new) == 10
+    fs.crash()  # only what was synced is left
+    for i in range(10):
+        assert parse_partition_metadata(fs.read_file(f"{DIR}/t-{i}/partition.metadata")) == ids[i]
+        epochs = f"{DIR}/t-{i}/leader-epoch-checkpoint"
+        if i % 2 == 0:
+            assert parse_epochs(fs.read_file(epochs)) == [(5, 0)]
+        else:
+            assert not fs.exists(epochs)
+        assert not fs.exists(f"{DIR}/t-{i}/partition.metadata.tmp")
+
+
+def test_an_existing_directory_is_left_as_it_is() -> None:
+    fs = MemoryFileSystem(ManualClock(NOW))
+    makedirs_durable(fs, f"{DIR}/t-0")
+    assert prepare_dirs(fs, [NewDir(f"{DIR}/t-0", uuid.uuid4(), 1)]) == 0
+    assert fs.listdir(f"{DIR}/t-0") == []
+
+
+def test_a_failed_directory_is_left_to_the_open_and_the_rest_are_made() -> None:
+    fs = MemoryFileSystem(ManualClock(NOW))
+    makedirs_durable(fs, DIR)
+    fs.fail_next_sync("t-3")
+    new = [NewDir(f"{DIR}/t-{i}", uuid.uuid4()) for i in range(8)]
+    assert prepare_dirs(fs, new) == 7
+    fs.crash()
+    # The log directory was synced after all of them, t-3's entry too.
+    assert sorted(fs.listdir(DIR)) == sorted(f"t-{i}" for i in range(8))
+
+
+def test_the_manager_opens_prepared_logs_with_no_sync_and_their_first_epoch() -> None:
+    fs = CountingFs(ManualClock(NOW))
+    mgr = manager(fs)
+    topic_id = uuid.uuid4()
+    new = [(("orders", p), topic_id, 7 if p < 6 else None) for p in range(12)]
+    assert mgr.prepare_new_logs(new) == 12
+    before = fs.syncs
+    logs = [mgr.get_or_create_log("orders", p, topic_id=topic_id) for p in range(12)]
+    assert fs.syncs == before  # the directory and both files were already durable
+    for p, lg in enumerate(logs):
+        assert lg.dir_path == f"{DIR}/orders-{p}"
+        assert lg.topic_id == topic_id
+        assert lg.epochs.entries == ([(7, 0)] if p < 6 else [])
+    logs[0].append(make_batch([b"x"]))
+    logs[0].flush()
+    mgr.close()
+    fs.crash()
+    mgr = manager(fs)
+    assert mgr.get_log("orders", 0) is not None
+    assert mgr.get_log("orders", 0).log_end_offset == 1  # type: ignore[union-attr]
+    assert mgr.get_log("orders", 0).epochs.entries == [(7, 0)]  # type: ignore[union-attr]
+
+
+def test_a_few_new_logs_are_left_to_the_open() -> None:
+    fs = MemoryFileSystem(ManualClock(NOW))
+    mgr = manager(fs)
+    new = [(("orders", p), uuid.uuid4(), None) for p in range(MIN_BATCH - 1)]
+    assert mgr.prepare_new_logs(new) == 0
+    assert not fs.exists(f"{DIR}/orders-0")
+
+
+def test_with_several_log_dirs_the_open_uses_the_prepared_directory() -> None:
+    fs = MemoryFileSystem(ManualClock(NOW))
+    mgr = manager(fs, "/a", "/b")
+    for p in range(3):  # /a holds 2 and /b 1 before the batch
+        mgr.get_or_create_log("old", p)
+    new = [(("orders", p), uuid.uuid4(), None) for p in range(9)]
+    assert mgr.prepare_new_logs(new) == 9
+    placed = [mgr.get_or_create_log("orders", p).parent_dir for p in range(9)]
+    assert sorted(fs.listdir("/a") + fs.listdir("/b")) == sorted(
+        [f"old-{p}" for p in range(3)] + [f"orders-{p}" for p in range(9)])
+    assert {d: placed.count(d) for d in ("/a", "/b")} == {"/a": 4, "/b": 5}
+
+
+def test_an_empty_epoch_rebuild_writes_no_file_but_a_damaged_one_is_replaced() -> None:
+    fs = MemoryFileSystem(ManualClock(NOW))
+    makedirs_durable(fs, f"{DIR}/t-0")
+    cache = LeaderEpochCache(fs, f"{DIR}/t-0")
+    cache.load()
+    cache.rebuild_from([])
+    assert cache.loaded and not fs.exists(cache.path)
+    fs.write_file(cache.path, b"not a checkpoint")
+    cache = LeaderEpochCache(fs, f"{DIR}/t-0")
+    cache.load()
+    assert not cache.loaded
+    cache.rebuild_from([])
+    assert parse_epochs(fs.read_file(cache.path)) == []
