@@ -47,6 +47,7 @@ import logging
 import posixpath
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import Executor
 from dataclasses import dataclass
 
 from odradek.common.clock import Clock
@@ -81,7 +82,7 @@ from odradek.storage.names import (
     stray_dir_name,
 )
 from odradek.storage.pagecache import PageCacheTrimmer, default_retain
-from odradek.storage.prepare import MIN_BATCH, NewDir, prepare_dirs
+from odradek.storage.prepare import MIN_BATCH, NewDir, prepare_dirs, prepare_pool
 
 _log = logging.getLogger("odradek.storage")
 _IDLE_MS = 60_000
@@ -125,8 +126,10 @@ class LogManager:
             tp: d.rstrip("/") or "/" for tp, d in (pinned or {}).items()}
         """Partitions that live in a given directory whatever the placement says (the
         metadata journal in ``metadata.log.dir``), possibly outside ``log.dirs``."""
-        self._prepared: dict[TopicPartition, str] = {}
-        """Directories made by :meth:`prepare_new_logs`, by partition, until opened."""
+        self._prepared: dict[TopicPartition, tuple[str, bool]] = {}
+        """Directories chosen by :meth:`prepare_new_logs`, by partition, until opened,
+        and whether each was made whole (a clean empty log)."""
+        self._prepare_pool: Executor | None = None
         self.dirs: list[str] = list(dict.fromkeys([*self.log_dirs, *self.pinned.values()]))
         """Every directory this manager keeps: ``log.dirs`` and pinned ones."""
         self.handles = HandleCache(fs, config.max_open_files)
@@ -249,15 +252,17 @@ class LogManager:
         directory holding the fewest partitions if there is none."""
         log = self._logs.get((topic, partition))
         if log is None:
-            path = self._prepared.pop((topic, partition), None) or posixpath.join(
+            prepared = self._prepared.pop((topic, partition), None)
+            path, clean = prepared or (posixpath.join(
                 self.pinned.get((topic, partition)) or self._least_used_dir(),
-                partition_dir_name(topic, partition))
+                partition_dir_name(topic, partition)), False)
             log = Log.open(
                 self.fs,
                 path,
                 config or self.default_log_config,
                 self.clock,
                 handles=self.handles,
+                clean_shutdown=clean,
                 topic_id=topic_id,
                 skip_damage=self.config.skip_damage,
                 io=self._io(),
@@ -294,10 +299,14 @@ class LogManager:
                     counts[directory] += 1
             dirs.append(NewDir(posixpath.join(directory, partition_dir_name(*tp)),
                                topic_id, epoch))
-        prepared = prepare_dirs(self.fs, dirs)
-        # The open uses the directory chosen here, whatever it would choose.
-        self._prepared.update((tp, d.path) for (tp, _, _), d in zip(todo, dirs, strict=True))
-        return prepared
+        if self._prepare_pool is None:
+            self._prepare_pool = prepare_pool()
+        prepared = prepare_dirs(self.fs, dirs, self._prepare_pool)
+        # The open uses the directory chosen here, whatever it would choose; one
+        # prepared whole opens as a clean empty log.
+        for (tp, _, _), d in zip(todo, dirs, strict=True):
+            self._prepared[tp] = (d.path, d.path in prepared)
+        return len(prepared)
 
     def _track(self, tp: TopicPartition, log: Log) -> Log:
         """``log`` is ``tp``'s current log from now on: its housekeeping is looked
@@ -569,6 +578,8 @@ class LogManager:
         healthy = self.failed is None
         if self.cleaner_pool is not None:
             self.cleaner_pool.close()
+        if self._prepare_pool is not None:
+            self._prepare_pool.shutdown()
         self.page_cache.close()
         for log in list(self._all_logs()):
             if not log.offline:

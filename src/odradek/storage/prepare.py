@@ -21,13 +21,15 @@ entry is durable when it returns:
 - for a partition whose leader epoch ``E`` starts here, ``leader-epoch-checkpoint``
   holding the one entry ``E 0`` (written the same way): the entry the new
   leader notes before its first append, so the open finds it and writes nothing;
-- the partition directory synced, covering both renames.
+- the first segment at offset 0: ``00000000000000000000.log``, ``.index`` and
+  ``.timeindex``, all empty (what :meth:`~odradek.storage.segment.Segment.create`
+  makes);
+- the partition directory synced, covering every entry above.
 
-The log itself (the first segment and its indexes) is still created by the
-open, which now finds the directory and both files and writes neither again;
-the segment files' entries are synced by the log's first flush as for any
-new segment (the log's directory is marked dirty at open). A directory whose
-preparation failed is left to the open, which repeats the work itself and
+A prepared directory is therefore a clean empty log, and the log manager opens
+it as after a clean shutdown with a recovery point of 0: nothing is written or
+read but the two small files. A directory whose preparation failed is left
+to the open, which repeats the work itself (as for an unclean start) and
 takes the log offline if the disk fails it again.
 
 Only a directory that does not exist yet is prepared: an existing one (a log
@@ -41,13 +43,21 @@ import logging
 import posixpath
 import uuid
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass
 
 from odradek.storage.checkpoint import format_partition_metadata
 from odradek.storage.epochs import format_epochs
 from odradek.storage.fs import FileSystem
-from odradek.storage.names import LEADER_EPOCH_CHECKPOINT, PARTITION_METADATA_FILE, TMP_SUFFIX
+from odradek.storage.names import (
+    INDEX_SUFFIX,
+    LEADER_EPOCH_CHECKPOINT,
+    LOG_SUFFIX,
+    PARTITION_METADATA_FILE,
+    TIME_INDEX_SUFFIX,
+    TMP_SUFFIX,
+    segment_path,
+)
 
 log = logging.getLogger("odradek.storage")
 
@@ -68,15 +78,19 @@ class NewDir:
     first_epoch: int | None = None
 
 
-def prepare_dirs(fs: FileSystem, dirs: Sequence[NewDir], threads: int = THREADS) -> int:
-    """Create ``dirs`` (those that do not exist yet) durably, in parallel; the
-    number prepared. Failures are logged and left to the open."""
+def prepare_pool() -> ThreadPoolExecutor:
+    """The threads :func:`prepare_dirs` writes on (kept by the log manager:
+    starting 16 threads for every batch cost the loop more than the writes)."""
+    return ThreadPoolExecutor(THREADS, thread_name_prefix="odradek-prepare")
+
+
+def prepare_dirs(fs: FileSystem, dirs: Sequence[NewDir], pool: Executor) -> set[str]:
+    """Create ``dirs`` (those that do not exist yet) durably, on ``pool``; the
+    paths prepared whole. Failures are logged and left to the open."""
     todo = [d for d in dirs if not fs.exists(d.path)]
     if not todo:
-        return 0
-    with ThreadPoolExecutor(min(threads, len(todo)),
-                            thread_name_prefix="odradek-prepare") as pool:
-        done = list(pool.map(lambda d: _prepare(fs, d), todo))
+        return set()
+    done = list(pool.map(lambda d: _prepare(fs, d), todo))
     # Every parent, also of a directory whose files failed: the open finds that
     # directory existing and does not sync its entry again.
     for parent in sorted({posixpath.dirname(d.path) for d in todo}):
@@ -84,8 +98,8 @@ def prepare_dirs(fs: FileSystem, dirs: Sequence[NewDir], threads: int = THREADS)
             fs.sync_dir(parent)
         except OSError as e:
             log.warning("syncing %s after creating partition directories: %s", parent, e)
-            return 0
-    return sum(done)
+            return set()
+    return {d.path for d, ok in zip(todo, done, strict=True) if ok}
 
 
 def _prepare(fs: FileSystem, new: NewDir) -> bool:
@@ -97,6 +111,8 @@ def _prepare(fs: FileSystem, new: NewDir) -> bool:
         if new.first_epoch is not None:
             _write(fs, posixpath.join(new.path, LEADER_EPOCH_CHECKPOINT),
                    format_epochs([(new.first_epoch, 0)]))
+        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+            fs.write_file(segment_path(new.path, 0, suffix), b"")
         fs.sync_dir(new.path)
     except OSError as e:
         log.warning("preparing %s: %s (the log's open tries again)", new.path, e)

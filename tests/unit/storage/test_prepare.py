@@ -10,11 +10,12 @@ from odradek.storage import LogConfig, LogManager, LogManagerConfig, MemoryFileS
 from odradek.storage.checkpoint import parse_partition_metadata
 from odradek.storage.epochs import LeaderEpochCache, parse_epochs
 from odradek.storage.fs import makedirs_durable
-from odradek.storage.prepare import MIN_BATCH, NewDir, prepare_dirs
+from odradek.storage.prepare import MIN_BATCH, NewDir, prepare_dirs, prepare_pool
 from tests.unit.storage.batches import make_batch
 
 NOW = 1_700_000_000_000
 DIR = "/data"
+POOL = prepare_pool()
 
 
 class CountingFs(MemoryFileSystem):
@@ -44,7 +45,7 @@ def test_prepared_directories_and_their_files_survive_a_crash() -> None:
     makedirs_durable(fs, DIR)
     ids = [uuid.uuid4() for _ in range(10)]
     new = [NewDir(f"{DIR}/t-{i}", ids[i], 5 if i % 2 == 0 else None) for i in range(10)]
-    assert prepare_dirs(fs, new) == 10
+    assert len(prepare_dirs(fs, new, POOL)) == 10
     fs.crash()  # only what was synced is left
     for i in range(10):
         assert parse_partition_metadata(fs.read_file(f"{DIR}/t-{i}/partition.metadata")) == ids[i]
@@ -59,7 +60,7 @@ def test_prepared_directories_and_their_files_survive_a_crash() -> None:
 def test_an_existing_directory_is_left_as_it_is() -> None:
     fs = MemoryFileSystem(ManualClock(NOW))
     makedirs_durable(fs, f"{DIR}/t-0")
-    assert prepare_dirs(fs, [NewDir(f"{DIR}/t-0", uuid.uuid4(), 1)]) == 0
+    assert prepare_dirs(fs, [NewDir(f"{DIR}/t-0", uuid.uuid4(), 1)], POOL) == set()
     assert fs.listdir(f"{DIR}/t-0") == []
 
 
@@ -68,7 +69,7 @@ def test_a_failed_directory_is_left_to_the_open_and_the_rest_are_made() -> None:
     makedirs_durable(fs, DIR)
     fs.fail_next_sync("t-3")
     new = [NewDir(f"{DIR}/t-{i}", uuid.uuid4()) for i in range(8)]
-    assert prepare_dirs(fs, new) == 7
+    assert len(prepare_dirs(fs, new, POOL)) == 7
     fs.crash()
     # The log directory was synced after all of them, t-3's entry too.
     assert sorted(fs.listdir(DIR)) == sorted(f"t-{i}" for i in range(8))
