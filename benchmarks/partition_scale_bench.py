@@ -1,6 +1,6 @@
 """Partition-count scaling: does a partition cost the same at 10k (or 100k) as at 1k?
 
-    python benchmarks/partition_scale_bench.py [--max 10000] [--cluster] [--rf 1]
+    python benchmarks/partition_scale_bench.py [--max 10000] [--cluster | --cluster-only] [--rf 1]
 
 One broker (``odradek serve``, the integration tests' subprocess helper) or,
 with ``--cluster``, three combined nodes (``odradek.testing.cluster.LocalCluster``)
@@ -269,10 +269,13 @@ def main() -> int:
                         help="the largest size: 10000 (default) or 100000")
     parser.add_argument("--cluster", action="store_true", help="also a 3-node cluster")
     parser.add_argument("--rf", type=int, default=1, help="replication factor in the cluster")
+    parser.add_argument("--cluster-only", action="store_true",
+                        help="the 3-node cluster alone (no single-broker phase)")
     args = parser.parse_args()
     sizes = [s for s in (1_000, 10_000, 100_000) if s <= args.max]
-    kinds: list[tuple[type[Single] | type[Cluster], int]] = [(Single, 1)]
-    if args.cluster:
+    kinds: list[tuple[type[Single] | type[Cluster], int]] = (
+        [] if args.cluster_only else [(Single, 1)])
+    if args.cluster or args.cluster_only:
         kinds.append((Cluster, args.rf))
     for kind, rf in kinds:
         with tempfile.TemporaryDirectory(prefix="odradek-pscale-") as tmp:

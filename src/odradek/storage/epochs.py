@@ -27,9 +27,11 @@ the batches it validates.
 
 from __future__ import annotations
 
+import contextlib
 import posixpath
 from bisect import bisect_right
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextvars import ContextVar
 from itertools import pairwise
 
 from odradek.storage.checkpoint import CheckpointFormatError, write_atomically
@@ -160,5 +162,35 @@ class LeaderEpochCache:
             self._write()
 
     def _write(self) -> None:
-        if self.persist:
-            write_atomically(self.fs, self.path, format_epochs(self.entries))
+        if not self.persist:
+            return
+        pending = _DEFERRED.get()
+        if pending is not None:
+            pending[id(self)] = self
+            return
+        self.write_now()
+
+    def write_now(self) -> None:
+        """Replace the file with the entries (write, fsync, rename, directory sync)."""
+        write_atomically(self.fs, self.path, format_epochs(self.entries))
+
+
+_DEFERRED: ContextVar[dict[int, LeaderEpochCache] | None] = ContextVar(
+    "odradek_deferred_epoch_writes", default=None)
+
+
+@contextlib.contextmanager
+def deferred_writes() -> Iterator[dict[int, LeaderEpochCache]]:
+    """Within the block (on this thread or task), a cache that changes records
+    itself in the yielded dict instead of writing its file; the caller writes
+    them all (:meth:`LeaderEpochCache.write_now`, on threads if it likes) before
+    anything can be appended in the epochs they note, as Kafka's ``assign``
+    flushes before the leader's first append. Used where many partitions change
+    leader at once (a metadata change, a restart's re-election), whose writes
+    then wait together instead of one after another."""
+    pending: dict[int, LeaderEpochCache] = {}
+    token = _DEFERRED.set(pending)
+    try:
+        yield pending
+    finally:
+        _DEFERRED.reset(token)

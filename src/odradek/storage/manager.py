@@ -64,6 +64,7 @@ from odradek.storage.dir_checkpoints import (
     checkpoint_files,
     read_dir_checkpoints,
 )
+from odradek.storage.epochs import LeaderEpochCache
 from odradek.storage.errors import KafkaStorageError
 from odradek.storage.flush import IoJob
 from odradek.storage.fs import FileSystem, OsFileSystem, makedirs_durable
@@ -307,6 +308,33 @@ class LogManager:
         for (tp, _, _), d in zip(todo, dirs, strict=True):
             self._prepared[tp] = (d.path, d.path in prepared)
         return len(prepared)
+
+    def write_epochs(self, caches: Sequence[LeaderEpochCache]) -> None:
+        """Write the leader-epoch checkpoints of ``caches`` (collected by
+        :func:`~odradek.storage.epochs.deferred_writes`), together on the prepare
+        threads when there are many; each is durable on return. A write that
+        fails takes its log offline, as the write in place would have; one whose
+        log was deleted meanwhile is skipped."""
+        def write(cache: LeaderEpochCache) -> OSError | None:
+            if not self.fs.exists(posixpath.dirname(cache.path)):
+                return None  # the log's directory was deleted or moved aside
+            try:
+                cache.write_now()
+            except OSError as e:
+                return e
+            return None
+
+        if len(caches) < MIN_BATCH:
+            errors = [write(c) for c in caches]
+        else:
+            if self._prepare_pool is None:
+                self._prepare_pool = prepare_pool()
+            errors = list(self._prepare_pool.map(write, caches))
+        failed = {id(c): e for c, e in zip(caches, errors, strict=True) if e is not None}
+        for lg in self._all_logs() if failed else ():
+            error = failed.get(id(lg.epochs))
+            if error is not None:
+                _log.error("%s", lg.local.io_failed("leader-epoch-checkpoint write", error))
 
     def _track(self, tp: TopicPartition, log: Log) -> Log:
         """``log`` is ``tp``'s current log from now on: its housekeeping is looked

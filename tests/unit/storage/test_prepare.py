@@ -8,7 +8,7 @@ import uuid
 from odradek.common.clock import ManualClock
 from odradek.storage import LogConfig, LogManager, LogManagerConfig, MemoryFileSystem
 from odradek.storage.checkpoint import parse_partition_metadata
-from odradek.storage.epochs import LeaderEpochCache, parse_epochs
+from odradek.storage.epochs import LeaderEpochCache, deferred_writes, parse_epochs
 from odradek.storage.fs import makedirs_durable
 from odradek.storage.prepare import MIN_BATCH, NewDir, prepare_dirs, prepare_pool
 from tests.unit.storage.batches import make_batch
@@ -132,3 +132,48 @@ def test_an_empty_epoch_rebuild_writes_no_file_but_a_damaged_one_is_replaced() -
     assert not cache.loaded
     cache.rebuild_from([])
     assert parse_epochs(fs.read_file(cache.path)) == []
+
+
+def test_epoch_writes_deferred_in_a_block_are_durable_after_write_epochs() -> None:
+    fs = MemoryFileSystem(ManualClock(NOW))
+    mgr = manager(fs)
+    logs = [mgr.get_or_create_log("orders", p) for p in range(10)]
+    with deferred_writes() as pending:
+        for lg in logs:
+            lg.assign_epoch(3, 0)
+        assert len(pending) == 10
+        assert not any(fs.exists(lg.epochs.path) for lg in logs)  # nothing written yet
+    mgr.write_epochs(list(pending.values()))
+    fs.crash()
+    assert all(parse_epochs(fs.read_file(lg.epochs.path)) == [(3, 0)] for lg in logs)
+
+
+def test_outside_a_block_an_epoch_is_written_at_once() -> None:
+    fs = MemoryFileSystem(ManualClock(NOW))
+    lg = manager(fs).get_or_create_log("orders", 0)
+    lg.assign_epoch(2, 0)
+    fs.crash()
+    assert parse_epochs(fs.read_file(lg.epochs.path)) == [(2, 0)]
+
+
+def test_a_deferred_epoch_write_that_fails_takes_its_log_offline_only() -> None:
+    fs = MemoryFileSystem(ManualClock(NOW))
+    mgr = manager(fs)
+    logs = [mgr.get_or_create_log("orders", p) for p in range(10)]
+    with deferred_writes() as pending:
+        for lg in logs:
+            lg.assign_epoch(1, 0)
+    fs.fail_next_sync("orders-4/leader-epoch-checkpoint")
+    mgr.write_epochs(list(pending.values()))
+    assert [lg.offline for lg in logs] == [p == 4 for p in range(10)]
+
+
+def test_a_deferred_epoch_write_of_a_deleted_log_is_skipped() -> None:
+    fs = MemoryFileSystem(ManualClock(NOW))
+    mgr = manager(fs)
+    lg = mgr.get_or_create_log("orders", 0)
+    with deferred_writes() as pending:
+        lg.assign_epoch(1, 0)
+    mgr.delete_log("orders", 0)
+    mgr.write_epochs(list(pending.values()))
+    assert not lg.offline and not fs.exists(f"{DIR}/orders-0")

@@ -48,6 +48,7 @@ from odradek.replication.effects import Changed, hw_change
 from odradek.replication.partition import Appended, IsrChangeCounts, Origin, PartitionState
 from odradek.storage.checkpoint import kafka_uuid_string
 from odradek.storage.config import LogConfig, LogManagerConfig, log_config_from_server
+from odradek.storage.epochs import deferred_writes
 from odradek.storage.errors import StorageError
 from odradek.storage.flush import FlushJob, IoJob
 from odradek.storage.fs import FileSystem, OsFileSystem
@@ -274,6 +275,20 @@ class PartitionManager:
     def reconcile(self, image: MetadataImage, *, remove: bool = True,
                   at_offset: int = -1, may_lead: bool = True,
                   topics: Collection[str] | None = None) -> None:
+        """:meth:`_reconcile`, with the leader-epoch checkpoints it changes (a
+        partition led here at a new epoch notes it before any append) written
+        together before it returns (:func:`~odradek.storage.epochs.deferred_writes`):
+        a restarted broker given back the lead of thousands of partitions waited
+        for their fsyncs one after another."""
+        with deferred_writes() as pending:
+            try:
+                self._reconcile(image, remove=remove, at_offset=at_offset,
+                                may_lead=may_lead, topics=topics)
+            finally:
+                self.logs.write_epochs(list(pending.values()))
+
+    def _reconcile(self, image: MetadataImage, *, remove: bool, at_offset: int,
+                   may_lead: bool, topics: Collection[str] | None) -> None:
         """Open logs for new partitions, apply config changes, drop removed topics.
 
         ``topics``: reconcile only these topics (those a metadata batch named,
