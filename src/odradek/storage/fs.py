@@ -22,7 +22,9 @@ for a missing path).
 
 from __future__ import annotations
 
+import ctypes
 import errno
+import functools
 import os
 import posixpath
 import shutil
@@ -151,6 +153,13 @@ class FileSystem(Protocol):
 
     def sync_dir(self, path: str) -> None:
         """Make the directory's entries (creations, renames, removals) durable."""
+        ...
+
+    def sync_all(self, path: str) -> None:
+        """Make everything written to the file system holding ``path`` durable,
+        files and directory entries alike (Linux ``syncfs``): one wait for many
+        small files, at the price of also writing back every other dirty page
+        of that file system. OSError when it cannot."""
         ...
 
     def exists(self, path: str) -> bool: ...
@@ -303,6 +312,19 @@ class OsFileSystem:
         finally:
             os.close(fd)
 
+    def sync_all(self, path: str) -> None:
+        crashpoints.fsync_delay()
+        syncfs = _syncfs()
+        if syncfs is None:
+            raise OSError(errno.ENOSYS, "syncfs is not available", path)
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            if syncfs(fd) != 0:
+                err = ctypes.get_errno()
+                raise OSError(err, os.strerror(err), path)
+        finally:
+            os.close(fd)
+
     def exists(self, path: str) -> bool:
         return os.path.exists(path)
 
@@ -428,3 +450,15 @@ def makedirs_durable(fs: FileSystem, path: str) -> bool:
     for created in reversed(missing):
         fs.sync_dir(parent_dir(created))
     return True
+
+
+@functools.cache
+def _syncfs() -> Callable[[int], int] | None:
+    """libc's ``syncfs(fd)`` (Linux), or None where there is none."""
+    try:
+        fn = ctypes.CDLL(None, use_errno=True).syncfs
+    except (AttributeError, OSError):
+        return None
+    fn.argtypes = [ctypes.c_int]
+    fn.restype = ctypes.c_int
+    return cast(Callable[[int], int], fn)

@@ -52,6 +52,7 @@ from dataclasses import dataclass
 
 from odradek.common.clock import Clock
 from odradek.common.ids import Ids, RandomIds
+from odradek.storage import batchsync
 from odradek.storage.checkpoint import TopicPartition, clean_shutdown_path, write_clean_shutdown
 from odradek.storage.cleaner import CleanerPool, CleanJob, plan_pass
 from odradek.storage.cleaner_policy import dirtiest_log
@@ -64,7 +65,7 @@ from odradek.storage.dir_checkpoints import (
     checkpoint_files,
     read_dir_checkpoints,
 )
-from odradek.storage.epochs import LeaderEpochCache
+from odradek.storage.epochs import LeaderEpochCache, format_epochs
 from odradek.storage.errors import KafkaStorageError
 from odradek.storage.flush import IoJob
 from odradek.storage.fs import FileSystem, OsFileSystem, makedirs_durable
@@ -131,6 +132,8 @@ class LogManager:
         """Directories chosen by :meth:`prepare_new_logs`, by partition, until opened,
         and whether each was made whole (a clean empty log)."""
         self._prepare_pool: Executor | None = None
+        self.dirty_bytes: Callable[[], int | None] = batchsync.dirty_bytes
+        """The machine's dirty page bytes (:mod:`odradek.storage.batchsync`)."""
         self.dirs: list[str] = list(dict.fromkeys([*self.log_dirs, *self.pinned.values()]))
         """Every directory this manager keeps: ``log.dirs`` and pinned ones."""
         self.handles = HandleCache(fs, config.max_open_files)
@@ -324,6 +327,12 @@ class LogManager:
                 return e
             return None
 
+        fs = self.fs
+        if batchsync.worth_it(len(caches), self.dirty_bytes()):
+            live = [c for c in caches if fs.exists(posixpath.dirname(c.path))]
+            if batchsync.replace_all(fs, [(c.path, format_epochs(c.entries)) for c in live],
+                                     self.dirs):
+                return
         if len(caches) < MIN_BATCH:
             errors = [write(c) for c in caches]
         else:

@@ -321,6 +321,27 @@ class MemoryFileSystem:
             node.durable = dict(node.children)
             self.syncs += 1
 
+    def sync_all(self, path: str) -> None:
+        """Every file and directory made durable (one file system here)."""
+        with self.lock:
+            self._lookup(path)
+            if self.take_fault("sync", path) is not None:
+                raise _oserror(errno.EIO, path)
+            seen: set[int] = set()
+            todo: list[_Dir] = [self._root]
+            while todo:
+                d = todo.pop()
+                d.durable = dict(d.children)
+                for node in d.children.values():
+                    if id(node) in seen:
+                        continue
+                    seen.add(id(node))
+                    if isinstance(node, _Dir):
+                        todo.append(node)
+                    else:
+                        node.synced = bytes(node.data)
+            self.syncs += 1
+
     def exists(self, path: str) -> bool:
         with self.lock:
             try:

@@ -4,9 +4,10 @@ log manager opening them without writing their files again."""
 from __future__ import annotations
 
 import uuid
+from pathlib import Path
 
 from odradek.common.clock import ManualClock
-from odradek.storage import LogConfig, LogManager, LogManagerConfig, MemoryFileSystem
+from odradek.storage import LogConfig, LogManager, LogManagerConfig, MemoryFileSystem, batchsync
 from odradek.storage.checkpoint import parse_partition_metadata
 from odradek.storage.epochs import LeaderEpochCache, deferred_writes, parse_epochs
 from odradek.storage.fs import makedirs_durable
@@ -177,3 +178,58 @@ def test_a_deferred_epoch_write_of_a_deleted_log_is_skipped() -> None:
     mgr.delete_log("orders", 0)
     mgr.write_epochs(list(pending.values()))
     assert not lg.offline and not fs.exists(f"{DIR}/orders-0")
+
+
+def epochs_changed(mgr: LogManager, n: int) -> list[LeaderEpochCache]:
+    logs = [mgr.get_or_create_log("orders", p) for p in range(n)]
+    with deferred_writes() as pending:
+        for lg in logs:
+            lg.assign_epoch(4, 0)
+    return list(pending.values())
+
+
+def test_many_epoch_files_take_two_file_system_syncs_when_little_is_dirty() -> None:
+    fs = MemoryFileSystem(ManualClock(NOW))
+    mgr = manager(fs)
+    mgr.dirty_bytes = lambda: 0
+    caches = epochs_changed(mgr, batchsync.MIN_FILES)
+    before = fs.syncs
+    mgr.write_epochs(caches)
+    assert fs.syncs - before == 2
+    fs.crash()
+    assert all(parse_epochs(fs.read_file(c.path)) == [(4, 0)] for c in caches)
+    assert not any(name.endswith(".tmp") for name in fs.walk_files())
+
+
+def test_with_many_dirty_pages_the_epoch_files_are_synced_one_by_one() -> None:
+    fs = MemoryFileSystem(ManualClock(NOW))
+    mgr = manager(fs)
+    mgr.dirty_bytes = lambda: batchsync.DIRTY_LIMIT + 1
+    caches = epochs_changed(mgr, batchsync.MIN_FILES)
+    before = fs.syncs
+    mgr.write_epochs(caches)
+    assert fs.syncs - before == 2 * len(caches)  # the file, then its directory
+    fs.crash()
+    assert all(parse_epochs(fs.read_file(c.path)) == [(4, 0)] for c in caches)
+
+
+def test_a_failed_file_system_sync_falls_back_to_one_file_at_a_time() -> None:
+    fs = MemoryFileSystem(ManualClock(NOW))
+    mgr = manager(fs)
+    mgr.dirty_bytes = lambda: 0
+    caches = epochs_changed(mgr, batchsync.MIN_FILES)
+    fs.fail_next_sync(DIR)  # the first sync_all (of the log directory's file system)
+    mgr.write_epochs(caches)
+    fs.crash()
+    assert all(parse_epochs(fs.read_file(c.path)) == [(4, 0)] for c in caches)
+    assert not any(lg.offline for lg in mgr.logs().values())
+
+
+def test_dirty_bytes_adds_dirty_and_writeback(tmp_path: Path) -> None:
+    meminfo = tmp_path / "meminfo"
+    meminfo.write_text("MemTotal: 100 kB\nDirty:  12 kB\nWriteback: 3 kB\nWritebackTmp: 9 kB\n")
+    assert batchsync.dirty_bytes(str(meminfo)) == 15 * 1024
+    assert batchsync.dirty_bytes(str(tmp_path / "missing")) is None
+    assert batchsync.worth_it(batchsync.MIN_FILES, 0)
+    assert not batchsync.worth_it(batchsync.MIN_FILES - 1, 0)
+    assert not batchsync.worth_it(batchsync.MIN_FILES, None)
