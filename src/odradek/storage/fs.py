@@ -266,6 +266,11 @@ class OsFileHandle:
             os.close(fd)
 
 
+_SMALL_READ = 64 * 1024
+""":meth:`OsFileSystem.read_file`'s first read: the whole of any checkpoint."""
+_LARGE_READ = 1 << 20
+
+
 class OsFileSystem:
     """Real files."""
 
@@ -280,8 +285,16 @@ class OsFileSystem:
                 return _pread_nowait(fd, path, 0, os.fstat(fd).st_size)
             finally:
                 os.close(fd)
-        with open(path, "rb") as f:
-            return f.read()
+        # Plain descriptors, not a file object: a tenth of the cost for the small
+        # files a start-up reads per partition (a few microseconds each).
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            chunks = [os.read(fd, _SMALL_READ)]
+            while len(chunks[-1]) == (_SMALL_READ if len(chunks) == 1 else _LARGE_READ):
+                chunks.append(os.read(fd, _LARGE_READ))
+            return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        finally:
+            os.close(fd)
 
     def write_file(self, path: str, data: Buffer) -> None:
         with open(path, "wb") as f:

@@ -184,11 +184,15 @@ def load_segments(
     clean: bool,
     recovery_point: int,
     skip_damage: bool = True,
+    listed: set[str] | None = None,
 ) -> tuple[list[Segment], LoadReport]:
     """The segments of ``dir_path`` in offset order, recovered as needed (see module doc).
-    Returns an empty list for a directory without segments."""
+    Returns an empty list for a directory without segments. ``listed``, if given,
+    receives the names of the directory's files once leftovers are gone."""
     report = LoadReport(clean=clean)
     bases, present = _list_segments(fs, dir_path, report)
+    if listed is not None:
+        listed |= present
     segments = [
         Segment(
             fs,
@@ -304,6 +308,10 @@ class OpenedDir:
     dir_changed: bool = True
     """Files may have been created, renamed or removed (not after a clean shutdown
     that left nothing to tidy): the directory wants a sync at the next flush."""
+    names: frozenset[str] | None = None
+    """The directory's file names as listed, when nothing was changed (a clean
+    shutdown that left nothing to tidy): for the partition's first look at its
+    transaction files (:attr:`~odradek.storage.txnfiles.TxnFiles.listing`)."""
 
 
 def open_dir(fs: FileSystem, handles: HandleCache, dir_path: str, config: LogConfig,
@@ -316,9 +324,10 @@ def open_dir(fs: FileSystem, handles: HandleCache, dir_path: str, config: LogCon
     ``log.recovery.damaged.batches``. ``topic_id`` is checked against (or written
     to) ``partition.metadata``."""
     created = makedirs_durable(fs, dir_path)
+    listed: set[str] = set()
     segments, report = load_segments(fs, handles, dir_path, config, now_ms=now_ms,
                                      clean=clean_shutdown, recovery_point=recovery_point,
-                                     skip_damage=skip_damage)
+                                     skip_damage=skip_damage, listed=listed)
     start = max(log_start_offset, segments[0].base_offset if segments else log_start_offset)
     changed = (created or not clean_shutdown or bool(report.removed_files)
                or report.deleted_segments > 0)
@@ -342,19 +351,19 @@ def open_dir(fs: FileSystem, handles: HandleCache, dir_path: str, config: LogCon
         recovery = leo
     hw = min(max(high_watermark if high_watermark is not None else start, start), leo)
     return OpenedDir(segments, report, start, recovery, hw,
-                     _partition_metadata(fs, dir_path, topic_id), dir_changed=changed)
+                     _partition_metadata(fs, dir_path, topic_id), dir_changed=changed,
+                     names=None if changed else frozenset(listed))
 
 
 def _partition_metadata(fs: FileSystem, dir_path: str,
                         topic_id: uuid.UUID | None) -> uuid.UUID | None:
     path = posixpath.join(dir_path, PARTITION_METADATA_FILE)
-    if fs.exists(path):
-        try:
-            stored = parse_partition_metadata(fs.read_file(path))
-        except ValueError:
-            stored = None
-        if stored is not None and (topic_id is None or stored == topic_id):
-            return stored
+    try:
+        stored = parse_partition_metadata(fs.read_file(path))
+    except (FileNotFoundError, ValueError):
+        stored = None
+    if stored is not None and (topic_id is None or stored == topic_id):
+        return stored
     if topic_id is not None:
         write_atomically(fs, path, format_partition_metadata(topic_id))
     return topic_id

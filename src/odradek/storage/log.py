@@ -138,6 +138,7 @@ class Log:
                   recovery_point=opened.recovery_point, high_watermark=opened.high_watermark,
                   topic_id=opened.topic_id, load_report=opened.report, io=io)
         log.local.flushes.dir_dirty = opened.dir_changed
+        log.txn_files.listing = opened.names
         return log
 
     def attach(self, listener: LogListener | None) -> None:
@@ -230,6 +231,7 @@ class Log:
         """The partition directory was renamed ``dir_path`` (a future log becoming the
         current one): point every path there and open files through ``handles``
         from now on. No IO but closing the old handles."""
+        self.txn_files.forget_listing()
         self.local.relocate(dir_path, handles)
         self.epochs.path = posixpath.join(dir_path, LEADER_EPOCH_CHECKPOINT)
         self.txn_files.dir_path = dir_path
@@ -422,6 +424,7 @@ class Log:
         """Take the oldest ``victims`` out of the log and schedule their files' deletion."""
         if not victims:
             return
+        self.txn_files.forget_listing()
         local = self.local
         local.remove_oldest(victims)
         first = local.segment_bases[0]
@@ -434,6 +437,7 @@ class Log:
         inactive segments based at ``<base>``; :mod:`odradek.storage.swap`).
         False (and the cleaned file removed) when the log changed meanwhile."""
         self.local.check_online()
+        self.txn_files.forget_listing()
         gone = swap_cleaned(self.local, self.txn_files, old, cleaned_path)
         if gone and self.listener is not None:
             self.listener.aborts_removed(gone)
@@ -457,6 +461,7 @@ class Log:
         local = self.local
         local.check_online()
         local.drain_writes()
+        self.txn_files.forget_listing()
         if offset >= local.log_end_offset:
             try:
                 self.epochs.truncate_from_end(offset)
@@ -472,6 +477,7 @@ class Log:
         """Delete every segment and start empty at ``offset`` (a replica far behind)."""
         local = self.local
         local.check_online()
+        self.txn_files.forget_listing()
         local.truncate_fully_and_start_at(offset)
         try:
             self.epochs.clear()
