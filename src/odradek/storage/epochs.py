@@ -27,6 +27,7 @@ the batches it validates.
 
 from __future__ import annotations
 
+import functools
 import posixpath
 from bisect import bisect_right
 from collections.abc import Iterable
@@ -69,6 +70,13 @@ def parse_epochs(data: bytes) -> list[tuple[int, int]]:
     return out
 
 
+@functools.lru_cache(maxsize=1024)
+def _parsed(data: bytes) -> tuple[tuple[int, int], ...]:
+    """:func:`parse_epochs`, once per distinct file: at start-up most partitions'
+    checkpoints are alike (one epoch from offset 0)."""
+    return tuple(parse_epochs(data))
+
+
 class LeaderEpochCache:
     """Sorted (epoch, start offset) entries of one partition, kept in its checkpoint."""
 
@@ -83,7 +91,7 @@ class LeaderEpochCache:
 
     def load(self) -> None:
         try:
-            entries = parse_epochs(self.fs.read_file(self.path))
+            entries = _parsed(self.fs.read_file(self.path))
         except (FileNotFoundError, CheckpointFormatError):
             return
         self._epochs = [e for e, _ in entries]

@@ -47,6 +47,7 @@ truncations durable (leader-epoch checkpoint) before followers rely on ``skip``.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import posixpath
 import uuid
@@ -155,18 +156,17 @@ def _list_segments(fs: FileSystem, dir_path: str, report: LoadReport) -> tuple[l
     bases: list[int] = []
     present = set(names)
     for name in names:
-        if name.endswith(DELETED_SUFFIX) or name.endswith(TMP_SUFFIX):
-            fs.remove(f"{dir_path}/{name}")
-            report.removed_files.append(name)
-            present.discard(name)
-            continue
         parsed = parse_segment_file_name(name)
         if parsed is None:
+            if name.endswith((DELETED_SUFFIX, TMP_SUFFIX)):
+                fs.remove(f"{dir_path}/{name}")
+                report.removed_files.append(name)
+                present.discard(name)
             continue
         base, suffix = parsed
         if suffix == LOG_SUFFIX:
             bases.append(base)
-        elif segment_file_name(base, LOG_SUFFIX) not in names:
+        elif name[:-len(suffix)] + LOG_SUFFIX not in present:  # an orphan index
             fs.remove(f"{dir_path}/{name}")
             report.removed_files.append(name)
             present.discard(name)
@@ -359,11 +359,21 @@ def _partition_metadata(fs: FileSystem, dir_path: str,
                         topic_id: uuid.UUID | None) -> uuid.UUID | None:
     path = posixpath.join(dir_path, PARTITION_METADATA_FILE)
     try:
-        stored = parse_partition_metadata(fs.read_file(path))
-    except (FileNotFoundError, ValueError):
+        stored = _stored_topic_id(fs.read_file(path))
+    except FileNotFoundError:
         stored = None
     if stored is not None and (topic_id is None or stored == topic_id):
         return stored
     if topic_id is not None:
         write_atomically(fs, path, format_partition_metadata(topic_id))
     return topic_id
+
+
+@functools.lru_cache(maxsize=1024)
+def _stored_topic_id(data: bytes) -> uuid.UUID | None:
+    """The topic id a ``partition.metadata`` holds (None: unreadable). Every
+    partition of a topic holds the same bytes: parsed once, one UUID shared."""
+    try:
+        return parse_partition_metadata(data)
+    except ValueError:
+        return None
