@@ -159,6 +159,10 @@ class FileSystem(Protocol):
 
     def listdir(self, path: str) -> list[str]: ...
 
+    def subdirs(self, path: str) -> list[str]:
+        """The names of ``path``'s subdirectories (a symbolic link to one counts)."""
+        ...
+
     def makedirs(self, path: str) -> None:
         """Create ``path`` and missing parents; no error if it exists."""
         ...
@@ -324,6 +328,12 @@ class OsFileSystem:
 
     def listdir(self, path: str) -> list[str]:
         return os.listdir(path)
+
+    def subdirs(self, path: str) -> list[str]:
+        # The entries' types come with the listing: no stat per entry (but for
+        # symbolic links, and file systems that do not give types).
+        with os.scandir(path) as entries:
+            return [e.name for e in entries if e.is_dir()]
 
     def makedirs(self, path: str) -> None:
         os.makedirs(path, exist_ok=True)
