@@ -79,7 +79,7 @@ from odradek.storage.names import (
 )
 from odradek.storage.recovery import open_active_clean, recover_segment
 from odradek.storage.segment import Segment
-from odradek.storage.txnfiles import encode_entry, parse_entries
+from odradek.storage.txnfiles import SNAPSHOT_SUFFIX, encode_entry, parse_entries
 from odradek.wire.batch import BATCH_HEADER_SIZE, read_batch_header
 
 
@@ -150,7 +150,8 @@ def _swap_end(fs: FileSystem, path: str, base: int) -> tuple[int, set[int]]:
 
 def _list_segments(fs: FileSystem, dir_path: str, report: LoadReport) -> tuple[list[int], set[str]]:
     names = fs.listdir(dir_path)
-    if any(n.endswith(CLEANED_SUFFIX) or n.endswith(SWAP_SUFFIX) for n in names):
+    joined = "/".join(names) + "/"  # one search for both suffixes ("/" is in no name)
+    if CLEANED_SUFFIX + "/" in joined or SWAP_SUFFIX + "/" in joined:
         _finish_swaps(fs, dir_path, report)
         names = fs.listdir(dir_path)
     bases: list[int] = []
@@ -309,21 +310,24 @@ class OpenedDir:
     """Files may have been created, renamed or removed (not after a clean shutdown
     that left nothing to tidy): the directory wants a sync at the next flush."""
     names: frozenset[str] | None = None
-    """The directory's file names as listed, when nothing was changed (a clean
-    shutdown that left nothing to tidy): for the partition's first look at its
-    transaction files (:attr:`~odradek.storage.txnfiles.TxnFiles.listing`)."""
+    """The names of the directory's transaction files (``.txnindex``,
+    ``.snapshot``) as listed, when nothing was changed (a clean shutdown that
+    left nothing to tidy): for the partition's first look at them
+    (:attr:`~odradek.storage.txnfiles.TxnFiles.listing`). Most logs have none:
+    then the one empty frozenset."""
 
 
 def open_dir(fs: FileSystem, handles: HandleCache, dir_path: str, config: LogConfig,
              now_ms: int, *, clean_shutdown: bool, recovery_point: int, log_start_offset: int,
              high_watermark: int | None, topic_id: uuid.UUID | None,
-             skip_damage: bool) -> OpenedDir:
+             skip_damage: bool, existing: bool = False) -> OpenedDir:
     """Open (creating if needed) a partition directory. ``recovery_point``,
     ``log_start_offset`` and ``high_watermark`` come from the log directory's
     checkpoint files; ``clean_shutdown`` from its marker; ``skip_damage`` from
     ``log.recovery.damaged.batches``. ``topic_id`` is checked against (or written
-    to) ``partition.metadata``."""
-    created = makedirs_durable(fs, dir_path)
+    to) ``partition.metadata``. ``existing``: the directory is known to exist
+    (listed in its log directory just now), so it is not looked for."""
+    created = False if existing else makedirs_durable(fs, dir_path)
     listed: set[str] = set()
     segments, report = load_segments(fs, handles, dir_path, config, now_ms=now_ms,
                                      clean=clean_shutdown, recovery_point=recovery_point,
@@ -352,7 +356,8 @@ def open_dir(fs: FileSystem, handles: HandleCache, dir_path: str, config: LogCon
     hw = min(max(high_watermark if high_watermark is not None else start, start), leo)
     return OpenedDir(segments, report, start, recovery, hw,
                      _partition_metadata(fs, dir_path, topic_id), dir_changed=changed,
-                     names=None if changed else frozenset(listed))
+                     names=None if changed else frozenset(
+                         n for n in listed if n.endswith((TXN_INDEX_SUFFIX, SNAPSHOT_SUFFIX))))
 
 
 def _partition_metadata(fs: FileSystem, dir_path: str,

@@ -121,18 +121,20 @@ class Log:
              handles: HandleCache | None = None, clean_shutdown: bool = False,
              recovery_point: int = 0, log_start_offset: int = 0,
              high_watermark: int | None = None, topic_id: uuid.UUID | None = None,
-             skip_damage: bool = False, io: LogIo | None = None) -> Log:
+             skip_damage: bool = False, io: LogIo | None = None,
+             existing: bool = False) -> Log:
         """Open (creating if needed) the log in ``dir_path``, named ``<topic>-<partition>``.
 
         ``recovery_point``, ``log_start_offset`` and ``high_watermark`` come from the
         log directory's checkpoint files; ``clean_shutdown`` from its marker;
-        ``skip_damage`` from ``log.recovery.damaged.batches`` (see ``loader.py``).
+        ``skip_damage`` from ``log.recovery.damaged.batches`` (see ``loader.py``);
+        ``existing``: ``dir_path`` was just listed (start-up), not looked for again.
         """
         handles = handles or HandleCache(fs, 64)
         opened = open_dir(fs, handles, dir_path, config, clock.now_ms(),
                           clean_shutdown=clean_shutdown, recovery_point=recovery_point,
                           log_start_offset=log_start_offset, high_watermark=high_watermark,
-                          topic_id=topic_id, skip_damage=skip_damage)
+                          topic_id=topic_id, skip_damage=skip_damage, existing=existing)
         log = cls(fs, handles, clock, dir_path, config, opened.segments,
                   log_start_offset=opened.log_start_offset,
                   recovery_point=opened.recovery_point, high_watermark=opened.high_watermark,

@@ -225,6 +225,7 @@ class LogManager:
             skip_damage=self.config.skip_damage,
             # A future log is filled inline on the mover's thread.
             io=LogIo() if future else self._io(),
+            existing=True,  # (scan listed it)
         )
         log.cleaner_checkpoint = offsets[CLEANER_OFFSET_CHECKPOINT].get(tp, -1)
         return log

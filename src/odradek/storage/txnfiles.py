@@ -117,12 +117,12 @@ class TxnFiles:
         self.fs = fs
         self.dir_path = dir_path
         self.listing: frozenset[str] | None = None
-        """The directory's file names as the log's opening listed them after a clean
-        shutdown, so the partition's first look (:meth:`aborted`,
-        :meth:`snapshot_offsets`) needs no listing or ``stat`` of its own; None
-        when unknown. Whoever changes the directory's files forgets it first
-        (this object's writers, and the log's removals, truncations and swaps:
-        :meth:`forget_listing`)."""
+        """The names of the directory's ``.txnindex`` and ``.snapshot`` files as the
+        log's opening listed them after a clean shutdown, so the partition's
+        first look (:meth:`aborted`, :meth:`snapshot_offsets`) needs no listing
+        or ``stat`` of its own; None when unknown. Whoever changes the
+        directory's files forgets it first (this object's writers, and the log's
+        removals, truncations and swaps: :meth:`forget_listing`)."""
 
     def forget_listing(self) -> None:
         """The directory's files are about to change: list them afresh from now on."""
@@ -147,6 +147,8 @@ class TxnFiles:
         """Every entry of the segments' ``.txnindex`` files, in marker order."""
         out: list[AbortedEntry] = []
         listing = self.listing
+        if listing is not None and not listing:
+            return out  # (most logs: no transaction files at all)
         for base in segment_bases:
             name = segment_file_name(base, TXN_INDEX_SUFFIX)
             path = posixpath.join(self.dir_path, name)
