@@ -204,6 +204,10 @@ class LogManager:
                                                         promoted=path in found.promoted))
         for tp, path in sorted(found.futures.items()):
             self._futures[tp] = self._open(tp, path, checkpoints, config_for, future=True)
+        # The checkpoints' intervals count from now, with every log open, as after
+        # a short start: a long one (seconds at 100,000 partitions) would leave
+        # them all due at the first tick, just as the broker begins to serve.
+        self._checkpoints = CheckpointSchedule(self.config, self.clock.monotonic_ms())
 
     def _open(self, tp: TopicPartition, path: str,
               checkpoints: Mapping[str, tuple[bool, Mapping[str, Mapping[TopicPartition, int]]]],
