@@ -82,12 +82,17 @@ class LeaderEpochCache:
 
     def __init__(self, fs: FileSystem, dir_path: str, *, persist: bool = True) -> None:
         self.fs = fs
-        self.path = posixpath.join(dir_path, LEADER_EPOCH_CHECKPOINT)
+        self.dir_path = dir_path
+        """The partition directory (the log's own string: no path kept per log)."""
         self.persist = persist
         self._epochs: list[int] = []
         self._starts: list[int] = []
         self.loaded = False
         """True when the entries came from a readable file (else they must be rebuilt)."""
+
+    @property
+    def path(self) -> str:
+        return posixpath.join(self.dir_path, LEADER_EPOCH_CHECKPOINT)
 
     def load(self) -> None:
         try:

@@ -356,8 +356,17 @@ def open_dir(fs: FileSystem, handles: HandleCache, dir_path: str, config: LogCon
     hw = min(max(high_watermark if high_watermark is not None else start, start), leo)
     return OpenedDir(segments, report, start, recovery, hw,
                      _partition_metadata(fs, dir_path, topic_id), dir_changed=changed,
-                     names=None if changed else frozenset(
-                         n for n in listed if n.endswith((TXN_INDEX_SUFFIX, SNAPSHOT_SUFFIX))))
+                     names=None if changed else _txn_names(listed))
+
+
+_NO_NAMES: frozenset[str] = frozenset()
+
+
+def _txn_names(listed: set[str]) -> frozenset[str]:
+    """The transaction files among ``listed``; none: the one shared empty set (an
+    empty frozenset built from an iterable is a new object of 216 bytes)."""
+    found = [n for n in listed if n.endswith((TXN_INDEX_SUFFIX, SNAPSHOT_SUFFIX))]
+    return frozenset(found) if found else _NO_NAMES
 
 
 def _partition_metadata(fs: FileSystem, dir_path: str,

@@ -62,7 +62,6 @@ from odradek.storage.handles import HandleCache
 from odradek.storage.listener import LogListener
 from odradek.storage.loader import LoadReport, open_dir
 from odradek.storage.local_log import LocalLog
-from odradek.storage.names import LEADER_EPOCH_CHECKPOINT
 from odradek.storage.segment import Segment
 from odradek.storage.slices import FileSlice
 from odradek.storage.swap import swap_cleaned
@@ -235,7 +234,7 @@ class Log:
         from now on. No IO but closing the old handles."""
         self.txn_files.forget_listing()
         self.local.relocate(dir_path, handles)
-        self.epochs.path = posixpath.join(dir_path, LEADER_EPOCH_CHECKPOINT)
+        self.epochs.dir_path = dir_path
         self.txn_files.dir_path = dir_path
 
     def update_config(self, config: LogConfig) -> None:

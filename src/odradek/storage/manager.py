@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import functools
 import logging
 import posixpath
 import uuid
@@ -84,6 +83,20 @@ from odradek.storage.pagecache import PageCacheTrimmer, default_retain
 
 _log = logging.getLogger("odradek.storage")
 _IDLE_MS = 60_000
+
+
+class _MarkBusy:
+    """A log's ``on_busy``: puts its key in the manager's busy logs. (Two slots:
+    a third of the memory of a ``functools.partial``, a fifth of a closure's.)"""
+
+    __slots__ = ("busy", "key")
+
+    def __init__(self, busy: dict[TopicPartition, None], key: TopicPartition) -> None:
+        self.busy = busy
+        self.key = key
+
+    def __call__(self) -> None:
+        self.busy[self.key] = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -270,8 +283,7 @@ class LogManager:
         """``log`` is ``tp``'s current log from now on: its housekeeping is looked
         at by the next tick, and again whenever it says it is busy."""
         busy = self._busy
-        # (A partial, not a lambda: a closure costs a partition twice as much.)
-        log.local.on_busy = functools.partial(busy.__setitem__, tp, None)
+        log.local.on_busy = _MarkBusy(busy, tp)
         busy[tp] = None
         return log
 
