@@ -159,6 +159,7 @@ def rebuild(producers: ProducerStateTable, plog: Log) -> None:
                 if plog.epochs.loaded else None)
     except OSError:
         indexed, snap = [], None
+    plog.txn_files.forget_listing()  # (its one use: no memory kept for it)
     start = plog.log_start_offset
     if snap is not None and snap[0] >= start:
         start = snap[0]

@@ -28,6 +28,7 @@ the batches it validates.
 from __future__ import annotations
 
 import contextlib
+import functools
 import posixpath
 from bisect import bisect_right
 from collections.abc import Iterable, Iterator
@@ -71,21 +72,33 @@ def parse_epochs(data: bytes) -> list[tuple[int, int]]:
     return out
 
 
+@functools.lru_cache(maxsize=1024)
+def _parsed(data: bytes) -> tuple[tuple[int, int], ...]:
+    """:func:`parse_epochs`, once per distinct file: at start-up most partitions'
+    checkpoints are alike (one epoch from offset 0)."""
+    return tuple(parse_epochs(data))
+
+
 class LeaderEpochCache:
     """Sorted (epoch, start offset) entries of one partition, kept in its checkpoint."""
 
     def __init__(self, fs: FileSystem, dir_path: str, *, persist: bool = True) -> None:
         self.fs = fs
-        self.path = posixpath.join(dir_path, LEADER_EPOCH_CHECKPOINT)
+        self.dir_path = dir_path
+        """The partition directory (the log's own string: no path kept per log)."""
         self.persist = persist
         self._epochs: list[int] = []
         self._starts: list[int] = []
         self.loaded = False
         """True when the entries came from a readable file (else they must be rebuilt)."""
 
+    @property
+    def path(self) -> str:
+        return posixpath.join(self.dir_path, LEADER_EPOCH_CHECKPOINT)
+
     def load(self) -> None:
         try:
-            entries = parse_epochs(self.fs.read_file(self.path))
+            entries = _parsed(self.fs.read_file(self.path))
         except (FileNotFoundError, CheckpointFormatError):
             return
         self._epochs = [e for e, _ in entries]

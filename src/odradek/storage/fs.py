@@ -168,6 +168,10 @@ class FileSystem(Protocol):
 
     def listdir(self, path: str) -> list[str]: ...
 
+    def subdirs(self, path: str) -> list[str]:
+        """The names of ``path``'s subdirectories (a symbolic link to one counts)."""
+        ...
+
     def makedirs(self, path: str) -> None:
         """Create ``path`` and missing parents; no error if it exists."""
         ...
@@ -275,6 +279,11 @@ class OsFileHandle:
             os.close(fd)
 
 
+_SMALL_READ = 64 * 1024
+""":meth:`OsFileSystem.read_file`'s first read: the whole of any checkpoint."""
+_LARGE_READ = 1 << 20
+
+
 class OsFileSystem:
     """Real files."""
 
@@ -289,8 +298,16 @@ class OsFileSystem:
                 return _pread_nowait(fd, path, 0, os.fstat(fd).st_size)
             finally:
                 os.close(fd)
-        with open(path, "rb") as f:
-            return f.read()
+        # Plain descriptors, not a file object: a tenth of the cost for the small
+        # files a start-up reads per partition (a few microseconds each).
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            chunks = [os.read(fd, _SMALL_READ)]
+            while len(chunks[-1]) == (_SMALL_READ if len(chunks) == 1 else _LARGE_READ):
+                chunks.append(os.read(fd, _LARGE_READ))
+            return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        finally:
+            os.close(fd)
 
     def write_file(self, path: str, data: Buffer) -> None:
         with open(path, "wb") as f:
@@ -333,6 +350,12 @@ class OsFileSystem:
 
     def listdir(self, path: str) -> list[str]:
         return os.listdir(path)
+
+    def subdirs(self, path: str) -> list[str]:
+        # The entries' types come with the listing: no stat per entry (but for
+        # symbolic links, and file systems that do not give types).
+        with os.scandir(path) as entries:
+            return [e.name for e in entries if e.is_dir()]
 
     def makedirs(self, path: str) -> None:
         os.makedirs(path, exist_ok=True)

@@ -47,6 +47,7 @@ truncations durable (leader-epoch checkpoint) before followers rely on ``skip``.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import posixpath
 import uuid
@@ -78,7 +79,7 @@ from odradek.storage.names import (
 )
 from odradek.storage.recovery import open_active_clean, recover_segment
 from odradek.storage.segment import Segment
-from odradek.storage.txnfiles import encode_entry, parse_entries
+from odradek.storage.txnfiles import SNAPSHOT_SUFFIX, encode_entry, parse_entries
 from odradek.wire.batch import BATCH_HEADER_SIZE, read_batch_header
 
 
@@ -149,24 +150,24 @@ def _swap_end(fs: FileSystem, path: str, base: int) -> tuple[int, set[int]]:
 
 def _list_segments(fs: FileSystem, dir_path: str, report: LoadReport) -> tuple[list[int], set[str]]:
     names = fs.listdir(dir_path)
-    if any(n.endswith(CLEANED_SUFFIX) or n.endswith(SWAP_SUFFIX) for n in names):
+    joined = "/".join(names) + "/"  # one search for both suffixes ("/" is in no name)
+    if CLEANED_SUFFIX + "/" in joined or SWAP_SUFFIX + "/" in joined:
         _finish_swaps(fs, dir_path, report)
         names = fs.listdir(dir_path)
     bases: list[int] = []
     present = set(names)
     for name in names:
-        if name.endswith(DELETED_SUFFIX) or name.endswith(TMP_SUFFIX):
-            fs.remove(f"{dir_path}/{name}")
-            report.removed_files.append(name)
-            present.discard(name)
-            continue
         parsed = parse_segment_file_name(name)
         if parsed is None:
+            if name.endswith((DELETED_SUFFIX, TMP_SUFFIX)):
+                fs.remove(f"{dir_path}/{name}")
+                report.removed_files.append(name)
+                present.discard(name)
             continue
         base, suffix = parsed
         if suffix == LOG_SUFFIX:
             bases.append(base)
-        elif segment_file_name(base, LOG_SUFFIX) not in names:
+        elif name[:-len(suffix)] + LOG_SUFFIX not in present:  # an orphan index
             fs.remove(f"{dir_path}/{name}")
             report.removed_files.append(name)
             present.discard(name)
@@ -184,11 +185,15 @@ def load_segments(
     clean: bool,
     recovery_point: int,
     skip_damage: bool = True,
+    listed: set[str] | None = None,
 ) -> tuple[list[Segment], LoadReport]:
     """The segments of ``dir_path`` in offset order, recovered as needed (see module doc).
-    Returns an empty list for a directory without segments."""
+    Returns an empty list for a directory without segments. ``listed``, if given,
+    receives the names of the directory's files once leftovers are gone."""
     report = LoadReport(clean=clean)
     bases, present = _list_segments(fs, dir_path, report)
+    if listed is not None:
+        listed |= present
     segments = [
         Segment(
             fs,
@@ -304,21 +309,29 @@ class OpenedDir:
     dir_changed: bool = True
     """Files may have been created, renamed or removed (not after a clean shutdown
     that left nothing to tidy): the directory wants a sync at the next flush."""
+    names: frozenset[str] | None = None
+    """The names of the directory's transaction files (``.txnindex``,
+    ``.snapshot``) as listed, when nothing was changed (a clean shutdown that
+    left nothing to tidy): for the partition's first look at them
+    (:attr:`~odradek.storage.txnfiles.TxnFiles.listing`). Most logs have none:
+    then the one empty frozenset."""
 
 
 def open_dir(fs: FileSystem, handles: HandleCache, dir_path: str, config: LogConfig,
              now_ms: int, *, clean_shutdown: bool, recovery_point: int, log_start_offset: int,
              high_watermark: int | None, topic_id: uuid.UUID | None,
-             skip_damage: bool) -> OpenedDir:
+             skip_damage: bool, existing: bool = False) -> OpenedDir:
     """Open (creating if needed) a partition directory. ``recovery_point``,
     ``log_start_offset`` and ``high_watermark`` come from the log directory's
     checkpoint files; ``clean_shutdown`` from its marker; ``skip_damage`` from
     ``log.recovery.damaged.batches``. ``topic_id`` is checked against (or written
-    to) ``partition.metadata``."""
-    created = makedirs_durable(fs, dir_path)
+    to) ``partition.metadata``. ``existing``: the directory is known to exist
+    (listed in its log directory just now), so it is not looked for."""
+    created = False if existing else makedirs_durable(fs, dir_path)
+    listed: set[str] = set()
     segments, report = load_segments(fs, handles, dir_path, config, now_ms=now_ms,
                                      clean=clean_shutdown, recovery_point=recovery_point,
-                                     skip_damage=skip_damage)
+                                     skip_damage=skip_damage, listed=listed)
     start = max(log_start_offset, segments[0].base_offset if segments else log_start_offset)
     changed = (created or not clean_shutdown or bool(report.removed_files)
                or report.deleted_segments > 0)
@@ -342,19 +355,39 @@ def open_dir(fs: FileSystem, handles: HandleCache, dir_path: str, config: LogCon
         recovery = leo
     hw = min(max(high_watermark if high_watermark is not None else start, start), leo)
     return OpenedDir(segments, report, start, recovery, hw,
-                     _partition_metadata(fs, dir_path, topic_id), dir_changed=changed)
+                     _partition_metadata(fs, dir_path, topic_id), dir_changed=changed,
+                     names=None if changed else _txn_names(listed))
+
+
+_NO_NAMES: frozenset[str] = frozenset()
+
+
+def _txn_names(listed: set[str]) -> frozenset[str]:
+    """The transaction files among ``listed``; none: the one shared empty set (an
+    empty frozenset built from an iterable is a new object of 216 bytes)."""
+    found = [n for n in listed if n.endswith((TXN_INDEX_SUFFIX, SNAPSHOT_SUFFIX))]
+    return frozenset(found) if found else _NO_NAMES
 
 
 def _partition_metadata(fs: FileSystem, dir_path: str,
                         topic_id: uuid.UUID | None) -> uuid.UUID | None:
     path = posixpath.join(dir_path, PARTITION_METADATA_FILE)
-    if fs.exists(path):
-        try:
-            stored = parse_partition_metadata(fs.read_file(path))
-        except ValueError:
-            stored = None
-        if stored is not None and (topic_id is None or stored == topic_id):
-            return stored
+    try:
+        stored = _stored_topic_id(fs.read_file(path))
+    except FileNotFoundError:
+        stored = None
+    if stored is not None and (topic_id is None or stored == topic_id):
+        return stored
     if topic_id is not None:
         write_atomically(fs, path, format_partition_metadata(topic_id))
     return topic_id
+
+
+@functools.lru_cache(maxsize=1024)
+def _stored_topic_id(data: bytes) -> uuid.UUID | None:
+    """The topic id a ``partition.metadata`` holds (None: unreadable). Every
+    partition of a topic holds the same bytes: parsed once, one UUID shared."""
+    try:
+        return parse_partition_metadata(data)
+    except ValueError:
+        return None

@@ -62,7 +62,6 @@ from odradek.storage.handles import HandleCache
 from odradek.storage.listener import LogListener
 from odradek.storage.loader import LoadReport, open_dir
 from odradek.storage.local_log import LocalLog
-from odradek.storage.names import LEADER_EPOCH_CHECKPOINT
 from odradek.storage.segment import Segment
 from odradek.storage.slices import FileSlice
 from odradek.storage.swap import swap_cleaned
@@ -121,23 +120,26 @@ class Log:
              handles: HandleCache | None = None, clean_shutdown: bool = False,
              recovery_point: int = 0, log_start_offset: int = 0,
              high_watermark: int | None = None, topic_id: uuid.UUID | None = None,
-             skip_damage: bool = False, io: LogIo | None = None) -> Log:
+             skip_damage: bool = False, io: LogIo | None = None,
+             existing: bool = False) -> Log:
         """Open (creating if needed) the log in ``dir_path``, named ``<topic>-<partition>``.
 
         ``recovery_point``, ``log_start_offset`` and ``high_watermark`` come from the
         log directory's checkpoint files; ``clean_shutdown`` from its marker;
-        ``skip_damage`` from ``log.recovery.damaged.batches`` (see ``loader.py``).
+        ``skip_damage`` from ``log.recovery.damaged.batches`` (see ``loader.py``);
+        ``existing``: ``dir_path`` was just listed (start-up), not looked for again.
         """
         handles = handles or HandleCache(fs, 64)
         opened = open_dir(fs, handles, dir_path, config, clock.now_ms(),
                           clean_shutdown=clean_shutdown, recovery_point=recovery_point,
                           log_start_offset=log_start_offset, high_watermark=high_watermark,
-                          topic_id=topic_id, skip_damage=skip_damage)
+                          topic_id=topic_id, skip_damage=skip_damage, existing=existing)
         log = cls(fs, handles, clock, dir_path, config, opened.segments,
                   log_start_offset=opened.log_start_offset,
                   recovery_point=opened.recovery_point, high_watermark=opened.high_watermark,
                   topic_id=opened.topic_id, load_report=opened.report, io=io)
         log.local.flushes.dir_dirty = opened.dir_changed
+        log.txn_files.listing = opened.names
         return log
 
     def attach(self, listener: LogListener | None) -> None:
@@ -230,8 +232,9 @@ class Log:
         """The partition directory was renamed ``dir_path`` (a future log becoming the
         current one): point every path there and open files through ``handles``
         from now on. No IO but closing the old handles."""
+        self.txn_files.forget_listing()
         self.local.relocate(dir_path, handles)
-        self.epochs.path = posixpath.join(dir_path, LEADER_EPOCH_CHECKPOINT)
+        self.epochs.dir_path = dir_path
         self.txn_files.dir_path = dir_path
 
     def update_config(self, config: LogConfig) -> None:
@@ -422,6 +425,7 @@ class Log:
         """Take the oldest ``victims`` out of the log and schedule their files' deletion."""
         if not victims:
             return
+        self.txn_files.forget_listing()
         local = self.local
         local.remove_oldest(victims)
         first = local.segment_bases[0]
@@ -434,6 +438,7 @@ class Log:
         inactive segments based at ``<base>``; :mod:`odradek.storage.swap`).
         False (and the cleaned file removed) when the log changed meanwhile."""
         self.local.check_online()
+        self.txn_files.forget_listing()
         gone = swap_cleaned(self.local, self.txn_files, old, cleaned_path)
         if gone and self.listener is not None:
             self.listener.aborts_removed(gone)
@@ -457,6 +462,7 @@ class Log:
         local = self.local
         local.check_online()
         local.drain_writes()
+        self.txn_files.forget_listing()
         if offset >= local.log_end_offset:
             try:
                 self.epochs.truncate_from_end(offset)
@@ -472,6 +478,7 @@ class Log:
         """Delete every segment and start empty at ``offset`` (a replica far behind)."""
         local = self.local
         local.check_online()
+        self.txn_files.forget_listing()
         local.truncate_fully_and_start_at(offset)
         try:
             self.epochs.clear()

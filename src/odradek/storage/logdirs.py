@@ -84,10 +84,8 @@ def scan(fs: FileSystem, dirs: Sequence[str],
     current: dict[TopicPartition, list[str]] = {}
     futures: dict[TopicPartition, list[str]] = {}
     for directory in dirs:
-        for name in sorted(fs.listdir(directory)):
+        for name in sorted(fs.subdirs(directory)):
             path = posixpath.join(directory, name)
-            if not fs.is_dir(path):
-                continue
             if name.endswith(DELETE_DIR_SUFFIX):
                 fs.rmtree(path)
                 continue

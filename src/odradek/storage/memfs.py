@@ -364,6 +364,13 @@ class MemoryFileSystem:
                 raise _oserror(errno.ENOTDIR, path)
             return list(node.children)
 
+    def subdirs(self, path: str) -> list[str]:
+        with self.lock:
+            node = self._lookup(path)
+            if not isinstance(node, _Dir):
+                raise _oserror(errno.ENOTDIR, path)
+            return [name for name, child in node.children.items() if isinstance(child, _Dir)]
+
     def makedirs(self, path: str) -> None:
         with self.lock:
             node: _Dir = self._root

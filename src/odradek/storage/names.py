@@ -20,6 +20,7 @@ partition being moved into another log directory (AlterReplicaLogDirs) is
 
 from __future__ import annotations
 
+import functools
 import posixpath
 import re
 import sys
@@ -75,7 +76,10 @@ def parse_segment_file_name(name: str) -> tuple[int, str] | None:
     return int(match.group(1)), match.group(2)
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def is_valid_topic(topic: str) -> bool:
+    """(Remembered: a start-up asks once per partition and checkpoint line, and a
+    topic has many.)"""
     return bool(_TOPIC_RE.match(topic)) and topic not in (".", "..")
 
 

@@ -35,7 +35,7 @@ from crc32c import crc32c
 
 from odradek.storage.checkpoint import write_atomically
 from odradek.storage.fs import FileSystem
-from odradek.storage.names import TXN_INDEX_SUFFIX, segment_path
+from odradek.storage.names import TXN_INDEX_SUFFIX, segment_file_name, segment_path
 
 _ENTRY: Final = struct.Struct(">hqqqq")
 ENTRY_SIZE: Final = _ENTRY.size  # 34
@@ -111,9 +111,22 @@ def snapshot_name(offset: int) -> str:
 class TxnFiles:
     """The ``.txnindex`` and ``.snapshot`` files of one partition directory."""
 
+    __slots__ = ("dir_path", "fs", "listing")
+
     def __init__(self, fs: FileSystem, dir_path: str) -> None:
         self.fs = fs
         self.dir_path = dir_path
+        self.listing: frozenset[str] | None = None
+        """The names of the directory's ``.txnindex`` and ``.snapshot`` files as the
+        log's opening listed them after a clean shutdown, so the partition's
+        first look (:meth:`aborted`, :meth:`snapshot_offsets`) needs no listing
+        or ``stat`` of its own; None when unknown. Whoever changes the
+        directory's files forgets it first (this object's writers, and the log's
+        removals, truncations and swaps: :meth:`forget_listing`)."""
+
+    def forget_listing(self) -> None:
+        """The directory's files are about to change: list them afresh from now on."""
+        self.listing = None
 
     # -- .txnindex ----------------------------------------------------------------------
 
@@ -121,6 +134,7 @@ class TxnFiles:
         """Add ``entry`` to the ``.txnindex`` of the segment based at ``segment_base``
         (the one holding its marker). Not synced: the partition rebuilds missing
         entries from the markers on start-up."""
+        self.listing = None
         handle = self.fs.open(segment_path(self.dir_path, segment_base, TXN_INDEX_SUFFIX),
                               create=True)
         try:
@@ -132,15 +146,20 @@ class TxnFiles:
     def aborted(self, segment_bases: Sequence[int]) -> list[AbortedEntry]:
         """Every entry of the segments' ``.txnindex`` files, in marker order."""
         out: list[AbortedEntry] = []
+        listing = self.listing
+        if listing is not None and not listing:
+            return out  # (most logs: no transaction files at all)
         for base in segment_bases:
-            path = segment_path(self.dir_path, base, TXN_INDEX_SUFFIX)
-            if self.fs.exists(path):
+            name = segment_file_name(base, TXN_INDEX_SUFFIX)
+            path = posixpath.join(self.dir_path, name)
+            if self.fs.exists(path) if listing is None else name in listing:
                 out.extend(parse_entries(self.fs.read_file(path)))
         return out
 
     def truncate_from_end(self, log_end: int, segment_bases: Sequence[int]) -> None:
         """Drop entries and snapshots at or above ``log_end`` (after a truncation or
         an unclean recovery)."""
+        self.listing = None
         for base in segment_bases:
             path = segment_path(self.dir_path, base, TXN_INDEX_SUFFIX)
             if not self.fs.exists(path):
@@ -157,7 +176,8 @@ class TxnFiles:
 
     def snapshot_offsets(self) -> list[int]:
         out = []
-        for name in self.fs.listdir(self.dir_path):
+        listing = self.listing
+        for name in self.fs.listdir(self.dir_path) if listing is None else listing:
             stem = name[: -len(SNAPSHOT_SUFFIX)]
             if name.endswith(SNAPSHOT_SUFFIX) and len(stem) == 20 and stem.isdigit():
                 out.append(int(stem))
@@ -165,6 +185,7 @@ class TxnFiles:
 
     def write_snapshot(self, offset: int, data: bytes, *, durable: bool) -> None:
         """Store the producer state below ``offset``; keep the newest few."""
+        self.listing = None
         path = posixpath.join(self.dir_path, snapshot_name(offset))
         if durable:
             write_atomically(self.fs, path, data)

@@ -89,3 +89,18 @@ def test_a_batch_naming_one_topic_leaves_the_others_alone() -> None:
     configs = {k: p.log.config.retention_ms for k, p in node.manager.partitions.items()}
     assert {k[0] for k in configs} == {"a", "b"}
     assert all((ms == 5000) == (k[0] == "a") for k, ms in configs.items()), configs
+
+
+def test_letting_partitions_go_is_reported_once_per_reconcile() -> None:
+    """``on_released`` (``odradek serve`` unfreezes the collector then) is called by a
+    reconcile that removes partitions, not by one that keeps them all."""
+    clock = ManualClock()
+    node = Node(clock)
+    released: list[int] = []
+    node.manager.on_released = lambda: released.append(1)
+    image = cluster_image()
+    node.manager.reconcile(image)
+    node.manager.reconcile(image)
+    assert released == [] and node.manager.partitions
+    node.manager.reconcile(MetadataImage())
+    assert released == [1] and not node.manager.partitions

@@ -227,6 +227,11 @@ class PartitionManager:
         self.on_isr_eligible: Callable[[], None] = on_isr_eligible or (lambda: None)
         """Called when a follower's fetch makes it eligible to join an ISR (the
         ISR manager decides at once rather than at its next tick)."""
+        self.on_released: Callable[[], None] = lambda: None
+        """Called once partitions or logs were let go (a reconcile removed or moved
+        some aside, a moved log replaced the old one): ``odradek serve`` hands
+        the objects its start froze back to the garbage collector then
+        (``gc.unfreeze``), so theirs are collected."""
         self._flushing: dict[tuple[str, int], asyncio.Future[None]] = {}
         self._housekeeping: asyncio.Task[None] | None = None
         self.io_threads = int(server_props.get("odradek.log.writer.threads") or 0)
@@ -395,6 +400,8 @@ class PartitionManager:
                 log.warning("%s-%d %s (metadata offset %d): moved aside to %s (nothing "
                             "deleted; `odradek storage restore-stray` puts it back)", *tp,
                             why, at_offset, where)
+        if gone or strays:
+            self.on_released()
         if self.on_leadership is not None:
             self.on_leadership(moved)
 
@@ -448,6 +455,7 @@ class PartitionManager:
         assert not part.log.writes_pending, "the future log must have every write"
         new = self.logs.promote_future(part.topic, part.index)
         part.state.future_promoted(new)
+        self.on_released()
         if self._writer is not None:
             new.write_sink = self._writer.sink(part)  # (it wrote inline while a copy)
 
