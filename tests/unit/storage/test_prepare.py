@@ -204,7 +204,8 @@ def test_many_epoch_files_take_two_file_system_syncs_when_little_is_dirty() -> N
 def test_with_many_dirty_pages_the_epoch_files_are_synced_one_by_one() -> None:
     fs = MemoryFileSystem(ManualClock(NOW))
     mgr = manager(fs)
-    mgr.dirty_bytes = lambda: batchsync.DIRTY_LIMIT + 1
+    mgr.dirty_bytes = lambda: (batchsync.DIRTY_BASE
+                             + batchsync.DIRTY_PER_FILE * batchsync.MIN_FILES + 1)
     caches = epochs_changed(mgr, batchsync.MIN_FILES)
     before = fs.syncs
     mgr.write_epochs(caches)
@@ -233,3 +234,5 @@ def test_dirty_bytes_adds_dirty_and_writeback(tmp_path: Path) -> None:
     assert batchsync.worth_it(batchsync.MIN_FILES, 0)
     assert not batchsync.worth_it(batchsync.MIN_FILES - 1, 0)
     assert not batchsync.worth_it(batchsync.MIN_FILES, None)
+    assert batchsync.worth_it(10_000, batchsync.DIRTY_BASE + 10_000 * batchsync.DIRTY_PER_FILE)
+    assert not batchsync.worth_it(100, batchsync.DIRTY_BASE + 101 * batchsync.DIRTY_PER_FILE)
