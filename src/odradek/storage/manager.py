@@ -51,7 +51,7 @@ from dataclasses import dataclass
 
 from odradek.common.clock import Clock
 from odradek.common.ids import Ids, RandomIds
-from odradek.storage import batchsync
+from odradek.storage.batchsync import dirty_bytes
 from odradek.storage.checkpoint import TopicPartition, clean_shutdown_path, write_clean_shutdown
 from odradek.storage.cleaner import CleanerPool, CleanJob, plan_pass
 from odradek.storage.cleaner_policy import dirtiest_log
@@ -64,7 +64,7 @@ from odradek.storage.dir_checkpoints import (
     checkpoint_files,
     read_dir_checkpoints,
 )
-from odradek.storage.epochs import LeaderEpochCache, format_epochs
+from odradek.storage.epochs import LeaderEpochCache
 from odradek.storage.errors import KafkaStorageError
 from odradek.storage.flush import IoJob
 from odradek.storage.fs import FileSystem, OsFileSystem, makedirs_durable
@@ -83,7 +83,13 @@ from odradek.storage.names import (
     stray_dir_name,
 )
 from odradek.storage.pagecache import PageCacheTrimmer, default_retain
-from odradek.storage.prepare import MIN_BATCH, NewDir, prepare_dirs, prepare_pool
+from odradek.storage.prepare import (
+    MIN_BATCH,
+    place,
+    prepare_dirs,
+    prepare_pool,
+    write_epoch_files,
+)
 
 _log = logging.getLogger("odradek.storage")
 _IDLE_MS = 60_000
@@ -145,7 +151,7 @@ class LogManager:
         """Directories chosen by :meth:`prepare_new_logs`, by partition, until opened,
         and whether each was made whole (a clean empty log)."""
         self._prepare_pool: Executor | None = None
-        self.dirty_bytes: Callable[[], int | None] = batchsync.dirty_bytes
+        self.dirty_bytes: Callable[[], int | None] = dirty_bytes
         """The machine's dirty page bytes (:mod:`odradek.storage.batchsync`)."""
         self.dirs: list[str] = list(dict.fromkeys([*self.log_dirs, *self.pinned.values()]))
         """Every directory this manager keeps: ``log.dirs`` and pinned ones."""
@@ -304,26 +310,11 @@ class LogManager:
                 if tp not in self._logs and tp not in self._futures]
         if len(todo) < MIN_BATCH:
             return 0
-        dirs: list[NewDir] = []
-        counts: dict[str, int] | None = None
-        if len(self.log_dirs) > 1:  # spread as get_or_create_log would, one by one
-            counts = dict.fromkeys(self.log_dirs, 0)
-            for lg in self._all_logs():
-                if (lg.topic, lg.partition) not in self.pinned and lg.parent_dir in counts:
-                    counts[lg.parent_dir] += 1
-        for tp, topic_id, epoch in todo:
-            directory = self.pinned.get(tp)
-            if directory is None:
-                if counts is None:
-                    directory = self.log_dir
-                else:
-                    directory = min(self.log_dirs, key=counts.__getitem__)
-                    counts[directory] += 1
-            dirs.append(NewDir(posixpath.join(directory, partition_dir_name(*tp)),
-                               topic_id, epoch))
-        if self._prepare_pool is None:
-            self._prepare_pool = prepare_pool()
-        prepared = prepare_dirs(self.fs, dirs, self._prepare_pool)
+        unpinned = ([lg.parent_dir for lg in self._all_logs()
+                     if (lg.topic, lg.partition) not in self.pinned]
+                    if len(self.log_dirs) > 1 else [])
+        dirs = place(todo, self.log_dirs, self.pinned, unpinned)
+        prepared = prepare_dirs(self.fs, dirs, self._pool())
         # The open uses the directory chosen here, whatever it would choose; one
         # prepared whole opens as a clean empty log.
         for (tp, _, _), d in zip(todo, dirs, strict=True):
@@ -332,36 +323,19 @@ class LogManager:
 
     def write_epochs(self, caches: Sequence[LeaderEpochCache]) -> None:
         """Write the leader-epoch checkpoints of ``caches`` (collected by
-        :func:`~odradek.storage.epochs.deferred_writes`), together on the prepare
-        threads when there are many; each is durable on return. A write that
-        fails takes its log offline, as the write in place would have; one whose
-        log was deleted meanwhile is skipped."""
-        def write(cache: LeaderEpochCache) -> OSError | None:
-            if not self.fs.exists(posixpath.dirname(cache.path)):
-                return None  # the log's directory was deleted or moved aside
-            try:
-                cache.write_now()
-            except OSError as e:
-                return e
-            return None
-
-        fs = self.fs
-        if batchsync.worth_it(len(caches), self.dirty_bytes()):
-            live = [c for c in caches if fs.exists(posixpath.dirname(c.path))]
-            if batchsync.replace_all(fs, [(c.path, format_epochs(c.entries)) for c in live],
-                                     self.dirs):
-                return
-        if len(caches) < MIN_BATCH:
-            errors = [write(c) for c in caches]
-        else:
-            if self._prepare_pool is None:
-                self._prepare_pool = prepare_pool()
-            errors = list(self._prepare_pool.map(write, caches))
-        failed = {id(c): e for c, e in zip(caches, errors, strict=True) if e is not None}
+        :func:`~odradek.storage.epochs.deferred_writes`) together, each durable
+        on return (:func:`~odradek.storage.prepare.write_epoch_files`). A write
+        that fails takes its log offline, as the write in place would have."""
+        failed = write_epoch_files(self.fs, caches, self.dirs, self.dirty_bytes, self._pool)
         for lg in self._all_logs() if failed else ():
             error = failed.get(id(lg.epochs))
             if error is not None:
                 _log.error("%s", lg.local.io_failed("leader-epoch-checkpoint write", error))
+
+    def _pool(self) -> Executor:
+        if self._prepare_pool is None:
+            self._prepare_pool = prepare_pool()
+        return self._prepare_pool
 
     def _track(self, tp: TopicPartition, log: Log) -> Log:
         """``log`` is ``tp``'s current log from now on: its housekeeping is looked

@@ -42,12 +42,13 @@ from __future__ import annotations
 import logging
 import posixpath
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass
 
+from odradek.storage import batchsync
 from odradek.storage.checkpoint import format_partition_metadata
-from odradek.storage.epochs import format_epochs
+from odradek.storage.epochs import LeaderEpochCache, format_epochs
 from odradek.storage.fs import FileSystem
 from odradek.storage.names import (
     INDEX_SUFFIX,
@@ -56,6 +57,7 @@ from odradek.storage.names import (
     PARTITION_METADATA_FILE,
     TIME_INDEX_SUFFIX,
     TMP_SUFFIX,
+    partition_dir_name,
     segment_path,
 )
 
@@ -127,3 +129,50 @@ def _write(fs: FileSystem, path: str, data: bytes) -> None:
     fs.write_file(tmp, data)
     fs.fsync(tmp)
     fs.rename(tmp, path)
+
+
+def place(todo: Sequence[tuple[tuple[str, int], uuid.UUID | None, int | None]],
+          log_dirs: Sequence[str], pinned: Mapping[tuple[str, int], str],
+          unpinned_parents: Iterable[str]) -> list[NewDir]:
+    """Where each new log of ``todo`` (partition, topic id, first epoch) goes:
+    its pinned directory, else the log directory holding the fewest unpinned
+    logs (``unpinned_parents``: the parent of each), counting those placed
+    before it, as opening them one by one would choose."""
+    counts = dict.fromkeys(log_dirs, 0)
+    for parent in unpinned_parents:
+        if parent in counts:
+            counts[parent] += 1
+    out: list[NewDir] = []
+    for tp, topic_id, epoch in todo:
+        directory = pinned.get(tp)
+        if directory is None:
+            directory = min(log_dirs, key=counts.__getitem__)
+            counts[directory] += 1
+        out.append(NewDir(posixpath.join(directory, partition_dir_name(*tp)), topic_id, epoch))
+    return out
+
+
+def write_epoch_files(fs: FileSystem, caches: Sequence[LeaderEpochCache], roots: Sequence[str],
+                      dirty: Callable[[], int | None], pool: Callable[[], Executor]
+                      ) -> dict[int, OSError]:
+    """Write the leader-epoch checkpoints of ``caches``, each durable on return:
+    with two file-system syncs when there are many and little is dirty
+    (:mod:`odradek.storage.batchsync`; ``roots``: the log directories), else
+    each on its own, on ``pool``'s threads when there are many. A cache whose
+    directory is gone (its log deleted meanwhile) is skipped. The failures, by
+    ``id`` of the cache."""
+    live = [c for c in caches if fs.exists(c.dir_path)]
+    if batchsync.worth_it(len(live), dirty()) and batchsync.replace_all(
+            fs, [(c.path, format_epochs(c.entries)) for c in live], roots):
+        return {}
+
+    def write(cache: LeaderEpochCache) -> OSError | None:
+        try:
+            cache.write_now()
+        except OSError as e:
+            return e
+        return None
+
+    errors = (list(pool().map(write, live)) if len(live) >= MIN_BATCH
+              else [write(c) for c in live])
+    return {id(c): e for c, e in zip(live, errors, strict=True) if e is not None}
