@@ -9,7 +9,6 @@ and are re-exported here.
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import re
 import uuid
@@ -341,16 +340,10 @@ def register_broker(
         return Outcome.fail(ErrorCode.DUPLICATE_BROKER_REGISTRATION,
                             f"Broker {node_id} is already registered with this incarnation")
     fenced = fence_broker(image, node_id).records if fence_previous else []
-    after = image
-    if fenced:
-        after = copy.deepcopy(image)
-        for record in fenced:
-            after.replay(record)
+    after = image.replayed(fenced) if fenced else image
     lost = on_replicas_lost(after, node_id, log_dirs or [])
     if lost:
-        after = copy.deepcopy(after) if after is image else after
-        for record in lost:
-            after.replay(record)
+        after = after.replayed(lost)
     epoch = (max((b.epoch for b in image.brokers.values()), default=-1) + 1
              if at_offset is None else at_offset + len(fenced) + len(lost))
     register = RegisterBrokerRecord(
