@@ -119,6 +119,11 @@ def append_as_leader(local: LocalLog, epochs: LeaderEpochCache, view: memoryview
     job = local.write(chunks, metas, len(view), max_ts, now_ms, checked.records)
     if leader_epoch > epochs.latest_epoch:
         assign_epoch(local, epochs, leader_epoch, first)
+    elif epochs.unwritten:  # the epoch was noted when this leader was elected
+        try:
+            epochs.write_noted()
+        except OSError as e:
+            raise local.io_failed("leader-epoch-checkpoint write", e) from e
     return AppendInfo(first, local.next_offset - 1, append_time, max_ts, checked.records,
                       len(metas), len(view), log_start, local.append_waits_for_flush(), job)
 

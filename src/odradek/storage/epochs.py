@@ -82,6 +82,9 @@ def _parsed(data: bytes) -> tuple[tuple[int, int], ...]:
 class LeaderEpochCache:
     """Sorted (epoch, start offset) entries of one partition, kept in its checkpoint."""
 
+    unwritten = False
+    """True while the newest entry was noted (:meth:`note`) and not yet written."""
+
     def __init__(self, fs: FileSystem, dir_path: str, *, persist: bool = True) -> None:
         self.fs = fs
         self.dir_path = dir_path
@@ -124,6 +127,29 @@ class LeaderEpochCache:
         self._starts.append(start_offset)
         self._write()
         return True
+
+    def note(self, epoch: int, start_offset: int) -> bool:
+        """:meth:`assign` without writing the file: a new leader's epoch, noted
+        before its first append so that a follower asking for the epoch's end
+        finds it. The file gets it with the first append in the epoch
+        (:meth:`write_noted`) or any other change; an epoch in which nothing was
+        appended before a crash is missing from the file after it, which no
+        replica can tell from an epoch never held (none of them has a batch of
+        it). A restart whose re-election gives a broker back thousands of
+        partitions writes no file for them until they are written to."""
+        if epoch < 0 or epoch <= self.latest_epoch:
+            return False
+        if self._starts and start_offset < self._starts[-1]:
+            return False
+        self._epochs.append(epoch)
+        self._starts.append(start_offset)
+        self.unwritten = True
+        return True
+
+    def write_noted(self) -> None:
+        """Write the file if an entry was noted (:meth:`note`) since it was last written."""
+        if self.unwritten:
+            self._write()
 
     def rebuild_from(self, headers: Iterable[tuple[int, int]]) -> None:
         """Rebuild from the (partitionLeaderEpoch, base offset) of every batch, in
@@ -175,6 +201,8 @@ class LeaderEpochCache:
             self._write()
 
     def _write(self) -> None:
+        if self.unwritten:
+            self.unwritten = False
         if not self.persist:
             return
         pending = _DEFERRED.get()

@@ -49,7 +49,6 @@ from odradek.storage.append import (
     AppendInfo,
     append_as_leader,
     append_replicated,
-    assign_epoch,
     empty_append,
 )
 from odradek.storage.batch_scan import BatchRow, BatchTable, scan_client, scan_replica
@@ -320,9 +319,10 @@ class Log:
                                  self._log_start)
 
     def assign_epoch(self, epoch: int, start_offset: int) -> None:
-        """A leader's new epoch starts at ``start_offset`` (noted before its first
-        append, so a follower asking for the epoch's end finds it)."""
-        assign_epoch(self.local, self.epochs, epoch, start_offset)
+        """A leader's new epoch starts at ``start_offset``: noted before its first
+        append, so a follower asking for the epoch's end finds it; written to the
+        checkpoint by that append (:meth:`LeaderEpochCache.note`)."""
+        self.epochs.note(epoch, start_offset)
 
     def drain_writes(self) -> None:
         """Wait (blocking this thread) for every pending write (see

@@ -141,7 +141,7 @@ def test_epoch_writes_deferred_in_a_block_are_durable_after_write_epochs() -> No
     logs = [mgr.get_or_create_log("orders", p) for p in range(10)]
     with deferred_writes() as pending:
         for lg in logs:
-            lg.assign_epoch(3, 0)
+            lg.epochs.assign(3, 0)
         assert len(pending) == 10
         assert not any(fs.exists(lg.epochs.path) for lg in logs)  # nothing written yet
     mgr.write_epochs(list(pending.values()))
@@ -152,7 +152,7 @@ def test_epoch_writes_deferred_in_a_block_are_durable_after_write_epochs() -> No
 def test_outside_a_block_an_epoch_is_written_at_once() -> None:
     fs = MemoryFileSystem(ManualClock(NOW))
     lg = manager(fs).get_or_create_log("orders", 0)
-    lg.assign_epoch(2, 0)
+    lg.epochs.assign(2, 0)
     fs.crash()
     assert parse_epochs(fs.read_file(lg.epochs.path)) == [(2, 0)]
 
@@ -163,7 +163,7 @@ def test_a_deferred_epoch_write_that_fails_takes_its_log_offline_only() -> None:
     logs = [mgr.get_or_create_log("orders", p) for p in range(10)]
     with deferred_writes() as pending:
         for lg in logs:
-            lg.assign_epoch(1, 0)
+            lg.epochs.assign(1, 0)
     fs.fail_next_sync("orders-4/leader-epoch-checkpoint")
     mgr.write_epochs(list(pending.values()))
     assert [lg.offline for lg in logs] == [p == 4 for p in range(10)]
@@ -174,7 +174,7 @@ def test_a_deferred_epoch_write_of_a_deleted_log_is_skipped() -> None:
     mgr = manager(fs)
     lg = mgr.get_or_create_log("orders", 0)
     with deferred_writes() as pending:
-        lg.assign_epoch(1, 0)
+        lg.epochs.assign(1, 0)
     mgr.delete_log("orders", 0)
     mgr.write_epochs(list(pending.values()))
     assert not lg.offline and not fs.exists(f"{DIR}/orders-0")
@@ -184,7 +184,7 @@ def epochs_changed(mgr: LogManager, n: int) -> list[LeaderEpochCache]:
     logs = [mgr.get_or_create_log("orders", p) for p in range(n)]
     with deferred_writes() as pending:
         for lg in logs:
-            lg.assign_epoch(4, 0)
+            lg.epochs.assign(4, 0)
     return list(pending.values())
 
 
@@ -236,3 +236,30 @@ def test_dirty_bytes_adds_dirty_and_writeback(tmp_path: Path) -> None:
     assert not batchsync.worth_it(batchsync.MIN_FILES, None)
     assert batchsync.worth_it(10_000, batchsync.DIRTY_BASE + 10_000 * batchsync.DIRTY_PER_FILE)
     assert not batchsync.worth_it(100, batchsync.DIRTY_BASE + 101 * batchsync.DIRTY_PER_FILE)
+
+
+def test_a_new_leaders_epoch_is_noted_and_written_by_its_first_append() -> None:
+    fs = MemoryFileSystem(ManualClock(NOW))
+    lg = manager(fs).get_or_create_log("orders", 0)
+    lg.append(make_batch([b"a"]), leader_epoch=2)
+    assert parse_epochs(fs.read_file(lg.epochs.path)) == [(2, 0)]
+    lg.assign_epoch(5, lg.log_end_offset)  # elected again: noted, not written
+    assert lg.epochs.entries == [(2, 0), (5, 1)]
+    assert lg.epochs.end_offset_for(2, lg.log_end_offset) == (2, 1)  # answered from memory
+    assert parse_epochs(fs.read_file(lg.epochs.path)) == [(2, 0)]
+    lg.append(make_batch([b"b"]), leader_epoch=5)
+    fs.crash()  # the epoch file is durable once the first append in the epoch is made
+    assert parse_epochs(fs.read_file(lg.epochs.path)) == [(2, 0), (5, 1)]
+
+
+def test_an_epoch_noted_with_no_append_before_a_crash_is_missing_after_it() -> None:
+    fs = MemoryFileSystem(ManualClock(NOW))
+    mgr = manager(fs)
+    lg = mgr.get_or_create_log("orders", 0)
+    lg.append(make_batch([b"a"]), leader_epoch=2)
+    lg.flush()
+    lg.assign_epoch(5, 1)
+    fs.crash()
+    again = manager(fs).get_log("orders", 0)
+    assert again is not None and again.log_end_offset == 1
+    assert again.epochs.entries == [(2, 0)]
