@@ -30,9 +30,9 @@ from __future__ import annotations
 import contextlib
 import functools
 import posixpath
+import threading
 from bisect import bisect_right
 from collections.abc import Iterable, Iterator
-from contextvars import ContextVar
 from itertools import pairwise
 
 from odradek.storage.checkpoint import CheckpointFormatError, write_atomically
@@ -205,7 +205,7 @@ class LeaderEpochCache:
             self.unwritten = False
         if not self.persist:
             return
-        pending = _DEFERRED.get()
+        pending = getattr(_DEFERRED, "pending", None)
         if pending is not None:
             pending[id(self)] = self
             return
@@ -216,13 +216,16 @@ class LeaderEpochCache:
         write_atomically(self.fs, self.path, format_epochs(self.entries))
 
 
-_DEFERRED: ContextVar[dict[int, LeaderEpochCache] | None] = ContextVar(
-    "odradek_deferred_epoch_writes", default=None)
+_DEFERRED = threading.local()
+"""``pending``: the dict of the :func:`deferred_writes` block running on this
+thread. Thread-local, not a context variable: a task created inside the
+block (a fetcher started by the leadership change) would carry a context
+variable's value on after the block, and its writes would never be made."""
 
 
 @contextlib.contextmanager
 def deferred_writes() -> Iterator[dict[int, LeaderEpochCache]]:
-    """Within the block (on this thread or task), a cache that changes records
+    """Within the block (on this thread, while it runs), a cache that changes records
     itself in the yielded dict instead of writing its file; the caller writes
     them all (:meth:`LeaderEpochCache.write_now`, on threads if it likes) before
     anything can be appended in the epochs they note, as Kafka's ``assign``
@@ -230,8 +233,9 @@ def deferred_writes() -> Iterator[dict[int, LeaderEpochCache]]:
     leader at once (a metadata change, a restart's re-election), whose writes
     then wait together instead of one after another."""
     pending: dict[int, LeaderEpochCache] = {}
-    token = _DEFERRED.set(pending)
+    outer = getattr(_DEFERRED, "pending", None)
+    _DEFERRED.pending = pending
     try:
         yield pending
     finally:
-        _DEFERRED.reset(token)
+        _DEFERRED.pending = outer

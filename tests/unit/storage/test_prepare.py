@@ -3,6 +3,7 @@ log manager opening them without writing their files again."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from pathlib import Path
 
@@ -263,3 +264,24 @@ def test_an_epoch_noted_with_no_append_before_a_crash_is_missing_after_it() -> N
     again = manager(fs).get_log("orders", 0)
     assert again is not None and again.log_end_offset == 1
     assert again.epochs.entries == [(2, 0)]
+
+
+def test_a_task_started_inside_a_block_writes_at_once_after_it() -> None:
+    """A fetcher task created by a leadership change inside reconcile's block runs
+    after it: its epoch writes are made at once, not collected for nobody."""
+    fs = MemoryFileSystem(ManualClock(NOW))
+    lg = manager(fs).get_or_create_log("orders", 0)
+
+    async def main() -> dict[int, LeaderEpochCache]:
+        async def later() -> None:
+            await asyncio.sleep(0)
+            lg.epochs.assign(7, 0)
+
+        with deferred_writes() as pending:
+            task = asyncio.get_running_loop().create_task(later())
+        await task
+        return pending
+
+    assert asyncio.run(main()) == {}
+    fs.crash()
+    assert parse_epochs(fs.read_file(lg.epochs.path)) == [(7, 0)]
