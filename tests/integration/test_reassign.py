@@ -284,9 +284,15 @@ def test_throttle_configs_are_validated_and_described_with_their_sources(
             [ConfigResource(ResourceType.TOPIC, "described")]).values()
         entry = topic.result(30)[name]
         assert entry.value == "0:1,0:2" and entry.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value
-        (broker,) = admin.describe_configs([ConfigResource(ResourceType.BROKER, "2")]).values()
-        rate = broker.result(30)["follower.replication.throttled.rate"]
-        assert rate.value == "123456"
+
+        def described() -> ConfigEntry | None:
+            # Broker 2 answers from its own copy of the metadata, which has the
+            # controller's ConfigRecord once it has replicated it.
+            (broker,) = admin.describe_configs(
+                [ConfigResource(ResourceType.BROKER, "2")]).values()
+            entry = broker.result(30)["follower.replication.throttled.rate"]
+            return entry if entry.value == "123456" else None
+        rate = wait_for("broker 2 describing the cluster-default rate", described, 30)
         assert rate.source == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value
     finally:
         _cluster_default(cluster, "follower.replication.throttled.rate", None)

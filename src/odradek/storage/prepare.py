@@ -162,8 +162,11 @@ def write_epoch_files(fs: FileSystem, caches: Sequence[LeaderEpochCache], roots:
     directory is gone (its log deleted meanwhile) is skipped. The failures, by
     ``id`` of the cache."""
     live = [c for c in caches if fs.exists(c.dir_path)]
-    if batchsync.worth_it(len(live), dirty()) and batchsync.replace_all(
-            fs, [(c.path, format_epochs(c.entries)) for c in live], roots):
+    if not live:
+        return {}
+    if len(live) >= batchsync.MIN_FILES and batchsync.worth_it(len(live), dirty()) and (
+            batchsync.replace_all(
+                fs, [(c.path, format_epochs(c.entries)) for c in live], roots)):
         return {}
 
     def write(cache: LeaderEpochCache) -> OSError | None:
