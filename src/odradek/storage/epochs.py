@@ -119,17 +119,14 @@ class LeaderEpochCache:
     def assign(self, epoch: int, start_offset: int) -> bool:
         """Note that ``epoch`` wrote its first record at ``start_offset``; a no-op
         unless ``epoch`` is newer than every entry. Returns whether it was added."""
-        if epoch < 0 or epoch <= self.latest_epoch:
+        if not self.note(epoch, start_offset):
             return False
-        if self._starts and start_offset < self._starts[-1]:
-            return False
-        self._epochs.append(epoch)
-        self._starts.append(start_offset)
         self._write()
         return True
 
     def note(self, epoch: int, start_offset: int) -> bool:
-        """:meth:`assign` without writing the file: a new leader's epoch, noted
+        """:meth:`assign` without writing the file (whether it was added): a new
+        leader's epoch, noted
         before its first append so that a follower asking for the epoch's end
         finds it. The file gets it with the first append in the epoch
         (:meth:`write_noted`) or any other change; an epoch in which nothing was
