@@ -45,12 +45,16 @@ class CheckpointFormatError(ValueError):
     pass
 
 
-def write_atomically(fs: FileSystem, path: str, data: bytes) -> None:
+def write_atomically(fs: FileSystem, path: str, data: bytes, *, sync_dir: bool = True) -> None:
+    """Replace ``path`` by ``data``: ``.tmp`` written, fsynced, renamed, and the
+    directory synced; with ``sync_dir`` false the caller syncs it (one sync
+    for several files)."""
     tmp = path + TMP_SUFFIX
     fs.write_file(tmp, data)
     fs.fsync(tmp)
     fs.rename(tmp, path)
-    fs.sync_dir(posixpath.dirname(path) or "/")
+    if sync_dir:
+        fs.sync_dir(posixpath.dirname(path) or "/")
 
 
 def format_offsets(offsets: Mapping[TopicPartition, int]) -> bytes:

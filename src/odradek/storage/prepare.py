@@ -47,7 +47,7 @@ from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass
 
 from odradek.storage import batchsync
-from odradek.storage.checkpoint import format_partition_metadata
+from odradek.storage.checkpoint import format_partition_metadata, write_atomically
 from odradek.storage.epochs import LeaderEpochCache, format_epochs
 from odradek.storage.fs import FileSystem
 from odradek.storage.names import (
@@ -56,7 +56,6 @@ from odradek.storage.names import (
     LOG_SUFFIX,
     PARTITION_METADATA_FILE,
     TIME_INDEX_SUFFIX,
-    TMP_SUFFIX,
     partition_dir_name,
     segment_path,
 )
@@ -108,11 +107,11 @@ def _prepare(fs: FileSystem, new: NewDir) -> bool:
     try:
         fs.makedirs(new.path)
         if new.topic_id is not None:
-            _write(fs, posixpath.join(new.path, PARTITION_METADATA_FILE),
-                   format_partition_metadata(new.topic_id))
+            write_atomically(fs, posixpath.join(new.path, PARTITION_METADATA_FILE),
+                             format_partition_metadata(new.topic_id), sync_dir=False)
         if new.first_epoch is not None:
-            _write(fs, posixpath.join(new.path, LEADER_EPOCH_CHECKPOINT),
-                   format_epochs([(new.first_epoch, 0)]))
+            write_atomically(fs, posixpath.join(new.path, LEADER_EPOCH_CHECKPOINT),
+                             format_epochs([(new.first_epoch, 0)]), sync_dir=False)
         for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
             fs.write_file(segment_path(new.path, 0, suffix), b"")
         fs.sync_dir(new.path)
@@ -120,15 +119,6 @@ def _prepare(fs: FileSystem, new: NewDir) -> bool:
         log.warning("preparing %s: %s (the log's open tries again)", new.path, e)
         return False
     return True
-
-
-def _write(fs: FileSystem, path: str, data: bytes) -> None:
-    """``path`` replaced by ``data``, the file fsynced; its entry is synced with
-    the directory."""
-    tmp = path + TMP_SUFFIX
-    fs.write_file(tmp, data)
-    fs.fsync(tmp)
-    fs.rename(tmp, path)
 
 
 def place(todo: Sequence[tuple[tuple[str, int], uuid.UUID | None, int | None]],
