@@ -117,13 +117,9 @@ def append_as_leader(local: LocalLog, epochs: LeaderEpochCache, view: memoryview
         chunks, metas = patch_create_time(view, checked, first, leader_epoch)
         append_time, max_ts = -1, checked.max_timestamp
     job = local.write(chunks, metas, len(view), max_ts, now_ms, checked.records)
-    if leader_epoch > epochs.latest_epoch:
+    # (unwritten: the epoch was noted when this leader was elected; written now)
+    if leader_epoch > epochs.latest_epoch or epochs.unwritten:
         assign_epoch(local, epochs, leader_epoch, first)
-    elif epochs.unwritten:  # the epoch was noted when this leader was elected
-        try:
-            epochs.write_noted()
-        except OSError as e:
-            raise local.io_failed("leader-epoch-checkpoint write", e) from e
     return AppendInfo(first, local.next_offset - 1, append_time, max_ts, checked.records,
                       len(metas), len(view), log_start, local.append_waits_for_flush(), job)
 

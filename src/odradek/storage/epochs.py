@@ -117,19 +117,21 @@ class LeaderEpochCache:
         return self._epochs[-1] if self._epochs else UNDEFINED_EPOCH
 
     def assign(self, epoch: int, start_offset: int) -> bool:
-        """Note that ``epoch`` wrote its first record at ``start_offset``; a no-op
-        unless ``epoch`` is newer than every entry. Returns whether it was added."""
-        if not self.note(epoch, start_offset):
-            return False
-        self._write()
-        return True
+        """Note that ``epoch`` wrote its first record at ``start_offset``, and write
+        the file if that added an entry or one :meth:`note` added is not written
+        yet. Adds nothing unless ``epoch`` is newer than every entry; returns
+        whether it added one."""
+        added = self.note(epoch, start_offset)
+        if added or self.unwritten:
+            self._write()
+        return added
 
     def note(self, epoch: int, start_offset: int) -> bool:
         """:meth:`assign` without writing the file (whether it was added): a new
         leader's epoch, noted
         before its first append so that a follower asking for the epoch's end
         finds it. The file gets it with the first append in the epoch
-        (:meth:`write_noted`) or any other change; an epoch in which nothing was
+        (:meth:`assign`) or any other change; an epoch in which nothing was
         appended before a crash is missing from the file after it, which no
         replica can tell from an epoch never held (none of them has a batch of
         it). A restart whose re-election gives a broker back thousands of
@@ -142,11 +144,6 @@ class LeaderEpochCache:
         self._starts.append(start_offset)
         self.unwritten = True
         return True
-
-    def write_noted(self) -> None:
-        """Write the file if an entry was noted (:meth:`note`) since it was last written."""
-        if self.unwritten:
-            self._write()
 
     def rebuild_from(self, headers: Iterable[tuple[int, int]]) -> None:
         """Rebuild from the (partitionLeaderEpoch, base offset) of every batch, in
