@@ -54,6 +54,16 @@ def _read_committed(bootstrap: str, topic: str, partition: int, want: int) -> li
     return out
 
 
+def _watermarks(bootstrap: str, topic: str, partition: int) -> tuple[int, int]:
+    """The partition's (low, high) watermarks, asked by a fresh consumer."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "wm"})
+    try:
+        low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
+        return low, high
+    finally:
+        consumer.close()
+
+
 def _epoch_end(bootstrap: str, topic: str, partition: int, epoch: int) -> tuple[int, int, int]:
     """OffsetForLeaderEpoch at the leader: (error code, leader epoch, end offset)."""
     from odradek.client.connection import Connection
@@ -94,12 +104,7 @@ def test_untouched_logs_answer_epochs_delete_records_and_aborts_after_a_clean_re
         deleted = admin.delete_records([TopicPartition("clean", 1, 20)])
         low = next(iter(deleted.values())).result(10)
         assert low.low_watermark == 20
-        consumer = Consumer({"bootstrap.servers": server.bootstrap, "group.id": "wm"})
-        try:
-            assert consumer.get_watermark_offsets(TopicPartition("clean", 1),
-                                                  timeout=10) == (20, RECORDS)
-        finally:
-            consumer.close()
+        assert _watermarks(server.bootstrap, "clean", 1) == (20, RECORDS)
         # Partition 2: a read_committed fetch skips the aborted transaction.
         committed = [f"committed-{i}".encode() for i in range(5)]
         assert _read_committed(server.bootstrap, "clean", 2, 5) == committed
@@ -107,12 +112,7 @@ def test_untouched_logs_answer_epochs_delete_records_and_aborts_after_a_clean_re
 
         # The DeleteRecords start survives another clean restart.
         server.start()
-        consumer = Consumer({"bootstrap.servers": server.bootstrap, "group.id": "wm2"})
-        try:
-            assert consumer.get_watermark_offsets(TopicPartition("clean", 1),
-                                                  timeout=10) == (20, RECORDS)
-        finally:
-            consumer.close()
+        assert _watermarks(server.bootstrap, "clean", 1) == (20, RECORDS)
         assert _read_committed(server.bootstrap, "clean", 2, 5) == committed
     finally:
         server.kill()

@@ -136,6 +136,15 @@ def test_an_empty_epoch_rebuild_writes_no_file_but_a_damaged_one_is_replaced() -
     assert parse_epochs(fs.read_file(cache.path)) == []
 
 
+def epochs_changed(mgr: LogManager, n: int) -> list[LeaderEpochCache]:
+    """The caches of ``n`` new logs whose epoch 4 was assigned in a deferred block."""
+    logs = [mgr.get_or_create_log("orders", p) for p in range(n)]
+    with deferred_writes() as pending:
+        for lg in logs:
+            lg.epochs.assign(4, 0)
+    return list(pending.values())
+
+
 def test_epoch_writes_deferred_in_a_block_are_durable_after_write_epochs() -> None:
     fs = MemoryFileSystem(ManualClock(NOW))
     mgr = manager(fs)
@@ -161,13 +170,10 @@ def test_outside_a_block_an_epoch_is_written_at_once() -> None:
 def test_a_deferred_epoch_write_that_fails_takes_its_log_offline_only() -> None:
     fs = MemoryFileSystem(ManualClock(NOW))
     mgr = manager(fs)
-    logs = [mgr.get_or_create_log("orders", p) for p in range(10)]
-    with deferred_writes() as pending:
-        for lg in logs:
-            lg.epochs.assign(1, 0)
+    caches = epochs_changed(mgr, 10)
     fs.fail_next_sync("orders-4/leader-epoch-checkpoint")
-    mgr.write_epochs(list(pending.values()))
-    assert [lg.offline for lg in logs] == [p == 4 for p in range(10)]
+    mgr.write_epochs(caches)
+    assert [mgr.logs()[("orders", p)].offline for p in range(10)] == [p == 4 for p in range(10)]
 
 
 def test_a_deferred_epoch_write_of_a_deleted_log_is_skipped() -> None:
@@ -179,14 +185,6 @@ def test_a_deferred_epoch_write_of_a_deleted_log_is_skipped() -> None:
     mgr.delete_log("orders", 0)
     mgr.write_epochs(list(pending.values()))
     assert not lg.offline and not fs.exists(f"{DIR}/orders-0")
-
-
-def epochs_changed(mgr: LogManager, n: int) -> list[LeaderEpochCache]:
-    logs = [mgr.get_or_create_log("orders", p) for p in range(n)]
-    with deferred_writes() as pending:
-        for lg in logs:
-            lg.epochs.assign(4, 0)
-    return list(pending.values())
 
 
 def test_many_epoch_files_take_two_file_system_syncs_when_little_is_dirty() -> None:
