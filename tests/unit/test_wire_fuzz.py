@@ -13,8 +13,9 @@ from __future__ import annotations
 import signal
 import struct
 import tracemalloc
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from functools import partial
 from types import FrameType
 from typing import Any
 
@@ -53,6 +54,27 @@ FUZZ_SETTINGS = settings(
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
+
+
+def parse_peak(parse: Callable[[], object], tries: int = 3) -> tuple[object, int]:
+    """The least peak of traced memory over ``tries`` parses of the same frame.
+
+    tracemalloc counts every thread's allocations, and a thread left by another
+    test in this worker can allocate inside the window; parsing the same frame
+    allocates the same every time, so the least of a few tries is the parser's.
+    """
+    least = None
+    result: object = None
+    for _ in range(tries):
+        tracemalloc.start()
+        try:
+            result = parse()
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        least = peak if least is None else min(least, peak)
+    assert least is not None
+    return result, least
 
 
 class CaseTimeout(Exception):
@@ -219,12 +241,7 @@ def test_allocation_stays_proportional_to_the_input(data: Any) -> None:
     # Compile the codecs (and import what error paths need) first: the bound is
     # about parsing, not one-time set-up (a first call once allocated 34 kB).
     check_parse(frame)
-    tracemalloc.start()
-    try:
-        check_parse(frame)
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
+    _, peak = parse_peak(lambda: check_parse(frame))
     assert peak <= ALLOC_PER_INPUT_BYTE * len(frame) + ALLOC_SLACK, (peak, len(frame))
 
 
@@ -250,12 +267,7 @@ def test_arrays_of_minimal_elements_stay_within_the_allocation_bound() -> None:
                     continue
                 frame = encode_request(key, version, 1, cls(**{f.name: elements}), None)[4:]
                 assert isinstance(parse_request(frame), Request)
-                tracemalloc.start()
-                try:
-                    parse_request(frame)
-                    _, peak = tracemalloc.get_traced_memory()
-                finally:
-                    tracemalloc.stop()
+                _, peak = parse_peak(partial(parse_request, frame))
                 worst = max(worst, (peak / len(frame), f"{cls.__name__} v{version} {f.name}"))
                 assert peak <= ALLOC_PER_INPUT_BYTE * len(frame) + ALLOC_SLACK, worst
     assert worst[0] > 10  # the scan did measure real arrays
@@ -278,12 +290,7 @@ def test_huge_counts_are_rejected_without_allocating(
         header += b"\x00"
     frame = header + field_bytes + b"\x00" * 16
     parse_request(frame)
-    tracemalloc.start()
-    try:
-        event = check_parse(frame)
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
+    event, peak = parse_peak(lambda: check_parse(frame))
     assert isinstance(event, BadRequest) and event.reason == "malformed"
     assert peak < 16 * 1024
 
