@@ -16,7 +16,12 @@
 * applies committed entries in order: every record below the high watermark
   goes to ``apply`` exactly once, in offset order, on every node (voters and
   observers alike), and a snapshot installed from the leader goes to
-  ``restore``;
+  ``restore``. Entries are applied in slices of at most
+  :data:`APPLY_SLICE_S` (a slice ends after the entry that passes it; an
+  entry, one controller decision, is applied whole), the loop running between
+  them: a node replaying a long log at start, or far behind, keeps answering
+  its peers' fetches and votes, so the quorum keeps its leader (a loop held
+  past ``controller.quorum.fetch.timeout.ms`` made followers elect another);
 * lets the active controller :meth:`propose` records and wait until they are
   committed and applied here.
 
@@ -43,6 +48,7 @@ import contextlib
 import dataclasses
 import logging
 import random
+import time
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -69,6 +75,10 @@ _ANSWER_TO = {rm.VoteRequest: rm.VoteResponse, rm.BeginEpochRequest: rm.BeginEpo
               rm.EndEpochRequest: rm.EndEpochResponse, rm.FetchRequest: rm.FetchResponse,
               rm.FetchSnapshotRequest: rm.FetchSnapshotResponse,
               rm.UpdateVoterRequest: rm.UpdateVoterResponse}
+
+
+APPLY_SLICE_S = 0.05
+"""The most time one catch-up spends applying entries before it lets the loop run."""
 
 
 class CommitLostError(Exception):
@@ -130,6 +140,8 @@ class QuorumDriver:
                              bootstrap_ids=frozenset(self._bootstrap), endpoints=endpoints)
         self.applied = 0
         """Every entry below this offset has been applied (or restored)."""
+        self._behind = False
+        """The last catch-up ended its slice with committed entries left to apply."""
         self._wake = asyncio.Event()
         self._progress = asyncio.Event()
         """Set on every dispatch: a voter change waiting for its turn looks again."""
@@ -273,6 +285,10 @@ class QuorumDriver:
             now = self._now()
             self.raft.poll(now)
             self._dispatch()
+            if self._behind:  # more to apply: let the loop run, then the next slice
+                self._wake.clear()
+                await asyncio.sleep(0)
+                continue
             delay = max(0, self.raft.next_deadline() - self._now()) / 1000
             self._wake.clear()
             await wait_event(self._wake, min(delay, 1.0))
@@ -329,8 +345,11 @@ class QuorumDriver:
         return True
 
     def _catch_up(self) -> None:
-        """Apply every committed entry not yet applied, in order."""
+        """Apply committed entries not yet applied, in order, for at most one
+        slice (:data:`APPLY_SLICE_S`); ``_behind`` says whether any are left."""
         hw = self.raft.high_watermark
+        until = time.perf_counter() + APPLY_SLICE_S
+        out_of_time = False
         if self.log.start_offset > self.applied:
             snap = self.log.snapshot()
             payload = self.raft.snapshot_payload()  # without the core's voter set frame
@@ -348,8 +367,12 @@ class QuorumDriver:
                     self._since_snapshot += sum(map(len, entry.records))
                 self.applied = entry.end
                 progressed = True
-            if not progressed:
+                if time.perf_counter() >= until:
+                    out_of_time = True
+                    break
+            if not progressed or out_of_time:
                 break
+        self._behind = out_of_time and self.applied < hw
         if not self.ready and self.raft.caught_up(self.applied):
             self.ready = True
             self._ready_event.set()
