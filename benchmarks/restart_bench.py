@@ -8,7 +8,9 @@ AdminClient, as ``partition_scale_bench.py`` does), stops it with SIGTERM (a
 clean stop), then starts it ``--runs`` times on that data, each time timing
 from spawning to the first full Metadata answer naming every partition with a
 leader, and stopping it cleanly again. Prints each run's seconds, the median,
-the broker's RSS once serving and its CPU seconds to that point. The data
+the broker's RSS once serving, its CPU seconds to that point, and how long
+the clean stop took (SIGTERM to exit: it writes the clean-shutdown summary
+the next start reads, ``storage/summary.py``). The data
 directory is kept (delete it yourself), so runs on the same data compare
 builds of the code. On tmpfs (``/dev/shm``) fsyncs are free and building is
 quick; on a disk the page cache is warm after the first run.
@@ -53,9 +55,12 @@ def main() -> int:
         times.append(took)
         rss = proc_memory_mib(server.pid)["VmRSS"]
         cpu = proc_cpu_seconds(server.pid)
+        t1 = time.perf_counter()
         server.stop(term_timeout_s=600)
+        stopped = time.perf_counter() - t1
         print(f"restart {took:.2f} s (CPU {cpu:.2f} s, RSS {rss:.0f} MiB, "
-              f"{rss * 1024 / args.partitions:.1f} KiB/partition)", flush=True)
+              f"{rss * 1024 / args.partitions:.1f} KiB/partition); clean stop {stopped:.2f} s",
+              flush=True)
     print(f"median restart at {args.partitions}: {statistics.median(times):.2f} s", flush=True)
     return 0
 

@@ -101,8 +101,18 @@ class LeaderEpochCache:
 
     def load(self) -> None:
         try:
-            entries = _parsed(self.fs.read_file(self.path))
-        except (FileNotFoundError, CheckpointFormatError):
+            data = self.fs.read_file(self.path)
+        except FileNotFoundError:
+            return
+        self.load_bytes(data)
+
+    def load_bytes(self, data: bytes | None) -> None:
+        """:meth:`load` from the file's bytes read elsewhere (None: no file)."""
+        if data is None:
+            return
+        try:
+            entries = _parsed(data)
+        except CheckpointFormatError:
             return
         self._epochs = [e for e, _ in entries]
         self._starts = [s for _, s in entries]

@@ -79,6 +79,7 @@ from odradek.storage.names import (
 )
 from odradek.storage.recovery import open_active_clean, recover_segment
 from odradek.storage.segment import Segment
+from odradek.storage.summary import KnownDir
 from odradek.storage.txnfiles import SNAPSHOT_SUFFIX, encode_entry, parse_entries
 from odradek.wire.batch import BATCH_HEADER_SIZE, read_batch_header
 
@@ -148,8 +149,9 @@ def _swap_end(fs: FileSystem, path: str, base: int) -> tuple[int, set[int]]:
         handle.close()
 
 
-def _list_segments(fs: FileSystem, dir_path: str, report: LoadReport) -> tuple[list[int], set[str]]:
-    names = fs.listdir(dir_path)
+def _list_segments(fs: FileSystem, dir_path: str, report: LoadReport,
+                   known: KnownDir | None = None) -> tuple[list[int], set[str]]:
+    names = list(known.names) if known is not None else fs.listdir(dir_path)
     joined = "/".join(names) + "/"  # one search for both suffixes ("/" is in no name)
     if CLEANED_SUFFIX + "/" in joined or SWAP_SUFFIX + "/" in joined:
         _finish_swaps(fs, dir_path, report)
@@ -175,6 +177,11 @@ def _list_segments(fs: FileSystem, dir_path: str, report: LoadReport) -> tuple[l
     return bases, present
 
 
+def _log_size(fs: FileSystem, dir_path: str, name: str, known: dict[str, int]) -> int:
+    size = known.get(name)
+    return fs.size(f"{dir_path}/{name}") if size is None else size
+
+
 def load_segments(
     fs: FileSystem,
     handles: HandleCache,
@@ -186,12 +193,17 @@ def load_segments(
     recovery_point: int,
     skip_damage: bool = True,
     listed: set[str] | None = None,
+    known: KnownDir | None = None,
 ) -> tuple[list[Segment], LoadReport]:
     """The segments of ``dir_path`` in offset order, recovered as needed (see module doc).
     Returns an empty list for a directory without segments. ``listed``, if given,
-    receives the names of the directory's files once leftovers are gone."""
+    receives the names of the directory's files once leftovers are gone.
+    ``known``: the directory as the log directory's clean-shutdown summary has
+    it (:mod:`odradek.storage.summary`), read instead of listing it and asking
+    each ``.log`` file's size."""
     report = LoadReport(clean=clean)
-    bases, present = _list_segments(fs, dir_path, report)
+    bases, present = _list_segments(fs, dir_path, report, known)
+    sizes = known.log_sizes if known is not None else {}
     if listed is not None:
         listed |= present
     segments = [
@@ -202,7 +214,7 @@ def load_segments(
             base,
             max_index_bytes=config.segment_index_bytes,
             index_interval_bytes=config.index_interval_bytes,
-            size=fs.size(f"{dir_path}/{segment_file_name(base, LOG_SUFFIX)}"),
+            size=_log_size(fs, dir_path, segment_file_name(base, LOG_SUFFIX), sizes),
             created_ms=now_ms,
         )
         for base in bases
@@ -320,18 +332,21 @@ class OpenedDir:
 def open_dir(fs: FileSystem, handles: HandleCache, dir_path: str, config: LogConfig,
              now_ms: int, *, clean_shutdown: bool, recovery_point: int, log_start_offset: int,
              high_watermark: int | None, topic_id: uuid.UUID | None,
-             skip_damage: bool, existing: bool = False) -> OpenedDir:
+             skip_damage: bool, existing: bool = False,
+             known: KnownDir | None = None) -> OpenedDir:
     """Open (creating if needed) a partition directory. ``recovery_point``,
     ``log_start_offset`` and ``high_watermark`` come from the log directory's
     checkpoint files; ``clean_shutdown`` from its marker; ``skip_damage`` from
     ``log.recovery.damaged.batches``. ``topic_id`` is checked against (or written
     to) ``partition.metadata``. ``existing``: the directory is known to exist
-    (listed in its log directory just now), so it is not looked for."""
+    (listed in its log directory just now), so it is not looked for. ``known``:
+    the directory as the clean-shutdown summary has it (:func:`load_segments`);
+    its ``partition.metadata`` is taken from there too."""
     created = False if existing else makedirs_durable(fs, dir_path)
     listed: set[str] = set()
     segments, report = load_segments(fs, handles, dir_path, config, now_ms=now_ms,
                                      clean=clean_shutdown, recovery_point=recovery_point,
-                                     skip_damage=skip_damage, listed=listed)
+                                     skip_damage=skip_damage, listed=listed, known=known)
     start = max(log_start_offset, segments[0].base_offset if segments else log_start_offset)
     changed = (created or not clean_shutdown or bool(report.removed_files)
                or report.deleted_segments > 0)
@@ -355,7 +370,8 @@ def open_dir(fs: FileSystem, handles: HandleCache, dir_path: str, config: LogCon
         recovery = leo
     hw = min(max(high_watermark if high_watermark is not None else start, start), leo)
     return OpenedDir(segments, report, start, recovery, hw,
-                     _partition_metadata(fs, dir_path, topic_id), dir_changed=changed,
+                     _partition_metadata(fs, dir_path, topic_id, known),
+                     dir_changed=changed,
                      names=None if changed else _txn_names(listed))
 
 
@@ -369,13 +385,17 @@ def _txn_names(listed: set[str]) -> frozenset[str]:
     return frozenset(found) if found else _NO_NAMES
 
 
-def _partition_metadata(fs: FileSystem, dir_path: str,
-                        topic_id: uuid.UUID | None) -> uuid.UUID | None:
+def _partition_metadata(fs: FileSystem, dir_path: str, topic_id: uuid.UUID | None,
+                        known: KnownDir | None = None) -> uuid.UUID | None:
     path = posixpath.join(dir_path, PARTITION_METADATA_FILE)
-    try:
-        stored = _stored_topic_id(fs.read_file(path))
-    except FileNotFoundError:
-        stored = None
+    if known is not None:
+        data = known.partition_metadata
+        stored = None if data is None else _stored_topic_id(data)
+    else:
+        try:
+            stored = _stored_topic_id(fs.read_file(path))
+        except FileNotFoundError:
+            stored = None
     if stored is not None and (topic_id is None or stored == topic_id):
         return stored
     if topic_id is not None:

@@ -63,6 +63,7 @@ from odradek.storage.loader import LoadReport, open_dir
 from odradek.storage.local_log import LocalLog
 from odradek.storage.segment import Segment
 from odradek.storage.slices import FileSlice
+from odradek.storage.summary import KnownDir
 from odradek.storage.swap import swap_cleaned
 from odradek.storage.timestamps import RecordTimestampSearch, TimestampOffset
 from odradek.storage.txnfiles import AbortedEntry, TxnFiles
@@ -81,7 +82,8 @@ class Log:
     def __init__(self, fs: FileSystem, handles: HandleCache, clock: Clock, dir_path: str,
                  config: LogConfig, segments: list[Segment], *, log_start_offset: int,
                  recovery_point: int, high_watermark: int, topic_id: uuid.UUID | None,
-                 load_report: LoadReport, io: LogIo | None = None) -> None:
+                 load_report: LoadReport, io: LogIo | None = None,
+                 known: KnownDir | None = None) -> None:
         self.local = LocalLog(fs, handles, clock, dir_path, config, segments,
                               recovery_point=recovery_point, owner=self, io=io or LogIo(),
                               damage=load_report.damage)
@@ -97,7 +99,10 @@ class Log:
         self.epochs = LeaderEpochCache(fs, dir_path)
         """The leader-epoch cache; loaded here, rebuilt from the batches by the
         partition when its file was missing (``epochs.loaded`` is false)."""
-        self.epochs.load()
+        if known is not None:  # the clean-shutdown summary's copy of the file
+            self.epochs.load_bytes(known.epochs)
+        else:
+            self.epochs.load()
         self.txn_files = TxnFiles(fs, dir_path)
         """``.txnindex`` files and producer snapshots (their contents are the
         partition layer's; see :mod:`odradek.storage.txnfiles`)."""
@@ -120,23 +125,26 @@ class Log:
              recovery_point: int = 0, log_start_offset: int = 0,
              high_watermark: int | None = None, topic_id: uuid.UUID | None = None,
              skip_damage: bool = False, io: LogIo | None = None,
-             existing: bool = False) -> Log:
+             existing: bool = False, known: KnownDir | None = None) -> Log:
         """Open (creating if needed) the log in ``dir_path``, named ``<topic>-<partition>``.
 
         ``recovery_point``, ``log_start_offset`` and ``high_watermark`` come from the
         log directory's checkpoint files; ``clean_shutdown`` from its marker;
         ``skip_damage`` from ``log.recovery.damaged.batches`` (see ``loader.py``);
         ``existing``: ``dir_path`` was just listed (start-up), not looked for again.
+        ``known``: the directory as its log directory's clean-shutdown summary has
+        it (:mod:`odradek.storage.summary`), read instead of the directory.
         """
         handles = handles or HandleCache(fs, 64)
         opened = open_dir(fs, handles, dir_path, config, clock.now_ms(),
                           clean_shutdown=clean_shutdown, recovery_point=recovery_point,
                           log_start_offset=log_start_offset, high_watermark=high_watermark,
-                          topic_id=topic_id, skip_damage=skip_damage, existing=existing)
+                          topic_id=topic_id, skip_damage=skip_damage, existing=existing,
+                          known=known)
         log = cls(fs, handles, clock, dir_path, config, opened.segments,
                   log_start_offset=opened.log_start_offset,
                   recovery_point=opened.recovery_point, high_watermark=opened.high_watermark,
-                  topic_id=opened.topic_id, load_report=opened.report, io=io)
+                  topic_id=opened.topic_id, load_report=opened.report, io=io, known=known)
         log.local.flushes.dir_dirty = opened.dir_changed
         log.txn_files.listing = opened.names
         return log

@@ -90,6 +90,7 @@ from odradek.storage.prepare import (
     prepare_pool,
     write_epoch_files,
 )
+from odradek.storage.summary import KnownDir, SummaryReader, take_summary, write_summaries
 
 _log = logging.getLogger("odradek.storage")
 _IDLE_MS = 60_000
@@ -219,18 +220,30 @@ class LogManager:
         :func:`~odradek.storage.logdirs.scan` refuses."""
         fs = self.fs
         checkpoints: dict[str, tuple[bool, dict[str, dict[TopicPartition, int]]]] = {}
+        summaries: dict[str, SummaryReader] = {}
         for directory in self.dirs:
             makedirs_durable(fs, directory)
             checkpoints[directory] = read_dir_checkpoints(fs, directory)
             marker = clean_shutdown_path(directory)
+            summary, removed = take_summary(fs, directory, checkpoints[directory][0])
+            if summary is not None:
+                summaries[directory] = summary
             if fs.exists(marker):
                 fs.remove(marker)
+                removed = True
+            if removed:
                 fs.sync_dir(directory)
         self.had_clean_shutdown = all(clean for clean, _ in checkpoints.values())
-        found = scan(fs, self.dirs, self.foreign)
-        for tp, path in sorted(found.current.items()):
-            self._logs[tp] = self._track(tp, self._open(tp, path, checkpoints, config_for,
-                                                        promoted=path in found.promoted))
+        try:
+            found = scan(fs, self.dirs, self.foreign)
+            for tp, path in sorted(found.current.items()):
+                promoted = path in found.promoted  # (renamed in: not what the summary saw)
+                self._logs[tp] = self._track(tp, self._open(
+                    tp, path, checkpoints, config_for, promoted=promoted,
+                    known=None if promoted else _known(summaries, tp, path)))
+        finally:
+            for summary in summaries.values():
+                summary.close()
         for tp, path in sorted(found.futures.items()):
             self._futures[tp] = self._open(tp, path, checkpoints, config_for, future=True)
         # The checkpoints' intervals count from now, with every log open, as after
@@ -241,7 +254,7 @@ class LogManager:
     def _open(self, tp: TopicPartition, path: str,
               checkpoints: Mapping[str, tuple[bool, Mapping[str, Mapping[TopicPartition, int]]]],
               config_for: Callable[[str], LogConfig] | None, *, future: bool = False,
-              promoted: bool = False) -> Log:
+              promoted: bool = False, known: KnownDir | None = None) -> Log:
         clean, offsets = checkpoints[posixpath.dirname(path)]
         config = config_for(tp[0]) if config_for is not None else self.default_log_config
         log = Log.open(
@@ -259,6 +272,7 @@ class LogManager:
             # A future log is filled inline on the mover's thread.
             io=LogIo() if future else self._io(),
             existing=True,  # (scan listed it)
+            known=known,
         )
         log.cleaner_checkpoint = offsets[CLEANER_OFFSET_CHECKPOINT].get(tp, -1)
         return log
@@ -620,9 +634,17 @@ class LogManager:
         try:
             self.write_checkpoints()
             if healthy:
+                write_summaries(self.fs, self.dirs, (log.dir_path for log in self._logs.values()))
                 for directory in self.dirs:
                     write_clean_shutdown(self.fs, directory, self.broker_epoch)
         finally:
             self.handles.close_all()
             self._logs.clear()
             self._futures.clear()
+
+
+def _known(summaries: Mapping[str, SummaryReader], tp: TopicPartition,
+           path: str) -> KnownDir | None:
+    """The clean-shutdown summary's entry for the log directory ``path`` is in."""
+    reader = summaries.get(posixpath.dirname(path))
+    return reader.take(tp) if reader is not None else None
