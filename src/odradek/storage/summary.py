@@ -186,10 +186,13 @@ class SummaryReader:
     once (100k entries parsed up front, then freed among the logs' long-lived
     objects, also left the heap larger). :meth:`close` when done."""
 
-    __slots__ = ("_handle", "_lines", "_next")
+    __slots__ = ("_handle", "_lines", "_next", "path", "taken")
 
-    def __init__(self, handle: FileHandle, start: int, end: int) -> None:
+    def __init__(self, handle: FileHandle, start: int, end: int, path: str = "") -> None:
         self._handle = handle
+        self.path = path
+        self.taken = 0
+        """Directories opened from it so far."""
         self._lines = _lines(handle, start, end)
         self._next: tuple[TopicPartition | None, bytes] | None = None
 
@@ -212,12 +215,15 @@ class SummaryReader:
                 return None
             self._next = None
             try:
-                return _parse(rest.decode())
+                known = _parse(rest.decode())
             except (ValueError, binascii.Error):
                 return None
+            self.taken += 1
+            return known
 
     def close(self) -> None:
         self._handle.close()
+        _log.info("%s: %d partition directories opened from it", self.path, self.taken)
 
 
 def _lines(handle: FileHandle, start: int, end: int) -> Iterator[bytes]:
@@ -254,7 +260,7 @@ def read_summary(fs: FileSystem, log_dir: str) -> SummaryReader | None:
             raise ValueError(f"{newlines - 3} lines, {int(count)} announced")
         if int(bound, 16) != checkpoints_crc(fs, log_dir):
             raise ValueError("written at another shutdown than the checkpoints")
-        return SummaryReader(handle, len(version) + len(bound) + len(count) + 3, end)
+        return SummaryReader(handle, len(version) + len(bound) + len(count) + 3, end, path)
     except (ValueError, UnicodeDecodeError) as exc:
         handle.close()
         _log.warning("%s: ignored (%s); the partition directories are listed", path, exc)

@@ -88,3 +88,47 @@ def test_a_slice_always_applies_at_least_one_entry() -> None:
     applied, turns = asyncio.run(_replay(slice_s=0.0))
     assert applied == list(range(ENTRIES))
     assert len(set(turns)) == ENTRIES, turns  # one entry a slice, the loop ran between
+
+
+async def _run_and_stop(log: MemoryRaftLog, applied: list[int],
+                        restored: list[bytes]) -> QuorumDriver:
+    def apply(offset: int, records: list[bytes]) -> None:
+        applied.append(offset)
+
+    driver = QuorumDriver(1, {1: ("127.0.0.1", 1)}, "cluster", log,
+                          MemoryQuorumStateStore(), RaftConfig(), SystemClock(),
+                          apply, restored.append, snapshot=lambda: b"the image")
+    driver.start()
+    await asyncio.wait_for(driver.wait_ready(), 30)
+    while driver.applied < log.end_offset:
+        await asyncio.sleep(0.01)
+    await driver.stop()
+    return driver
+
+
+def test_a_clean_stop_snapshots_a_long_log_and_the_next_start_restores_it() -> None:
+    big = b"x" * 4096
+    log = MemoryRaftLog()
+    count = quorum_driver.STOP_SNAPSHOT_BYTES // len(big) + 1
+    log.append([Entry(i, 1, (big,)) for i in range(count)])
+    applied: list[int] = []
+    restored: list[bytes] = []
+    first = asyncio.run(_run_and_stop(log, applied, restored))
+    assert applied == list(range(count)) and restored == []
+    snap = log.snapshot()
+    assert snap is not None and snap.end_offset == first.applied
+    assert log.start_offset == first.applied  # the log before it is dropped
+
+    applied.clear()
+    second = asyncio.run(_run_and_stop(log, applied, restored))
+    assert len(restored) == 1 and b"the image" in restored[0]
+    assert applied == []  # nothing replayed: the snapshot covered the whole log
+    assert second.applied >= first.applied
+
+
+def test_a_clean_stop_takes_no_snapshot_of_a_short_log() -> None:
+    log = _log_of(10)
+    applied: list[int] = []
+    asyncio.run(_run_and_stop(log, applied, []))
+    assert applied == list(range(10))
+    assert log.snapshot() is None and log.start_offset == 0

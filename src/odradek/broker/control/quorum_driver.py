@@ -79,6 +79,9 @@ _ANSWER_TO = {rm.VoteRequest: rm.VoteResponse, rm.BeginEpochRequest: rm.BeginEpo
 
 APPLY_SLICE_S = 0.05
 """The most time one catch-up spends applying entries before it lets the loop run."""
+STOP_SNAPSHOT_BYTES = 1 << 20
+"""A clean stop snapshots the image when at least this much was applied since
+the last snapshot."""
 
 
 class CommitLostError(Exception):
@@ -168,6 +171,17 @@ class QuorumDriver:
         self._runner = asyncio.get_running_loop().create_task(self._run())
 
     async def stop(self) -> None:
+        """Stop; at a clean stop (not after a fatal error), first snapshot the
+        image when at least :data:`STOP_SNAPSHOT_BYTES` of records were applied
+        since the last snapshot (those replayed at this start included), so the
+        next start restores one snapshot instead of reading and replaying the
+        whole log: at 100k partitions every restart added ~200k leader changes
+        to a log no snapshot had cut, and replaying it took longer each time."""
+        if self.failed is None and self._since_snapshot >= STOP_SNAPSHOT_BYTES:
+            try:
+                self._take_snapshot()
+            except Exception as exc:  # the stop goes on: the log is still whole
+                log.warning("quorum: node %d took no snapshot at stop: %s", self.node_id, exc)
         await cancel_and_wait(self._runner, *self._tasks)
         self._runner = None
         await self._conns.close()
@@ -381,16 +395,24 @@ class QuorumDriver:
         due = self._since_snapshot >= self.snapshot_bytes or (
             self._since_snapshot > 0
             and self._now() - self._last_snapshot_ms >= self.snapshot_interval_ms)
-        if self.ready and due and self._snapshot is not None and (
-                self.applied > self.log.start_offset):
-            # Every node snapshots its own image; the log before it is dropped, and
-            # a follower behind it catches up with FetchSnapshot.
-            self.raft.take_snapshot(self.applied, self._snapshot())
-            self._since_snapshot = 0
-            self._last_snapshot_ms = self._now()
-            log.info("quorum: node %d took a metadata snapshot at offset %d", self.node_id,
-                     self.applied)
+        if due:
+            self._take_snapshot()
         self._settle_commits()
+
+    def _take_snapshot(self) -> bool:
+        """Snapshot the image at ``applied`` if anything was applied past the
+        last snapshot (and the node is caught up); whether it did."""
+        if not (self.ready and self._snapshot is not None
+                and self.applied > self.log.start_offset):
+            return False
+        # Every node snapshots its own image; the log before it is dropped, and
+        # a follower behind it catches up with FetchSnapshot.
+        self.raft.take_snapshot(self.applied, self._snapshot())
+        self._since_snapshot = 0
+        self._last_snapshot_ms = self._now()
+        log.info("quorum: node %d took a metadata snapshot at offset %d", self.node_id,
+                 self.applied)
+        return True
 
     async def wait_ready(self) -> None:
         """Until the metadata log is applied up to the high watermark a leader gave."""
