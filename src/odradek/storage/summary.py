@@ -202,7 +202,12 @@ class SummaryReader:
         for keys passed over are skipped."""
         while True:
             if self._next is None:
-                line = next(self._lines, None)
+                try:
+                    line = next(self._lines, None)
+                except OSError as exc:  # the rest is listed and read as without one
+                    _log.warning("%s: cannot be read further: %s", self.path, exc)
+                    self._lines = iter(())
+                    return None
                 if line is None:
                     return None
                 name, _, rest = line.partition(b" ")

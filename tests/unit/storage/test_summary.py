@@ -183,3 +183,36 @@ def test_a_summary_left_by_an_earlier_shutdown_is_not_used(tmp_path: Path) -> No
     assert str(tmp_path / "busy-0") in fs.touched  # listed, not taken from the summary
     assert mgr.get_log("busy", 0).log_end_offset == 210  # type: ignore[union-attr]
     mgr.close()
+
+
+def test_a_summary_that_cannot_be_read_further_leaves_the_rest_to_the_listing(
+        tmp_path: Path) -> None:
+    _fill(tmp_path)
+
+    class FailingHandle:
+        """The summary's handle: the checks at open read it whole; then reads fail."""
+
+        def __init__(self, handle: Any) -> None:
+            self._handle = handle
+            self.reads = 0
+
+        def pread(self, position: int, length: int) -> bytes:
+            self.reads += 1
+            if self.reads > 3:  # the CRC pass, the trailer and the header pass
+                raise OSError(5, "Input/output error")
+            data: bytes = self._handle.pread(position, length)
+            return data
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self._handle, name)
+
+    class FailingReads(CountingFs):
+        def open(self, path: str, *, create: bool = False) -> Any:
+            handle = super().open(path, create=create)
+            return FailingHandle(handle) if path.endswith(SUMMARY_FILE) else handle
+
+    fs = FailingReads()
+    mgr = _manager(fs, tmp_path)
+    assert any(p.endswith("partition.metadata") for p in _partition_paths(fs, tmp_path))
+    assert mgr.get_log("busy", 0).log_end_offset == 120  # type: ignore[union-attr]
+    mgr.close()
