@@ -356,7 +356,8 @@ def register_broker(
         after = dataclasses.replace(image, brokers=dict(image.brokers), derived={},
                                     topic_derived={})
     after.replay(register)
-    return Outcome(records=[*fenced, *lost, register, *_unfence(after, node_id, epoch)])
+    return Outcome(records=[*fenced, *lost, register, *_unfence(after, node_id, epoch)],
+                   atomic=False)
 
 
 def unfence_broker(image: MetadataImage, node_id: int) -> Outcome:
@@ -365,7 +366,7 @@ def unfence_broker(image: MetadataImage, node_id: int) -> Outcome:
     broker = image.brokers.get(node_id)
     if broker is None or not broker.fenced:
         return Outcome()
-    return Outcome(records=_unfence(image, node_id, broker.epoch))
+    return Outcome(records=_unfence(image, node_id, broker.epoch), atomic=False)
 
 
 def _unfence(image: MetadataImage, node_id: int, epoch: int) -> list[Any]:
@@ -392,7 +393,7 @@ def fence_broker(image: MetadataImage, node_id: int) -> Outcome:
         return Outcome()
     records: list[Any] = [BrokerRegistrationChangeRecord(
         broker_id=node_id, broker_epoch=broker.epoch, fenced=FENCE)]
-    return Outcome(records=[*records, *on_broker_fenced(image, node_id)])
+    return Outcome(records=[*records, *on_broker_fenced(image, node_id)], atomic=False)
 
 
 PRODUCER_ID_BLOCK = 1000

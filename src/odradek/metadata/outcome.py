@@ -15,6 +15,14 @@ class Outcome:
     error: ErrorCode = ErrorCode.NONE
     message: str | None = None
     records: list[Any] = field(default_factory=list)
+    atomic: bool = True
+    """All the records or none: committed as one entry of the metadata log. A
+    decision whose records each stand alone (one leader election per
+    partition: fencing, unfencing, registering a broker, preferred elections)
+    is not atomic, and a quorum commits it in entries of at most
+    ``MAX_RECORDS_PER_ENTRY`` records, as Kafka's controller appends such a
+    result in batches of 10,000 (a leadership change part-way leaves the
+    partitions not reached as they were, to be decided again)."""
 
     @classmethod
     def fail(cls, error: ErrorCode, message: str) -> Outcome:

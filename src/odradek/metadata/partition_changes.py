@@ -377,7 +377,7 @@ def elect_leaders(
             records.append(record)
         if not (everything and error == ErrorCode.ELECTION_NOT_NEEDED):
             results[key] = (error, None if error == ErrorCode.NONE else _ELECTION_MESSAGES[error])
-    return results, Outcome(records=records)
+    return results, Outcome(records=records, atomic=False)
 
 
 _ELECTION_MESSAGES = {

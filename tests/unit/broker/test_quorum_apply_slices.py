@@ -132,3 +132,39 @@ def test_a_clean_stop_takes_no_snapshot_of_a_short_log() -> None:
     asyncio.run(_run_and_stop(log, applied, []))
     assert applied == list(range(10))
     assert log.snapshot() is None and log.start_offset == 0
+
+
+async def _propose(records: list[bytes], max_entry_records: int | None) -> list[tuple[int, int]]:
+    """A single voter proposes ``records``; the (offset, record count) of each
+    entry applied for them."""
+    entries: list[tuple[int, int]] = []
+    log = MemoryRaftLog()
+
+    def apply(offset: int, batch: list[bytes]) -> None:
+        entries.append((offset, len(batch)))
+
+    driver = QuorumDriver(1, {1: ("127.0.0.1", 1)}, "cluster", log,
+                          MemoryQuorumStateStore(), RaftConfig(), SystemClock(),
+                          apply, lambda payload: None)
+    driver.start()
+    try:
+        await asyncio.wait_for(driver.wait_ready(), 30)
+        while not driver.is_leader:
+            await asyncio.sleep(0.01)
+        end = await asyncio.wait_for(driver.propose(records, max_entry_records), 30)
+        assert end == log.end_offset
+    finally:
+        await driver.stop()
+    return entries
+
+
+def test_a_proposal_that_is_not_atomic_is_committed_in_entries_of_a_bounded_size() -> None:
+    records = [b"r%d" % i for i in range(25)]
+    entries = asyncio.run(_propose(records, 10))
+    assert [n for _, n in entries] == [10, 10, 5]
+    assert [o for o, _ in entries] == [entries[0][0], entries[0][0] + 10, entries[0][0] + 20]
+
+
+def test_an_atomic_proposal_is_one_entry() -> None:
+    entries = asyncio.run(_propose([b"r%d" % i for i in range(25)], None))
+    assert [n for _, n in entries] == [25]

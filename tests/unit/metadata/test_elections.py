@@ -74,3 +74,18 @@ def test_a_partition_going_leaderless_or_keeping_its_leader_is_no_election() -> 
     assert count_elections(image, same) == (0, 0)
     unknown: list[Any] = [PartitionChangeRecord(partition_id=7, topic_id=ids.uuid(), leader=1)]
     assert count_elections(image, unknown) == (0, 0)
+
+
+def test_elections_one_per_partition_are_not_atomic_and_topic_creation_is() -> None:
+    """Fencing, unfencing and preferred elections may be committed in several
+    entries (each record stands alone); a topic's records all or none."""
+    image, ids = _cluster(3)
+    created = controller.create_topic(image, "t", 6, 3, {}, node_id=1, default_partitions=1,
+                                      topic_id=ids.uuid())
+    assert created.atomic
+    _apply(image, created)
+    fenced = controller.fence_broker(image, 1)
+    assert fenced.records and not fenced.atomic
+    _apply(image, fenced)
+    unfenced = controller.unfence_broker(image, 1)
+    assert unfenced.records and not unfenced.atomic

@@ -436,7 +436,8 @@ class BrokerState:
                     # the records into it; recorded once they have committed.
                     elections, unclean = count_elections(self.image, decision.records)
                     appended = time.perf_counter()
-                    await self.metadata.append(decision.records)
+                    await self.metadata.append(decision.records,
+                                               atomic=getattr(decision, "atomic", True))
                     committed = time.perf_counter()
                     if decision.records:
                         stats.commit_latency_ms.record((committed - appended) * 1000,

@@ -140,8 +140,10 @@ class MetadataLog(Protocol):
         (the journal's; a quorum brings its own through the listener)."""
         ...
 
-    async def append(self, records: list[Any]) -> None:
-        """Commit ``records`` as one group, and return once the listener has
+    async def append(self, records: list[Any], *, atomic: bool = True) -> None:
+        """Commit ``records`` as one group (unless not ``atomic``: see
+        :attr:`~odradek.metadata.outcome.Outcome.atomic`; one node's journal
+        commits every group whole), and return once the listener has
         applied them here. NotControllerError on a node that is not (or stopped
         being) the active controller: the records may then still be committed
         by the next one, so callers decide against the image, idempotently."""
@@ -263,7 +265,7 @@ class JournalMetadataLog:
     def replay(self) -> Iterable[Any]:
         return self.journal.replay()
 
-    async def append(self, records: list[Any]) -> None:
+    async def append(self, records: list[Any], *, atomic: bool = True) -> None:
         if records:
             self.journal.append(records)
             self.listener.apply(records)

@@ -567,16 +567,20 @@ class QuorumDriver:
 
     # -- proposals -------------------------------------------------------------------
 
-    async def propose(self, records: list[bytes]) -> int:
-        """Append ``records`` as one entry (active controller only) and wait until
-        it is committed and applied here. NotLeaderError, or CommitLostError if
+    async def propose(self, records: list[bytes], max_entry_records: int | None = None) -> int:
+        """Append ``records`` as one entry, or as entries of at most
+        ``max_entry_records`` (active controller only), and wait until the last
+        is committed and applied here. NotLeaderError, or CommitLostError if
         leadership moves first (the records may or may not be in the log then:
         the caller's client retries, and controller decisions are idempotent
         against the image they are made on)."""
         if not self.is_leader:
             raise NotLeaderError(self.leader_id, self.raft.epoch)
+        step = max_entry_records or len(records) or 1
+        chunks = [records[i:i + step] for i in range(0, len(records), step)] or [records]
         try:
-            end = self.raft.propose(records, self._now())
+            for chunk in chunks:  # (no await between: all in this leader's log, in order)
+                end = self.raft.propose(chunk, self._now())
         except NotLeaderError:
             raise
         except Exception as exc:  # the log could not take it: stop the node

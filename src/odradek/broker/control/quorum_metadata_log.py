@@ -30,6 +30,13 @@ from odradek.raft.quorum_state import QuorumStateStore
 from odradek.raft.voters import NO_DIRECTORY, Endpoint, Voter, VoterSet
 
 SNAPSHOT_CHUNK = 500
+MAX_RECORDS_PER_ENTRY = 10_000
+"""A decision that is not atomic is committed in entries of at most this many
+records (Kafka's controller likewise appends a non-atomic result in batches
+of at most 10,000):
+each entry is applied on its own, the loop running between, so fencing or
+unfencing a broker that leads 33k partitions does not hold any node's loop
+past the quorum's fetch timeout."""
 """Records per entry of a snapshot's payload."""
 
 
@@ -115,13 +122,14 @@ class QuorumMetadataLog:
     def replay(self) -> Iterable[Any]:
         return ()  # the quorum brings committed entries through the listener
 
-    async def append(self, records: list[Any]) -> None:
+    async def append(self, records: list[Any], *, atomic: bool = True) -> None:
         if not records:
             if not self.driver.is_leader:
                 raise NotControllerError(self.driver.leader_id)
             return
         try:
-            await self.driver.propose([encode_record(r) for r in records])
+            await self.driver.propose([encode_record(r) for r in records],
+                                      None if atomic else MAX_RECORDS_PER_ENTRY)
         except (CommitLostError, NotLeaderError):
             # Leadership moved first: the records may or may not be committed
             # by the next leader; the client retries, as with Kafka.
