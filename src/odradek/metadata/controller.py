@@ -29,7 +29,12 @@ from odradek.metadata.partition_changes import check_broker_epoch as check_broke
 from odradek.metadata.partition_changes import complete_reassignments as complete_reassignments
 from odradek.metadata.partition_changes import elect_leaders as elect_leaders
 from odradek.metadata.partition_changes import list_reassignments as list_reassignments
-from odradek.metadata.partition_changes import on_broker_fenced, on_broker_live, on_replicas_lost
+from odradek.metadata.partition_changes import (
+    on_broker_fenced,
+    on_broker_live,
+    on_controller_active,
+    on_replicas_lost,
+)
 from odradek.metadata.partition_changes import preferred_imbalance as preferred_imbalance
 from odradek.metadata.topic_configs import validate_topic_config
 from odradek.wire.errors import ErrorCode
@@ -376,6 +381,13 @@ def _unfence(image: MetadataImage, node_id: int, epoch: int) -> list[Any]:
     :func:`~odradek.metadata.partition_changes.on_broker_live`)."""
     return [BrokerRegistrationChangeRecord(broker_id=node_id, broker_epoch=epoch, fenced=UNFENCE),
             *on_broker_live(image, node_id)]
+
+
+def elect_leaderless(image: MetadataImage) -> Outcome:
+    """A controller just became active: a leader for every partition left
+    without one whose ISR holds a live broker
+    (:func:`~odradek.metadata.partition_changes.on_controller_active`)."""
+    return Outcome(records=on_controller_active(image), atomic=False)
 
 
 def fence_broker(image: MetadataImage, node_id: int) -> Outcome:

@@ -224,7 +224,19 @@ def on_broker_live(image: MetadataImage, node_id: int) -> list[Any]:
     the partitions whose ISR holds it are led by it again; with unclean election
     on, a leaderless partition whose ISR has no live member takes its first live
     replica as leader and sole ISR member."""
-    live = live_brokers(image) | {node_id}
+    return _elect_leaderless(image, live_brokers(image) | {node_id})
+
+
+def on_controller_active(image: MetadataImage) -> list[Any]:
+    """Records for a controller that just became active: every partition
+    without a leader whose ISR holds a live broker elects one (with unclean
+    election on, as :func:`on_broker_live`). Fencing and unfencing are
+    committed in several entries; a leadership change part-way can lose the
+    later ones, and nothing else would elect those partitions' leaders."""
+    return _elect_leaderless(image, live_brokers(image))
+
+
+def _elect_leaderless(image: MetadataImage, live: set[int]) -> list[Any]:
     home = dirs.homes(image)
     records: list[Any] = []
     for topic in image.topics.values():

@@ -89,3 +89,34 @@ def test_elections_one_per_partition_are_not_atomic_and_topic_creation_is() -> N
     _apply(image, fenced)
     unfenced = controller.unfence_broker(image, 1)
     assert unfenced.records and not unfenced.atomic
+
+
+def test_a_new_controller_elects_the_leaders_an_unfencing_it_lost_part_way_left_out() -> None:
+    """An unfencing committed in several entries whose later ones a leadership
+    change lost: the broker is live, its partitions have no leader. The next
+    active controller elects them; on an image where every partition that can
+    have a leader has one, it decides nothing."""
+    image, ids = _cluster(3)
+    _topic(image, ids, rf=1, partitions=9)
+    assert controller.elect_leaderless(image).records == []
+    mine = [p for p in image.topics["t"].partitions.values() if p.replicas == [2]]
+    assert mine
+    _apply(image, controller.fence_broker(image, 2))
+    assert all(p.leader == -1 for p in mine)
+    unfenced = controller.unfence_broker(image, 2)
+    first_entry = controller.Outcome(records=unfenced.records[:1])  # the registration change
+    _apply(image, first_entry)
+    assert all(p.leader == -1 for p in mine)  # live, yet leading nothing
+
+    elected = controller.elect_leaderless(image)
+    assert not elected.atomic
+    _apply(image, elected)
+    assert all(p.leader == 2 for p in mine)
+    assert controller.elect_leaderless(image).records == []
+
+
+def test_a_new_controller_elects_no_leader_from_a_dead_isr() -> None:
+    image, ids = _cluster(3)
+    _topic(image, ids, rf=1, partitions=9)
+    _apply(image, controller.fence_broker(image, 2))
+    assert controller.elect_leaderless(image).records == []  # unclean election is off

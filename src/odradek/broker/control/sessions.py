@@ -80,6 +80,7 @@ class Sessions:
                 self.last_seen = {b: now for b in self.state.image.brokers}
                 with contextlib.suppress(NotControllerError):
                     await self.finalize()
+                    await self.state.write(controller.elect_leaderless)
             for broker in list(self.state.image.brokers.values()):
                 seen = self.last_seen.setdefault(broker.node_id, now)
                 if not broker.fenced and now - seen > self.session_ms:
