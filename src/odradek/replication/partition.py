@@ -58,6 +58,24 @@ from odradek.storage.errors import StorageError
 from odradek.storage.log import AppendInfo, Log
 from odradek.wire.errors import ErrorCode
 
+_INTERNED: dict[frozenset[int], frozenset[int]] = {}
+_INTERNED_MAX = 4096
+
+
+def interned(members: Iterable[int]) -> frozenset[int]:
+    """The one frozenset of these broker ids: every partition with the same ISR
+    holds the same object (an ISR set costs 216 bytes; a broker holding 100k
+    partitions has a handful of distinct ones). The table is emptied if it ever
+    holds :data:`_INTERNED_MAX` sets (sets handed out stay valid: they are
+    only shared less)."""
+    key = frozenset(members)
+    found = _INTERNED.get(key)
+    if found is None:
+        if len(_INTERNED) >= _INTERNED_MAX:
+            _INTERNED.clear()
+        _INTERNED[key] = found = key
+    return found
+
 
 @dataclass(slots=True)
 class Replica:
@@ -96,7 +114,9 @@ class PartitionState:
     local_id: int = 0
     leader_epoch: int = 0
     replicas: dict[int, Replica] = field(default_factory=dict)
-    isr: set[int] = field(default_factory=set)
+    isr: frozenset[int] = frozenset()
+    """The in-sync replicas: an interned frozenset (:func:`interned`), one object
+    shared by every partition with the same members."""
     producers: ProducerStateTable = field(default_factory=ProducerStateTable)
     leader_id: int = -2
     """The leader's broker id; -2 (the default) means this replica leads."""
@@ -132,7 +152,7 @@ class PartitionState:
         if not self.replicas:
             self.replicas = {self.local_id: Replica(self.local_id)}
         if not self.isr:
-            self.isr = {self.local_id}
+            self.isr = interned((self.local_id,))
         producer_log.rebuild(self.producers, self.log)
         if self.is_leader:
             self.epoch_start_offset = self.log.next_offset
@@ -198,7 +218,7 @@ class PartitionState:
         return not self.is_leader or self.high_watermark >= self.epoch_start_offset
 
     @property
-    def maximal_isr(self) -> set[int]:
+    def maximal_isr(self) -> frozenset[int]:
         """The ISR the HW is computed over: the committed one plus members a pending
         change adds."""
         return self.isr | self.pending_isr if self.pending_isr is not None else self.isr
@@ -225,7 +245,7 @@ class PartitionState:
             self.partition_epoch = partition_epoch
         wanted = set(replicas) | {self.local_id}
         before = len(self.isr)
-        self.isr = (set(isr) & wanted) | {self.local_id}
+        self.isr = interned((set(isr) & wanted) | {self.local_id})
         if not new_term and len(self.isr) != before:
             if len(self.isr) < before:
                 self.isr_changes.shrinks += 1
@@ -256,7 +276,7 @@ class PartitionState:
         self.leader_id = leader_id
         if partition_epoch is not None:
             self.partition_epoch = partition_epoch
-        self.isr = set()
+        self.isr = interned(())
         self.pending_isr = None
 
     def apply_metadata(self, leader: int, leader_epoch: int, partition_epoch: int,

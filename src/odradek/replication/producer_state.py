@@ -96,6 +96,8 @@ def in_sequence(last_seq: int, next_seq: int) -> bool:
 
 
 class ProducerStateTable:
+    __slots__ = ("aborted", "ongoing", "producers", "undecided")
+
     def __init__(self) -> None:
         self.producers: dict[int, ProducerEntry] = {}
         self.ongoing: dict[int, int] = {}

@@ -22,6 +22,8 @@ from odradek.storage.fs import FileSystem
 class DeleteQueue:
     """One log's ``*.deleted`` files and when each may go."""
 
+    __slots__ = ("fs", "pending")
+
     def __init__(self, fs: FileSystem) -> None:
         self.fs = fs
         self.pending: list[tuple[int, list[str]]] = []

@@ -82,10 +82,11 @@ def _parsed(data: bytes) -> tuple[tuple[int, int], ...]:
 class LeaderEpochCache:
     """Sorted (epoch, start offset) entries of one partition, kept in its checkpoint."""
 
-    unwritten = False
-    """True while the newest entry was noted (:meth:`note`) and not yet written."""
+    __slots__ = ("_epochs", "_starts", "dir_path", "fs", "loaded", "persist", "unwritten")
 
     def __init__(self, fs: FileSystem, dir_path: str, *, persist: bool = True) -> None:
+        self.unwritten = False
+        """True while the newest entry was noted (:meth:`note`) and not yet written."""
         self.fs = fs
         self.dir_path = dir_path
         """The partition directory (the log's own string: no path kept per log)."""

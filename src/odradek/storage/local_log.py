@@ -40,6 +40,7 @@ from odradek.storage.flush import FlushJob, FlushPolicy, FlushSchedule
 from odradek.storage.fs import FileSystem
 from odradek.storage.handles import HandleCache
 from odradek.storage.names import FUTURE_DIR_SUFFIX, parse_log_dir_name
+from odradek.storage.pagecache import CacheWindow
 from odradek.storage.recovery import open_active_clean, recover_segment
 from odradek.storage.segment import BatchMeta, Segment
 from odradek.storage.segment_ops import cut_at_batch, should_roll
@@ -64,6 +65,10 @@ class LocalLogOwner(Protocol):
 class LocalLog:
     """One partition's segment files. Not thread safe: use it from the event loop;
     only :meth:`FlushJob.run` and :meth:`AppendJob.run` may run elsewhere."""
+
+    __slots__ = ("_bases", "_leo", "_next", "_offline", "_owner", "_reserved", "_segments",
+                 "cache_window", "clock", "config", "damage", "deletes", "dir_path", "flushes",
+                 "fs", "handles", "io", "on_busy", "partition", "queue", "rewrites", "topic")
 
     def __init__(self, fs: FileSystem, handles: HandleCache, clock: Clock, dir_path: str,
                  config: LogConfig, segments: list[Segment], *, recovery_point: int,
@@ -94,6 +99,9 @@ class LocalLog:
         directory) must be taken again."""
         self.damage: list[Damage] = list(damage)
         """Damage found by recovery (cut out) or while serving (left in place)."""
+        self.cache_window: CacheWindow | None = None
+        """What this log wrote and keeps in the page cache: made at its first
+        write from :attr:`LogIo.page_cache` (None before, or without one)."""
         self.on_busy: Callable[[], None] = _nothing
         """Called whenever the log may have housekeeping to do that it had not
         (unflushed appends, a roll, a truncation, files to delete, a flush done,
@@ -249,8 +257,11 @@ class LocalLog:
         if error is None:
             job.seg.note_appended(job.position, job.metas)
             self._leo = job.next_offset
-            if self.io.cache_window is not None:
-                self.io.cache_window.wrote(job.seg.log_path, job.position + job.size)
+            window = self.cache_window
+            if window is None and self.io.page_cache is not None:
+                window = self.cache_window = self.io.page_cache.window_for()
+            if window is not None:
+                window.wrote(job.seg.log_path, job.position + job.size)
             if job.inactive_after:
                 try:
                     job.seg.become_inactive()

@@ -59,7 +59,7 @@ from odradek.storage.flush import FlushJob
 from odradek.storage.fs import FileSystem
 from odradek.storage.handles import HandleCache
 from odradek.storage.listener import LogListener
-from odradek.storage.loader import LoadReport, open_dir
+from odradek.storage.loader import LoadReport, open_dir, settled
 from odradek.storage.local_log import LocalLog
 from odradek.storage.segment import Segment
 from odradek.storage.slices import FileSlice
@@ -89,7 +89,8 @@ class Log:
         self.fs = fs
         self.clock = clock
         self.topic_id = topic_id
-        self.load_report = load_report
+        self.load_report = settled(load_report)
+        """What opening found (read-only: shared between logs when it found nothing)."""
         self._log_start = log_start_offset
         self._hw = high_watermark
         self.listener: LogListener | None = None

@@ -249,6 +249,8 @@ class WriteQueue:
     """One log's pending appends, oldest first: the jobs assigned offsets whose
     bytes are not yet published. Jobs complete in the order they were queued."""
 
+    __slots__ = ("generation", "jobs", "messages", "sink", "stream")
+
     def __init__(self, fs: FileSystem) -> None:
         self.jobs: deque[AppendJob] = _NO_JOBS
         """Oldest first. An idle log shares :data:`_NO_JOBS` (never appended to: an
