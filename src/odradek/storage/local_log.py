@@ -36,7 +36,7 @@ from odradek.storage.config import LogConfig, LogIo
 from odradek.storage.damage import Damage, unread_damage
 from odradek.storage.deletes import DeleteQueue
 from odradek.storage.errors import CorruptRecordError, KafkaStorageError, OffsetOutOfRangeError
-from odradek.storage.flush import FlushJob, FlushPolicy, FlushSchedule
+from odradek.storage.flush import FlushJob, FlushSchedule, flush_policy
 from odradek.storage.fs import FileSystem
 from odradek.storage.handles import HandleCache
 from odradek.storage.names import FUTURE_DIR_SUFFIX, parse_log_dir_name
@@ -90,15 +90,16 @@ class LocalLog:
         self._reserved = segments[-1].size
         self.queue = WriteQueue(fs)
         self.flushes = FlushSchedule(recovery_point, clock.monotonic_ms(),
-                                     FlushPolicy(config.flush_messages, config.flush_ms))
+                                     flush_policy(config.flush_messages, config.flush_ms))
         self._offline = False
         self.deletes = DeleteQueue(fs)
         self.rewrites = 0
         """Bumped whenever batches already in the log change in place (truncation, a
         cleaner swap): a copy taken from it meanwhile (a log moving to another log
         directory) must be taken again."""
-        self.damage: list[Damage] = list(damage)
-        """Damage found by recovery (cut out) or while serving (left in place)."""
+        self.damage: Sequence[Damage] = tuple(damage)
+        """Damage found by recovery (cut out) or while serving (left in place); a
+        tuple, replaced (not grown) when more is found (the empty one is shared)."""
         self.cache_window: CacheWindow | None = None
         """What this log wrote and keeps in the page cache: made at its first
         write from :attr:`LogIo.page_cache` (None before, or without one)."""
@@ -153,7 +154,7 @@ class LocalLog:
 
     def update_config(self, config: LogConfig) -> None:
         self.config = config
-        self.flushes.policy = FlushPolicy(config.flush_messages, config.flush_ms)
+        self.flushes.policy = flush_policy(config.flush_messages, config.flush_ms)
         self.on_busy()
         for seg in self._segments:
             seg.index_interval_bytes = config.index_interval_bytes
@@ -208,7 +209,8 @@ class LocalLog:
         try:
             if not open_active_clean(seg):
                 result = recover_segment(seg, None)
-                self.damage.extend(result.damage)
+                if result.damage:
+                    self.damage = (*self.damage, *result.damage)
         except (OSError, DecodeError) as e:
             raise self.io_failed("segment load", e if isinstance(e, OSError) else OSError(e)) from e
         seg.deferred = False
@@ -376,7 +378,7 @@ class LocalLog:
         if any(d.path == path for d in self.damage):
             return
         found = unread_damage(path, offset, error)
-        self.damage.append(found)
+        self.damage = (*self.damage, found)
         _log.warning("%s", found.describe())
 
     # -- taking segments out ------------------------------------------------------------
