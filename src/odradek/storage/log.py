@@ -78,6 +78,10 @@ class Log:
     """One partition's log. Not thread safe: use it from one thread (the event loop);
     only :meth:`FlushJob.run` and the write sink's jobs may run elsewhere."""
 
+    __slots__ = ("_hw", "_log_start", "cleaner_checkpoint", "clock", "epochs", "fs",
+                 "listener", "load_report", "local", "partition", "topic", "topic_id",
+                 "txn_files")
+
     def __init__(self, fs: FileSystem, handles: HandleCache, clock: Clock, dir_path: str,
                  config: LogConfig, segments: list[Segment], *, log_start_offset: int,
                  recovery_point: int, high_watermark: int, topic_id: uuid.UUID | None,
