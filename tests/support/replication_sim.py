@@ -117,6 +117,11 @@ class SimFailure(AssertionError):
     pass
 
 
+class _CountedLog(Log):
+    """A :class:`Log` whose instances take attributes (``Log`` has ``__slots__``):
+    the sim wraps their truncations to count them."""
+
+
 # -- messages ------------------------------------------------------------------------
 
 
@@ -369,8 +374,8 @@ class ReplicationSim:
 
     def _open(self, b: int, fs: MemoryFileSystem, *, clean: bool,
               log_start: int = 0) -> PartitionState:
-        log = Log.open(fs, DIR, LogConfig(segment_bytes=SEGMENT_BYTES), self.clock,
-                       clean_shutdown=clean, log_start_offset=log_start)
+        log = _CountedLog.open(fs, DIR, LogConfig(segment_bytes=SEGMENT_BYTES), self.clock,
+                               clean_shutdown=clean, log_start_offset=log_start)
         # The checks' view of a log is rebuilt after any cut, whoever makes it.
         for name in ("truncate_to", "truncate_fully_and_start_at"):
             setattr(log, name, self._counting(b, getattr(log, name)))

@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
@@ -273,12 +274,12 @@ class PartitionPort(Protocol):
     def leader_epoch(self) -> int: ...
 
     @property
-    def waiters(self) -> set[asyncio.Future[None]]: ...
+    def waiters(self) -> AbstractSet[asyncio.Future[None]]: ...
 
     @property
-    def refused(self) -> dict[int, tuple[int, int, int]]:
+    def refused(self) -> dict[int, tuple[int, int, int]] | None:
         """producer id -> (epoch, first sequence, error code) of its last batch
-        refused with a retriable error before the sequence check."""
+        refused with a retriable error before the sequence check (None: none)."""
         ...
 
     def hw_moved(self) -> None: ...

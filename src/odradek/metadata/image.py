@@ -13,7 +13,7 @@ import dataclasses
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from odradek.metadata import acl_changes
 from odradek.metadata import quotas as quota_model
@@ -47,6 +47,8 @@ what readers derive from a topic and the brokers together (offline replicas)."""
 _TOPICLESS = (ProducerIdsRecord, ClientQuotaRecord, AccessControlEntryRecord,
               RemoveAccessControlEntryRecord, FeatureLevelRecord, *_BROKER_RECORDS)
 """Records whose replay changes no topic's partitions or configs."""
+
+T = TypeVar("T")
 
 TOPIC_RESOURCE = 2
 FENCE, UNFENCE = 1, -1
@@ -85,6 +87,28 @@ class BrokerImage:
         return None
 
 
+_SHARED: dict[tuple[Any, ...], list[Any]] = {}
+_SHARED_MAX = 4096
+
+
+def shared_list(values: Iterable[T]) -> list[T]:
+    """The one list of these values (broker ids, directory ids) that every
+    partition image with the same ones holds: a broker with 100k partitions
+    has a handful of distinct replica sets, ISRs and directory lists, and a
+    list costs 56-90 bytes. The lists of an image are never changed in place
+    (:meth:`PartitionImage.apply` and the replay put new ones; images share
+    them with :meth:`MetadataImage.replayed`'s copies already), so sharing
+    them is safe as long as nobody does; nobody may. The table is emptied if
+    it ever holds :data:`_SHARED_MAX` lists."""
+    key = tuple(values)
+    found = _SHARED.get(key)
+    if found is None:
+        if len(_SHARED) >= _SHARED_MAX:
+            _SHARED.clear()
+        _SHARED[key] = found = list(key)
+    return found
+
+
 @dataclass(slots=True)
 class PartitionImage:
     partition: int
@@ -112,15 +136,15 @@ class PartitionImage:
             self.leader = record.leader
             self.leader_epoch += 1
         if record.isr is not None:
-            self.isr = list(record.isr)
+            self.isr = shared_list(record.isr)
         if record.replicas is not None:
-            self.replicas = list(record.replicas)
+            self.replicas = shared_list(record.replicas)
         if record.adding_replicas is not None:
-            self.adding_replicas = list(record.adding_replicas)
+            self.adding_replicas = shared_list(record.adding_replicas)
         if record.removing_replicas is not None:
-            self.removing_replicas = list(record.removing_replicas)
+            self.removing_replicas = shared_list(record.removing_replicas)
         if record.directories is not None:
-            self.directories = list(record.directories)
+            self.directories = shared_list(record.directories)
         self.partition_epoch += 1
 
 
@@ -209,10 +233,11 @@ class MetadataImage:
         elif isinstance(record, PartitionRecord):
             t = self.topics[self.by_id[record.topic_id]]
             t.partitions[record.partition_id] = PartitionImage(
-                record.partition_id, list(record.replicas), list(record.isr),
+                record.partition_id, shared_list(record.replicas), shared_list(record.isr),
                 record.leader, record.leader_epoch, record.partition_epoch,
-                list(record.adding_replicas or ()), list(record.removing_replicas or ()),
-                list(record.directories or ()),
+                shared_list(record.adding_replicas or ()),
+                shared_list(record.removing_replicas or ()),
+                shared_list(record.directories or ()),
             )
         elif isinstance(record, PartitionChangeRecord):
             self.topics[self.by_id[record.topic_id]].partitions[record.partition_id].apply(record)

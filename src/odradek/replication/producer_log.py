@@ -60,6 +60,8 @@ class Listener:
     """A partition's :class:`~odradek.storage.log.LogListener` (its producer state's
     side of the log)."""
 
+    __slots__ = ("state",)
+
     def __init__(self, state: _State) -> None:
         self.state = state
 

@@ -37,8 +37,10 @@ from __future__ import annotations
 
 import bisect
 from collections import deque
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
+from types import MappingProxyType
 
 from odradek.storage.txnfiles import AbortedEntry, SnapshotEntry
 from odradek.wire.batch import NO_PRODUCER_ID, BatchHeader
@@ -95,16 +97,51 @@ def in_sequence(last_seq: int, next_seq: int) -> bool:
     return next_seq == last_seq + 1 or (next_seq == 0 and last_seq == MAX_SEQUENCE)
 
 
+_NO_PRODUCERS: Mapping[int, ProducerEntry] = MappingProxyType({})
+_NO_ONGOING: Mapping[int, int] = MappingProxyType({})
+
+
 class ProducerStateTable:
+    """One partition's producers and transactions. Until a producer shows up, its
+    four containers are shared read-only empties (:data:`_NO_PRODUCERS`, ...):
+    an idle partition holds none of its own (four empty containers cost ~240
+    bytes); the first change gives the table its own (``_own_*``)."""
+
+    __slots__ = ("aborted", "ongoing", "producers", "undecided")
+
     def __init__(self) -> None:
-        self.producers: dict[int, ProducerEntry] = {}
-        self.ongoing: dict[int, int] = {}
+        self.producers: Mapping[int, ProducerEntry] = _NO_PRODUCERS
+        self.ongoing: Mapping[int, int] = _NO_ONGOING
         """Open transactions: producer id -> first offset."""
-        self.undecided: list[tuple[int, int]] = []
+        self.undecided: Sequence[tuple[int, int]] = ()
         """(first offset, marker offset) of transactions whose marker is above the HW,
         in marker order (a list: an empty deque costs 600 bytes per partition)."""
-        self.aborted: list[AbortedTxn] = []
+        self.aborted: Sequence[AbortedTxn] = ()
         """Aborted transactions by marker offset (``last_offset``), rising."""
+
+    def _own_producers(self) -> dict[int, ProducerEntry]:
+        producers = self.producers
+        if not isinstance(producers, dict):
+            producers = self.producers = {}
+        return producers
+
+    def _own_ongoing(self) -> dict[int, int]:
+        ongoing = self.ongoing
+        if not isinstance(ongoing, dict):
+            ongoing = self.ongoing = {}
+        return ongoing
+
+    def _own_undecided(self) -> list[tuple[int, int]]:
+        undecided = self.undecided
+        if not isinstance(undecided, list):
+            undecided = self.undecided = list(undecided)
+        return undecided
+
+    def _own_aborted(self) -> list[AbortedTxn]:
+        aborted = self.aborted
+        if not isinstance(aborted, list):
+            aborted = self.aborted = list(aborted)
+        return aborted
 
     def check(self, header: BatchHeader, coordinator_epoch: int = -1) -> Check:
         """Decide what to do with a producer batch (the header's offsets are ignored).
@@ -158,7 +195,7 @@ class ProducerStateTable:
             return None
         entry = self.producers.get(pid)
         if entry is None:
-            entry = self.producers[pid] = ProducerEntry(header.producer_epoch)
+            entry = self._own_producers()[pid] = ProducerEntry(header.producer_epoch)
         elif header.producer_epoch != entry.epoch:
             entry.epoch = header.producer_epoch
             entry.batches.clear()
@@ -175,7 +212,7 @@ class ProducerStateTable:
             )
         if header.is_transactional and entry.txn_first_offset < 0:
             entry.txn_first_offset = header.base_offset
-            self.ongoing[pid] = header.base_offset
+            self._own_ongoing()[pid] = header.base_offset
         return None
 
     def snapshot(self) -> list[SnapshotEntry]:
@@ -195,8 +232,8 @@ class ProducerStateTable:
 
     def load_snapshot(self, entries: list[SnapshotEntry], aborted: list[AbortedTxn]) -> None:
         """Start from a snapshot (and the aborted transactions below it)."""
-        self.producers.clear()
-        self.ongoing.clear()
+        self.producers = _NO_PRODUCERS
+        self.ongoing = _NO_ONGOING
         for s in entries:
             entry = ProducerEntry(s.epoch, txn_first_offset=s.current_txn_first_offset,
                                   coordinator_epoch=s.coordinator_epoch,
@@ -205,10 +242,10 @@ class ProducerStateTable:
                 entry.batches.append(BatchMetadata(
                     max(s.last_sequence - s.offset_delta, 0), s.last_sequence,
                     s.last_offset - s.offset_delta, s.last_offset, s.timestamp))
-            self.producers[s.producer_id] = entry
+            self._own_producers()[s.producer_id] = entry
             if s.current_txn_first_offset >= 0:
-                self.ongoing[s.producer_id] = s.current_txn_first_offset
-        self.aborted = list(aborted)
+                self._own_ongoing()[s.producer_id] = s.current_txn_first_offset
+        self.aborted = list(aborted) if aborted else ()
 
     def _end_transaction(
         self, entry: ProducerEntry, pid: int, marker: int, commit: bool | None,
@@ -219,13 +256,13 @@ class ProducerStateTable:
         if first < 0 or commit is None:
             return None  # no open transaction here: the marker changes nothing
         entry.txn_first_offset = -1
-        del self.ongoing[pid]
-        self.undecided.append((first, marker))
+        del self._own_ongoing()[pid]
+        self._own_undecided().append((first, marker))
         if commit:
             return None
         lso = min([marker + 1, *self.ongoing.values()])
         aborted = AbortedTxn(pid, first, marker, lso)
-        self.aborted.append(aborted)
+        self._own_aborted().append(aborted)
         return aborted
 
     def high_watermark_moved(self, high_watermark: int) -> None:
@@ -235,7 +272,7 @@ class ProducerStateTable:
         while below < len(undecided) and undecided[below][1] < high_watermark:
             below += 1
         if below:
-            del undecided[:below]
+            del self._own_undecided()[:below]
 
     def last_stable_offset(self, high_watermark: int) -> int:
         """The LSO: the first offset of the earliest transaction still open or decided
@@ -265,6 +302,7 @@ class ProducerStateTable:
             and e.txn_first_offset < 0
         ]
         for pid in gone:
-            del self.producers[pid]
+            del self._own_producers()[pid]
         i = bisect.bisect_left(self.aborted, log_start_offset, key=lambda a: a.last_offset)
-        del self.aborted[:i]
+        if i:
+            del self._own_aborted()[:i]

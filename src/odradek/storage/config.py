@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
-from odradek.storage.pagecache import DEFAULT_WINDOW_BYTES, CacheWindow
+from odradek.storage.pagecache import DEFAULT_WINDOW_BYTES, PageCacheTrimmer
 
 LONG_MAX: Final = 2**63 - 1
 INT_MAX: Final = 2**31 - 1
@@ -345,6 +345,9 @@ class LogIo:
     allocate_ahead_bytes: int = 0
     """``odradek.log.preallocate.bytes``: the most the active segment reserves on disk
     ahead of its appends (:meth:`Segment.allocate_for`); 0 reserves nothing."""
-    cache_window: CacheWindow | None = None
-    """The newest bytes this log keeps in the page cache
-    (:mod:`odradek.storage.pagecache`); None leaves the cache to the kernel."""
+    page_cache: PageCacheTrimmer | None = None
+    """Where the log gets its page-cache window (the newest bytes it keeps in the
+    page cache, :mod:`odradek.storage.pagecache`) at its first write
+    (:attr:`LocalLog.cache_window <odradek.storage.local_log.LocalLog.cache_window>`);
+    None leaves the cache to the kernel. One ``LogIo`` is shared by every log
+    of a manager: an idle log holds no window."""

@@ -22,13 +22,16 @@ from odradek.storage.fs import FileSystem
 class DeleteQueue:
     """One log's ``*.deleted`` files and when each may go."""
 
+    __slots__ = ("fs", "pending")
+
     def __init__(self, fs: FileSystem) -> None:
         self.fs = fs
-        self.pending: list[tuple[int, list[str]]] = []
-        """(monotonic ms due, paths), in the order they were taken out."""
+        self.pending: tuple[tuple[int, list[str]], ...] = ()
+        """(monotonic ms due, paths), in the order they were taken out; a tuple,
+        replaced when it changes (rarely), so an idle log shares the empty one."""
 
     def add(self, paths: list[str], due_ms: int) -> None:
-        self.pending.append((due_ms, paths))
+        self.pending = (*self.pending, (due_ms, paths))
 
     def take_due(self, now_ms: int) -> tuple[list[str], int | None]:
         """The paths due at ``now_ms``, taken off the queue for the caller to remove,
@@ -40,7 +43,7 @@ class DeleteQueue:
                 remaining.append((due, paths))
             else:
                 due_paths.extend(paths)
-        self.pending = remaining
+        self.pending = tuple(remaining)
         return due_paths, min((due for due, _ in remaining), default=None)
 
     def run_due(self, now_ms: int) -> int | None:
@@ -53,8 +56,9 @@ class DeleteQueue:
 
     def relocate(self, dir_path: str) -> None:
         """The partition directory was renamed ``dir_path``."""
-        self.pending = [(due, [posixpath.join(dir_path, posixpath.basename(p)) for p in paths])
-                        for due, paths in self.pending]
+        self.pending = tuple(
+            (due, [posixpath.join(dir_path, posixpath.basename(p)) for p in paths])
+            for due, paths in self.pending)
 
 
 

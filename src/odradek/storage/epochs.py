@@ -79,19 +79,39 @@ def _parsed(data: bytes) -> tuple[tuple[int, int], ...]:
     return tuple(parse_epochs(data))
 
 
+_SHARED: dict[tuple[int, ...], tuple[int, ...]] = {}
+_SHARED_MAX = 4096
+
+
+def _shared(values: tuple[int, ...]) -> tuple[int, ...]:
+    """The one tuple of these values that every epoch cache holding them shares
+    (most hold ``(0,)`` or another single epoch; two lists of one entry cost
+    ~180 bytes a partition). Emptied if it ever holds :data:`_SHARED_MAX`."""
+    found = _SHARED.get(values)
+    if found is None:
+        if len(_SHARED) >= _SHARED_MAX:
+            _SHARED.clear()
+        _SHARED[values] = found = values
+    return found
+
+
 class LeaderEpochCache:
     """Sorted (epoch, start offset) entries of one partition, kept in its checkpoint."""
 
-    unwritten = False
-    """True while the newest entry was noted (:meth:`note`) and not yet written."""
+    __slots__ = ("_epochs", "_starts", "dir_path", "fs", "loaded", "persist", "unwritten")
 
     def __init__(self, fs: FileSystem, dir_path: str, *, persist: bool = True) -> None:
+        self.unwritten = False
+        """True while the newest entry was noted (:meth:`note`) and not yet written."""
         self.fs = fs
         self.dir_path = dir_path
         """The partition directory (the log's own string: no path kept per log)."""
         self.persist = persist
-        self._epochs: list[int] = []
-        self._starts: list[int] = []
+        self._epochs: tuple[int, ...] = ()
+        self._starts: tuple[int, ...] = ()
+        """The entries as two tuples, replaced whenever they change (rarely: a new
+        epoch, a truncation), each the one shared tuple of its values
+        (:func:`_shared`): most partitions hold the same few."""
         self.loaded = False
         """True when the entries came from a readable file (else they must be rebuilt)."""
 
@@ -114,8 +134,8 @@ class LeaderEpochCache:
             entries = _parsed(data)
         except CheckpointFormatError:
             return
-        self._epochs = [e for e, _ in entries]
-        self._starts = [s for _, s in entries]
+        self._epochs = _shared(tuple(e for e, _ in entries))
+        self._starts = _shared(tuple(s for _, s in entries))
         self.loaded = True
 
     @property
@@ -150,19 +170,21 @@ class LeaderEpochCache:
             return False
         if self._starts and start_offset < self._starts[-1]:
             return False
-        self._epochs.append(epoch)
-        self._starts.append(start_offset)
+        self._epochs = _shared((*self._epochs, epoch))
+        self._starts = _shared((*self._starts, start_offset))
         self.unwritten = True
         return True
 
     def rebuild_from(self, headers: Iterable[tuple[int, int]]) -> None:
         """Rebuild from the (partitionLeaderEpoch, base offset) of every batch, in
         offset order, and write the file."""
-        self._epochs, self._starts = [], []
+        epochs: list[int] = []
+        starts: list[int] = []
         for epoch, base in headers:
-            if epoch >= 0 and epoch > self.latest_epoch:
-                self._epochs.append(epoch)
-                self._starts.append(base)
+            if epoch >= 0 and epoch > (epochs[-1] if epochs else UNDEFINED_EPOCH):
+                epochs.append(epoch)
+                starts.append(base)
+        self._epochs, self._starts = _shared(tuple(epochs)), _shared(tuple(starts))
         # No entries and no file (a new or empty log): nothing to write, and a
         # missing file is rebuilt the same way at the next open (one fsync and
         # a directory sync fewer for every partition created).
@@ -186,7 +208,8 @@ class LeaderEpochCache:
         while keep and self._starts[keep - 1] >= end_offset:
             keep -= 1
         if keep != len(self._starts):
-            del self._epochs[keep:], self._starts[keep:]
+            self._epochs = _shared(self._epochs[:keep])
+            self._starts = _shared(self._starts[:keep])
             self._write()
 
     def truncate_from_start(self, start_offset: int) -> None:
@@ -195,13 +218,13 @@ class LeaderEpochCache:
         i = bisect_right(self._starts, start_offset)
         if i == 0 or (i == 1 and self._starts[0] == start_offset):
             return
-        del self._epochs[: i - 1], self._starts[: i - 1]
-        self._starts[0] = start_offset
+        self._epochs = _shared(self._epochs[i - 1:])
+        self._starts = _shared((start_offset, *self._starts[i:]))
         self._write()
 
     def clear(self) -> None:
         if self._epochs:
-            self._epochs, self._starts = [], []
+            self._epochs, self._starts = (), ()
             self._write()
 
     def _write(self) -> None:

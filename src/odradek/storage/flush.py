@@ -29,6 +29,7 @@ what it covers lowers the cap it may move the recovery point to.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -79,6 +80,13 @@ class FlushPolicy:
         if unflushed_messages <= 0 or self.flush_ms == LONG_MAX:
             return None
         return last_flush_ms + self.flush_ms
+
+
+@functools.lru_cache(maxsize=64)
+def flush_policy(flush_messages: int, flush_ms: int) -> FlushPolicy:
+    """The one :class:`FlushPolicy` of these settings (logs of the same config
+    share it: it is frozen)."""
+    return FlushPolicy(flush_messages, flush_ms)
 
 
 @dataclass(slots=True)

@@ -97,6 +97,25 @@ class LoadReport:
     damage: list[Damage] = field(default_factory=list)
 
 
+_PLAIN_REPORTS: dict[tuple[bool, int], LoadReport] = {}
+
+
+def settled(report: LoadReport) -> LoadReport:
+    """``report`` as a log keeps it once loaded: a report of nothing but its
+    ``clean`` flag and segment count (the open of an idle or new partition)
+    is one shared instance per (clean, segments), so an idle log holds no
+    report of its own (three objects, ~216 bytes). Reports are read-only once
+    the log is open; nothing may change a settled one."""
+    if (report.recovered_segments or report.validated_bytes or report.truncated_bytes
+            or report.deleted_segments or report.validated_batches or report.removed_files
+            or report.damage or report.segments > 4):
+        return report
+    key = (report.clean, report.segments)
+    shared = _PLAIN_REPORTS.get(key)
+    if shared is None:
+        _PLAIN_REPORTS[key] = shared = report
+    return shared
+
 def _finish_swaps(fs: FileSystem, dir_path: str, report: LoadReport) -> None:
     for name in sorted(fs.listdir(dir_path)):
         if name.endswith(CLEANED_SUFFIX):

@@ -36,10 +36,11 @@ from odradek.storage.config import LogConfig, LogIo
 from odradek.storage.damage import Damage, unread_damage
 from odradek.storage.deletes import DeleteQueue
 from odradek.storage.errors import CorruptRecordError, KafkaStorageError, OffsetOutOfRangeError
-from odradek.storage.flush import FlushJob, FlushPolicy, FlushSchedule
+from odradek.storage.flush import FlushJob, FlushSchedule, flush_policy
 from odradek.storage.fs import FileSystem
 from odradek.storage.handles import HandleCache
 from odradek.storage.names import FUTURE_DIR_SUFFIX, parse_log_dir_name
+from odradek.storage.pagecache import CacheWindow
 from odradek.storage.recovery import open_active_clean, recover_segment
 from odradek.storage.segment import BatchMeta, Segment
 from odradek.storage.segment_ops import cut_at_batch, should_roll
@@ -65,6 +66,10 @@ class LocalLog:
     """One partition's segment files. Not thread safe: use it from the event loop;
     only :meth:`FlushJob.run` and :meth:`AppendJob.run` may run elsewhere."""
 
+    __slots__ = ("_bases", "_leo", "_next", "_offline", "_owner", "_reserved", "_segments",
+                 "cache_window", "clock", "config", "damage", "deletes", "dir_path", "flushes",
+                 "fs", "handles", "io", "on_busy", "partition", "queue", "rewrites", "topic")
+
     def __init__(self, fs: FileSystem, handles: HandleCache, clock: Clock, dir_path: str,
                  config: LogConfig, segments: list[Segment], *, recovery_point: int,
                  owner: LocalLogOwner, io: LogIo, damage: Sequence[Damage] = ()) -> None:
@@ -85,15 +90,19 @@ class LocalLog:
         self._reserved = segments[-1].size
         self.queue = WriteQueue(fs)
         self.flushes = FlushSchedule(recovery_point, clock.monotonic_ms(),
-                                     FlushPolicy(config.flush_messages, config.flush_ms))
+                                     flush_policy(config.flush_messages, config.flush_ms))
         self._offline = False
         self.deletes = DeleteQueue(fs)
         self.rewrites = 0
         """Bumped whenever batches already in the log change in place (truncation, a
         cleaner swap): a copy taken from it meanwhile (a log moving to another log
         directory) must be taken again."""
-        self.damage: list[Damage] = list(damage)
-        """Damage found by recovery (cut out) or while serving (left in place)."""
+        self.damage: Sequence[Damage] = tuple(damage)
+        """Damage found by recovery (cut out) or while serving (left in place); a
+        tuple, replaced (not grown) when more is found (the empty one is shared)."""
+        self.cache_window: CacheWindow | None = None
+        """What this log wrote and keeps in the page cache: made at its first
+        write from :attr:`LogIo.page_cache` (None before, or without one)."""
         self.on_busy: Callable[[], None] = _nothing
         """Called whenever the log may have housekeeping to do that it had not
         (unflushed appends, a roll, a truncation, files to delete, a flush done,
@@ -145,7 +154,7 @@ class LocalLog:
 
     def update_config(self, config: LogConfig) -> None:
         self.config = config
-        self.flushes.policy = FlushPolicy(config.flush_messages, config.flush_ms)
+        self.flushes.policy = flush_policy(config.flush_messages, config.flush_ms)
         self.on_busy()
         for seg in self._segments:
             seg.index_interval_bytes = config.index_interval_bytes
@@ -200,7 +209,8 @@ class LocalLog:
         try:
             if not open_active_clean(seg):
                 result = recover_segment(seg, None)
-                self.damage.extend(result.damage)
+                if result.damage:
+                    self.damage = (*self.damage, *result.damage)
         except (OSError, DecodeError) as e:
             raise self.io_failed("segment load", e if isinstance(e, OSError) else OSError(e)) from e
         seg.deferred = False
@@ -249,8 +259,11 @@ class LocalLog:
         if error is None:
             job.seg.note_appended(job.position, job.metas)
             self._leo = job.next_offset
-            if self.io.cache_window is not None:
-                self.io.cache_window.wrote(job.seg.log_path, job.position + job.size)
+            window = self.cache_window
+            if window is None and self.io.page_cache is not None:
+                window = self.cache_window = self.io.page_cache.window_for()
+            if window is not None:
+                window.wrote(job.seg.log_path, job.position + job.size)
             if job.inactive_after:
                 try:
                     job.seg.become_inactive()
@@ -365,7 +378,7 @@ class LocalLog:
         if any(d.path == path for d in self.damage):
             return
         found = unread_damage(path, offset, error)
-        self.damage.append(found)
+        self.damage = (*self.damage, found)
         _log.warning("%s", found.describe())
 
     # -- taking segments out ------------------------------------------------------------

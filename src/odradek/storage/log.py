@@ -59,7 +59,7 @@ from odradek.storage.flush import FlushJob
 from odradek.storage.fs import FileSystem
 from odradek.storage.handles import HandleCache
 from odradek.storage.listener import LogListener
-from odradek.storage.loader import LoadReport, open_dir
+from odradek.storage.loader import LoadReport, open_dir, settled
 from odradek.storage.local_log import LocalLog
 from odradek.storage.segment import Segment
 from odradek.storage.slices import FileSlice
@@ -79,6 +79,10 @@ class Log:
     """One partition's log. Not thread safe: use it from one thread (the event loop);
     only :meth:`FlushJob.run` and the write sink's jobs may run elsewhere."""
 
+    __slots__ = ("_hw", "_log_start", "cleaner_checkpoint", "clock", "epochs", "fs",
+                 "listener", "load_report", "local", "partition", "topic", "topic_id",
+                 "txn_files")
+
     def __init__(self, fs: FileSystem, handles: HandleCache, clock: Clock, dir_path: str,
                  config: LogConfig, segments: list[Segment], *, log_start_offset: int,
                  recovery_point: int, high_watermark: int, topic_id: uuid.UUID | None,
@@ -91,7 +95,8 @@ class Log:
         self.fs = fs
         self.clock = clock
         self.topic_id = topic_id
-        self.load_report = load_report
+        self.load_report = settled(load_report)
+        """What opening found (read-only: shared between logs when it found nothing)."""
         self._log_start = log_start_offset
         self._hw = high_watermark
         self.listener: LogListener | None = None

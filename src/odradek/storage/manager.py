@@ -177,6 +177,8 @@ class LogManager:
             CleanerPool(config.cleaner.threads) if isinstance(fs, OsFileSystem) else None)
         """The cleaner pass in flight (one at a time: ``log.cleaner.threads``)."""
         self.page_cache = self._trimmer(fs, config, memory)
+        self._shared_io: LogIo | None = None
+        """The one :class:`LogIo` of the logs this manager serves appends to."""
         """Drop-behind for every log here (:mod:`odradek.storage.pagecache`)."""
         self.cleaner_stats: dict[str, float] = {
             "passes": 0, "bytes_read": 0, "bytes_written": 0, "last_pass_ms": -1,
@@ -370,8 +372,12 @@ class LogManager:
     def _io(self) -> LogIo:
         """The disk settings of a log this manager serves appends to: its page-cache
         window and how far its segments reserve blocks ahead."""
-        return LogIo(allocate_ahead_bytes=self.config.preallocate_bytes,
-                     cache_window=self.page_cache.window_for())
+        io = self._shared_io
+        if io is None or io.allocate_ahead_bytes != self.config.preallocate_bytes:
+            io = self._shared_io = LogIo(allocate_ahead_bytes=self.config.preallocate_bytes,
+                                         page_cache=(self.page_cache if self.page_cache.window >= 0
+                                                     else None))
+        return io
 
     def _all_logs(self) -> Iterator[Log]:
         yield from self._logs.values()
@@ -392,8 +398,8 @@ class LogManager:
         if log is None:
             return future
         log.close()
-        if log.local.io.cache_window is not None:
-            log.local.io.cache_window.forget()
+        if log.local.cache_window is not None:
+            log.local.cache_window.forget()
         self._rename_for_deletion(log)
         return future
 

@@ -77,7 +77,6 @@ class Segment:
         "fs",
         "handles",
         "index_interval_bytes",
-        "log_path",
         "max_index_bytes",
         "next_offset",
         "size",
@@ -106,7 +105,6 @@ class Segment:
         """Blocks past ``size`` were reserved by this object only below this
         (:meth:`allocate_for`); a truncation may have freed them already."""
         self.created_ms = created_ms
-        self.log_path = segment_path(dir_path, base_offset, LOG_SUFFIX)
         self.next_offset = base_offset
         self.bytes_since_index = 0
         self.dirty = False  # files changed since the last flush took them
@@ -244,12 +242,16 @@ class Segment:
     def relocate(self, dir_path: str, handles: HandleCache) -> None:
         """The partition directory was renamed ``dir_path``: the same files, new paths."""
         self.dir_path, self.handles = dir_path, handles
-        self.log_path = segment_path(dir_path, self.base_offset, LOG_SUFFIX)
+
+    @property
+    def log_path(self) -> str:
+        """``<dir>/<base offset, 20 digits>.log``, made when asked (not kept: a
+        path string costs ~100 bytes per segment)."""
+        return segment_path(self.dir_path, self.base_offset, LOG_SUFFIX)
 
     @property
     def index_path(self) -> str:
-        """The ``.index`` file's path (made when asked: an idle segment keeps only
-        its ``.log`` path)."""
+        """The ``.index`` file's path (made when asked, as :attr:`log_path`)."""
         return segment_path(self.dir_path, self.base_offset, INDEX_SUFFIX)
 
     @property

@@ -249,6 +249,8 @@ class WriteQueue:
     """One log's pending appends, oldest first: the jobs assigned offsets whose
     bytes are not yet published. Jobs complete in the order they were queued."""
 
+    __slots__ = ("_fs", "_stream", "generation", "jobs", "messages", "sink")
+
     def __init__(self, fs: FileSystem) -> None:
         self.jobs: deque[AppendJob] = _NO_JOBS
         """Oldest first. An idle log shares :data:`_NO_JOBS` (never appended to: an
@@ -257,12 +259,22 @@ class WriteQueue:
         """Records in the pending jobs (a flush begun now does not cover them)."""
         self.generation = 0
         """Bumped by a failed write: later jobs of the old generation are skipped."""
-        self.stream = WriteStream(fs)
+        self._fs = fs
+        self._stream: WriteStream | None = None
         self.sink: WriteSink | None = None
         """Where jobs are written, off the loop; None writes each inline."""
 
     def __bool__(self) -> bool:
         return bool(self.jobs)
+
+    @property
+    def stream(self) -> WriteStream:
+        """The log's writer-side state, made by its first append (an idle log
+        holds none)."""
+        stream = self._stream
+        if stream is None:
+            stream = self._stream = WriteStream(self._fs)
+        return stream
 
     @property
     def last(self) -> AppendJob | None:

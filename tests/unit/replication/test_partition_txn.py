@@ -82,7 +82,7 @@ def test_a_marker_without_an_open_transaction_changes_nothing() -> None:
     st = open_state(MemoryFileSystem(clock), clock)
     st.append_as_leader(marker(9, commit=False), Origin.COORDINATOR)
     assert st.last_stable_offset == st.high_watermark == 1
-    assert st.producers.aborted == []
+    assert list(st.producers.aborted) == []
 
 
 def test_transactions_are_rebuilt_from_the_log_on_reopen() -> None:

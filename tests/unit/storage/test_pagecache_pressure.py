@@ -271,7 +271,7 @@ def test_a_deleted_log_no_longer_counts_toward_the_bound() -> None:
         for _ in range(100):
             log.append(make_batch([b"x" * 50000]))
     assert mgr.page_cache.total > 2 * 100 * 50000
-    kept = mgr.get_or_create_log("t", 1).local.io.cache_window
+    kept = mgr.get_or_create_log("t", 1).local.cache_window
     assert kept is not None
     mgr.delete_log("t", 0)
     assert mgr.page_cache.total == kept.cached_bytes > 100 * 50000

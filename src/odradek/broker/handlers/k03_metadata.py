@@ -63,10 +63,22 @@ from odradek.wire.messages.metadata_response import (
 )
 from odradek.wire.primitives import ZERO_UUID
 
+_NONE_OFFLINE: list[int] = []
+"""The offline replicas of a partition whose replicas are all live: one list for
+every such answer (answers are only read by the encoder)."""
+
+
+def _offline(replicas: list[int], live: set[int]) -> list[int]:
+    offline = [r for r in replicas if r not in live] if live else []
+    return offline or _NONE_OFFLINE
+
 
 def _topic(t: TopicImage, image: MetadataImage) -> MetadataResponseTopic:
     """A partition without a leader is LEADER_NOT_AVAILABLE (clients retry soon);
-    offline replicas are those on brokers that are fenced or gone."""
+    offline replicas are those on brokers that are fenced or gone. The replica
+    and ISR lists are the image's own (never changed in place: see
+    :func:`odradek.metadata.image.shared_list`), not copies: a cached answer
+    costs no lists of its own per partition."""
     live = {b.node_id for b in image.brokers.values() if not b.fenced}
     partitions = [
         MetadataResponsePartition(
@@ -74,9 +86,9 @@ def _topic(t: TopicImage, image: MetadataImage) -> MetadataResponseTopic:
             partition_index=p.partition,
             leader_id=p.leader,
             leader_epoch=p.leader_epoch,
-            replica_nodes=list(p.replicas),
-            isr_nodes=list(p.isr),
-            offline_replicas=[r for r in p.replicas if r not in live] if live else [],
+            replica_nodes=p.replicas,
+            isr_nodes=p.isr,
+            offline_replicas=_offline(p.replicas, live),
         )
         for _, p in sorted(t.partitions.items())
     ]

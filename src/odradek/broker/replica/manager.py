@@ -319,9 +319,11 @@ def _pipelined_refusal(part: Partition, records: memoryview, result: Appended) -
     if pid < 0 or header.is_control:
         return result
     if result.error_code in REFUSALS:
-        if len(part.refused) >= MAX_REFUSED:
-            part.refused.clear()
+        if part.refused is None or len(part.refused) >= MAX_REFUSED:
+            part.refused = {}
         part.refused[pid] = (header.producer_epoch, header.base_sequence, result.error_code)
+    elif part.refused is None:
+        return result
     elif result.error_code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER:
         refused = part.refused.get(pid)
         if (refused is not None and refused[0] == header.producer_epoch
@@ -332,6 +334,8 @@ def _pipelined_refusal(part: Partition, records: memoryview, result: Appended) -
             return dataclasses.replace(result, error_code=refused[2], error_message=None)
     elif not result.error_code:
         part.refused.pop(pid, None)
+        if not part.refused:
+            part.refused = None
     return result
 
 
@@ -376,11 +380,11 @@ async def _wait_for_append(parts: list[Partition], timeout_ms: float,
     loop = asyncio.get_running_loop()
     fut: asyncio.Future[None] = loop.create_future()
     for part in parts:
-        (part.waiters if follower else part.readers).add(fut)
+        part.park(fut, follower)
     try:
         await asyncio.wait_for(fut, timeout_ms / 1000)
     except TimeoutError:
         pass
     finally:
         for part in parts:
-            (part.waiters if follower else part.readers).discard(fut)
+            part.unpark(fut, follower)

@@ -30,7 +30,8 @@ import contextlib
 import logging
 import uuid
 from collections.abc import Callable, Collection, Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Set as AbstractSet
+from dataclasses import dataclass
 
 from odradek.broker.aio import cancel_and_wait
 from odradek.broker.ports import (
@@ -61,13 +62,17 @@ log = logging.getLogger("odradek.broker")
 
 
 
-def _wake(futures: set[asyncio.Future[None]]) -> None:
-    """Resolve and forget every long poll parked in ``futures``."""
-    if futures:
-        for fut in futures:
-            if not fut.done():
-                fut.set_result(None)
-        futures.clear()
+_NO_POLLS: frozenset[asyncio.Future[None]] = frozenset()
+"""The long polls of a partition nobody waits on: shared, so an idle partition
+holds no set of its own (an empty set costs 216 bytes)."""
+_NO_HW_WAITS: tuple[()] = ()
+
+
+def _wake(futures: AbstractSet[asyncio.Future[None]]) -> None:
+    """Resolve every long poll parked in ``futures`` (the caller forgets them)."""
+    for fut in futures:
+        if not fut.done():
+            fut.set_result(None)
 
 
 @dataclass(slots=True, eq=False)
@@ -76,20 +81,22 @@ class Partition:
     produces waiting for its high watermark (delayed produce)."""
 
     state: PartitionState
-    waiters: set[asyncio.Future[None]] = field(default_factory=set)
+    waiters: AbstractSet[asyncio.Future[None]] = _NO_POLLS
     """Followers' long polls: woken when records are appended (readable) or the
-    HW moves."""
-    readers: set[asyncio.Future[None]] = field(default_factory=set)
+    HW moves. The shared empty frozenset while none waits (:meth:`park`)."""
+    readers: AbstractSet[asyncio.Future[None]] = _NO_POLLS
     """Consumers' long polls: woken only when the HW moves (or the partition
     changes hands), since a consumer reads no further than the HW; woken at
     every append as well, each parked consumer collected one fetch for nothing
     per record."""
-    hw_waiters: list[tuple[int, asyncio.Future[None]]] = field(default_factory=list)
-    """(offset, future): resolved once the HW is past ``offset``."""
-    refused: dict[int, tuple[int, int, int]] = field(default_factory=dict)
+    hw_waiters: list[tuple[int, asyncio.Future[None]]] | tuple[()] = _NO_HW_WAITS
+    """(offset, future): resolved once the HW is past ``offset`` (the shared
+    empty tuple while none waits)."""
+    refused: dict[int, tuple[int, int, int]] | None = None
     """producer id -> (epoch, first sequence, error code) of its last batch this
     leader refused with a retriable error before the sequence check (see
-    ``handlers/k00_produce.py``); dropped when the producer's next batch is taken."""
+    ``handlers/k00_produce.py``); dropped when the producer's next batch is
+    taken. None until the first refusal (an idle partition holds no dict)."""
 
     @property
     def topic(self) -> str:
@@ -109,15 +116,44 @@ class Partition:
     def leader_epoch(self) -> int:
         return self.state.leader_epoch
 
+    def park(self, fut: asyncio.Future[None], follower: bool) -> None:
+        """``fut`` long-polls this partition (a follower's fetch, else a consumer's)
+        until :meth:`notify` (or :meth:`unpark`)."""
+        polls = self.waiters if follower else self.readers
+        if not isinstance(polls, set):
+            polls = set()
+            if follower:
+                self.waiters = polls
+            else:
+                self.readers = polls
+        polls.add(fut)
+
+    def unpark(self, fut: asyncio.Future[None], follower: bool) -> None:
+        """``fut`` no longer waits here (it was woken, or timed out)."""
+        polls = self.waiters if follower else self.readers
+        if isinstance(polls, set) and fut in polls:
+            polls.discard(fut)
+            if not polls:
+                if follower:
+                    self.waiters = _NO_POLLS
+                else:
+                    self.readers = _NO_POLLS
+
     def notify(self) -> None:
         """Wake every fetch long-polling this partition."""
-        _wake(self.waiters)
-        _wake(self.readers)
+        if self.waiters:
+            waiters, self.waiters = self.waiters, _NO_POLLS
+            _wake(waiters)
+        if self.readers:
+            readers, self.readers = self.readers, _NO_POLLS
+            _wake(readers)
 
     def notify_followers(self) -> None:
         """Records were appended (the HW did not move): wake the followers' long
         polls only."""
-        _wake(self.waiters)
+        if self.waiters:
+            waiters, self.waiters = self.waiters, _NO_POLLS
+            _wake(waiters)
 
     def hw_moved(self) -> None:
         """The HW moved: wake fetches, and complete the waits it now covers."""
@@ -130,7 +166,7 @@ class Partition:
                     keep.append((offset, fut))
                 elif not fut.done():
                     fut.set_result(None)
-            self.hw_waiters = keep
+            self.hw_waiters = keep or _NO_HW_WAITS
 
     async def wait_for_high_watermark(self, offset: int, leader_epoch: int = -1) -> None:
         """Return once the HW is past ``offset`` (an acks=all produce, a coordinator's
@@ -148,7 +184,10 @@ class Partition:
         if offset < self.state.high_watermark:
             return
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self.hw_waiters.append((offset, fut))
+        waits = self.hw_waiters
+        if not isinstance(waits, list):
+            waits = self.hw_waiters = []
+        waits.append((offset, fut))
         await fut
 
     def leadership_lost(self) -> None:
@@ -158,7 +197,7 @@ class Partition:
         for _, fut in self.hw_waiters:
             if not fut.done():
                 fut.set_exception(NotLeaderError(f"{self.topic}-{self.index} moved"))
-        self.hw_waiters = []
+        self.hw_waiters = _NO_HW_WAITS
 
     def abandon(self) -> None:
         """The partition goes (deleted): release every waiter."""
@@ -166,7 +205,7 @@ class Partition:
         for _, fut in self.hw_waiters:
             if not fut.done():
                 fut.set_exception(PartitionGoneError(f"{self.topic}-{self.index} is gone"))
-        self.hw_waiters = []
+        self.hw_waiters = _NO_HW_WAITS
 
     def stopping(self) -> None:
         """The broker stops: every wait for the HW ends with :class:`BrokerStopping`
@@ -175,7 +214,7 @@ class Partition:
         for _, fut in self.hw_waiters:
             if not fut.done():
                 fut.set_exception(BrokerStopping(f"{self.topic}-{self.index}: the broker stops"))
-        self.hw_waiters = []
+        self.hw_waiters = _NO_HW_WAITS
 
 
 class PartitionManager:
