@@ -360,7 +360,7 @@ def open_dir(fs: FileSystem, handles: HandleCache, dir_path: str, config: LogCon
     to) ``partition.metadata``. ``existing``: the directory is known to exist
     (listed in its log directory just now), so it is not looked for. ``known``:
     the directory as the clean-shutdown summary has it (:func:`load_segments`);
-    its ``partition.metadata`` is taken from there too."""
+    ``partition.metadata`` is read from the directory all the same."""
     created = False if existing else makedirs_durable(fs, dir_path)
     listed: set[str] = set()
     segments, report = load_segments(fs, handles, dir_path, config, now_ms=now_ms,
@@ -389,7 +389,7 @@ def open_dir(fs: FileSystem, handles: HandleCache, dir_path: str, config: LogCon
         recovery = leo
     hw = min(max(high_watermark if high_watermark is not None else start, start), leo)
     return OpenedDir(segments, report, start, recovery, hw,
-                     _partition_metadata(fs, dir_path, topic_id, known),
+                     _partition_metadata(fs, dir_path, topic_id),
                      dir_changed=changed,
                      names=None if changed else _txn_names(listed))
 
@@ -404,17 +404,13 @@ def _txn_names(listed: set[str]) -> frozenset[str]:
     return frozenset(found) if found else _NO_NAMES
 
 
-def _partition_metadata(fs: FileSystem, dir_path: str, topic_id: uuid.UUID | None,
-                        known: KnownDir | None = None) -> uuid.UUID | None:
+def _partition_metadata(fs: FileSystem, dir_path: str,
+                        topic_id: uuid.UUID | None) -> uuid.UUID | None:
     path = posixpath.join(dir_path, PARTITION_METADATA_FILE)
-    if known is not None:
-        data = known.partition_metadata
-        stored = None if data is None else _stored_topic_id(data)
-    else:
-        try:
-            stored = _stored_topic_id(fs.read_file(path))
-        except FileNotFoundError:
-            stored = None
+    try:
+        stored = _stored_topic_id(fs.read_file(path))
+    except FileNotFoundError:
+        stored = None
     if stored is not None and (topic_id is None or stored == topic_id):
         return stored
     if topic_id is not None:

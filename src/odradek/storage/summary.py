@@ -3,23 +3,25 @@
 Opening a partition after a clean shutdown reads four things from its
 directory: the listing, the size of each ``.log`` file, ``partition.metadata``
 and ``leader-epoch-checkpoint``. At 100,000 partitions that is ~400,000 system
-calls and about half of a restart's time. A clean shutdown writes them all into
-one file per log directory, and the next start reads that instead.
+calls and about half of a restart's time. A clean shutdown writes three of
+them into one file per log directory, and the next start reads that instead.
+``partition.metadata`` is still read from each directory: it says whose
+partition the directory is, and a directory of another topic (copied in while
+the broker was down) must be moved aside, never served.
 
 File ``log-dir-summary`` in the log directory, text::
 
     0                                   version
     <checkpoints>                       crc32c of the offset checkpoints, 8 hex digits
     <n>                                 partition lines that follow
-    <dir> <metadata> <epochs> <files>   one per partition directory
+    <dir> <epochs> <files>              one per partition directory
     ...
     <crc32c of every byte above, 8 hex digits>
 
 - ``<dir>``: the partition directory's name (``<topic>-<partition>``);
-- ``<metadata>``, ``<epochs>``: the bytes of ``partition.metadata`` and of
-  ``leader-epoch-checkpoint``, base64, or ``-`` when the file is not there.
-  They are parsed at start exactly as the files would be (an unreadable one
-  is unreadable from here too);
+- ``<epochs>``: the bytes of ``leader-epoch-checkpoint``, base64, or ``-``
+  when the file is not there. They are parsed at start exactly as the file
+  would be (an unreadable one is unreadable from here too);
 - ``<files>``: the directory's file names joined by ``/``, each ``.log`` name
   followed by ``:`` and its size in bytes; ``-`` for none. A directory holding
   a name with ``/``, ``:`` or white space, or named ``-``, gets no line.
@@ -68,7 +70,6 @@ from odradek.storage.names import (
     LEADER_EPOCH_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT,
     LOG_SUFFIX,
-    PARTITION_METADATA_FILE,
     RECOVERY_POINT_CHECKPOINT,
     parse_partition_dir_name,
 )
@@ -89,8 +90,6 @@ class KnownDir:
     """Every file name in the directory."""
     log_sizes: dict[str, int]
     """The size of each ``.log`` file, by name."""
-    partition_metadata: bytes | None
-    """The bytes of ``partition.metadata`` (None: no such file)."""
     epochs: bytes | None
     """The bytes of ``leader-epoch-checkpoint`` (None: no such file)."""
 
@@ -122,9 +121,8 @@ def describe(fs: FileSystem, dir_path: str) -> str | None:
             files.append(f"{name}:{fs.size(posixpath.join(dir_path, name))}")
         else:
             files.append(name)
-    metadata = _read_or_none(fs, posixpath.join(dir_path, PARTITION_METADATA_FILE))
     epochs = _read_or_none(fs, posixpath.join(dir_path, LEADER_EPOCH_CHECKPOINT))
-    return " ".join((posixpath.basename(dir_path), _b64(metadata), _b64(epochs),
+    return " ".join((posixpath.basename(dir_path), _b64(epochs),
                      "/".join(files) or _NONE))
 
 
@@ -158,7 +156,7 @@ def write_summary(fs: FileSystem, log_dir: str, lines: Iterable[str]) -> None:
 
 
 def _parse(rest: str) -> KnownDir:
-    metadata, epochs, files = rest.split(" ")
+    epochs, files = rest.split(" ")
     names: list[str] = []
     sizes: dict[str, int] = {}
     for entry in files.split("/") if files != _NONE else ():
@@ -168,7 +166,6 @@ def _parse(rest: str) -> KnownDir:
             sizes[file_name] = int(size)
     return KnownDir(
         tuple(names), sizes,
-        None if metadata == _NONE else base64.b64decode(metadata, validate=True),
         None if epochs == _NONE else base64.b64decode(epochs, validate=True))
 
 

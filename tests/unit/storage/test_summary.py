@@ -85,6 +85,11 @@ def _partition_paths(fs: CountingFs, root: Path) -> list[str]:
             p[len(str(root)) + 1:].split("/")[0] in {"busy-0", "busy-1", "idle-0"}]
 
 
+def _listed(fs: CountingFs, root: Path) -> bool:
+    """Were the partition directories listed (not taken from a summary)?"""
+    return {str(root / d) for d in ("busy-0", "busy-1", "idle-0")} <= set(fs.touched)
+
+
 def test_a_clean_restart_opens_from_the_summary_into_the_same_state(tmp_path: Path) -> None:
     _fill(tmp_path)
     assert (tmp_path / SUMMARY_FILE).exists()
@@ -102,13 +107,13 @@ def test_a_clean_restart_opens_from_the_summary_into_the_same_state(tmp_path: Pa
     mgr = _manager(fs_listed, tmp_path)
     assert _state(mgr) == from_summary
     mgr.close()
-    # Only what _state itself read (segment data, transaction files) was touched:
-    # no listing, no partition.metadata, epochs or .log size from the open.
-    assert not [p for p in touched if p.endswith(("partition.metadata",
-                                                  "leader-epoch-checkpoint", ".log"))]
+    # Only partition.metadata (whose directory it is) and what _state itself
+    # read (segment data, transaction files) were touched: no listing, no
+    # epochs, no .log size.
+    assert not [p for p in touched if p.endswith(("leader-epoch-checkpoint", ".log"))]
     assert not [p for p in touched if p.rsplit("/", 1)[-1] in {"busy-0", "busy-1", "idle-0"}]
-    listed = _partition_paths(fs_listed, tmp_path)
-    assert any(p.endswith("partition.metadata") for p in listed)
+    assert len([p for p in touched if p.endswith("partition.metadata")]) == 3
+    assert _listed(fs_listed, tmp_path)
 
 
 def test_a_summary_without_the_clean_shutdown_marker_is_not_used(tmp_path: Path) -> None:
@@ -116,7 +121,7 @@ def test_a_summary_without_the_clean_shutdown_marker_is_not_used(tmp_path: Path)
     (tmp_path / ".kafka_cleanshutdown").unlink()  # as after a crash
     fs = CountingFs()
     mgr = _manager(fs, tmp_path)
-    assert any(p.endswith("partition.metadata") for p in _partition_paths(fs, tmp_path))
+    assert _listed(fs, tmp_path)
     assert not (tmp_path / SUMMARY_FILE).exists()
     assert mgr.get_log("busy", 0) is not None
     assert mgr.get_log("busy", 0).log_end_offset == 120  # type: ignore[union-attr]
@@ -132,7 +137,7 @@ def test_a_damaged_summary_is_ignored_and_the_directories_listed(tmp_path: Path)
     assert read_summary(OsFileSystem(), str(tmp_path)) is None
     fs = CountingFs()
     mgr = _manager(fs, tmp_path)
-    assert any(p.endswith("partition.metadata") for p in _partition_paths(fs, tmp_path))
+    assert _listed(fs, tmp_path)
     assert mgr.get_log("busy", 0).log_end_offset == 120  # type: ignore[union-attr]
     mgr.close()
 
@@ -213,6 +218,6 @@ def test_a_summary_that_cannot_be_read_further_leaves_the_rest_to_the_listing(
 
     fs = FailingReads()
     mgr = _manager(fs, tmp_path)
-    assert any(p.endswith("partition.metadata") for p in _partition_paths(fs, tmp_path))
+    assert _listed(fs, tmp_path)
     assert mgr.get_log("busy", 0).log_end_offset == 120  # type: ignore[union-attr]
     mgr.close()
