@@ -13,6 +13,7 @@ load exactly the last committed offset of each partition.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from pathlib import Path
@@ -76,9 +77,15 @@ def _commit_many(bootstrap: str) -> dict[int, int]:
 
 
 def _size(part: Path, suffix: str = "") -> int:
-    """Bytes of the partition's files (those pending deletion aside)."""
-    return sum((part / n).stat().st_size for n in os.listdir(part)
-               if n.endswith(suffix) and not n.endswith(".deleted"))
+    """Bytes of the partition's files (those pending deletion aside). The
+    cleaner swaps and deletes files while this runs: one listed and then gone
+    counts as nothing."""
+    total = 0
+    for n in os.listdir(part):
+        if n.endswith(suffix) and not n.endswith(".deleted"):
+            with contextlib.suppress(FileNotFoundError):
+                total += (part / n).stat().st_size
+    return total
 
 
 def _committed(bootstrap: str) -> dict[int, tuple[int, str | None]]:

@@ -104,3 +104,31 @@ def test_letting_partitions_go_is_reported_once_per_reconcile() -> None:
     assert released == [] and node.manager.partitions
     node.manager.reconcile(MetadataImage())
     assert released == [1] and not node.manager.partitions
+
+
+def test_a_log_that_cannot_be_opened_is_tried_again_at_the_next_change() -> None:
+    """A new partition whose directory cannot be written (a full disk) is not
+    hosted for now; the reconcile goes on with the others and does not raise
+    into the metadata apply; the next metadata change, of any topic, opens it."""
+    import uuid
+
+    from odradek.metadata import controller
+
+    clock = ManualClock()
+    image = cluster_image()
+    node = Node(clock)
+    node.manager.reconcile(image)
+    hosted = set(node.manager.partitions)
+    assert hosted
+    image.replay_all(controller.create_topic(
+        image, "c", 1, 3, {}, node_id=1, default_partitions=1,
+        topic_id=uuid.UUID(int=7)).records)
+    for _ in range(8):  # every write there fails: preparing it, then opening it
+        node.fs.fail_next_write("/d/c-0/")
+    node.manager.reconcile(image, topics={"c"})
+    assert ("c", 0) not in node.manager.partitions
+    assert hosted <= set(node.manager.partitions)
+    node.fs.clear_faults()
+    node.manager.reconcile(image, topics={"a"})  # a change of another topic
+    assert ("c", 0) in node.manager.partitions
+    assert node.manager.partitions[("c", 0)].log.topic_id == uuid.UUID(int=7)
