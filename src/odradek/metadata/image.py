@@ -15,6 +15,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from odradek.common.intern import Interner
 from odradek.metadata import acl_changes
 from odradek.metadata import quotas as quota_model
 from odradek.metadata import scram as scram_model
@@ -87,8 +88,7 @@ class BrokerImage:
         return None
 
 
-_SHARED: dict[tuple[Any, ...], list[Any]] = {}
-_SHARED_MAX = 4096
+_LISTS: Interner[tuple[Any, ...], list[Any]] = Interner(list)
 
 
 def shared_list(values: Iterable[T]) -> list[T]:
@@ -98,15 +98,9 @@ def shared_list(values: Iterable[T]) -> list[T]:
     list costs 56-90 bytes. The lists of an image are never changed in place
     (:meth:`PartitionImage.apply` and the replay put new ones; images share
     them with :meth:`MetadataImage.replayed`'s copies already), so sharing
-    them is safe as long as nobody does; nobody may. The table is emptied if
-    it ever holds :data:`_SHARED_MAX` lists."""
-    key = tuple(values)
-    found = _SHARED.get(key)
-    if found is None:
-        if len(_SHARED) >= _SHARED_MAX:
-            _SHARED.clear()
-        _SHARED[key] = found = list(key)
-    return found
+    them is safe as long as nobody does; nobody may
+    (:mod:`odradek.common.intern`)."""
+    return _LISTS(tuple(values))
 
 
 @dataclass(slots=True)

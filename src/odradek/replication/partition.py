@@ -38,6 +38,7 @@ __all__ = ["LOG_END", "READ_COMMITTED", "READ_UNCOMMITTED", "Appended", "Changed
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
+from odradek.common.intern import Interner, identity_interner
 from odradek.replication import follower, producer_log
 from odradek.replication.effects import (
     LOG_END,
@@ -58,23 +59,14 @@ from odradek.storage.errors import StorageError
 from odradek.storage.log import AppendInfo, Log
 from odradek.wire.errors import ErrorCode
 
-_INTERNED: dict[frozenset[int], frozenset[int]] = {}
-_INTERNED_MAX = 4096
+_ISRS: Interner[frozenset[int], frozenset[int]] = identity_interner()
 
 
 def interned(members: Iterable[int]) -> frozenset[int]:
     """The one frozenset of these broker ids: every partition with the same ISR
     holds the same object (an ISR set costs 216 bytes; a broker holding 100k
-    partitions has a handful of distinct ones). The table is emptied if it ever
-    holds :data:`_INTERNED_MAX` sets (sets handed out stay valid: they are
-    only shared less)."""
-    key = frozenset(members)
-    found = _INTERNED.get(key)
-    if found is None:
-        if len(_INTERNED) >= _INTERNED_MAX:
-            _INTERNED.clear()
-        _INTERNED[key] = found = key
-    return found
+    partitions has a handful of distinct ones; :mod:`odradek.common.intern`)."""
+    return _ISRS(frozenset(members))
 
 
 @dataclass(slots=True)

@@ -35,6 +35,7 @@ from bisect import bisect_right
 from collections.abc import Iterable, Iterator
 from itertools import pairwise
 
+from odradek.common.intern import Interner, identity_interner
 from odradek.storage.checkpoint import CheckpointFormatError, write_atomically
 from odradek.storage.fs import FileSystem
 from odradek.storage.names import LEADER_EPOCH_CHECKPOINT
@@ -79,20 +80,10 @@ def _parsed(data: bytes) -> tuple[tuple[int, int], ...]:
     return tuple(parse_epochs(data))
 
 
-_SHARED: dict[tuple[int, ...], tuple[int, ...]] = {}
-_SHARED_MAX = 4096
-
-
-def _shared(values: tuple[int, ...]) -> tuple[int, ...]:
-    """The one tuple of these values that every epoch cache holding them shares
-    (most hold ``(0,)`` or another single epoch; two lists of one entry cost
-    ~180 bytes a partition). Emptied if it ever holds :data:`_SHARED_MAX`."""
-    found = _SHARED.get(values)
-    if found is None:
-        if len(_SHARED) >= _SHARED_MAX:
-            _SHARED.clear()
-        _SHARED[values] = found = values
-    return found
+_shared: Interner[tuple[int, ...], tuple[int, ...]] = identity_interner()
+"""The one tuple of these values that every epoch cache holding them shares
+(most hold ``(0,)`` or another single epoch; two lists of one entry cost ~180
+bytes a partition; :mod:`odradek.common.intern`)."""
 
 
 class LeaderEpochCache:
