@@ -219,8 +219,7 @@ class LeaderEpochCache:
             self._write()
 
     def _write(self) -> None:
-        if self.unwritten:
-            self.unwritten = False
+        self.unwritten = False
         if not self.persist:
             return
         pending = getattr(_DEFERRED, "pending", None)

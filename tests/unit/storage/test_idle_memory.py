@@ -14,7 +14,7 @@ import gc
 import tracemalloc
 
 from odradek.common.clock import ManualClock
-from odradek.storage import LogConfig, LogManager, LogManagerConfig, MemoryFileSystem
+from odradek.storage import Log, LogConfig, LogManager, LogManagerConfig, MemoryFileSystem
 from tests.unit.storage.batches import make_batch
 
 NOW = 1_700_000_000_000
@@ -40,13 +40,20 @@ def idle_logs(fs: MemoryFileSystem, clock: ManualClock) -> None:
     mgr.close()
 
 
-def test_reopened_idle_logs_share_what_they_hold_alike() -> None:
+def reopened() -> tuple[LogManager, Log, Log]:
+    """The idle logs closed cleanly and reopened; their manager and two of them."""
     clock = ManualClock(NOW)
     fs = MemoryFileSystem(clock)
     idle_logs(fs, clock)
     mgr = manager(fs, clock)
     a, b = mgr.get_log("idle", 0), mgr.get_log("idle", 1)
-    assert a is not None and b is not None and a.epochs.entries == [(0, 0)]
+    assert a is not None and b is not None
+    return mgr, a, b
+
+
+def test_reopened_idle_logs_share_what_they_hold_alike() -> None:
+    mgr, a, b = reopened()
+    assert a.epochs.entries == [(0, 0)]
     assert a.load_report is b.load_report and a.load_report.clean
     assert a.epochs._epochs is b.epochs._epochs and a.epochs._starts is b.epochs._starts
     assert a.local.io is b.local.io and a.local.flushes.policy is b.local.flushes.policy
@@ -56,12 +63,7 @@ def test_reopened_idle_logs_share_what_they_hold_alike() -> None:
 
 
 def test_a_written_log_gets_its_own_window_stream_and_epochs() -> None:
-    clock = ManualClock(NOW)
-    fs = MemoryFileSystem(clock)
-    idle_logs(fs, clock)
-    mgr = manager(fs, clock)
-    a, b = mgr.get_log("idle", 0), mgr.get_log("idle", 1)
-    assert a is not None and b is not None
+    mgr, a, b = reopened()
     a.assign_epoch(3, a.next_offset)
     a.append(make_batch([b"x" * 50]))
     assert a.local.cache_window is not None and b.local.cache_window is None
