@@ -80,6 +80,8 @@ def lost_on_registration(image: MetadataImage, node_id: int,
     out = []
     for t in image.topics.values():
         for p in t.partitions.values():
+            if node_id not in p.replicas:  # most of a large cluster's: no map built
+                continue
             d = directory_map(p).get(node_id)
             if d is not None and d not in RESERVED and d not in have:
                 out.append((t.name, p.partition))

@@ -242,11 +242,23 @@ def _elect_leaderless(image: MetadataImage, live: set[int]) -> list[Any]:
     for topic in image.topics.values():
         unclean = unclean_election_enabled(image, topic.name)
         for p in topic.partitions.values():
-            if p.leader == NO_LEADER:
+            if p.leader == NO_LEADER and _may_settle(p, live):
                 record = _settle(topic, p, live, unclean, homes=home)
                 if record is not None:
                     records.append(record)
     return records
+
+
+def _may_settle(p: PartitionImage, live: set[int]) -> bool:
+    """False when :func:`_settle` is sure to find nothing to change for a
+    partition without a leader: none of its replicas is live, so none can be
+    elected, and nothing else it settles (a reassignment to complete, a LOST
+    or missing directory) is pending. A cluster restarting with 100k
+    partitions asks this of every leaderless partition at each broker's
+    registration; most are another broker's."""
+    return (not live.isdisjoint(p.replicas) or bool(p.adding_replicas)
+            or bool(p.removing_replicas) or len(p.directories) != len(p.replicas)
+            or dirs.LOST in p.directories)
 
 
 # -- AlterPartition -----------------------------------------------------------------

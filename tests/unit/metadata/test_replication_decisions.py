@@ -8,9 +8,18 @@ import copy
 import uuid
 from typing import Any
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from odradek.common.ids import SeededIds
 from odradek.metadata import controller, partition_changes
-from odradek.metadata.image import BROKER_RESOURCE, Endpoint, MetadataImage, PartitionImage
+from odradek.metadata.image import (
+    BROKER_RESOURCE,
+    Endpoint,
+    MetadataImage,
+    PartitionImage,
+    TopicImage,
+)
 from odradek.wire.errors import ErrorCode
 from odradek.wire.internal.config_record import ConfigRecord
 from odradek.wire.internal.fence_broker_record import FenceBrokerRecord
@@ -663,6 +672,36 @@ def test_a_leader_registering_anew_within_its_session_hands_over_at_a_new_epoch(
     assert q.leader == only and q.leader_epoch == epoch
 
 
+def test_partitions_a_returning_broker_leads_alone_take_one_record_each() -> None:
+    """A broker that comes back while its previous incarnation is still
+    unfenced (the last node of a cluster stopped together cannot shut down in
+    a controlled way) takes back the partitions it is the only ISR member of
+    with one record each, where fencing and then unfencing it write two: the
+    same end state, at a new leader epoch. A partition it led with other ISR
+    members still moves to one of them."""
+    image, ids = _cluster(3)
+    shared = _topic(image, ids, rf=3, name="shared")
+    node = shared.leader
+    _topic(image, ids, rf=1, name="alone", partitions=6)
+    alone = image.topics["alone"]
+    mine = [p for p in alone.partitions.values() if p.leader == node]
+    assert mine
+    before = {p.partition: p.leader_epoch for p in mine}
+    fenced = controller.fence_broker(image, node).records
+    assert {r.partition_id for r in fenced if isinstance(r, PartitionChangeRecord)
+            and r.topic_id == alone.topic_id} == set(before)  # the first of two each
+    records = _apply(image, controller.register_broker(
+        image, node, [Endpoint("PLAINTEXT", "h", 1)], ids.uuid(), fence_previous=True))
+    changed = [r.partition_id for r in records
+               if isinstance(r, PartitionChangeRecord) and r.topic_id == alone.topic_id]
+    assert sorted(changed) == sorted(before)  # one each
+    for p in mine:
+        assert p.leader == node and p.isr == [node]
+        assert p.leader_epoch == before[p.partition] + 1
+    assert not image.brokers[node].fenced
+    assert shared.leader not in (node, -1) and node not in shared.isr
+
+
 def test_manual_assignments_place_each_partition_where_asked() -> None:
     image = MetadataImage()
     ids = SeededIds(77)
@@ -680,3 +719,33 @@ def test_manual_assignments_place_each_partition_where_asked() -> None:
                                           default_partitions=1, topic_id=ids.uuid(),
                                           assignments=bad)
         assert refused.error == ErrorCode.INVALID_REPLICA_ASSIGNMENT, bad
+
+
+_REPLICAS = st.lists(st.integers(1, 5), min_size=1, max_size=3, unique=True)
+
+
+@given(replicas=_REPLICAS, isr_mask=st.lists(st.booleans(), min_size=3, max_size=3),
+       live=st.sets(st.integers(1, 5)), unclean=st.booleans(),
+       dir_kind=st.sampled_from(["none", "home", "lost"]),
+       adding=st.booleans(), homes=st.booleans())
+def test_a_leaderless_partition_passed_over_would_have_settled_to_nothing(
+        replicas: list[int], isr_mask: list[bool], live: set[int], unclean: bool,
+        dir_kind: str, adding: bool, homes: bool) -> None:
+    """The shortcut the elections of leaderless partitions take at a broker's
+    registration (:func:`partition_changes._may_settle`) skips only partitions
+    for which the full decision writes no record."""
+    from odradek.metadata import directories as dirs
+
+    home = uuid.UUID(int=7)
+    directories = {"none": [], "home": [home] * len(replicas),
+                   "lost": [dirs.LOST] + [home] * (len(replicas) - 1)}[dir_kind]
+    p = PartitionImage(0, replicas=replicas,
+                       isr=[r for r, keep in zip(replicas, isr_mask, strict=False) if keep],
+                       leader=-1, leader_epoch=3, partition_epoch=5,
+                       adding_replicas=replicas[-1:] if adding and len(replicas) > 1 else [],
+                       directories=directories)
+    topic = TopicImage("t", uuid.UUID(int=1), {0: p})
+    record = partition_changes._settle(topic, p, live, unclean,
+                                       homes=dict.fromkeys(range(1, 6), home) if homes else {})
+    if not partition_changes._may_settle(p, live):
+        assert record is None
