@@ -46,7 +46,23 @@ _FIXED: dict[str, tuple[str, int]] = {
     "float64": ("d", 8),
 }
 
+_UUIDS: dict[bytes, uuid.UUID] = {}
+"""Decoded UUIDs by their 16 bytes, shared: a UUID is immutable, and the few
+topic and directory ids of 100k metadata records or a Fetch's topic ids come
+back again and again (a dict lookup is a tenth of building one). Emptied at
+4,096 entries, so random ids cannot grow it."""
+
+
+def _new_uuid(key: bytes) -> uuid.UUID:
+    if len(_UUIDS) >= 4096:
+        _UUIDS.clear()
+    value = _UUIDS[key] = uuid.UUID(bytes=key)
+    return value
+
+
 _BASE_NS: dict[str, Any] = {
+    "_UUIDS": _UUIDS,
+    "_new_uuid": _new_uuid,
     "_uv": p.read_uvarint,
     "_wuv": p.write_uvarint,
     "_DecodeError": DecodeError,
@@ -173,7 +189,8 @@ def _emit_read_scalar(
         src("pos += 1")
     elif t == "uuid":
         src("if pos + 16 > blen: raise _DecodeError('short input reading uuid')")
-        src(f"{target} = _UUID(bytes=bytes(buf[pos:pos + 16]))")
+        src("_k = bytes(buf[pos:pos + 16])")
+        src(f"{target} = _UUIDS.get(_k) or _new_uuid(_k)")
         src("pos += 16")
     elif t in ("string", "bytes", "records"):
         n = src.tmp()

@@ -17,11 +17,13 @@ Raft quorum replaces this file when clusters arrive.
 from __future__ import annotations
 
 import importlib
+import struct
 from collections.abc import Iterable
 from typing import Any
 
 from odradek.common.clock import Clock
 from odradek.replication.partition import Origin, PartitionState
+from odradek.wire.codec import Decoder, decoder_for
 from odradek.wire.internal.record_table import METADATA_RECORDS
 from odradek.wire.primitives import DecodeError, read_uvarint, write_uvarint
 from odradek.wire.records import Record, build_batch, decode_batch
@@ -60,15 +62,41 @@ def encode_record(record: Message) -> bytes:
 
 
 def decode_record(value: bytes) -> Message:
-    frame, pos = read_uvarint(value, 0)
-    if frame != FRAME_VERSION:
-        raise DecodeError(f"unknown metadata frame version {frame}")
-    key, pos = read_uvarint(value, pos)
-    version, pos = read_uvarint(value, pos)
+    """The record a framed value holds (DecodeError when it is not one).
+
+    The decoder is looked up once per (api key, version) and handed the value
+    and the position after the frame, without the slice and the checks of
+    :meth:`Struct.decode` on every call: a restart at 100k partitions decodes
+    ~200k records on each node (its snapshot, then the elections)."""
+    if len(value) >= 3 and value[0] == FRAME_VERSION and value[1] < 0x80 and value[2] < 0x80:
+        key, version, pos = value[1], value[2], 3  # one byte each: every record today
+    else:
+        frame, pos = read_uvarint(value, 0)
+        if frame != FRAME_VERSION:
+            raise DecodeError(f"unknown metadata frame version {frame}")
+        key, pos = read_uvarint(value, pos)
+        version, pos = read_uvarint(value, pos)
+    decode = _decoders.get((key, version)) or _decoder(key, version)
+    try:
+        record, end = decode(value, pos)
+    except DecodeError:
+        raise
+    except (struct.error, IndexError, ValueError, OverflowError, RecursionError) as exc:
+        raise DecodeError(f"malformed metadata record {key} v{version}: {exc}") from exc
+    if end != len(value):
+        raise DecodeError(f"{len(value) - end} trailing bytes after metadata record {key}")
+    return record  # type: ignore[no-any-return]
+
+
+_decoders: dict[tuple[int, int], Decoder] = {}
+
+
+def _decoder(key: int, version: int) -> Decoder:
     cls = record_class(key)
     if cls is None:
         raise DecodeError(f"unknown metadata record type {key}")
-    return cls.decode(memoryview(value)[pos:], version)
+    decode = _decoders[(key, version)] = decoder_for(cls, version)  # UnsupportedVersion
+    return decode
 
 
 class LogJournal:
