@@ -380,10 +380,10 @@ def _fold_returns(fenced: list[Any], lost: list[Any],
     this is a third of the records a cluster's restart writes, replicates and
     applies on every node. A partition that also lost its replica's directory
     keeps both records (its unfencing was decided after the loss)."""
+    if not fenced:
+        return fenced, unfenced
     returns = {(r.topic_id, r.partition_id): r for r in unfenced
                if isinstance(r, PartitionChangeRecord)}
-    if not returns or not fenced:
-        return fenced, unfenced
     for r in lost:
         returns.pop((r.topic_id, r.partition_id), None)
     folded: set[tuple[uuid.UUID, int]] = set()
