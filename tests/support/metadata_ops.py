@@ -39,6 +39,9 @@ operations: st.SearchStrategy[Op] = st.one_of(
     st.tuples(st.just("unfence"), st.sampled_from(NODES)),
     st.tuples(st.just("register"), st.sampled_from(NODES)),
     st.tuples(st.just("elect"), st.sampled_from(TOPICS)),
+    st.tuples(st.just("rejoin"), st.sampled_from(NODES)),
+    st.tuples(st.just("reassign"), st.sampled_from(TOPICS), st.integers(0, 3),
+              st.permutations(NODES), st.integers(1, 3)),
     st.tuples(st.just("producer-ids")),
 )
 
@@ -88,6 +91,15 @@ def decide(image: MetadataImage, op: Op, serial: int) -> list[Any]:
         out = controller.register_broker(
             image, op[1], [Endpoint("PLAINTEXT", "h", 9000 + op[1])],
             uuid.UUID(int=1000 + serial))
+    elif kind == "rejoin":  # a new incarnation over an unfenced one (kill -9, restart)
+        out = controller.register_broker(
+            image, op[1], [Endpoint("PLAINTEXT", "h", 9000 + op[1])],
+            uuid.UUID(int=1000 + serial), fence_previous=True)
+    elif kind == "reassign":
+        topic = image.topics.get(op[1])
+        if topic is None or op[2] not in topic.partitions:
+            return []
+        out = controller.alter_reassignment(image, op[1], op[2], list(op[3][:op[4]]))
     elif kind == "elect":
         if op[1] not in image.topics:
             return []

@@ -347,6 +347,34 @@ class MetadataImage:
             self.replay(record)
         return touched
 
+    def replay_scoped(self, records: Iterable[Any]) -> dict[str, set[int] | None] | None:
+        """Replay ``records`` in order, as :meth:`replay_all`; what they touched
+        by topic: the partitions PartitionChangeRecords named, or None for a
+        topic another record touched whole (its creation, configs, removal);
+        None for all if one of them may have touched every topic."""
+        scope: dict[str, set[int] | None] | None = {}
+        for record in records:
+            if scope is not None:
+                if isinstance(record, PartitionChangeRecord):
+                    name = self.by_id.get(record.topic_id)
+                    if name is None:
+                        scope = None
+                    elif name not in scope:
+                        scope[name] = {record.partition_id}
+                    else:
+                        indexes = scope[name]
+                        if indexes is not None:
+                            indexes.add(record.partition_id)
+                else:
+                    names = self.topics_touched(record)
+                    if names is None:
+                        scope = None
+                    else:
+                        for name in names:
+                            scope[name] = None
+            self.replay(record)
+        return scope
+
     def topics_touched(self, record: Any) -> frozenset[str] | None:
         """The topics whose partitions or configs replaying ``record`` may change,
         asked before it is replayed (a RemoveTopicRecord's name is gone after);

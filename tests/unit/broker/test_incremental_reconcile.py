@@ -54,18 +54,25 @@ def _keys(parts: list[Partition]) -> list[tuple[str, int]]:
 @given(st.lists(operations, max_size=40))
 def test_reconciling_the_touched_topics_equals_reconciling_all(
         ops: list[tuple[Any, ...]]) -> None:
+    """Also reconciling only the touched partitions of a topic whose records
+    were all elections, ISR or replica changes
+    (:meth:`MetadataImage.replay_scoped`, as a broker applies a batch)."""
     clock = ManualClock()
     image: MetadataImage = cluster_image()
-    incremental, full = Node(clock), Node(clock)
-    incremental.manager.reconcile(image)
-    full.manager.reconcile(image)
+    incremental, scoped, full = Node(clock), Node(clock), Node(clock)
+    for node in (incremental, scoped, full):
+        node.manager.reconcile(image)
     for serial, op in enumerate(ops):
-        touched = image.replay_all(decide(image, op, serial))
-        incremental.manager.reconcile(image, topics=touched)
+        scope = image.replay_scoped(decide(image, op, serial))
+        incremental.manager.reconcile(image, topics=None if scope is None else set(scope))
+        scoped.manager.reconcile(image, topics=scope, only=None if scope is None else {
+            n: i for n, i in scope.items() if i is not None})
         full.manager.reconcile(image)
         clock.advance(10)
         assert incremental.state() == full.state(), op
+        assert scoped.state() == full.state(), op
         assert incremental.moved[-1] == full.moved[-1], op
+        assert scoped.moved[-1] == full.moved[-1], op
 
 
 def test_a_batch_naming_one_topic_leaves_the_others_alone() -> None:

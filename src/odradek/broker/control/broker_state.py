@@ -453,19 +453,25 @@ class BrokerState:
     def apply(self, records: list[Any]) -> None:
         """Replay committed records into the image, on this node as on every other.
 
-        Only the topics the records name are reconciled (the work is the
-        batch's, not the image's size), unless a record may change what every
-        partition is given (:meth:`MetadataImage.topics_touched`), the dynamic
-        broker configs changed, or whether this node may lead did: then all."""
-        touched = self.image.replay_all(records)
+        Only what the records name is reconciled (the work is the batch's, not
+        the image's size): the partitions of an election or an ISR change, the
+        whole of a topic created, configured or removed; all of them if a record
+        may change what every partition is given
+        (:meth:`MetadataImage.topics_touched`) or the dynamic broker configs
+        changed. When whether this node may lead changes (its registration is
+        applied, or it is fenced), so do the partitions the image says it leads."""
+        touched = self.image.replay_scoped(records)
         if self.apply_broker_configs():
             touched = None
         if self.metadata_ready:
             may_lead = self.registered
-            if may_lead != self._reconciled_may_lead:
-                touched = None
+            if may_lead != self._reconciled_may_lead and touched is not None:
+                _add_led(touched, self.image, self.node_id)
             self._reconciled_may_lead = may_lead
-            self.partitions.reconcile(self.image, may_lead=may_lead, topics=touched)
+            self.partitions.reconcile(
+                self.image, may_lead=may_lead, topics=touched,
+                only=None if touched is None else {
+                    n: i for n, i in touched.items() if i is not None})
             if not self.in_service.is_set() and self.registered:
                 self.in_service.set()
             self._image_changed()
@@ -625,3 +631,16 @@ def _with(outcome: Outcome, records: list[Any]) -> Outcome:
     if records and not outcome.error:
         outcome.records = [*outcome.records, *records]
     return outcome
+
+
+def _add_led(scope: dict[str, set[int] | None], image: MetadataImage, node_id: int) -> None:
+    """Add to ``scope`` the partitions ``image`` says ``node_id`` leads (one pass
+    over the image, no reconcile of the others)."""
+    for topic in image.topics.values():
+        if scope.get(topic.name, ()) is None:
+            continue  # the whole topic is in already
+        led = {i for i, p in topic.partitions.items() if p.leader == node_id}
+        if led:
+            indexes = scope.setdefault(topic.name, set())
+            assert indexes is not None
+            indexes |= led
