@@ -11,6 +11,7 @@ KRAFT_VOTERS (6) / KRAFT_VERSION (5), the value then the untagged body.
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
 
 from odradek.raft.log import Entry
 from odradek.raft.voters import (
@@ -46,7 +47,7 @@ def encode_entry(entry: Entry, timestamp_ms: int = 0) -> bytes:
                        partition_leader_epoch=entry.epoch)
 
 
-def encode_entries(entries: list[Entry] | tuple[Entry, ...], timestamp_ms: int = 0) -> bytes:
+def encode_entries(entries: Sequence[Entry], timestamp_ms: int = 0) -> bytes:
     return b"".join(encode_entry(e, timestamp_ms) for e in entries)
 
 

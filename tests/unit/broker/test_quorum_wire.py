@@ -233,3 +233,23 @@ def test_a_fetch_answer_hints_the_leader_it_names_with_its_endpoint() -> None:
     unknown = qw.response_to_kafka(rm.FetchResponse(2, 3, 10, -1, 44, error=6), 0, 17, None)
     assert qw.leader_hint(_through_wire(1, unknown, True)) is None
     assert qw.response_from_kafka(1, decoded, request).leader_id == 1
+
+
+def test_a_leader_encodes_an_entry_once_for_its_followers() -> None:
+    """The second follower asking for the same entries gets the bytes encoded
+    for the first (its batches carry the first send's time), which decode to
+    the same entries; an equal entry of another quorum gets the same bytes, a
+    different one its own; the cache lets the oldest go past its bound."""
+    from odradek.raft import codec
+
+    encoded = qw.EncodedEntries(max_bytes=400)
+    first = encoded(ENTRIES, 1_000)
+    assert encoded(ENTRIES, 2_000) == first == codec.encode_entries(ENTRIES, 1_000)
+    assert tuple(codec.decode_entries(first)) == ENTRIES
+    again = Entry(47, 9, (b"a", b"bc"))  # equal, another object
+    assert encoded([again], 3_000) == codec.encode_entry(ENTRIES[1], 1_000)
+    other = Entry(47, 9, (b"a", b"bd"))  # another quorum's entry at that offset and epoch
+    assert tuple(codec.decode_entries(encoded([other], 3_000))) == (other,)
+    for i in range(20):
+        encoded([Entry(100 + i, 9, (bytes(40),))], 4_000)
+    assert encoded._bytes <= 400 and ENTRIES[0] not in encoded._batches

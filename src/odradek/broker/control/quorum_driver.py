@@ -151,6 +151,8 @@ class QuorumDriver:
         self._answers: dict[tuple[int, type], asyncio.Future[Any]] = {}
         self._commits: list[tuple[int, int, asyncio.Future[None]]] = []
         self._conns = PeerConnections(f"odradek-raft-{node_id}", security)
+        self._encoded = qw.EncodedEntries()
+        """Entries as this leader last sent them, for the next follower."""
         self._tasks: set[asyncio.Task[None]] = set()
         self._runner: asyncio.Task[None] | None = None
         self.on_change: Callable[[], None] | None = None
@@ -517,7 +519,8 @@ class QuorumDriver:
             answer = self._empty_answer(core)
         leader = getattr(answer, "leader_id", -1)
         endpoint = self.address(leader) if leader >= 0 else None
-        return qw.response_to_kafka(answer, self.clock.now_ms(), version, endpoint)
+        return qw.response_to_kafka(answer, self.clock.now_ms(), version, endpoint,
+                                    self._encoded)
 
     def _empty_answer(self, core: Any) -> Any:
         leader = self.leader_id

@@ -31,12 +31,13 @@ with INCONSISTENT_CLUSTER_ID and does not let the core see the request.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from odradek.broker.ports import METADATA_TOPIC, METADATA_TOPIC_ID
 from odradek.raft import messages as rm
-from odradek.raft.codec import decode_entries, encode_entries
-from odradek.raft.log import Snapshot
+from odradek.raft.codec import decode_entries, encode_entries, encode_entry
+from odradek.raft.log import Entry, Snapshot
 from odradek.raft.voters import Endpoint
 from odradek.wire.messages import begin_quorum_epoch_request as bq
 from odradek.wire.messages import begin_quorum_epoch_response as bqr
@@ -171,12 +172,44 @@ def _only(topics: list[Any], name_attr: str, parts_attr: str) -> Any:
     return part
 
 
+class EncodedEntries:
+    """Entries as Fetch carries them, each encoded once and kept for the next
+    follower asking (a leader with two followers encoded every entry twice: at
+    100k partitions a restart's elections are ~100k records). An entry is
+    looked up by value (a Raft log holds one entry per offset and epoch, but
+    two quorums can share a process, as in the test suites), so a hit is always
+    the same bytes; its batch carries the timestamp of its first send. Holds
+    at most ``max_bytes`` of batches, the oldest let go first."""
+
+    def __init__(self, max_bytes: int = 8 << 20) -> None:
+        self.max_bytes = max_bytes
+        self._batches: dict[Entry, bytes] = {}
+        self._bytes = 0
+
+    def __call__(self, entries: Sequence[Entry], now_ms: int) -> bytes:
+        out = []
+        for entry in entries:
+            batch = self._batches.get(entry)
+            if batch is None:
+                batch = encode_entry(entry, now_ms)
+                self._batches[entry] = batch
+                self._bytes += len(batch)
+                while self._bytes > self.max_bytes and len(self._batches) > 1:
+                    oldest = next(iter(self._batches))
+                    self._bytes -= len(self._batches.pop(oldest))
+            out.append(batch)
+        return b"".join(out)
+
+
 def response_to_kafka(msg: Any, now_ms: int, version: int,
-                      leader_endpoint: tuple[str, int] | None = None) -> Any:
+                      leader_endpoint: tuple[str, int] | None = None,
+                      encode: Callable[[Sequence[Entry], int], bytes] = encode_entries,
+                      ) -> Any:
     """The Kafka response, encodable at ``version``, for a core response.
     ``leader_endpoint`` (host, port) is the CONTROLLER endpoint of the leader the
     answer names, sent in a Fetch answer's ``NodeEndpoints`` from v16 (KIP-853:
-    a fetcher learns where the leader is)."""
+    a fetcher learns where the leader is). ``encode`` makes a Fetch answer's
+    records (:class:`EncodedEntries` keeps them for the next follower)."""
     if isinstance(msg, rm.VoteResponse):
         return vr.VoteResponse(0, [vr.TopicData(METADATA_TOPIC, [vr.PartitionData(
             0, msg.error, msg.leader_id, msg.epoch, msg.granted)])])
@@ -190,7 +223,7 @@ def response_to_kafka(msg: Any, now_ms: int, version: int,
         part = fr.PartitionData(
             0, msg.error, high_watermark=msg.high_watermark,
             current_leader=fr.LeaderIdAndEpoch(msg.leader_id, msg.epoch),
-            records=encode_entries(msg.entries, now_ms) if msg.entries else None)
+            records=encode(msg.entries, now_ms) if msg.entries else None)
         if msg.diverging is not None:
             part.diverging_epoch = fr.EpochEndOffset(*msg.diverging)
         if msg.snapshot_id is not None:
