@@ -17,13 +17,12 @@ Raft quorum replaces this file when clusters arrive.
 from __future__ import annotations
 
 import importlib
-import struct
 from collections.abc import Iterable
 from typing import Any
 
 from odradek.common.clock import Clock
 from odradek.replication.partition import Origin, PartitionState
-from odradek.wire.codec import Decoder, decoder_for
+from odradek.wire.codec import decode_from
 from odradek.wire.internal.record_table import METADATA_RECORDS
 from odradek.wire.primitives import DecodeError, read_uvarint, write_uvarint
 from odradek.wire.records import Record, build_batch, decode_batch
@@ -64,8 +63,8 @@ def encode_record(record: Message) -> bytes:
 def decode_record(value: bytes) -> Message:
     """The record a framed value holds (DecodeError when it is not one).
 
-    The decoder is looked up once per (api key, version) and handed the value
-    and the position after the frame, without the slice and the checks of
+    The record's decoder is handed the value and the position after the
+    frame (:func:`~odradek.wire.codec.decode_from`), without the slice of
     :meth:`Struct.decode` on every call: a restart at 100k partitions decodes
     ~200k records on each node (its snapshot, then the elections)."""
     if len(value) >= 3 and value[0] == FRAME_VERSION and value[1] < 0x80 and value[2] < 0x80:
@@ -76,27 +75,13 @@ def decode_record(value: bytes) -> Message:
             raise DecodeError(f"unknown metadata frame version {frame}")
         key, pos = read_uvarint(value, pos)
         version, pos = read_uvarint(value, pos)
-    decode = _decoders.get((key, version)) or _decoder(key, version)
-    try:
-        record, end = decode(value, pos)
-    except DecodeError:
-        raise
-    except (struct.error, IndexError, ValueError, OverflowError, RecursionError) as exc:
-        raise DecodeError(f"malformed metadata record {key} v{version}: {exc}") from exc
-    if end != len(value):
-        raise DecodeError(f"{len(value) - end} trailing bytes after metadata record {key}")
-    return record  # type: ignore[no-any-return]
-
-
-_decoders: dict[tuple[int, int], Decoder] = {}
-
-
-def _decoder(key: int, version: int) -> Decoder:
     cls = record_class(key)
     if cls is None:
         raise DecodeError(f"unknown metadata record type {key}")
-    decode = _decoders[(key, version)] = decoder_for(cls, version)  # UnsupportedVersion
-    return decode
+    record, end = decode_from(cls, value, pos, version)
+    if end != len(value):
+        raise DecodeError(f"{len(value) - end} trailing bytes after {cls.__name__}")
+    return record
 
 
 class LogJournal:
