@@ -336,22 +336,15 @@ class MetadataImage:
         """Replay ``records`` in order; the topics they touched (each record's
         :meth:`topics_touched`, asked just before its replay), or None if one
         of them may have touched every topic."""
-        touched: set[str] | None = set()
-        for record in records:
-            if touched is not None:
-                names = self.topics_touched(record)
-                if names is None:
-                    touched = None
-                else:
-                    touched |= names
-            self.replay(record)
-        return touched
+        scope = self.replay_scoped(records)
+        return None if scope is None else set(scope)
 
     def replay_scoped(self, records: Iterable[Any]) -> dict[str, set[int] | None] | None:
-        """Replay ``records`` in order, as :meth:`replay_all`; what they touched
-        by topic: the partitions PartitionChangeRecords named, or None for a
-        topic another record touched whole (its creation, configs, removal);
-        None for all if one of them may have touched every topic."""
+        """Replay ``records`` in order; what they touched by topic (each
+        record's :meth:`topics_touched`, asked just before its replay): the
+        partitions PartitionChangeRecords named, or None for a topic another
+        record touched whole (its creation, configs, removal); None for all if
+        one of them may have touched every topic."""
         scope: dict[str, set[int] | None] | None = {}
         for record in records:
             if scope is not None:
