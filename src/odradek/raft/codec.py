@@ -21,8 +21,8 @@ from odradek.raft.voters import (
     VOTERS_TAG,
 )
 from odradek.wire.batch import BATCH_HEADER_SIZE, BatchHeader, CorruptBatchError, validate_batch
-from odradek.wire.primitives import Buffer, read_varint
-from odradek.wire.records import Record, build_batch, decode_batch
+from odradek.wire.primitives import Buffer
+from odradek.wire.records import Record, build_batch, decode_batch, read_record_varint
 
 LEADER_CHANGE_TYPE = 2
 _KEY = struct.Struct(">hh")
@@ -76,16 +76,16 @@ def _plain_values(buf: Buffer, pos: int, header: BatchHeader) -> tuple[bytes, ..
     p = 0
     try:
         for k in range(count):
-            length, p = _varint(data, p)
+            length, p = read_record_varint(data, p)
             end = p + length
             # attributes (1 byte), then the timestamp delta (a varlong, skipped)
             q = p + 1
             while data[q] & 0x80:
                 q += 1
-            delta, q = _varint(data, q + 1)
+            delta, q = read_record_varint(data, q + 1)
             if delta != k or data[q] != 1:  # 1: the zigzag of -1, a null key
                 return None
-            size, q = _varint(data, q + 1)
+            size, q = read_record_varint(data, q + 1)
             if size < 0:
                 raise CorruptBatchError(f"record {k} is not an entry record")
             value_end = q + size
@@ -96,13 +96,6 @@ def _plain_values(buf: Buffer, pos: int, header: BatchHeader) -> tuple[bytes, ..
     except IndexError:
         return None
     return tuple(values) if p == len(data) else None
-
-
-def _varint(data: bytes, pos: int) -> tuple[int, int]:
-    b = data[pos]
-    if b < 0x80:
-        return (b >> 1) ^ -(b & 1), pos + 1
-    return read_varint(data, pos)
 
 
 def _decode_entry(buf: Buffer, pos: int) -> tuple[Entry, int]:

@@ -219,7 +219,7 @@ def scan_batch(
             if b < 0x80:
                 length, p = (b >> 1) ^ -(b & 1), p + 1
             else:
-                length, p = _varint(data, p)
+                length, p = read_record_varint(data, p)
             end = p + length
             if length < _MIN_RECORD_BYTES - 1 or end > size:
                 raise CorruptBatchError(f"record length {length} at offset {p} does not fit")
@@ -232,12 +232,12 @@ def scan_batch(
             if b < 0x80:
                 offset_delta, p = (b >> 1) ^ -(b & 1), p + 1
             else:
-                offset_delta, p = _varint(data, p)
+                offset_delta, p = read_record_varint(data, p)
             b = data[p]
             if b < 0x80:
                 key_length, p = (b >> 1) ^ -(b & 1), p + 1
             else:
-                key_length, p = _varint(data, p)
+                key_length, p = read_record_varint(data, p)
             if key_length == -1:
                 key = None
             elif key_length < 0 or p + key_length > end:
@@ -284,7 +284,7 @@ def keep_records(
     return encode_batch_header(replace(rebuilt, crc=crc)) + body
 
 
-def _varint(data: bytes, pos: int) -> tuple[int, int]:
+def read_record_varint(data: bytes, pos: int) -> tuple[int, int]:
     """read_varint with fast paths for the one- and two-byte values that dominate
     records (lengths under 8 KiB, offset deltas under 8192)."""
     if pos + 1 < len(data):
@@ -301,14 +301,14 @@ def _varint(data: bytes, pos: int) -> tuple[int, int]:
 def _decode_record(
     data: bytes, pos: int, header: BatchHeader, fixed_timestamp: int | None
 ) -> tuple[Record, int]:
-    length, pos = _varint(data, pos)
+    length, pos = read_record_varint(data, pos)
     end = pos + length
     if length < _MIN_RECORD_BYTES - 1 or end > len(data):
         raise CorruptBatchError(f"record length {length} at offset {pos} does not fit")
     attributes = data[pos]
     attributes -= 256 if attributes > 127 else 0
     timestamp_delta, pos = read_varlong(data, pos + 1)
-    offset_delta, pos = _varint(data, pos)
+    offset_delta, pos = read_record_varint(data, pos)
     key, pos = _read_field(data, pos, end, "key")
     value, pos = _read_field(data, pos, end, "value")
     headers, pos = _read_headers(data, pos, end)
@@ -328,7 +328,7 @@ def _decode_record(
 
 def _read_field(data: bytes, pos: int, end: int, what: str) -> tuple[bytes | None, int]:
     """varint length (-1 = null) then bytes, all inside ``[pos, end)``."""
-    length, pos = _varint(data, pos)
+    length, pos = read_record_varint(data, pos)
     if length == -1:
         return None, pos
     stop = pos + length
@@ -338,7 +338,7 @@ def _read_field(data: bytes, pos: int, end: int, what: str) -> tuple[bytes | Non
 
 
 def _read_headers(data: bytes, pos: int, end: int) -> tuple[Headers, int]:
-    count, pos = _varint(data, pos)
+    count, pos = read_record_varint(data, pos)
     # Each header takes at least two bytes (two one-byte lengths).
     if count < 0 or pos + 2 * count > end:
         raise CorruptBatchError(f"header count {count} at offset {pos} does not fit its record")
