@@ -25,6 +25,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from odradek.common.intern import Interner
 from odradek.wire import primitives as p
 from odradek.wire.primitives import Buffer, DecodeError, EncodeError
 from odradek.wire.schema import FieldDef, Message, Struct, in_range
@@ -46,28 +47,23 @@ _FIXED: dict[str, tuple[str, int]] = {
     "float64": ("d", 8),
 }
 
-_UUIDS: dict[bytes, uuid.UUID] = {}
+def _uuid_of(key: bytes) -> uuid.UUID:
+    return uuid.UUID(bytes=key)
+
+
+_UUIDS: Interner[bytes, uuid.UUID] = Interner(_uuid_of)
 """Decoded UUIDs by their 16 bytes, shared: a UUID is immutable, and the few
 topic and directory ids of 100k metadata records or a Fetch's topic ids come
-back again and again (a dict lookup is a tenth of building one). Emptied at
-4,096 entries, so random ids cannot grow it."""
-
-
-def _new_uuid(key: bytes) -> uuid.UUID:
-    if len(_UUIDS) >= 4096:
-        _UUIDS.clear()
-    value = _UUIDS[key] = uuid.UUID(bytes=key)
-    return value
+back again and again (a lookup is a fraction of building one). Bounded as
+every :class:`Interner` is, so random ids cannot grow it."""
 
 
 _BASE_NS: dict[str, Any] = {
-    "_UUIDS": _UUIDS,
-    "_new_uuid": _new_uuid,
+    "_uuid": _UUIDS,
     "_uv": p.read_uvarint,
     "_wuv": p.write_uvarint,
     "_DecodeError": DecodeError,
     "_EncodeError": EncodeError,
-    "_UUID": uuid.UUID,
     "_unpack": struct.unpack_from,
     "_pack": struct.pack,
     "_INLINE_MAX": INLINE_RECORDS_MAX,
@@ -189,8 +185,7 @@ def _emit_read_scalar(
         src("pos += 1")
     elif t == "uuid":
         src("if pos + 16 > blen: raise _DecodeError('short input reading uuid')")
-        src("_k = bytes(buf[pos:pos + 16])")
-        src(f"{target} = _UUIDS.get(_k) or _new_uuid(_k)")
+        src(f"{target} = _uuid(bytes(buf[pos:pos + 16]))")
         src("pos += 16")
     elif t in ("string", "bytes", "records"):
         n = src.tmp()
