@@ -389,12 +389,12 @@ def _fold_returns(fenced: list[Any], lost: list[Any],
     folded: set[tuple[uuid.UUID, int]] = set()
     out: list[Any] = []
     for r in fenced:
-        key = (r.topic_id, r.partition_id) if isinstance(r, PartitionChangeRecord) else None
-        back = returns.get(key) if key is not None else None
+        back = (returns.get((r.topic_id, r.partition_id))
+                if isinstance(r, PartitionChangeRecord) else None)
         if back is None:
             out.append(r)
             continue
-        folded.add(key)  # type: ignore[arg-type]
+        folded.add((r.topic_id, r.partition_id))
         out.append(_then(r, back))
     return out, [r for r in unfenced if not isinstance(r, PartitionChangeRecord)
                  or (r.topic_id, r.partition_id) not in folded]
